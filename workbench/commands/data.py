@@ -1,0 +1,104 @@
+"""``python -m workbench data build|show|list``: balanced calibration/evaluation speech sets."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from workbench.config import CALIB_SETS_DIR, EngineProfile, SetBuildConfig
+from workbench.errors import WorkbenchError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="data_command", metavar="<action>", required=True)
+    build = sub.add_parser("build", help="make a calibration set and an evaluation set")
+    defaults = SetBuildConfig()
+    profile = EngineProfile()
+    build.add_argument("--name", default=defaults.name, help="sets are written as calib_sets/NAME-calib and NAME-eval")
+    build.add_argument("--source", default="synthetic", choices=["synthetic", "hf", "folder", "manifest"])
+    build.add_argument("--path", help="hub id or saved dataset (hf), folder (folder) or JSONL file (manifest)")
+    build.add_argument("--split", default="train", help="dataset split (hf)")
+    build.add_argument("--audio-column", default="audio")
+    build.add_argument("--text-column", default="text")
+    build.add_argument("--speaker-column")
+    build.add_argument("--accent-column")
+    build.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition)
+    build.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition)
+    build.add_argument("--min-seconds", type=float, default=profile.min_s)
+    build.add_argument("--opt-seconds", type=float, default=profile.opt_s)
+    build.add_argument("--max-seconds", type=float, default=profile.max_s)
+    build.add_argument("--seed", type=int, default=defaults.seed)
+    build.add_argument("--workers", type=int, default=defaults.workers)
+    build.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    show = sub.add_parser("show", help="print a set's balance table and card summary")
+    show.add_argument("name", help="set name under calib_sets/ or a path")
+    sub.add_parser("list", help="list the sets under calib_sets/")
+
+
+def _config(args: argparse.Namespace) -> SetBuildConfig:
+    if args.calib_per_condition < 1 or args.eval_per_condition < 1:
+        raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
+    try:
+        profile = EngineProfile(args.min_seconds, args.opt_seconds, args.max_seconds)
+    except ValueError as exc:
+        raise WorkbenchError(str(exc)) from exc
+    if not args.name.replace("-", "").replace("_", "").isalnum():
+        raise WorkbenchError(f"set name {args.name!r} may hold only letters, digits, '-' and '_'")
+    return SetBuildConfig(name=args.name, calib_per_condition=args.calib_per_condition,
+                          eval_per_condition=args.eval_per_condition, seed=args.seed,
+                          profile=profile, workers=max(1, args.workers))
+
+
+def _build(args: argparse.Namespace) -> int:
+    from workbench.speech import builder, sources
+
+    cfg = _config(args)
+    if args.source == "synthetic":
+        built = builder.build_synthetic_sets(cfg, root=args.root)
+    else:
+        if not args.path:
+            raise WorkbenchError(f"--source {args.source} needs --path")
+        source = {
+            "hf": lambda: sources.HFDatasetSource(args.path, args.split, args.audio_column, args.text_column,
+                                                  args.speaker_column, args.accent_column),
+            "folder": lambda: sources.AudioFolderSource(Path(args.path)),
+            "manifest": lambda: sources.ManifestSource(Path(args.path)),
+        }[args.source]()
+        clips, skipped = sources.collect(source)
+        built = builder.build_external_sets(cfg, clips, skipped, f"{args.source}:{args.path}", root=args.root)
+    for speech_set in (built.calib, built.eval):
+        _print_set(speech_set)
+    print(f"disjoint by text: {built.checks['disjoint_by_text']}, by speaker: {built.checks['disjoint_by_speaker']}")
+    return 0
+
+
+def _print_set(speech_set) -> None:
+    from workbench.speech.store import balance_table
+
+    card = speech_set.card
+    print(f"\n{speech_set.name}  ({card['utterances']} utterances, {card['total_duration_s']:.0f} s, "
+          f"{card['speakers']} speakers, hash {card['content_hash'][:12]})  -> {speech_set.path}")
+    print(balance_table(card))
+    print("accents: " + ", ".join(f"{k} {v}" for k, v in card["accents"].items()))
+    print("noise:   " + ", ".join(f"{k} {v}" for k, v in card["noise_kinds"].items()))
+    if card["snr_db"]:
+        print(f"SNR dB:  {card['snr_db']['min']:.1f} .. {card['snr_db']['max']:.1f}")
+    if card["skipped"]:
+        print(f"skipped: {len(card['skipped'])} (reasons in {speech_set.path / 'card.md'})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.speech.store import load_set
+
+    if args.data_command == "build":
+        return _build(args)
+    if args.data_command == "show":
+        _print_set(load_set(args.name))
+        return 0
+    sets = sorted(p for p in CALIB_SETS_DIR.glob("*") if (p / "card.json").exists())
+    if not sets:
+        print("no sets yet; build one with: python -m workbench data build")
+    for path in sets:
+        s = load_set(path)
+        print(f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}")
+    return 0

@@ -1,0 +1,251 @@
+"""Calibration/evaluation set builder: stratified by condition x duration bucket, seeded, disjoint.
+
+Two inputs: synthetic TTS (``build_synthetic_sets``) or clips from an external source
+(``build_external_sets``). Both split speakers and texts between calibration and evaluation,
+check that the two sets are disjoint, and write both atomically under ``calib_sets/``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+from tqdm import tqdm
+
+from workbench import __version__
+from workbench.config import CALIB_SETS_DIR, CONDITIONS, MAJORITY_ACCENT, SetBuildConfig
+from workbench.errors import WorkbenchError
+from workbench.speech.conditions import mix_at_snr
+from workbench.speech.records import Clip, Skipped
+from workbench.speech.store import SpeechSet, write_set
+from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
+from workbench.speech.text import sentence_pool
+from workbench.speech.tts import Voice, require_voices
+
+ROLES = ("calib", "eval")
+
+
+@dataclass
+class BuiltSets:
+    calib: SpeechSet
+    eval: SpeechSet
+    checks: dict[str, Any]
+
+
+def _stable_hash(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+def partition_speakers(speakers: list[str], group_of: Callable[[str], str]) -> dict[str, str]:
+    """Assign each speaker to calib or eval: per group, a third (at least one) goes to eval.
+
+    Groups with a single speaker stay in calibration only. Deterministic, seed independent.
+    """
+    groups: dict[str, list[str]] = {}
+    for spk in sorted(set(speakers)):
+        groups.setdefault(group_of(spk), []).append(spk)
+    roles: dict[str, str] = {}
+    for members in groups.values():
+        ordered = sorted(members, key=_stable_hash)
+        n_eval = 0 if len(ordered) < 2 else max(1, len(ordered) // 3)
+        for i, spk in enumerate(ordered):
+            roles[spk] = "eval" if i < n_eval else "calib"
+    return roles
+
+
+def disjointness(calib: list[Clip], evaluation: list[Clip]) -> dict[str, Any]:
+    texts = {c.record.text for c in calib} & {c.record.text for c in evaluation}
+    speakers = {c.record.speaker for c in calib} & {c.record.speaker for c in evaluation}
+    return {
+        "shared_texts": sorted(texts)[:20],
+        "shared_text_count": len(texts),
+        "shared_speakers": sorted(speakers)[:20],
+        "shared_speaker_count": len(speakers),
+        "disjoint_by_text": not texts,
+        "disjoint_by_speaker": not speakers,
+    }
+
+
+def _made(cfg: SetBuildConfig, role: str, source: str, extra: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "role": role,
+        "source": source,
+        "config": asdict(cfg),
+        "workbench": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "command": " ".join(sys.argv),
+        **extra,
+    }
+
+
+def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Clip],
+                     skipped: dict[str, list[Skipped]], source: str, extra: dict[str, Any],
+                     root: Path) -> BuiltSets:
+    checks = disjointness(calib, evaluation)
+    if not (checks["disjoint_by_text"] and checks["disjoint_by_speaker"]):
+        raise WorkbenchError(f"calibration and evaluation sets overlap: {checks}; nothing written")
+    sets = {}
+    for role, clips in (("calib", calib), ("eval", evaluation)):
+        name = f"{cfg.name}-{role}"
+        sets[role] = write_set(root / name, clips, _made(cfg, role, source, extra), skipped[role],
+                               {**checks, "paired_with": f"{cfg.name}-{'eval' if role == 'calib' else 'calib'}"})
+    return BuiltSets(sets["calib"], sets["eval"], checks)
+
+
+# ---------------------------------------------------------------- synthetic
+
+
+def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
+    roles = partition_speakers([v.speaker for v in voices], lambda s: next(v.accent for v in voices if v.speaker == s))
+    pools = sentence_pool()
+    babble_voices = tuple(v for v in voices if v.engine == "espeak") or voices
+    babble_texts = pools["train"][:: max(1, len(pools["train"]) // 500)]
+    jobs: list[SlotJob] = []
+    for role in ROLES:
+        per_condition = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
+        role_voices = [v for v in voices if roles[v.speaker] == role]
+        texts_by_bucket: dict[str, list[str]] = {}
+        rng = np.random.default_rng(_stable_hash(f"{cfg.seed}|{role}|texts"))
+        for bucket, _, _ in cfg.profile.buckets():
+            lo, hi = word_range(cfg.profile, bucket)
+            cands = [t for t in pools[role] if lo <= len(t.split()) <= hi]
+            texts_by_bucket[bucket] = [cands[i] for i in rng.permutation(len(cands))]
+        cursor = {b: 0 for b in texts_by_bucket}
+        buckets = [b for b, _, _ in cfg.profile.buckets()]
+        for condition in CONDITIONS:
+            cond_voices = tuple(v for v in role_voices if v.is_majority_accent == (condition != "accented"))
+            if not cond_voices:
+                raise WorkbenchError(f"no {role} voices for condition {condition}; install more TTS voices")
+            for b_index, bucket in enumerate(buckets):
+                count = per_condition // len(buckets) + (1 if b_index < per_condition % len(buckets) else 0)
+                for index in range(count):
+                    texts = texts_by_bucket[bucket][cursor[bucket]: cursor[bucket] + ATTEMPTS]
+                    cursor[bucket] += ATTEMPTS
+                    slot = Slot(role, condition, bucket, index, cfg.seed)
+                    jobs.append(SlotJob(slot, cond_voices, tuple(texts), babble_voices,
+                                        tuple(babble_texts[i % len(babble_texts)] for i in
+                                              np.random.default_rng(_stable_hash(slot.key)).integers(0, len(babble_texts), 4)),
+                                        cfg.profile, cfg.conditions))
+    return jobs
+
+
+def run_jobs(jobs: list[SlotJob], workers: int, desc: str) -> list[Clip | Skipped]:
+    if workers <= 1:
+        return [synthesize_slot(j) for j in tqdm(jobs, desc=desc, unit="utt")]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(tqdm(pool.map(synthesize_slot, jobs, chunksize=4), total=len(jobs), desc=desc, unit="utt"))
+
+
+def build_synthetic_sets(cfg: SetBuildConfig, root: Path = CALIB_SETS_DIR) -> BuiltSets:
+    voices = require_voices()
+    jobs = _slot_jobs(cfg, voices)
+    results = run_jobs(jobs, cfg.workers, f"synthesising {cfg.name}")
+    split: dict[str, list[Clip]] = {r: [] for r in ROLES}
+    skipped: dict[str, list[Skipped]] = {r: [] for r in ROLES}
+    for job, result in zip(jobs, results):
+        if isinstance(result, Clip):
+            split[job.slot.role].append(result)
+        else:
+            skipped[job.slot.role].append(result)
+    extra = {"voices": [v.speaker for v in voices], "text_source": "WordNet (wordnet-base) glosses and examples"}
+    return _check_and_write(cfg, split["calib"], split["eval"], skipped, "synthetic", extra, root)
+
+
+# ---------------------------------------------------------------- external
+
+
+def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list[Skipped],
+                        source: str, root: Path = CALIB_SETS_DIR) -> BuiltSets:
+    """Stratify clips from a real source. Majority-accent clean clips fill 'quiet', non-majority
+    accents fill 'accented', and 'noisy' gets copies of other majority clips with noise mixed in
+    (unless the source labels clips noisy itself)."""
+    skipped: dict[str, list[Skipped]] = {r: list(skipped_in) if r == "calib" else [] for r in ROLES}
+    usable: list[Clip] = []
+    for clip in clips:
+        bucket = cfg.profile.bucket_of(clip.record.duration_s)
+        if bucket is None:
+            where = "longer than" if clip.record.duration_s > cfg.profile.max_s else "shorter than"
+            limit = cfg.profile.max_s if clip.record.duration_s > cfg.profile.max_s else cfg.profile.min_s
+            skipped["calib"].append(Skipped(clip.record.extra.get("original", clip.record.id),
+                                            f"{clip.record.duration_s:.2f} s is {where} the engine profile's "
+                                            f"{limit} s; split the clip or change --min/--max-seconds"))
+            continue
+        clip.record.bucket = bucket
+        usable.append(clip)
+    speakers = [c.record.speaker for c in usable]
+    if len(set(speakers)) >= 2:
+        roles = partition_speakers(speakers, lambda s: next(c.record.accent for c in usable if c.record.speaker == s))
+        role_of = lambda c: roles[c.record.speaker]  # noqa: E731
+    else:
+        from workbench.speech.text import split_of
+
+        role_of = lambda c: "eval" if split_of(c.record.text) == "eval" else "calib"  # noqa: E731
+    # a text spoken in both roles would break disjointness: keep it in its first role only
+    first_role: dict[str, str] = {}
+    by_role: dict[str, list[Clip]] = {r: [] for r in ROLES}
+    for clip in usable:
+        role = role_of(clip)
+        if first_role.setdefault(clip.record.text, role) != role:
+            skipped[role].append(Skipped(clip.record.id, "text also used in the other set"))
+            continue
+        by_role[role].append(clip)
+    out: dict[str, list[Clip]] = {}
+    for role in ROLES:
+        target = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
+        out[role] = _stratify_external(by_role[role], target, cfg, np.random.default_rng(_stable_hash(f"{cfg.seed}|{role}")))
+    return _check_and_write(cfg, out["calib"], out["eval"], skipped, source, {}, root)
+
+
+def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfig,
+                       rng: np.random.Generator) -> list[Clip]:
+    buckets = [b for b, _, _ in cfg.profile.buckets()]
+    per_bucket = max(1, per_condition // len(buckets))
+    order = list(rng.permutation(len(clips)))
+    chosen: list[Clip] = []
+    taken: set[int] = set()
+
+    def take(condition: str, pred: Callable[[Clip], bool]) -> list[Clip]:
+        picked = []
+        for bucket in buckets:
+            n = 0
+            for i in order:
+                if n >= per_bucket:
+                    break
+                if i not in taken and clips[i].record.bucket == bucket and pred(clips[i]):
+                    taken.add(i)
+                    picked.append(clips[i])
+                    n += 1
+        return picked
+
+    for clip in take("accented", lambda c: c.record.accent != MAJORITY_ACCENT):
+        clip.record.condition = "accented"
+        chosen.append(clip)
+    labelled_noisy = take("noisy", lambda c: c.record.condition == "noisy")
+    chosen.extend(labelled_noisy)
+    for clip in take("quiet", lambda c: c.record.accent == MAJORITY_ACCENT and c.record.condition != "noisy"):
+        clip.record.condition = "quiet"
+        chosen.append(clip)
+    need_noisy = per_bucket * len(buckets) - len(labelled_noisy)
+    remaining = [clips[i] for i in order if i not in taken and clips[i].record.accent == MAJORITY_ACCENT]
+    for k, clip in enumerate(remaining[:max(0, need_noisy)]):
+        kind = cfg.conditions.noise_kinds[k % len(cfg.conditions.noise_kinds)]
+        if kind == "babble":
+            others = [c.samples for c in clips if c is not clip][:6]
+            if not others:
+                kind = "pink"
+        snr = float(rng.uniform(*cfg.conditions.noisy_snr_db))
+        level = float(rng.uniform(*cfg.conditions.level_dbfs))
+        mix = mix_at_snr(clip.samples, snr, level, kind, rng, others if kind == "babble" else None)
+        rec = clip.record
+        rec.condition, rec.noise_kind = "noisy", kind
+        rec.snr_db, rec.requested_snr_db, rec.level_dbfs = round(mix.snr_db, 3), round(snr, 3), round(mix.level_dbfs, 3)
+        rec.fixes = rec.fixes + [f"{kind} noise mixed at {snr:.1f} dB SNR"]
+        chosen.append(Clip(rec, mix.audio))
+    return chosen

@@ -1,0 +1,54 @@
+"""The utterance record every source yields and every set stores (one JSONL line per clip)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Utterance:
+    """One clip's metadata; ``audio`` is the FLAC path relative to the set folder once stored."""
+
+    id: str
+    text: str
+    speaker: str
+    voice: str
+    accent: str
+    condition: str
+    duration_s: float
+    source: str
+    snr_db: float | None = None
+    requested_snr_db: float | None = None
+    noise_kind: str | None = None
+    level_dbfs: float | None = None
+    bucket: str | None = None
+    audio: str = ""
+    fixes: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "Utterance":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in obj.items() if k in known})
+
+
+@dataclass
+class Clip:
+    """A decoded clip with its record; what the builder passes around before writing."""
+
+    record: Utterance
+    samples: np.ndarray
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """An input that was left out of a set, and why."""
+
+    item: str
+    reason: str

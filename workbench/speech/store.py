@@ -1,0 +1,183 @@
+"""Speech set storage: ``calib_sets/<name>/`` with manifest.jsonl, audio/*.flac and a card.
+
+Sets are written into a temporary folder and renamed into place, so a failed build leaves no half
+set and never damages an existing one. The card holds counts per stratum, a duration histogram,
+the content hash and how the set was made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from workbench.artifacts import atomic_directory, sha256_file, write_json_atomic
+from workbench.config import CALIB_SETS_DIR, CONDITIONS
+from workbench.errors import WorkbenchError
+from workbench.speech.audio import load_flac, write_flac
+from workbench.speech.records import Clip, Skipped, Utterance
+
+MANIFEST = "manifest.jsonl"
+CARD = "card.json"
+CARD_MD = "card.md"
+HIST_BIN_S = 0.5
+
+
+@dataclass
+class SpeechSet:
+    """A stored set: its folder, card and utterance records."""
+
+    path: Path
+    card: dict[str, Any]
+    utterances: list[Utterance]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    @property
+    def content_hash(self) -> str:
+        return str(self.card["content_hash"])
+
+    def audio(self, utt: Utterance) -> np.ndarray:
+        return load_flac(self.path / utt.audio)
+
+    def iter_audio(self):
+        for utt in self.utterances:
+            yield utt, self.audio(utt)
+
+
+def set_path(name_or_path: str | Path, root: Path = CALIB_SETS_DIR) -> Path:
+    path = Path(name_or_path)
+    if path.exists() or path.is_absolute() or "/" in str(name_or_path):
+        return path
+    return root / str(name_or_path)
+
+
+def content_hash(manifest_bytes: bytes, audio_hashes: list[str]) -> str:
+    import hashlib
+
+    digest = hashlib.sha256(manifest_bytes)
+    for h in audio_hashes:
+        digest.update(h.encode())
+    return digest.hexdigest()
+
+
+def duration_histogram(durations: list[float]) -> dict[str, int]:
+    counts = Counter(int(d // HIST_BIN_S) for d in durations)
+    return {f"{k * HIST_BIN_S:.1f}-{(k + 1) * HIST_BIN_S:.1f}": counts[k] for k in sorted(counts)}
+
+
+def strata_counts(utts: list[Utterance]) -> dict[str, dict[str, int]]:
+    table: dict[str, dict[str, int]] = {}
+    for u in utts:
+        table.setdefault(u.condition, {}).setdefault(u.bucket or "-", 0)
+        table[u.condition][u.bucket or "-"] += 1
+    return {c: dict(sorted(b.items())) for c, b in sorted(table.items())}
+
+
+def build_card(utts: list[Utterance], chash: str, made: dict[str, Any], skipped: list[Skipped],
+               checks: dict[str, Any]) -> dict[str, Any]:
+    snrs = [u.snr_db for u in utts if u.snr_db is not None]
+    return {
+        "format": "workbench-speech-set/1",
+        "content_hash": chash,
+        "utterances": len(utts),
+        "total_duration_s": round(sum(u.duration_s for u in utts), 2),
+        "strata": strata_counts(utts),
+        "conditions": dict(Counter(u.condition for u in utts)),
+        "accents": dict(sorted(Counter(u.accent for u in utts).items())),
+        "noise_kinds": dict(sorted(Counter(u.noise_kind or "none" for u in utts).items())),
+        "speakers": len({u.speaker for u in utts}),
+        "snr_db": {"min": min(snrs), "max": max(snrs), "mean": float(np.mean(snrs))} if snrs else None,
+        "duration_histogram": duration_histogram([u.duration_s for u in utts]),
+        "fixed": sum(1 for u in utts if u.fixes),
+        "skipped": [{"item": s.item, "reason": s.reason} for s in skipped],
+        "checks": checks,
+        "made": made,
+    }
+
+
+def render_card_markdown(name: str, card: dict[str, Any]) -> str:
+    lines = [f"# Speech set `{name}`", "", f"- content hash: `{card['content_hash']}`",
+             f"- utterances: {card['utterances']} ({card['total_duration_s']:.0f} s), speakers: {card['speakers']}",
+             "", "## Balance (condition x duration bucket)", "", balance_table(card), "",
+             "## Duration histogram (s)", ""]
+    peak = max(card["duration_histogram"].values(), default=1)
+    for label, count in card["duration_histogram"].items():
+        lines.append(f"    {label:>9} | {'#' * max(1, round(40 * count / peak))} {count}")
+    lines += ["", "## Accents", ""] + [f"- {a}: {n}" for a, n in card["accents"].items()]
+    lines += ["", "## Noise kinds", ""] + [f"- {k}: {n}" for k, n in card["noise_kinds"].items()]
+    lines += ["", "## Checks", "", "```", json.dumps(card["checks"], indent=2), "```"]
+    lines += ["", f"## Skipped inputs ({len(card['skipped'])})", ""]
+    lines += [f"- {s['item']}: {s['reason']}" for s in card["skipped"][:200]]
+    lines += ["", "## How it was made", "", "```", json.dumps(card["made"], indent=2), "```", ""]
+    return "\n".join(lines)
+
+
+def balance_table(card: dict[str, Any]) -> str:
+    strata: dict[str, dict[str, int]] = card["strata"]
+    buckets = sorted({b for row in strata.values() for b in row})
+    header = f"| condition | {' | '.join(buckets)} | total |"
+    rule = "|---" * (len(buckets) + 2) + "|"
+    rows = [header, rule]
+    order = [c for c in CONDITIONS if c in strata] + [c for c in strata if c not in CONDITIONS]
+    for cond in order:
+        row = strata[cond]
+        rows.append(f"| {cond} | {' | '.join(str(row.get(b, 0)) for b in buckets)} | {sum(row.values())} |")
+    totals = [sum(strata[c].get(b, 0) for c in strata) for b in buckets]
+    rows.append(f"| total | {' | '.join(map(str, totals))} | {sum(totals)} |")
+    return "\n".join(rows)
+
+
+def write_set(final: Path, clips: list[Clip], made: dict[str, Any], skipped: list[Skipped],
+              checks: dict[str, Any]) -> SpeechSet:
+    """Write a set atomically; an existing set at ``final`` survives any failure."""
+    if not clips:
+        raise WorkbenchError(f"no usable utterances for {final.name}; nothing written "
+                             f"({len(skipped)} inputs skipped)")
+    with atomic_directory(final) as tmp:
+        (tmp / "audio").mkdir()
+        audio_hashes = []
+        lines = []
+        for clip in clips:
+            rel = f"audio/{clip.record.id}.flac"
+            write_flac(tmp / rel, clip.samples)
+            clip.record.audio = rel
+            audio_hashes.append(sha256_file(tmp / rel))
+            lines.append(json.dumps(clip.record.to_json(), sort_keys=True))
+        manifest = ("\n".join(lines) + "\n").encode()
+        (tmp / MANIFEST).write_bytes(manifest)
+        utts = [c.record for c in clips]
+        card = build_card(utts, content_hash(manifest, audio_hashes), made, skipped, checks)
+        write_json_atomic(tmp / CARD, card)
+        (tmp / CARD_MD).write_text(render_card_markdown(final.name, card), encoding="utf-8")
+    return SpeechSet(final, card, utts)
+
+
+def load_set(name_or_path: str | Path) -> SpeechSet:
+    path = set_path(name_or_path)
+    if not (path / MANIFEST).exists() or not (path / CARD).exists():
+        known = sorted(p.name for p in CALIB_SETS_DIR.glob("*") if (p / CARD).exists())
+        raise WorkbenchError(f"no speech set at {path} (need {MANIFEST} and {CARD}). "
+                             f"Known sets: {', '.join(known) or 'none'}; build one with "
+                             "'python -m workbench data build'.")
+    card = json.loads((path / CARD).read_text())
+    utts = [Utterance.from_json(json.loads(line))
+            for line in (path / MANIFEST).read_text().splitlines() if line.strip()]
+    return SpeechSet(path, card, utts)
+
+
+def verify_set(speech_set: SpeechSet) -> str:
+    """Recompute the content hash from the files; raises if it differs from the card's."""
+    manifest = (speech_set.path / MANIFEST).read_bytes()
+    hashes = [sha256_file(speech_set.path / u.audio) for u in speech_set.utterances]
+    actual = content_hash(manifest, hashes)
+    if actual != speech_set.content_hash:
+        raise WorkbenchError(f"set {speech_set.name} was modified after it was built "
+                             f"(hash {actual[:12]} != card {speech_set.content_hash[:12]}); rebuild it.")
+    return actual

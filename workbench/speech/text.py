@@ -1,0 +1,96 @@
+"""English text for synthetic speech, from WordNet (Debian/PyPI package data), and normalisation.
+
+Sentences are WordNet's example sentences (the quoted parts of each gloss) and glosses. Each text is
+normalised to the model's alphabet and assigned to one split (train, calib or eval) by a hash of the
+normalised text, so the splits are disjoint on every machine without coordination.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ' ")
+WORDNET_DIRS = (
+    Path(os.environ.get("WORKBENCH_WORDNET_DIR", "/usr/share/wordnet")),
+    Path("/usr/share/wordnet"),
+)
+SPLITS = ("train", "calib", "eval")
+_SPLIT_OF_BUCKET = {0: "eval", 1: "calib"}  # buckets 2..9 of 10 go to training
+
+_QUOTE = re.compile(r'"([^"]+)"')
+_NOT_ALPHABET = re.compile(r"[^A-Z' ]+")
+
+
+@dataclass(frozen=True)
+class NormalisedText:
+    text: str
+    changed: bool
+    dropped_chars: str
+
+
+def normalise(text: str) -> NormalisedText:
+    """Upper-case, map separators to spaces, drop characters outside the alphabet."""
+    upper = text.upper().replace("-", " ").replace("_", " ").replace("`", "'")
+    upper = upper.replace("\u2019", "'")
+    dropped = "".join(sorted({c for c in upper if c not in ALPHABET and not c.isspace()}))
+    cleaned = _NOT_ALPHABET.sub(" ", upper)
+    cleaned = re.sub(r"(^|\s)'+|'+(\s|$)", " ", cleaned)  # quotes, not apostrophes
+    cleaned = " ".join(cleaned.split())
+    return NormalisedText(cleaned, cleaned != " ".join(text.split()), dropped)
+
+
+def split_of(text: str) -> str:
+    """Deterministic split of a normalised text: 10 % eval, 10 % calib, 80 % train."""
+    bucket = int.from_bytes(hashlib.sha256(text.encode()).digest()[:4], "big") % 10
+    return _SPLIT_OF_BUCKET.get(bucket, "train")
+
+
+def _wordnet_dir() -> Path:
+    for folder in WORDNET_DIRS:
+        if (folder / "data.noun").exists():
+            return folder
+    from workbench.errors import WorkbenchError
+
+    raise WorkbenchError(
+        "WordNet text not found (looked in "
+        + ", ".join(str(d) for d in WORDNET_DIRS)
+        + "). Install it: apt-get install wordnet-base, or set WORKBENCH_WORDNET_DIR."
+    )
+
+
+def _raw_sentences(folder: Path) -> list[str]:
+    out: list[str] = []
+    for pos in ("noun", "verb", "adj", "adv"):
+        path = folder / f"data.{pos}"
+        with open(path, encoding="latin-1") as handle:
+            for line in handle:
+                if line.startswith("  ") or "|" not in line:
+                    continue
+                gloss = line.split("|", 1)[1]
+                out.extend(_QUOTE.findall(gloss))
+                definition = gloss.split('"', 1)[0].split(";")[0].strip()
+                if definition:
+                    out.append(definition)
+    return out
+
+
+@lru_cache(maxsize=4)
+def sentence_pool(min_words: int = 3, max_words: int = 22) -> dict[str, tuple[str, ...]]:
+    """Normalised, de-duplicated sentences per split, sorted for determinism."""
+    pools: dict[str, set[str]] = {s: set() for s in SPLITS}
+    for raw in _raw_sentences(_wordnet_dir()):
+        if any(ch.isdigit() for ch in raw):
+            continue
+        text = normalise(raw).text
+        words = text.split()
+        if not (min_words <= len(words) <= max_words):
+            continue
+        if sum(len(w) == 1 and w not in ("A", "I") for w in words) > 1:
+            continue
+        pools[split_of(text)].add(text)
+    return {split: tuple(sorted(texts)) for split, texts in pools.items()}

@@ -1,0 +1,170 @@
+"""Text-to-speech voices from Debian packages: espeak-ng (many accents), flite and festival.
+
+A ``Voice`` is one synthetic speaker: engine, voice name, variant, accent. ``synthesize`` runs the
+engine in a subprocess and returns 16 kHz mono float32 audio with leading/trailing silence trimmed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from workbench.config import MAJORITY_ACCENT
+from workbench.errors import WorkbenchError
+from workbench.speech.audio import read_audio
+
+ESPEAK_ACCENTS: dict[str, str] = {
+    "en-us": "us",
+    "en-gb": "british",
+    "en-gb-scotland": "scottish",
+    "en-gb-x-rp": "received-pronunciation",
+    "en-gb-x-gbclan": "lancastrian",
+    "en-gb-x-gbcwmd": "west-midlands",
+    "en-029": "caribbean",
+    "en-us-nyc": "new-york",
+}
+ESPEAK_VARIANTS: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f5")
+FLITE_VOICES: dict[str, str] = {"kal": "us", "slt": "us", "rms": "us", "awb": "scottish"}
+FESTIVAL_VOICES: dict[str, str] = {"kal_diphone": "us", "ked_diphone": "us"}
+# Voices the demo model never hears in training, to report WER on unseen voices.
+HELD_OUT_FROM_TRAINING = frozenset({"festival:kal_diphone", "festival:ked_diphone"})
+
+
+@dataclass(frozen=True, order=True)
+class Voice:
+    engine: str
+    name: str
+    variant: str
+    accent: str
+
+    @property
+    def speaker(self) -> str:
+        base = f"{self.engine}:{self.name}"
+        return f"{base}+{self.variant}" if self.variant else base
+
+    @property
+    def base_id(self) -> str:
+        return f"{self.engine}:{self.name}"
+
+    @property
+    def is_majority_accent(self) -> bool:
+        return self.accent == MAJORITY_ACCENT
+
+    @property
+    def seen_in_training(self) -> bool:
+        return self.base_id not in HELD_OUT_FROM_TRAINING
+
+
+@dataclass(frozen=True)
+class Prosody:
+    """Speaking rate as a multiple of the engine's default, and pitch (0..100 espeak scale)."""
+
+    rate: float = 1.0
+    pitch: float = 50.0
+
+
+def _espeak_binary() -> str | None:
+    return shutil.which("espeak-ng")
+
+
+@lru_cache(maxsize=1)
+def _espeak_voice_names() -> frozenset[str]:
+    binary = _espeak_binary()
+    if binary is None:
+        return frozenset()
+    out = subprocess.run([binary, "--voices"], capture_output=True, text=True, check=False).stdout
+    names = set()
+    for line in out.splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 2:
+            names.add(parts[1])
+    return frozenset(names)
+
+
+@lru_cache(maxsize=1)
+def available_voices() -> tuple[Voice, ...]:
+    """Every voice whose engine is installed on this machine."""
+    voices: list[Voice] = []
+    espeak_names = _espeak_voice_names()
+    for name, accent in ESPEAK_ACCENTS.items():
+        if name in espeak_names:
+            voices.extend(Voice("espeak", name, v, accent) for v in ESPEAK_VARIANTS)
+    if shutil.which("flite"):
+        voices.extend(Voice("flite", name, "", accent) for name, accent in FLITE_VOICES.items())
+    if shutil.which("text2wave"):
+        for name, accent in FESTIVAL_VOICES.items():
+            if _festival_has_voice(name):
+                voices.append(Voice("festival", name, "", accent))
+    return tuple(sorted(voices))
+
+
+def _festival_has_voice(name: str) -> bool:
+    roots = [Path("/usr/share/festival/voices"), Path(os.environ.get("FESTIVAL_VOICES", "/nonexistent"))]
+    short = name.replace("_diphone", "")
+    return any((root / "english" / f"{short}_diphone").exists() or (root / "english" / name).exists() for root in roots)
+
+
+def require_voices() -> tuple[Voice, ...]:
+    voices = available_voices()
+    if not voices:
+        raise WorkbenchError(
+            "no text-to-speech engine found. Install them: "
+            "apt-get install espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k"
+        )
+    return voices
+
+
+def _command(voice: Voice, text: str, prosody: Prosody, wav: str) -> list[str]:
+    if voice.engine == "espeak":
+        spec = f"{voice.name}+{voice.variant}" if voice.variant else voice.name
+        words_per_min = int(round(165 * prosody.rate))
+        return [_espeak_binary() or "espeak-ng", "-v", spec, "-s", str(words_per_min),
+                "-p", str(int(round(prosody.pitch))), "-w", wav, text]
+    if voice.engine == "flite":
+        stretch = 1.0 / max(prosody.rate, 0.1)
+        f0 = 70 + prosody.pitch * 1.6 if voice.name in ("slt",) else 60 + prosody.pitch * 1.0
+        return ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch:.3f}",
+                "--setf", f"int_f0_target_mean={f0:.1f}", "-t", text, "-o", wav]
+    if voice.engine == "festival":
+        stretch = 1.0 / max(prosody.rate, 0.1)
+        scheme = f"(voice_{voice.name})(Parameter.set 'Duration_Stretch {stretch:.3f})"
+        return ["text2wave", "-eval", scheme, "-o", wav]
+    raise WorkbenchError(f"unknown TTS engine {voice.engine!r}")
+
+
+def trim_silence(samples: np.ndarray, threshold_db: float = -45.0, margin_s: float = 0.12) -> np.ndarray:
+    """Cut leading/trailing audio quieter than ``threshold_db`` below the peak, keeping a margin."""
+    if not len(samples):
+        return samples
+    frame = 160
+    n = len(samples) // frame
+    if n == 0:
+        return samples
+    energy = np.sqrt(np.mean(samples[: n * frame].reshape(n, frame) ** 2, axis=1) + 1e-12)
+    loud = np.nonzero(20 * np.log10(energy / (energy.max() + 1e-12)) > threshold_db)[0]
+    if not len(loud):
+        return samples
+    margin = int(margin_s * 16000)
+    start = max(0, loud[0] * frame - margin)
+    end = min(len(samples), (loud[-1] + 1) * frame + margin)
+    return samples[start:end]
+
+
+def synthesize(voice: Voice, text: str, prosody: Prosody = Prosody()) -> np.ndarray:
+    """Speak ``text`` with ``voice``; returns 16 kHz mono float32 samples."""
+    with tempfile.TemporaryDirectory(prefix="wb-tts-") as tmp:
+        wav = str(Path(tmp) / "out.wav")
+        cmd = _command(voice, text, prosody, wav)
+        stdin = text if voice.engine == "festival" else None
+        proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+        if proc.returncode != 0 or not Path(wav).exists():
+            raise WorkbenchError(f"{voice.speaker} failed to synthesise: {proc.stderr.strip()[:300]}")
+        audio = read_audio(Path(wav)).samples
+    return trim_silence(audio)
