@@ -1,0 +1,267 @@
+"""Train the demo Wav2Vec2ForCTC from scratch with CTC on the workbench's synthetic speech.
+
+Resumable and time-boxed, so training can span several 10-minute runs on the GPU machine:
+data and checkpoints live in ``--state-dir``; each run trains until ``--deadline-s`` and then
+writes the Hugging Face model folder to ``--out-dir``. The learning-rate schedule follows the
+cumulative training time (warm-up, then cosine decay to ``total_train_s``).
+Augmentation on the fly, as in the quiet/noisy conditions: speech level (16-bit quantised),
+a quiet noise floor (30-45 dB SNR) or white/pink/brown/hum/babble noise at 0-20 dB SNR.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from training.synth_data import DataSpec, generate
+from workbench.model_vocab import VOCAB, decode_ids, encode_text
+
+T0 = time.time()
+
+
+def log(msg: str) -> None:
+    print(f"[{time.time() - T0:6.1f}s] {msg}", flush=True)
+
+
+def load_data(state: Path, cfg: dict, workers: int, split: str, count: int, seed: int) -> dict:
+    path = state / f"data_{split}_{count}_{seed}.npz"
+    if path.exists():
+        z = np.load(path, allow_pickle=True)
+        return {k: z[k] for k in z.files}
+    d = cfg["data"]
+    spec = DataSpec(count, split, seed, d["majority_accent_share"], tuple(d["rate_range"]),
+                    tuple(d["pitch_range"]), d["max_seconds"])
+    data = generate(spec, workers)
+    data["texts"] = np.array(data["texts"], dtype=object)
+    data["speakers"] = np.array(data["speakers"], dtype=object)
+    np.savez(path, **data)
+    return data
+
+
+def make_batches(lengths: np.ndarray, batch_samples: int, max_batch: int, rng: np.random.Generator) -> list[np.ndarray]:
+    order = np.argsort(lengths + rng.uniform(0, 4000, len(lengths)))
+    batches, current = [], []
+    for idx in order:
+        longest = max([lengths[i] for i in current] + [lengths[idx]])
+        if current and (longest * (len(current) + 1) > batch_samples or len(current) >= max_batch):
+            batches.append(np.array(current))
+            current = []
+        current.append(idx)
+    if current:
+        batches.append(np.array(current))
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(data: dict, idx: np.ndarray, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    offs = data["offsets"]
+    lens = [int(offs[i + 1] - offs[i]) for i in idx]
+    x = np.zeros((len(idx), max(lens)), dtype=np.float32)
+    for row, i in enumerate(idx):
+        x[row, : lens[row]] = data["audio"][offs[i]: offs[i + 1]] / 32768.0
+    return torch.from_numpy(x).to(device), torch.tensor(lens, device=device), [str(data["texts"][i]) for i in idx]
+
+
+def coloured(shape: tuple[int, int], exponent: torch.Tensor, device: torch.device) -> torch.Tensor:
+    white = torch.randn(shape, device=device)
+    spec = torch.fft.rfft(white, dim=1)
+    freqs = torch.fft.rfftfreq(shape[1], d=1 / 16000, device=device).clamp_min(16000 / shape[1])
+    spec = spec / freqs[None, :] ** (exponent[:, None] / 2)
+    spec[:, 0] = 0
+    return torch.fft.irfft(spec, n=shape[1], dim=1)
+
+
+def augment(x: torch.Tensor, lens: torch.Tensor, aug: dict, gen: torch.Generator) -> torch.Tensor:
+    """Level + noise per utterance (vectorised), then per-utterance normalisation."""
+    b, t = x.shape
+    dev = x.device
+    mask = (torch.arange(t, device=dev)[None, :] < lens[:, None]).float()
+    u = lambda lo, hi: torch.empty(b, device=dev).uniform_(lo, hi)  # noqa: E731
+    noisy = torch.rand(b, device=dev) < aug["noisy_share"]
+    kind = torch.randint(0, 5, (b,), device=dev)  # 0 white 1 pink 2 brown 3 hum 4 babble
+    kind = torch.where(noisy, kind, torch.ones_like(kind))  # quiet floor: pink
+    snr = torch.where(noisy, u(*aug["noisy_snr_db"]), u(*aug["quiet_snr_db"]))
+    exponent = torch.where(kind == 2, 2.0, torch.where(kind == 1, 1.0, 0.0)).to(dev)
+    noise = coloured((b, t), exponent, dev)
+    tt = torch.arange(t, device=dev)[None, :] / 16000
+    base = torch.where(torch.rand(b, device=dev) < 0.5, 50.0, 60.0)[:, None]
+    hum = sum((0.6 ** k) * torch.sin(2 * math.pi * base * (k + 1) * tt + u(0, 6.28)[:, None]) for k in range(5))
+    noise = torch.where((kind == 3)[:, None], hum + 0.01 * torch.randn_like(hum), noise)
+    if b > 1:
+        bab = sum(torch.roll(torch.roll(x, s, dims=0), int(torch.randint(0, t, (1,))), dims=1) for s in (1, 2, 3))
+        noise = torch.where((kind == 4)[:, None], bab, noise)
+    noise = noise * mask
+    p_s = (x ** 2).sum(1) / lens
+    p_n = (noise ** 2).sum(1) / lens + 1e-10
+    noise = noise * torch.sqrt(p_s / (p_n * 10 ** (snr / 10)))[:, None]
+    level = u(*aug["level_dbfs"])
+    y = x + noise
+    rms = torch.sqrt((y ** 2).sum(1) / lens + 1e-10)
+    y = y * (10 ** (level / 20) / rms)[:, None]
+    y = torch.round(y.clamp(-1, 1) * 32767) / 32767 * mask
+    return normalise(y, lens, mask)
+
+
+def normalise(y: torch.Tensor, lens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    mean = (y * mask).sum(1) / lens
+    var = (((y - mean[:, None]) * mask) ** 2).sum(1) / lens
+    return (y - mean[:, None]) / torch.sqrt(var[:, None] + 1e-7) * mask
+
+
+def lr_at(elapsed: float, tcfg: dict) -> float:
+    if elapsed < tcfg["warmup_s"]:
+        return tcfg["peak_lr"] * max(elapsed, 1.0) / tcfg["warmup_s"]
+    frac = min(1.0, (elapsed - tcfg["warmup_s"]) / max(1.0, tcfg["total_train_s"] - tcfg["warmup_s"]))
+    return tcfg["peak_lr"] * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+
+def wer_cer(refs: list[str], hyps: list[str]) -> tuple[float, float]:
+    def ed(a, b):
+        prev = list(range(len(b) + 1))
+        for i, ca in enumerate(a, 1):
+            cur = [i]
+            for j, cb in enumerate(b, 1):
+                cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+            prev = cur
+        return prev[-1]
+    we = sum(ed(r.split(), h.split()) for r, h in zip(refs, hyps)) / max(1, sum(len(r.split()) for r in refs))
+    ce = sum(ed(r, h) for r, h in zip(refs, hyps)) / max(1, sum(len(r) for r in refs))
+    return we, ce
+
+
+@torch.no_grad()
+def validate(model, data: dict, device: torch.device) -> tuple[float, float, list[tuple[str, str]]]:
+    model.eval()
+    lengths = np.diff(data["offsets"])
+    refs, hyps = [], []
+    for idx in np.array_split(np.argsort(lengths), max(1, len(lengths) // 32)):
+        x, lens, texts = collate(data, idx, device)
+        mask = (torch.arange(x.shape[1], device=device)[None, :] < lens[:, None]).float()
+        logits = model(normalise(x, lens, mask)).logits
+        out_lens = model._get_feat_extract_output_lengths(lens)
+        for row in range(len(idx)):
+            hyps.append(decode_ids(logits[row, : out_lens[row]].argmax(-1).tolist()))
+            refs.append(texts[row])
+    model.train()
+    w, c = wer_cer(refs, hyps)
+    return w, c, list(zip(refs, hyps))[:3]
+
+
+def save_hf(model, out: Path, meta: dict) -> None:
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2Processor
+
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "vocab.json").write_text(json.dumps(VOCAB, indent=1))
+    tok = Wav2Vec2CTCTokenizer(str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>",
+                               word_delimiter_token="|", bos_token="<s>", eos_token="</s>")
+    fe = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0,
+                                  do_normalize=True, return_attention_mask=False)
+    Wav2Vec2Processor(feature_extractor=fe, tokenizer=tok).save_pretrained(out)
+    fe.save_pretrained(out)  # preprocessor_config.json, read by every transformers version
+    tok.save_pretrained(out)
+    (out / "training_meta.json").write_text(json.dumps(meta, indent=2))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--config", type=Path, default=Path(__file__).with_name("config.json"))
+    ap.add_argument("--state-dir", type=Path, required=True)
+    ap.add_argument("--out-dir", type=Path, required=True)
+    ap.add_argument("--deadline-s", type=float, default=540)
+    ap.add_argument("--workers", type=int, default=16)
+    ap.add_argument("--train-utterances", type=int)
+    args = ap.parse_args()
+    cfg = json.loads(args.config.read_text())
+    tcfg, dcfg = cfg["train"], cfg["data"]
+    args.state_dir.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(tcfg["seed"])
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    n_train = args.train_utterances or dcfg["train_utterances"]
+    train = load_data(args.state_dir, cfg, args.workers, "train", n_train, tcfg["seed"])
+    val = load_data(args.state_dir, cfg, args.workers, "eval", dcfg["val_utterances"], tcfg["seed"] + 1)
+    lengths = np.diff(train["offsets"])
+    log(f"data: {len(lengths)} train utts ({lengths.sum() / 16000 / 3600:.2f} h), {len(val['texts'])} val")
+
+    from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
+
+    model = Wav2Vec2ForCTC(Wav2Vec2Config(**cfg["model"])).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=tcfg["peak_lr"], weight_decay=tcfg["weight_decay"],
+                            betas=(0.9, 0.98), eps=1e-6)
+    ckpt = args.state_dir / "ckpt.pt"
+    step, elapsed, epoch = 0, 0.0, 0
+    if ckpt.exists():
+        state = torch.load(ckpt, map_location=device)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        step, elapsed, epoch = state["step"], state["elapsed"], state["epoch"]
+        log(f"resumed at step {step}, {elapsed:.0f}s trained")
+    model.train()
+    gen = torch.Generator(device=device)
+    last_ckpt = last_val = time.time()
+    history = []
+    done = False
+    while not done:
+        rng = np.random.default_rng(tcfg["seed"] * 1000 + epoch)
+        for idx in make_batches(lengths, int(tcfg["batch_seconds"] * 16000), tcfg["max_batch"], rng):
+            if time.time() - T0 > args.deadline_s or elapsed >= tcfg["total_train_s"]:
+                done = True
+                break
+            t_step = time.time()
+            x, lens, texts = collate(train, idx, device)
+            x = augment(x, lens, dcfg, gen)
+            labels = [torch.tensor(encode_text(t)) for t in texts]
+            target_lens = torch.tensor([len(l) for l in labels], device=device)
+            targets = torch.cat(labels).to(device)
+            for g in opt.param_groups:
+                g["lr"] = lr_at(elapsed, tcfg)
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                logits = model(x).logits
+            out_lens = model._get_feat_extract_output_lengths(lens).clamp(max=logits.shape[1])
+            logp = F.log_softmax(logits.float(), -1).transpose(0, 1)
+            loss = F.ctc_loss(logp, targets, out_lens, target_lens, blank=0, zero_infinity=True)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg["grad_clip"])
+            opt.step()
+            step += 1
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            elapsed += time.time() - t_step
+            if step % 100 == 0:
+                log(f"step {step} loss {loss.item():.3f} lr {lr_at(elapsed, tcfg):.2e} trained {elapsed:.0f}s batch {len(idx)}")
+            if time.time() - last_val > 120:
+                w, c, ex = validate(model, val, device)
+                history.append({"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c})
+                log(f"VAL step {step}: WER {w:.3f} CER {c:.3f} e.g. {ex[0]}")
+                last_val = time.time()
+            if time.time() - last_ckpt > 90:
+                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                            "elapsed": elapsed, "epoch": epoch}, ckpt)
+                last_ckpt = time.time()
+        else:
+            epoch += 1
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
+                "elapsed": elapsed, "epoch": epoch}, ckpt)
+    w, c, ex = validate(model, val, device)
+    log(f"FINAL step {step}: val WER {w:.3f} CER {c:.3f}; examples {ex}")
+    meta = {"steps": step, "train_seconds": elapsed, "epochs": epoch, "train_utterances": int(len(lengths)),
+            "train_hours": float(lengths.sum() / 16000 / 3600), "val_wer": w, "val_cer": c,
+            "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+            "torch": torch.__version__, "history": history,
+            "train_speakers": sorted(set(map(str, train["speakers"])))}
+    save_hf(model.float().cpu(), args.out_dir, meta)
+    log(f"saved to {args.out_dir}")
+
+
+if __name__ == "__main__":
+    main()
