@@ -178,6 +178,9 @@ def main() -> None:
     ap.add_argument("--deadline-s", type=float, default=540)
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--train-utterances", type=int)
+    ap.add_argument("--data-seed", type=int, help="seed of the synthetic training data (default: train seed)")
+    ap.add_argument("--init-from", type=Path, help="start from this HF model folder (fresh optimiser) when no checkpoint")
+    ap.add_argument("--total-train-s", type=float, help="override the schedule's total training seconds")
     args = ap.parse_args()
     cfg = json.loads(args.config.read_text())
     tcfg, dcfg = cfg["train"], cfg["data"]
@@ -186,8 +189,11 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
+    if args.total_train_s:
+        tcfg["total_train_s"] = args.total_train_s
     n_train = args.train_utterances or dcfg["train_utterances"]
-    train = load_data(args.state_dir, cfg, args.workers, "train", n_train, tcfg["seed"])
+    data_seed = tcfg["seed"] if args.data_seed is None else args.data_seed
+    train = load_data(args.state_dir, cfg, args.workers, "train", n_train, data_seed)
     val = load_data(args.state_dir, cfg, args.workers, "eval", dcfg["val_utterances"], tcfg["seed"] + 1)
     lengths = np.diff(train["offsets"])
     log(f"data: {len(lengths)} train utts ({lengths.sum() / 16000 / 3600:.2f} h), {len(val['texts'])} val")
@@ -205,6 +211,14 @@ def main() -> None:
         opt.load_state_dict(state["opt"])
         step, elapsed, epoch = state["step"], state["elapsed"], state["epoch"]
         log(f"resumed at step {step}, {elapsed:.0f}s trained")
+    elif args.init_from:
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(str(args.init_from / "model.safetensors")))
+        meta0 = json.loads((args.init_from / "training_meta.json").read_text())
+        step, elapsed = meta0["steps"], meta0["train_seconds"]
+        log(f"initialised from {args.init_from} (step {step}, {elapsed:.0f}s trained); fresh optimiser")
+    rewarm_from = elapsed if (args.init_from and not ckpt.exists()) else None
     model.train()
     gen = torch.Generator(device=device)
     last_ckpt = last_val = time.time()
@@ -222,8 +236,9 @@ def main() -> None:
             labels = [torch.tensor(encode_text(t)) for t in texts]
             target_lens = torch.tensor([len(l) for l in labels], device=device)
             targets = torch.cat(labels).to(device)
+            scale = 1.0 if rewarm_from is None else min(1.0, max(0.02, (elapsed - rewarm_from) / 20.0))
             for g in opt.param_groups:
-                g["lr"] = lr_at(elapsed, tcfg)
+                g["lr"] = lr_at(elapsed, tcfg) * scale
             with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
                 logits = model(x).logits
             out_lens = model._get_feat_extract_output_lengths(lens).clamp(max=logits.shape[1])
