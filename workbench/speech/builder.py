@@ -23,7 +23,7 @@ from workbench.config import CALIB_SETS_DIR, CONDITIONS, MAJORITY_ACCENT, SetBui
 from workbench.errors import WorkbenchError
 from workbench.speech.conditions import mix_at_snr
 from workbench.speech.records import Clip, Skipped
-from workbench.speech.store import SpeechSet, write_set
+from workbench.speech.store import SetSpec, SpeechSet, write_sets
 from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
 from workbench.speech.text import sentence_pool
 from workbench.speech.tts import Voice, require_voices
@@ -59,6 +59,28 @@ def partition_speakers(speakers: list[str], group_of: Callable[[str], str]) -> d
     return roles
 
 
+def bucket_targets(per_condition: int, buckets: list[str]) -> dict[str, int]:
+    """Utterances per duration bucket for one condition: an even split, the remainder to the first."""
+    return {b: per_condition // len(buckets) + (1 if i < per_condition % len(buckets) else 0)
+            for i, b in enumerate(buckets)}
+
+
+def shortfall(clips: list[Clip], per_condition: int, cfg: SetBuildConfig) -> dict[str, str]:
+    """Strata (``condition/bucket``) holding fewer utterances than requested, as ``"have of wanted"``."""
+    buckets = [b for b, _, _ in cfg.profile.buckets()]
+    have: dict[tuple[str, str], int] = {}
+    for clip in clips:
+        key = (clip.record.condition, clip.record.bucket or "-")
+        have[key] = have.get(key, 0) + 1
+    out = {}
+    for condition in CONDITIONS:
+        for bucket, want in bucket_targets(per_condition, buckets).items():
+            got = have.get((condition, bucket), 0)
+            if got < want:
+                out[f"{condition}/{bucket}"] = f"{got} of {want}"
+    return out
+
+
 def disjointness(calib: list[Clip], evaluation: list[Clip]) -> dict[str, Any]:
     texts = {c.record.text for c in calib} & {c.record.text for c in evaluation}
     speakers = {c.record.speaker for c in calib} & {c.record.speaker for c in evaluation}
@@ -91,12 +113,16 @@ def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Cl
     checks = disjointness(calib, evaluation)
     if not (checks["disjoint_by_text"] and checks["disjoint_by_speaker"]):
         raise WorkbenchError(f"calibration and evaluation sets overlap: {checks}; nothing written")
-    sets = {}
+    specs = []
     for role, clips in (("calib", calib), ("eval", evaluation)):
-        name = f"{cfg.name}-{role}"
-        sets[role] = write_set(root / name, clips, _made(cfg, role, source, extra), skipped[role],
-                               {**checks, "paired_with": f"{cfg.name}-{'eval' if role == 'calib' else 'calib'}"})
-    return BuiltSets(sets["calib"], sets["eval"], checks)
+        per_condition = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
+        set_checks = {**checks, "paired_with": f"{cfg.name}-{'eval' if role == 'calib' else 'calib'}",
+                      "requested_per_condition": per_condition,
+                      "shortfall": shortfall(clips, per_condition, cfg)}
+        specs.append(SetSpec(Path(root) / f"{cfg.name}-{role}", clips, _made(cfg, role, source, extra),
+                             skipped[role], set_checks))
+    calib_set, eval_set = write_sets(specs)  # both replaced together, or neither
+    return BuiltSets(calib_set, eval_set, checks)
 
 
 # ---------------------------------------------------------------- synthetic
@@ -123,8 +149,7 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
             cond_voices = tuple(v for v in role_voices if v.is_majority_accent == (condition != "accented"))
             if not cond_voices:
                 raise WorkbenchError(f"no {role} voices for condition {condition}; install more TTS voices")
-            for b_index, bucket in enumerate(buckets):
-                count = per_condition // len(buckets) + (1 if b_index < per_condition % len(buckets) else 0)
+            for bucket, count in bucket_targets(per_condition, buckets).items():
                 for index in range(count):
                     texts = texts_by_bucket[bucket][cursor[bucket]: cursor[bucket] + ATTEMPTS]
                     cursor[bucket] += ATTEMPTS
@@ -206,17 +231,17 @@ def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list
 def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfig,
                        rng: np.random.Generator) -> list[Clip]:
     buckets = [b for b, _, _ in cfg.profile.buckets()]
-    per_bucket = max(1, per_condition // len(buckets))
+    targets = bucket_targets(per_condition, buckets)
     order = list(rng.permutation(len(clips)))
     chosen: list[Clip] = []
     taken: set[int] = set()
 
-    def take(condition: str, pred: Callable[[Clip], bool]) -> list[Clip]:
+    def take(pred: Callable[[Clip], bool], wanted: dict[str, int]) -> list[Clip]:
         picked = []
         for bucket in buckets:
             n = 0
             for i in order:
-                if n >= per_bucket:
+                if n >= wanted[bucket]:
                     break
                 if i not in taken and clips[i].record.bucket == bucket and pred(clips[i]):
                     taken.add(i)
@@ -224,17 +249,18 @@ def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfi
                     n += 1
         return picked
 
-    for clip in take("accented", lambda c: c.record.accent != MAJORITY_ACCENT):
+    for clip in take(lambda c: c.record.accent != MAJORITY_ACCENT, targets):
         clip.record.condition = "accented"
         chosen.append(clip)
-    labelled_noisy = take("noisy", lambda c: c.record.condition == "noisy")
+    labelled_noisy = take(lambda c: c.record.condition == "noisy", targets)
     chosen.extend(labelled_noisy)
-    for clip in take("quiet", lambda c: c.record.accent == MAJORITY_ACCENT and c.record.condition != "noisy"):
+    for clip in take(lambda c: c.record.accent == MAJORITY_ACCENT and c.record.condition != "noisy", targets):
         clip.record.condition = "quiet"
         chosen.append(clip)
-    need_noisy = per_bucket * len(buckets) - len(labelled_noisy)
-    remaining = [clips[i] for i in order if i not in taken and clips[i].record.accent == MAJORITY_ACCENT]
-    for k, clip in enumerate(remaining[:max(0, need_noisy)]):
+    have_noisy = {b: sum(1 for c in labelled_noisy if c.record.bucket == b) for b in buckets}
+    need_noisy = {b: max(0, targets[b] - have_noisy[b]) for b in buckets}
+    to_mix = take(lambda c: c.record.accent == MAJORITY_ACCENT, need_noisy)
+    for k, clip in enumerate(to_mix):
         kind = cfg.conditions.noise_kinds[k % len(cfg.conditions.noise_kinds)]
         if kind == "babble":
             others = [c.samples for c in clips if c is not clip][:6]

@@ -37,14 +37,21 @@ def make_clip(
     condition: str | None = None,
 ) -> Item:
     """Normalise text, attach metadata; an empty transcript becomes a Skipped item."""
+    if raw_text is not None and not isinstance(raw_text, str):
+        raw_text = str(raw_text)
     if raw_text is None or not raw_text.strip():
         return Skipped(key, "empty transcript")
+    digits = sorted({ch for ch in raw_text if ch.isdigit()})
+    if digits:
+        # dropping digits would leave a transcript that no longer says what the audio says
+        return Skipped(key, f"transcript has digits ({''.join(digits)}) the alphabet cannot spell; "
+                            f"write numbers as words: {raw_text[:60]!r}")
     norm = normalise(raw_text)
     if not norm.text:
         return Skipped(key, f"transcript has no characters of the model's alphabet: {raw_text[:60]!r}")
     fixes = list(audio.fixes)
     if norm.dropped_chars:
-        fixes.append(f"dropped characters outside the alphabet: {norm.dropped_chars!r}")
+        fixes.append(f"folded or dropped characters outside the alphabet: {norm.dropped_chars!r}")
     accent = (accent or MAJORITY_ACCENT).strip().lower()
     record = Utterance(
         id=_clip_id(source, key),
@@ -190,8 +197,9 @@ class HFDatasetSource:
 
     def __iter__(self) -> Iterator[Item]:
         ds = self._load()
+        label = Path(self.name).name if Path(self.name).exists() else self.name
         for index, row in enumerate(ds):
-            key = f"{self.name}[{index}]"
+            key = f"{label}[{index}]"  # independent of where a saved dataset lives: ids stay stable
             cell = row[self.audio_column]
             audio = self._decode(cell, key)
             if isinstance(audio, Skipped):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -134,29 +135,61 @@ def balance_table(card: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def _write_contents(tmp: Path, name: str, clips: list[Clip], made: dict[str, Any], skipped: list[Skipped],
+                    checks: dict[str, Any]) -> dict[str, Any]:
+    """Write audio, manifest and card of one set into the (temporary) folder ``tmp``; returns the card."""
+    tmp.chmod(0o755)  # mkdtemp makes the folder private; a set is an ordinary shared artifact
+    (tmp / "audio").mkdir()
+    audio_hashes = []
+    lines = []
+    for clip in clips:
+        rel = f"audio/{clip.record.id}.flac"
+        write_flac(tmp / rel, clip.samples)
+        clip.record.audio = rel
+        audio_hashes.append(sha256_file(tmp / rel))
+        lines.append(json.dumps(clip.record.to_json(), sort_keys=True))
+    manifest = ("\n".join(lines) + "\n").encode()
+    (tmp / MANIFEST).write_bytes(manifest)
+    utts = [c.record for c in clips]
+    card = build_card(utts, content_hash(manifest, audio_hashes), made, skipped, checks)
+    write_json_atomic(tmp / CARD, card)
+    (tmp / CARD_MD).write_text(render_card_markdown(name, card), encoding="utf-8")
+    return card
+
+
+@dataclass
+class SetSpec:
+    """What ``write_sets`` writes for one set: its final folder and contents."""
+
+    final: Path
+    clips: list[Clip]
+    made: dict[str, Any]
+    skipped: list[Skipped]
+    checks: dict[str, Any]
+
+
+def write_sets(specs: list[SetSpec]) -> list[SpeechSet]:
+    """Write several sets (a calibration/evaluation pair) so that they are replaced together.
+
+    Every set is written into its own temporary folder first; only when all of them are complete are
+    they renamed into place. Any failure while writing leaves every existing set untouched.
+    """
+    for spec in specs:
+        if not spec.clips:
+            raise WorkbenchError(f"no usable utterances for {spec.final.name}; nothing written "
+                                 f"({len(spec.skipped)} inputs skipped)")
+    cards: list[dict[str, Any]] = []
+    with ExitStack() as stack:
+        for spec in specs:
+            tmp = stack.enter_context(atomic_directory(spec.final))
+            cards.append(_write_contents(tmp, spec.final.name, spec.clips, spec.made, spec.skipped, spec.checks))
+    return [SpeechSet(spec.final, card, [c.record for c in spec.clips]) for spec, card in zip(specs, cards)]
+
+
 def write_set(final: Path, clips: list[Clip], made: dict[str, Any], skipped: list[Skipped],
               checks: dict[str, Any]) -> SpeechSet:
     """Write a set atomically; an existing set at ``final`` survives any failure."""
-    if not clips:
-        raise WorkbenchError(f"no usable utterances for {final.name}; nothing written "
-                             f"({len(skipped)} inputs skipped)")
-    with atomic_directory(final) as tmp:
-        (tmp / "audio").mkdir()
-        audio_hashes = []
-        lines = []
-        for clip in clips:
-            rel = f"audio/{clip.record.id}.flac"
-            write_flac(tmp / rel, clip.samples)
-            clip.record.audio = rel
-            audio_hashes.append(sha256_file(tmp / rel))
-            lines.append(json.dumps(clip.record.to_json(), sort_keys=True))
-        manifest = ("\n".join(lines) + "\n").encode()
-        (tmp / MANIFEST).write_bytes(manifest)
-        utts = [c.record for c in clips]
-        card = build_card(utts, content_hash(manifest, audio_hashes), made, skipped, checks)
-        write_json_atomic(tmp / CARD, card)
-        (tmp / CARD_MD).write_text(render_card_markdown(final.name, card), encoding="utf-8")
-    return SpeechSet(final, card, utts)
+    return write_sets([SetSpec(Path(final), clips, made, skipped, checks)])[0]
 
 
 def load_set(name_or_path: str | Path) -> SpeechSet:

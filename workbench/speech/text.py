@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -33,14 +34,32 @@ class NormalisedText:
     dropped_chars: str
 
 
+# Latin letters that Unicode decomposition does not reduce to A-Z.
+_TRANSLITERATE = {"ß": "SS", "Æ": "AE", "Œ": "OE", "Ø": "O", "Ł": "L", "Đ": "D", "Þ": "TH", "Ð": "D"}
+
+
+def _fold_accents(text: str) -> str:
+    """``É`` -> ``E``, ``ß`` -> ``SS``: keep accented Latin words whole instead of splitting them."""
+    text = "".join(_TRANSLITERATE.get(ch, ch) for ch in text)
+    decomposed = unicodedata.normalize("NFKD", text)
+    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+
+
 def normalise(text: str) -> NormalisedText:
-    """Upper-case, map separators to spaces, drop characters outside the alphabet."""
+    """Upper-case, fold accents, map separators to spaces, drop characters outside the alphabet.
+
+    ``dropped_chars`` lists the characters that did not survive (accented letters are reported too,
+    since the transcript changed)."""
     upper = text.upper().replace("-", " ").replace("_", " ").replace("`", "'")
     upper = upper.replace("\u2019", "'")
+    accented = "".join(sorted({c for c in upper if c not in ALPHABET and not c.isspace() and _fold_accents(c) != c
+                               and all(f in ALPHABET for f in _fold_accents(c))}))
+    upper = _fold_accents(upper)
     dropped = "".join(sorted({c for c in upper if c not in ALPHABET and not c.isspace()}))
     cleaned = _NOT_ALPHABET.sub(" ", upper)
     cleaned = re.sub(r"(^|\s)'+|'+(\s|$)", " ", cleaned)  # quotes, not apostrophes
     cleaned = " ".join(cleaned.split())
+    dropped = "".join(sorted(set(dropped) | set(accented)))
     return NormalisedText(cleaned, cleaned != " ".join(text.split()), dropped)
 
 
