@@ -18,6 +18,7 @@ from workbench.errors import WorkbenchError
 # verb -> (module implementing it, one-line purpose). Modules import lazily, so --help is fast
 # and optional back-ends (TensorRT, Streamlit) are never needed to start the CLI.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("workbench.commands.demo", "run the whole job on the embedded defaults"),
     "data": ("workbench.commands.data", "build and inspect balanced calibration/evaluation speech sets"),
 }
 

@@ -32,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
     show = sub.add_parser("show", help="print a set's balance table and card summary")
     show.add_argument("name", help="set name under calib_sets/ or a path")
-    sub.add_parser("list", help="list the sets under calib_sets/")
+    show.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    listing = sub.add_parser("list", help="list the sets under calib_sets/")
+    listing.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
 
 
 def _config(args: argparse.Namespace) -> SetBuildConfig:
@@ -66,13 +68,19 @@ def _build(args: argparse.Namespace) -> int:
         }[args.source]()
         clips, skipped = sources.collect(source)
         built = builder.build_external_sets(cfg, clips, skipped, f"{args.source}:{args.path}", root=args.root)
-    for speech_set in (built.calib, built.eval):
-        _print_set(speech_set)
-    print(f"disjoint by text: {built.checks['disjoint_by_text']}, by speaker: {built.checks['disjoint_by_speaker']}")
+    print_built(built)
     return 0
 
 
-def _print_set(speech_set) -> None:
+def print_built(built) -> None:
+    """Print both sets of a build and the disjointness check."""
+    for speech_set in (built.calib, built.eval):
+        print_set(speech_set)
+    print(f"\ndisjoint by text: {built.checks['disjoint_by_text']}, by speaker: {built.checks['disjoint_by_speaker']}")
+
+
+def print_set(speech_set) -> None:
+    """Print a set's summary line, balance table, accents, noise kinds, SNR range and problems."""
     from workbench.speech.store import balance_table
 
     card = speech_set.card
@@ -83,6 +91,9 @@ def _print_set(speech_set) -> None:
     print("noise:   " + ", ".join(f"{k} {v}" for k, v in card["noise_kinds"].items()))
     if card["snr_db"]:
         print(f"SNR dB:  {card['snr_db']['min']:.1f} .. {card['snr_db']['max']:.1f}")
+    short = card.get("checks", {}).get("shortfall")
+    if short:
+        print("short of the request: " + ", ".join(f"{k} {v}" for k, v in short.items()))
     if card["skipped"]:
         print(f"skipped: {len(card['skipped'])} (reasons in {speech_set.path / 'card.md'})")
 
@@ -93,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
     if args.data_command == "build":
         return _build(args)
     if args.data_command == "show":
-        _print_set(load_set(args.name))
+        print_set(load_set(args.name, root=args.root))
         return 0
-    sets = sorted(p for p in CALIB_SETS_DIR.glob("*") if (p / "card.json").exists())
+    sets = sorted(p for p in Path(args.root).glob("*") if (p / "card.json").exists())
     if not sets:
         print("no sets yet; build one with: python -m workbench data build")
     for path in sets:

@@ -192,16 +192,21 @@ def write_set(final: Path, clips: list[Clip], made: dict[str, Any], skipped: lis
     return write_sets([SetSpec(Path(final), clips, made, skipped, checks)])[0]
 
 
-def load_set(name_or_path: str | Path) -> SpeechSet:
-    path = set_path(name_or_path)
+def load_set(name_or_path: str | Path, root: Path = CALIB_SETS_DIR) -> SpeechSet:
+    """Load a stored set by name (under ``root``) or path; a missing or incomplete set is a user error."""
+    path = set_path(name_or_path, root)
     if not (path / MANIFEST).exists() or not (path / CARD).exists():
-        known = sorted(p.name for p in CALIB_SETS_DIR.glob("*") if (p / CARD).exists())
+        known = sorted(p.name for p in Path(root).glob("*") if (p / CARD).exists())
         raise WorkbenchError(f"no speech set at {path} (need {MANIFEST} and {CARD}). "
                              f"Known sets: {', '.join(known) or 'none'}; build one with "
                              "'python -m workbench data build'.")
-    card = json.loads((path / CARD).read_text())
-    utts = [Utterance.from_json(json.loads(line))
-            for line in (path / MANIFEST).read_text().splitlines() if line.strip()]
+    try:
+        card = json.loads((path / CARD).read_text())
+        utts = [Utterance.from_json(json.loads(line))
+                for line in (path / MANIFEST).read_text().splitlines() if line.strip()]
+    except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as exc:
+        raise WorkbenchError(f"speech set at {path} is damaged ({type(exc).__name__}: {exc}); rebuild it "
+                             "with 'python -m workbench data build'.") from exc
     return SpeechSet(path, card, utts)
 
 

@@ -1,0 +1,80 @@
+"""``python -m workbench demo``: run the whole job on the embedded defaults.
+
+The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext``; later
+issues append steps (calibrate, compare, mixed precision, evaluate, sign-off report) that read what
+earlier steps left in ``context.results``. For now it builds the default speech sets (``demo``:
+100 utterances per condition for calibration, 40 per condition for evaluation) and prints their
+balance tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.config import CALIB_SETS_DIR, SetBuildConfig
+from workbench.errors import WorkbenchError
+
+
+@dataclass
+class DemoContext:
+    """What the steps share: the set configuration, where artifacts go, and each step's results."""
+
+    sets: SetBuildConfig
+    calib_root: Path
+    results: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One stage of the demo: a short name, a one-line purpose and the function that runs it."""
+
+    name: str
+    purpose: str
+    run: Callable[[DemoContext], None]
+
+
+def _speech_sets(ctx: DemoContext) -> None:
+    from workbench.commands.data import print_built
+    from workbench.speech.builder import build_synthetic_sets
+
+    built = build_synthetic_sets(ctx.sets, root=ctx.calib_root)
+    print_built(built)
+    ctx.results["speech_sets"] = built
+
+
+STEPS: tuple[Step, ...] = (
+    Step("speech-sets", "build balanced calibration and evaluation sets from synthetic speech", _speech_sets),
+)
+
+
+def run_steps(ctx: DemoContext, steps: tuple[Step, ...] = STEPS) -> DemoContext:
+    """Run ``steps`` in order, printing a header and the time each took."""
+    for number, step in enumerate(steps, 1):
+        print(f"\n=== [{number}/{len(steps)}] {step.name}: {step.purpose}", flush=True)
+        started = time.perf_counter()
+        step.run(ctx)
+        print(f"=== {step.name} done in {time.perf_counter() - started:.1f} s", flush=True)
+    return ctx
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = SetBuildConfig()
+    parser.add_argument("--workers", type=int, default=defaults.workers, help="parallel TTS workers")
+    # smaller runs for tests and quick looks; the documented demo uses the defaults
+    parser.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition, help=argparse.SUPPRESS)
+    parser.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.calib_per_condition < 1 or args.eval_per_condition < 1:
+        raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
+    sets = replace(SetBuildConfig(), calib_per_condition=args.calib_per_condition,
+                   eval_per_condition=args.eval_per_condition, workers=max(1, args.workers))
+    ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root)))
+    print(f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}")
+    return 0
