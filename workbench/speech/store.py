@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from workbench.artifacts import atomic_directory, sha256_file, write_json_atomic
-from workbench.config import CALIB_SETS_DIR, CONDITIONS
+from workbench.config import CALIB_SETS_DIR, CONDITIONS, EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.speech.audio import load_flac, write_flac
 from workbench.speech.records import Clip, Skipped, Utterance
@@ -122,7 +122,9 @@ def render_card_markdown(name: str, card: dict[str, Any]) -> str:
 
 def balance_table(card: dict[str, Any]) -> str:
     strata: dict[str, dict[str, int]] = card["strata"]
-    buckets = sorted({b for row in strata.values() for b in row})
+    present = {b for row in strata.values() for b in row}
+    profile_order = [name for name, _, _ in EngineProfile().buckets()]  # short before long
+    buckets = [b for b in profile_order if b in present] + sorted(present - set(profile_order))
     header = f"| condition | {' | '.join(buckets)} | total |"
     rule = "|---" * (len(buckets) + 2) + "|"
     rows = [header, rule]

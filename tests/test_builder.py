@@ -1,0 +1,109 @@
+"""Synthetic set builder: strata hold exactly the requested counts, conditions are what they say,
+calibration and evaluation are disjoint by text and speaker, and builds are deterministic
+(same seed -> same content hash, whatever the worker count)."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from workbench.config import CONDITIONS, MAJORITY_ACCENT, SetBuildConfig
+from workbench.errors import WorkbenchError
+from workbench.speech.builder import bucket_targets, build_synthetic_sets, disjointness, partition_speakers
+from workbench.speech.records import Clip, Utterance
+from workbench.speech.store import load_set, verify_set
+from workbench.speech.text import sentence_pool, split_of
+
+
+def test_strata_counts_equal_the_request(tiny_sets, tiny_config):
+    for speech_set, per_condition in ((tiny_sets.calib, tiny_config.calib_per_condition),
+                                      (tiny_sets.eval, tiny_config.eval_per_condition)):
+        expected = bucket_targets(per_condition, ["short", "long"])
+        assert speech_set.card["strata"] == {c: dict(sorted(expected.items())) for c in sorted(CONDITIONS)}
+        assert speech_set.card["checks"]["shortfall"] == {}
+        assert speech_set.card["skipped"] == []
+        assert speech_set.card["utterances"] == 3 * per_condition == len(speech_set.utterances)
+
+
+def test_bucket_targets_split_odd_counts():
+    assert bucket_targets(5, ["short", "long"]) == {"short": 3, "long": 2}
+    assert sum(bucket_targets(100, ["a", "b", "c"]).values()) == 100
+
+
+def test_utterances_match_their_stratum_and_condition(tiny_sets, tiny_config):
+    profile, ranges = tiny_config.profile, tiny_config.conditions
+    for speech_set in (tiny_sets.calib, tiny_sets.eval):
+        for utt, audio in speech_set.iter_audio():
+            assert abs(len(audio) / 16_000 - utt.duration_s) < 1e-3
+            assert profile.bucket_of(utt.duration_s) == utt.bucket
+            assert abs(utt.snr_db - utt.requested_snr_db) <= 0.5
+            assert ranges.level_dbfs[0] - 0.1 <= utt.level_dbfs <= ranges.level_dbfs[1] + 0.1
+            if utt.condition == "quiet":
+                assert utt.snr_db >= 29.5 and utt.accent == MAJORITY_ACCENT
+            elif utt.condition == "noisy":
+                assert ranges.noisy_snr_db[0] - 0.5 <= utt.snr_db <= ranges.noisy_snr_db[1] + 0.5
+                assert utt.noise_kind in ranges.noise_kinds and utt.accent == MAJORITY_ACCENT
+            else:
+                assert utt.condition == "accented" and utt.accent != MAJORITY_ACCENT
+            assert utt.text and set(utt.text) <= set("ABCDEFGHIJKLMNOPQRSTUVWXYZ' ")
+
+
+def test_calibration_and_evaluation_are_disjoint(tiny_sets):
+    calib, evaluation = tiny_sets.calib.utterances, tiny_sets.eval.utterances
+    assert not {u.text for u in calib} & {u.text for u in evaluation}
+    assert not {u.speaker for u in calib} & {u.speaker for u in evaluation}
+    assert tiny_sets.checks["disjoint_by_text"] and tiny_sets.checks["disjoint_by_speaker"]
+    assert tiny_sets.calib.card["checks"]["paired_with"] == "tiny-eval"
+    # texts come from their own hash split, never from the training split
+    assert {split_of(u.text) for u in calib} == {"calib"}
+    assert {split_of(u.text) for u in evaluation} == {"eval"}
+
+
+def test_text_pools_are_disjoint_and_large():
+    pools = sentence_pool()
+    assert min(len(p) for p in pools.values()) > 1000
+    assert not set(pools["train"]) & set(pools["calib"])
+    assert not set(pools["train"]) & set(pools["eval"])
+    assert not set(pools["calib"]) & set(pools["eval"])
+
+
+def _clip(text: str, speaker: str) -> Clip:
+    import numpy as np
+
+    return Clip(Utterance("x", text, speaker, speaker, "us", "quiet", 1.0, "t"), np.zeros(1, dtype="float32"))
+
+
+def test_disjointness_detects_overlap():
+    report = disjointness([_clip("A B", "s1"), _clip("C D", "s2")], [_clip("A B", "s3"), _clip("E F", "s2")])
+    assert report["shared_texts"] == ["A B"] and report["shared_speakers"] == ["s2"]
+    assert not report["disjoint_by_text"] and not report["disjoint_by_speaker"]
+
+
+def test_partition_speakers():
+    speakers = [f"spk{i}" for i in range(9)] + ["lonely"]
+    group = {f"spk{i}": ("us" if i < 6 else "gb") for i in range(9)} | {"lonely": "scottish"}
+    roles = partition_speakers(speakers, group.get)
+    assert roles == partition_speakers(list(reversed(speakers)), group.get)  # order independent
+    assert roles["lonely"] == "calib"
+    assert sum(roles[s] == "eval" for s in speakers if group[s] == "us") == 2
+    assert sum(roles[s] == "eval" for s in speakers if group[s] == "gb") == 1
+
+
+def test_same_seed_same_hash_any_worker_count(tiny_sets, tiny_config, tmp_path):
+    assert tiny_config.workers == 2
+    again = build_synthetic_sets(SetBuildConfig(**{**tiny_config.__dict__, "workers": 1}), root=tmp_path)
+    assert again.calib.content_hash == tiny_sets.calib.content_hash
+    assert again.eval.content_hash == tiny_sets.eval.content_hash
+    other = build_synthetic_sets(SetBuildConfig(**{**tiny_config.__dict__, "seed": 1, "name": "seed1"}), root=tmp_path)
+    assert other.calib.content_hash != tiny_sets.calib.content_hash
+
+
+def test_verify_set_detects_tampering(tiny_sets, tmp_path):
+    assert verify_set(load_set(tiny_sets.calib.path)) == tiny_sets.calib.content_hash
+    copy = tmp_path / "copy"
+    shutil.copytree(tiny_sets.calib.path, copy)
+    flac = copy / load_set(copy).utterances[0].audio
+    shutil.copy(copy / load_set(copy).utterances[1].audio, flac)
+    with pytest.raises(WorkbenchError, match="modified after it was built"):
+        verify_set(load_set(copy))
