@@ -1,0 +1,1 @@
+"""Activation-range calibration: streaming statistics, range methods and the calibration cache."""

@@ -1,0 +1,119 @@
+"""Calibration cache: TensorRT's legacy text format plus a JSON sidecar with provenance keys.
+
+Text: first line ``TRT-<version>-EntropyCalibration2`` (or ``-MinMaxCalibration``), then one line per
+tensor ``name: xxxxxxxx`` with the big-endian IEEE-754 float32 bits of scale = amax / 127.
+Sidecar ``<cache>.json``: the provenance keys (model hash, calibration set hash, method and its
+parameters, tool version). ``load_matching`` returns a cache only when every key matches; a
+mismatch is reported, never used silently.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from workbench.artifacts import sha256_bytes, write_json_atomic, write_text_atomic
+from workbench.errors import WorkbenchError
+
+TRT_VERSION_TAG = "10100"  # written into the header for TensorRT <= 10 implicit-mode users
+HEADERS = {"entropy": "EntropyCalibration2", "max": "MinMaxCalibration",
+           "percentile": "EntropyCalibration2", "mse": "EntropyCalibration2"}
+
+
+def scale_to_hex(scale: float) -> str:
+    return struct.pack(">f", scale).hex()
+
+
+def hex_to_scale(text: str) -> float:
+    return struct.unpack(">f", bytes.fromhex(text))[0]
+
+
+@dataclass
+class CalibrationCache:
+    """Scales per tensor (scale = amax / 127) and the keys of what they were made from."""
+
+    scales: dict[str, float]
+    keys: dict[str, Any]
+    header: str
+
+    @classmethod
+    def from_amax(cls, amax: dict[str, float], keys: dict[str, Any]) -> "CalibrationCache":
+        header = f"TRT-{TRT_VERSION_TAG}-{HEADERS.get(str(keys.get('method')), 'EntropyCalibration2')}"
+        # round through float32 so the in-memory scales equal what the text file holds
+        scales = {n: hex_to_scale(scale_to_hex(a / 127.0)) for n, a in sorted(amax.items())}
+        return cls(scales, dict(keys), header)
+
+    def amax(self) -> dict[str, float]:
+        return {n: s * 127.0 for n, s in self.scales.items()}
+
+    def to_text(self) -> str:
+        return "\n".join([self.header] + [f"{n}: {scale_to_hex(s)}" for n, s in self.scales.items()]) + "\n"
+
+    @classmethod
+    def parse(cls, text: str, keys: dict[str, Any] | None = None) -> "CalibrationCache":
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if not lines or not lines[0].startswith("TRT-"):
+            raise WorkbenchError("not a TensorRT calibration cache (first line must start with 'TRT-')")
+        scales = {}
+        for number, line in enumerate(lines[1:], 2):
+            name, sep, value = line.rpartition(": ")
+            if not sep or len(value.strip()) != 8:
+                raise WorkbenchError(f"calibration cache line {number} is not 'name: 8 hex digits': {line[:80]!r}")
+            scales[name] = hex_to_scale(value.strip())
+        return cls(scales, dict(keys or {}), lines[0])
+
+    @property
+    def content_hash(self) -> str:
+        return sha256_bytes(self.to_text().encode())
+
+    def save(self, path: Path) -> None:
+        write_text_atomic(path, self.to_text())
+        write_json_atomic(sidecar(path), {"keys": self.keys, "content_hash": self.content_hash,
+                                          "tensors": len(self.scales), "header": self.header})
+
+
+def sidecar(path: Path) -> Path:
+    return path.with_name(path.name + ".json")
+
+
+def load(path: Path) -> CalibrationCache:
+    if not path.exists():
+        raise WorkbenchError(f"calibration cache {path} not found")
+    meta_path = sidecar(path)
+    if not meta_path.exists():
+        raise WorkbenchError(f"calibration cache {path} has no provenance sidecar {meta_path.name}; "
+                             "it cannot be checked against the model, so it is not used")
+    meta = json.loads(meta_path.read_text())
+    cache = CalibrationCache.parse(path.read_text(), meta.get("keys"))
+    if cache.content_hash != meta.get("content_hash"):
+        raise WorkbenchError(f"calibration cache {path} was edited after it was written (hash mismatch)")
+    return cache
+
+
+def key_mismatches(expected: dict[str, Any], found: dict[str, Any]) -> list[str]:
+    names = sorted(set(expected) | set(found))
+    return [f"{k}: cache has {found.get(k)!r}, need {expected.get(k)!r}" for k in names
+            if expected.get(k) != found.get(k)]
+
+
+def load_matching(path: Path, expected: dict[str, Any]) -> tuple[CalibrationCache | None, list[str]]:
+    """(cache, []) when every key matches; (None, reasons) otherwise. Nothing is deleted."""
+    if not path.exists():
+        return None, ["no cache yet"]
+    try:
+        cache = load(path)
+    except WorkbenchError as exc:
+        return None, [str(exc)]
+    problems = key_mismatches(expected, cache.keys)
+    return (None, problems) if problems else (cache, [])
+
+
+def require_matching(path: Path, expected: dict[str, Any]) -> CalibrationCache:
+    cache, problems = load_matching(path, expected)
+    if cache is None:
+        raise WorkbenchError(f"calibration cache {path} does not match this model/set/method: "
+                             + "; ".join(problems) + ". Recalibrate (python -m workbench calibrate).")
+    return cache
