@@ -1,0 +1,85 @@
+"""``python -m workbench signoff``: candidates + evaluation set -> sign-off report (JSON, Markdown, HTML).
+
+Candidates are ONNX files given as ``--candidate name=path.onnx``; the first is the FP32 baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+from pathlib import Path
+
+from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, REPORTS_DIR
+from workbench.errors import WorkbenchError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--candidate", action="append", default=[], metavar="NAME=PATH.onnx",
+                        help="an ONNX candidate (repeat; the first is the FP32 baseline)")
+    parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
+    parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
+    parser.add_argument("--model", type=Path, default=DEMO_MODEL_DIR, help="source model folder (provenance)")
+    parser.add_argument("--cache", type=Path, help="calibration cache file (provenance)")
+    parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
+    parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
+    parser.add_argument("--batch-sizes", default="1,8,32", help="latency batch sizes, comma separated")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
+    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--providers", default="CPUExecutionProvider", help="ONNX Runtime providers, comma separated")
+    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
+    parser.add_argument("--out", type=Path, help="report folder (default reports/signoff-<time>)")
+    parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+
+
+def parse_candidates(values: list[str]) -> list[tuple[str, Path]]:
+    out = []
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise WorkbenchError(f"--candidate takes NAME=PATH.onnx, got {value!r}")
+        out.append((name, Path(path)))
+    return out
+
+
+def parse_batch_sizes(value: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(v) for v in value.split(",") if v.strip())
+    except ValueError as exc:
+        raise WorkbenchError(f"--batch-sizes takes integers like 1,8,32, got {value!r}") from exc
+    if not sizes or min(sizes) < 1:
+        raise WorkbenchError(f"--batch-sizes needs positive integers, got {value!r}")
+    return sizes
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.evaluate.gates import load_gate_config
+    from workbench.evaluate.latency import LatencyConfig
+    from workbench.report.signoff import SignoffInputs, run_signoff
+    from workbench.speech.store import load_set
+
+    candidates = parse_candidates(args.candidate)
+    if not candidates:
+        raise WorkbenchError("give the candidates as --candidate fp32=model.onnx --candidate int8=model.int8.onnx "
+                             "(FP32 baseline first)")
+    if args.repeats < 1 or args.warmup < 0:
+        raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
+    latency = None if args.no_latency else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
+    out = args.out or REPORTS_DIR / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    inputs = SignoffInputs(
+        candidates=candidates, eval_set=load_set(args.eval_set, root=args.root), out_dir=out,
+        model=args.model if args.model and Path(args.model).exists() else None,
+        calib_set=load_set(args.calib_set, root=args.root) if args.calib_set else None, cache=args.cache,
+        gates=load_gate_config(args.gates), latency=latency, sensitivity=args.sensitivity, threads=args.threads,
+        providers=tuple(p for p in args.providers.split(",") if p), resamples=args.resamples, seed=args.seed,
+        limit=args.limit)
+    record, paths = run_signoff(inputs)
+    for v in record["verdicts"]:
+        print(f"  {v['candidate']:>12}: {v['summary']}")
+    print(f"report: {paths['html']}")
+    rec = record["recommendation"]
+    print(f"verdict: {'SHIP ' + rec if rec else 'no candidate passes'}")
+    return 0

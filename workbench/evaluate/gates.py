@@ -1,0 +1,140 @@
+"""Sign-off gates: a small JSON or TOML file of limits, judged on the upper end of paired intervals.
+
+Example (TOML)::
+
+    max_wer_delta_points = 0.3            # overall, percentage points, upper CI end
+    max_condition_wer_delta_points = 1.0  # every condition
+    max_latency_ms = 50.0                 # optional: p90 at latency_batch, worst bucket
+    latency_batch = 1
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+from workbench.evaluate.accuracy import AccuracyComparison
+from workbench.evaluate.latency import LatencyResult
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    max_wer_delta_points: float = 0.3
+    max_condition_wer_delta_points: float = 1.0
+    max_latency_ms: float | None = None
+    latency_batch: int = 1
+    latency_percentile: str = "p90"
+
+    def __post_init__(self) -> None:
+        if self.latency_percentile not in ("p50", "p90", "p99"):
+            raise WorkbenchError(f"latency_percentile must be p50, p90 or p99, not {self.latency_percentile!r}")
+        if self.latency_batch < 1:
+            raise WorkbenchError("latency_batch must be at least 1")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def load_gate_config(path: Path | None) -> GateConfig:
+    """Read a gate file (``.json`` or ``.toml``); missing keys take the defaults, unknown keys are errors."""
+    if path is None:
+        return GateConfig()
+    path = Path(path)
+    if not path.is_file():
+        raise WorkbenchError(f"gate file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix.lower() == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except (ValueError, json.JSONDecodeError) as exc:
+        raise WorkbenchError(f"gate file {path} could not be parsed: {exc}") from exc
+    if not isinstance(data, dict):
+        raise WorkbenchError(f"gate file {path} must hold a table/object of limits")
+    known = {f.name for f in fields(GateConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise WorkbenchError(f"gate file {path}: unknown keys {unknown}; known keys are {sorted(known)}")
+    try:
+        return GateConfig(**data)
+    except TypeError as exc:
+        raise WorkbenchError(f"gate file {path}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    value: float | None
+    limit: float
+    passed: bool
+    detail: str
+
+
+@dataclass
+class Verdict:
+    candidate: str
+    passed: bool
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [c.detail for c in self.checks if not c.passed]
+
+    @property
+    def summary(self) -> str:
+        return "PASS" if self.passed else "FAIL: " + "; ".join(self.reasons)
+
+    def to_json(self) -> dict:
+        return {"candidate": self.candidate, "passed": self.passed, "summary": self.summary,
+                "checks": [asdict(c) for c in self.checks]}
+
+
+def _delta_check(name: str, delta, limit_points: float) -> Check:
+    if delta is None:
+        return Check(name, 0.0, limit_points, True, f"{name}: baseline")
+    upper = delta.high * 100.0
+    ok = bool(upper == upper and upper <= limit_points)  # NaN fails
+    return Check(name, upper, limit_points, ok,
+                 f"{name}: WER delta {delta.estimate * 100:+.2f} pts, CI upper {upper:+.2f} pts "
+                 f"{'<=' if ok else '>'} {limit_points:.2f}")
+
+
+def judge(accuracy: AccuracyComparison, latencies: dict[str, LatencyResult] | None,
+          gates: GateConfig) -> list[Verdict]:
+    """PASS/FAIL per candidate with one check per gate; the baseline is judged on latency only."""
+    verdicts = []
+    for name, cand in accuracy.candidates.items():
+        checks = [_delta_check("overall", cand.overall.delta, gates.max_wer_delta_points)]
+        for cond, score in cand.by("condition").items():
+            checks.append(_delta_check(f"condition {cond}", score.delta, gates.max_condition_wer_delta_points))
+        if gates.max_latency_ms is not None:
+            lat = (latencies or {}).get(name)
+            pts = [] if lat is None else [p for p in lat.points if p.batch == gates.latency_batch]
+            if not pts:
+                checks.append(Check("latency", None, gates.max_latency_ms, False,
+                                    f"latency: no measurement at batch {gates.latency_batch}"))
+            else:
+                worst = max(getattr(p, f"{gates.latency_percentile}_ms") for p in pts)
+                ok = worst <= gates.max_latency_ms
+                checks.append(Check("latency", worst, gates.max_latency_ms, ok,
+                                    f"latency: {gates.latency_percentile} {worst:.1f} ms at batch "
+                                    f"{gates.latency_batch} (worst bucket) {'<=' if ok else '>'} "
+                                    f"{gates.max_latency_ms:.1f} ms"))
+        verdicts.append(Verdict(name, all(c.passed for c in checks), checks))
+    return verdicts
+
+
+def recommend(verdicts: list[Verdict], latencies: dict[str, LatencyResult] | None,
+              batch: int = 1) -> str | None:
+    """The fastest PASS (mean p50 over buckets at ``batch``); the first PASS when no latency was measured."""
+    passing = [v.candidate for v in verdicts if v.passed]
+    if not passing:
+        return None
+    if not latencies:
+        return passing[0]
+    return min(passing, key=lambda n: latencies[n].speed_key(batch) if n in latencies else float("inf"))

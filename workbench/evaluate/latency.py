@@ -1,0 +1,156 @@
+"""Latency and throughput of one Runner: percentiles over repeats after warm-up, per batch size and
+duration bucket, with the peak resident memory sampled while it runs.
+
+Inputs are real clips of the set's bucket, cropped or tiled to the bucket's median duration so that a
+batch is one rectangular [batch, samples] array, each row normalised like in transcription.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from workbench.backends.base import Runner
+from workbench.config import SAMPLE_RATE
+from workbench.evaluate.transcribe import logits_of, prepare_input
+
+
+@dataclass(frozen=True)
+class LatencyConfig:
+    batch_sizes: tuple[int, ...] = (1, 8, 32)
+    warmup: int = 2
+    repeats: int = 10
+
+    def __post_init__(self) -> None:
+        if not self.batch_sizes or any(b < 1 for b in self.batch_sizes):
+            raise ValueError(f"batch sizes must be positive integers, got {self.batch_sizes}")
+        if self.warmup < 0 or self.repeats < 1:
+            raise ValueError("warmup must be >= 0 and repeats >= 1")
+
+
+@dataclass(frozen=True)
+class LatencyPoint:
+    batch: int
+    bucket: str
+    clip_seconds: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    repeats: int
+    audio_seconds_per_second: float  # throughput: seconds of audio processed per wall second at p50
+
+
+@dataclass
+class LatencyResult:
+    candidate: str
+    backend: dict[str, str]
+    machine: dict
+    points: list[LatencyPoint]
+    peak_rss_mb: float
+    rss_before_mb: float
+    config: dict = field(default_factory=dict)
+
+    def point(self, batch: int, bucket: str) -> LatencyPoint | None:
+        return next((p for p in self.points if p.batch == batch and p.bucket == bucket), None)
+
+    def speed_key(self, batch: int = 1) -> float:
+        """Mean p50 (ms) over buckets at ``batch``: the number "fastest" is judged on."""
+        values = [p.p50_ms for p in self.points if p.batch == batch] or [p.p50_ms for p in self.points]
+        return float(statistics.fmean(values)) if values else float("inf")
+
+    def to_json(self) -> dict:
+        return {"candidate": self.candidate, "backend": self.backend, "machine": self.machine,
+                "points": [asdict(p) for p in self.points], "peak_rss_mb": self.peak_rss_mb,
+                "rss_before_mb": self.rss_before_mb, "config": self.config}
+
+
+class PeakRss:
+    """Samples this process's resident set size in a thread; ``peak_mb`` is the largest seen."""
+
+    def __init__(self, interval_s: float = 0.005) -> None:
+        import psutil
+
+        self._proc = psutil.Process()
+        self.interval_s = interval_s
+        self.before_mb = self._proc.memory_info().rss / 2**20
+        self.peak_mb = self.before_mb
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.peak_mb = max(self.peak_mb, self._proc.memory_info().rss / 2**20)
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> "PeakRss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_mb = max(self.peak_mb, self._proc.memory_info().rss / 2**20)
+
+
+def _fit(audio: np.ndarray, samples: int) -> np.ndarray:
+    if audio.size >= samples:
+        return audio[:samples]
+    return np.tile(audio, int(np.ceil(samples / max(audio.size, 1))))[:samples]
+
+
+def bucket_clips(speech_set, max_clips: int = 32) -> dict[str, tuple[float, list[np.ndarray]]]:
+    """Bucket -> (median duration, up to ``max_clips`` clips). Utterances without a bucket go to 'all'."""
+    groups: dict[str, list] = {}
+    for utt in speech_set.utterances:
+        groups.setdefault(utt.bucket or "all", []).append(utt)
+    out = {}
+    for name, utts in sorted(groups.items()):
+        median = float(statistics.median(u.duration_s for u in utts))
+        out[name] = (median, [speech_set.audio(u) for u in utts[:max_clips]])
+    return out
+
+
+def _batch(clips: list[np.ndarray], batch: int, seconds: float) -> np.ndarray:
+    samples = max(int(round(seconds * SAMPLE_RATE)), 400)
+    rows = [prepare_input(_fit(clips[i % len(clips)], samples)) for i in range(batch)]
+    return np.stack(rows).astype(np.float32)
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def measure_latency(runner: Runner, buckets: dict[str, tuple[float, list[np.ndarray]]],
+                    config: LatencyConfig = LatencyConfig(), name: str | None = None,
+                    machine: dict | None = None) -> LatencyResult:
+    """Time ``runner`` for every (batch size, bucket): ``warmup`` untimed runs then ``repeats`` timed."""
+    from workbench.evaluate.machine import machine_info
+
+    points: list[LatencyPoint] = []
+    with PeakRss() as rss, runner:
+        for batch in config.batch_sizes:
+            for bucket, (seconds, clips) in buckets.items():
+                feed = _batch(clips, batch, seconds)
+                for _ in range(config.warmup):
+                    logits_of(runner, feed)
+                times = []
+                for _ in range(config.repeats):
+                    start = time.perf_counter()
+                    logits_of(runner, feed)
+                    times.append(runner.last_inference_time() or (time.perf_counter() - start))
+                ms = [t * 1000.0 for t in times]
+                p50 = _percentile(ms, 50)
+                points.append(LatencyPoint(batch, bucket, round(seconds, 3), p50, _percentile(ms, 90),
+                                           _percentile(ms, 99), float(statistics.fmean(ms)), config.repeats,
+                                           batch * seconds / (p50 / 1000.0) if p50 > 0 else float("inf")))
+        backend = runner.describe()
+    return LatencyResult(name or runner.name, backend, machine or machine_info(), points,
+                         round(rss.peak_mb, 1), round(rss.before_mb, 1),
+                         {"batch_sizes": list(config.batch_sizes), "warmup": config.warmup,
+                          "repeats": config.repeats, "timer": "runner.last_inference_time (wall, perf_counter)"})

@@ -1,0 +1,102 @@
+"""The sign-off record: versioned JSON with results and provenance, and its verification.
+
+Provenance lists every input artifact (model, calibration set, evaluation set, calibration cache,
+candidate ONNX files/engines) with its path and SHA-256. ``verify_inputs`` recomputes them; a record
+whose inputs changed is refused on re-render. The record also carries ``record_sha256`` over its own
+canonical JSON so that edits to the record itself are caught.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+
+from workbench.artifacts import sha256_bytes, sha256_file, sha256_tree
+from workbench.errors import WorkbenchError
+
+RECORD_SCHEMA = "workbench.signoff-report"
+RECORD_VERSION = 1
+
+
+def artifact_entry(role: str, path: Path | str, kind: str | None = None) -> dict[str, str]:
+    """``{role, path, kind, sha256}`` for a file (content hash) or folder (tree hash)."""
+    path = Path(path).resolve()
+    if path.is_dir():
+        return {"role": role, "path": str(path), "kind": kind or "folder", "sha256": sha256_tree(path)}
+    if path.is_file():
+        return {"role": role, "path": str(path), "kind": kind or "file", "sha256": sha256_file(path)}
+    raise WorkbenchError(f"{role}: {path} does not exist")
+
+
+def _hash_now(entry: dict[str, str]) -> str | None:
+    path = Path(entry["path"])
+    if path.is_dir():
+        return sha256_tree(path)
+    if path.is_file():
+        return sha256_file(path)
+    return None
+
+
+def record_digest(record: dict[str, Any]) -> str:
+    body = {k: v for k, v in record.items() if k != "record_sha256"}
+    return sha256_bytes(json.dumps(body, sort_keys=True, default=str).encode())
+
+
+def build_record(*, accuracy: dict, latency: dict, verdicts: list[dict], recommendation: str | None,
+                 gates: dict, artifacts: list[dict[str, str]], machine: dict, packages: dict[str, str],
+                 sensitivity: dict | None = None, notes: list[str] | None = None) -> dict[str, Any]:
+    """Assemble the record (plain JSON types only) and stamp its digest."""
+    record: dict[str, Any] = {
+        "schema": RECORD_SCHEMA, "version": RECORD_VERSION,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "baseline": accuracy["baseline"], "candidates": list(accuracy["candidates"]),
+        "accuracy": accuracy, "latency": latency, "gates": gates, "verdicts": verdicts,
+        "recommendation": recommendation, "sensitivity": sensitivity,
+        "provenance": {"artifacts": artifacts, "machine": machine, "packages": packages},
+        "notes": list(notes or []),
+    }
+    record = json.loads(json.dumps(record, default=str, allow_nan=True))
+    record["record_sha256"] = record_digest(record)
+    return record
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    """Read and check a record: schema, a version this code renders, and its own digest."""
+    path = Path(path)
+    if not path.is_file():
+        raise WorkbenchError(f"report record {path} does not exist")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise WorkbenchError(f"report record {path} is not readable JSON: {exc}") from exc
+    if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
+        raise WorkbenchError(f"{path} is not a sign-off record (schema {RECORD_SCHEMA!r} expected)")
+    if record.get("version") != RECORD_VERSION:
+        raise WorkbenchError(f"{path} is record version {record.get('version')}; this workbench renders "
+                             f"version {RECORD_VERSION}; run signoff again")
+    if record.get("record_sha256") != record_digest(record):
+        raise WorkbenchError(f"{path} was edited after it was written (its record_sha256 does not match); "
+                             "run signoff again")
+    return record
+
+
+def verify_inputs(record: dict[str, Any]) -> list[str]:
+    """Recompute every input artifact's hash; returns one line per artifact that is missing or changed."""
+    problems = []
+    for entry in record.get("provenance", {}).get("artifacts", []):
+        now = _hash_now(entry)
+        if now is None:
+            problems.append(f"{entry['role']}: {entry['path']} is missing")
+        elif now != entry["sha256"]:
+            problems.append(f"{entry['role']}: {entry['path']} changed (sha256 {entry['sha256'][:12]}... "
+                            f"recorded, {now[:12]}... now)")
+    return problems
+
+
+def require_unchanged_inputs(record: dict[str, Any]) -> None:
+    problems = verify_inputs(record)
+    if problems:
+        raise WorkbenchError("refusing to render: the report's input artifacts changed since it was made:\n  "
+                             + "\n  ".join(problems) + "\nrun `python -m workbench signoff` again")

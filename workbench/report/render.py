@@ -1,0 +1,157 @@
+"""Render a sign-off record to Markdown and to one self-contained HTML page (inline CSS, base64 PNG)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from workbench.artifacts import write_json_atomic, write_text_atomic
+from workbench.report import plots
+
+RECORD_NAME, MARKDOWN_NAME, HTML_NAME = "report.json", "report.md", "report.html"
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or x != x else f"{x * 100:.2f}"
+
+
+def _ci(iv: dict | None) -> str:
+    if iv is None:
+        return "baseline"
+    return f"{_pct(iv['estimate'])} [{_pct(iv['low'])}, {_pct(iv['high'])}]"
+
+
+def verdict_line(record: dict[str, Any]) -> str:
+    rec = record.get("recommendation")
+    return f"SHIP {rec}" if rec else "NO CANDIDATE PASSES: do not ship"
+
+
+def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) for every table; Markdown and HTML render the same tables."""
+    acc = record["accuracy"]
+    verdicts = {v["candidate"]: v for v in record["verdicts"]}
+    out = []
+    rows = []
+    for name in record["candidates"]:
+        c = acc["candidates"][name]["overall"]
+        lat = record["latency"].get(name)
+        speed = next((f"{p:.1f}" for n, p, _ in plots.speed_points(record) if n == name), "n/a")
+        rows.append([name, _ci(c["wer"]), _ci(c["delta"]), speed,
+                     f"{lat['peak_rss_mb']:.0f}" if lat else "n/a", verdicts[name]["summary"]])
+    out.append(("Candidates", ["candidate", "WER % [95% CI]", "delta vs baseline, pts [95% CI]",
+                               "p50 ms (gate batch)", "peak RSS MB", "verdict"], rows))
+    for kind in ("condition", "accent", "voice"):
+        rows = []
+        for name in record["candidates"]:
+            for group, g in acc["candidates"][name]["groups"].get(kind, {}).items():
+                rows.append([group, name, str(g["utterances"]), str(g["reference_words"]), _ci(g["wer"]),
+                             _ci(g["delta"]), g["wer"]["unit"]])
+        if rows:
+            out.append((f"WER per {kind}", [kind, "candidate", "utts", "words", "WER % [CI]",
+                                            "delta pts [CI]", "resampled"], sorted(rows, key=lambda r: r[0])))
+    rows = []
+    for name in record["candidates"]:
+        lat = record["latency"].get(name)
+        for p in (lat or {}).get("points", []):
+            rows.append([name, str(p["batch"]), p["bucket"], f"{p['clip_seconds']:.2f}", f"{p['p50_ms']:.1f}",
+                         f"{p['p90_ms']:.1f}", f"{p['p99_ms']:.1f}", f"{p['audio_seconds_per_second']:.1f}",
+                         str(p["repeats"])])
+    if rows:
+        out.append(("Latency", ["candidate", "batch", "bucket", "clip s", "p50 ms", "p90 ms", "p99 ms",
+                                "audio s / s", "repeats"], rows))
+    rows = [[v["candidate"], c["name"], c["detail"], "ok" if c["passed"] else "FAIL"]
+            for v in record["verdicts"] for c in v["checks"]]
+    out.append(("Gate checks", ["candidate", "gate", "detail", "result"], rows))
+    prov = record["provenance"]
+    out.append(("Input artifacts", ["role", "kind", "path", "sha256"],
+                [[a["role"], a["kind"], a["path"], a["sha256"]] for a in prov["artifacts"]]))
+    out.append(("Machine", ["key", "value"], [[k, str(v)] for k, v in prov["machine"].items()]))
+    backends = {n: lat.get("backend", {}) for n, lat in record["latency"].items()}
+    if backends:
+        out.append(("Backends", ["candidate", "backend"],
+                    [[n, ", ".join(f"{k}={v}" for k, v in b.items())] for n, b in backends.items()]))
+    out.append(("Packages", ["package", "version"], [[k, v] for k, v in sorted(prov["packages"].items())]))
+    return out
+
+
+def _method(record: dict[str, Any]) -> list[str]:
+    acc, g = record["accuracy"], record["gates"]
+    lines = [
+        f"Text normalisation (references and hypotheses): {acc['normalisation']}.",
+        f"WER = (S + D + I) / reference words, jiwer alignment, greedy CTC decoding. Intervals: "
+        f"{int(acc['level'] * 100)}% percentile bootstrap, {acc['resamples']} resamples, seed {acc['seed']}, "
+        f"resampling {acc['bootstrap_unit']}s; deltas are paired (same resamples for both systems).",
+        f"Gates: overall WER delta CI upper end <= {g['max_wer_delta_points']} pts; every condition <= "
+        f"{g['max_condition_wer_delta_points']} pts"
+        + (f"; latency {g['latency_percentile']} at batch {g['latency_batch']} <= {g['max_latency_ms']} ms"
+           if g.get("max_latency_ms") is not None else "; no latency limit")
+        + f". Recommendation: the fastest PASS by mean p50 at batch {g['latency_batch']}.",
+    ]
+    return lines + list(acc.get("notes", [])) + list(record.get("notes", []))
+
+
+def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
+    figs = [("WER vs latency", plots.wer_vs_latency(record)), ("WER per condition", plots.condition_bars(record))]
+    if record.get("sensitivity"):
+        figs.append(("Per-layer sensitivity", plots.sensitivity_bars(record["sensitivity"])))
+    return [(t, f) for t, f in figs if f]
+
+
+def to_markdown(record: dict[str, Any]) -> str:
+    lines = [f"# Precision sign-off: {verdict_line(record)}", "",
+             f"Record version {record['version']}, created {record['created']}, baseline "
+             f"`{record['baseline']}`, record sha256 `{record['record_sha256']}`.", ""]
+    lines += [f"- {m}" for m in _method(record)] + [""]
+    for title, header, rows in tables(record):
+        lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows] + [""]
+    lines.append("Figures are in report.html.")
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px}
+th{background:#f0f0f0}.pass{color:#1a7f37;font-weight:bold}.fail{color:#c62828;font-weight:bold}
+.verdict{font-size:1.4em;padding:0.5em;border-radius:6px;background:#eef}figure{margin:1em 0}
+td.hash{font-family:monospace;font-size:11px}"""
+
+
+def to_html(record: dict[str, Any]) -> str:
+    e = html.escape
+    rec = record.get("recommendation")
+    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+             f"<title>Precision sign-off: {e(verdict_line(record))}</title><style>{_CSS}</style></head><body>",
+             f"<h1>Precision sign-off</h1><p class='verdict {'pass' if rec else 'fail'}'>{e(verdict_line(record))}</p>",
+             f"<p>Record version {record['version']}, created {e(record['created'])}, baseline "
+             f"<code>{e(record['baseline'])}</code>, record sha256 <code>{e(record['record_sha256'])}</code>.</p>",
+             "<ul>" + "".join(f"<li>{e(m)}</li>" for m in _method(record)) + "</ul>"]
+    for title, data in _figures(record):
+        parts.append(f"<figure><img alt='{e(title)}' src='data:image/png;base64,{data}'>"
+                     f"<figcaption>{e(title)}</figcaption></figure>")
+    for title, header, rows in tables(record):
+        parts.append(f"<h2>{e(title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
+        for r in rows:
+            cells = []
+            for h, c in zip(header, r):
+                cls = "hash" if h == "sha256" else ("pass" if c in ("PASS", "ok") else
+                                                    "fail" if c.startswith("FAIL") else "")
+                cells.append(f"<td class='{cls}'>{e(c)}</td>")
+            parts.append("<tr>" + "".join(cells) + "</tr>")
+        parts.append("</table>")
+    parts.append("<details><summary>Record (JSON)</summary><pre>"
+                 + e(json.dumps({k: v for k, v in record.items() if k != "accuracy"}, indent=1)[:200000])
+                 + "</pre></details></body></html>")
+    return "\n".join(parts)
+
+
+def write_report(record: dict[str, Any], out_dir: Path, write_record: bool = True) -> dict[str, Path]:
+    """Write report.json (unless re-rendering), report.md and report.html into ``out_dir`` atomically."""
+    out_dir = Path(out_dir)
+    paths = {"record": out_dir / RECORD_NAME, "markdown": out_dir / MARKDOWN_NAME, "html": out_dir / HTML_NAME}
+    if write_record:
+        write_json_atomic(paths["record"], record)
+    write_text_atomic(paths["markdown"], to_markdown(record))
+    write_text_atomic(paths["html"], to_html(record))
+    return paths
