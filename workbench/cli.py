@@ -20,6 +20,8 @@ from workbench.errors import WorkbenchError
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("workbench.commands.demo", "run the whole job on the embedded defaults"),
     "data": ("workbench.commands.data", "build and inspect balanced calibration/evaluation speech sets"),
+    "calibrate": ("workbench.commands.calibrate", "export ONNX, calibrate activation ranges, write the cache and the INT8 Q/DQ model"),
+    "cache": ("workbench.commands.cache", "list, show or prune calibration caches"),
     "signoff": ("workbench.commands.signoff", "evaluate candidates (WER with CIs, latency, gates) and write the sign-off report"),
     "report": ("workbench.commands.report", "re-render a sign-off report from its JSON record (refused if inputs changed)"),
 }

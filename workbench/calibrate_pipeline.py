@@ -1,0 +1,63 @@
+"""The calibrate job: export FP32 ONNX, calibrate (or reuse a matching cache), write the INT8 variant.
+
+Layout under ``engines/<model hash 12>/``: ``model.fp32.onnx``, ``calib-<set hash 12>-<method>.cache``
+(+ ``.json`` sidecar), ``model.int8-<method>-<set hash 12>.onnx``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from workbench import __version__
+from workbench.artifacts import sha256_file
+from workbench.calibration import cache as cache_mod
+from workbench.calibration.methods import MethodSpec
+from workbench.calibration.runner import calibrate_ranges
+from workbench.config import ENGINES_DIR
+from workbench.model.export import Parity, export_onnx, parity_check
+from workbench.model.loading import load_model, model_hash
+from workbench.quantize.plan import INT8
+from workbench.quantize.qdq import build_variant
+from workbench.speech.store import load_set
+
+
+@dataclass
+class CalibrateResult:
+    fp32_onnx: Path
+    int8_onnx: Path
+    cache: Path
+    reused_cache: bool
+    cache_problems: list[str]
+    parity: Parity
+    tensors: int
+
+
+def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
+                  root: Path = ENGINES_DIR) -> CalibrateResult:
+    speech_set = load_set(set_name)
+    mhash = model_hash(model_path)
+    out = root / mhash[:12]
+    out.mkdir(parents=True, exist_ok=True)
+    model = load_model(model_path)
+    fp32 = out / "model.fp32.onnx"
+    if not fp32.exists():
+        export_onnx(model, fp32)
+    clips = [speech_set.audio(u) for u in speech_set.utterances[:6]]
+    parity = parity_check(model, fp32, clips)
+    keys = {"model": mhash, "onnx": sha256_file(fp32), "calibration_set": speech_set.content_hash,
+            **spec.params(), "workbench": __version__}
+    cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}.cache"
+    cache, problems = cache_mod.load_matching(cache_path, keys)
+    reused = cache is not None
+    if cache is None:
+        graph = onnx.load(str(fp32))
+        amax = calibrate_ranges(graph, lambda: (a for _, a in speech_set.iter_audio()),
+                                len(speech_set.utterances), spec)
+        cache = cache_mod.CalibrationCache.from_amax(amax, keys)
+        cache.save(cache_path)
+    int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}.onnx"
+    build_variant(fp32, cache.amax(), INT8, int8)
+    return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales))

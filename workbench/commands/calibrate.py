@@ -1,0 +1,33 @@
+"""``python -m workbench calibrate``: export, calibrate with a method, cache, INT8 Q/DQ variant."""
+
+from __future__ import annotations
+
+import argparse
+
+from workbench.calibration.methods import METHODS
+from workbench.config import DEMO_MODEL_DIR
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=str(DEMO_MODEL_DIR), help="HF Wav2Vec2ForCTC folder or hub id")
+    parser.add_argument("--set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
+    parser.add_argument("--method", default="entropy", choices=METHODS)
+    parser.add_argument("--percentile", type=float, default=99.99)
+    parser.add_argument("--bins", type=int, default=2048)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.calibrate_pipeline import run_calibrate
+    from workbench.calibration.methods import MethodSpec
+
+    result = run_calibrate(args.model, args.set, MethodSpec(args.method, args.percentile, args.bins))
+    p = result.parity
+    print(f"FP32 ONNX:    {result.fp32_onnx}")
+    print(f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
+          f"token agreement {p.token_agreement:.4f}, identical transcripts {p.transcripts_equal}/{p.clips}")
+    state = "reused (all provenance keys match)" if result.reused_cache else "computed"
+    print(f"cache:        {result.cache} ({result.tensors} tensors, {state})")
+    if result.cache_problems and result.cache_problems != ["no cache yet"]:
+        print("  previous cache not used: " + "; ".join(result.cache_problems))
+    print(f"INT8 variant: {result.int8_onnx}")
+    return 0

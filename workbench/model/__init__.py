@@ -1,0 +1,1 @@
+"""Model access: load Hugging Face Wav2Vec2ForCTC models, export ONNX, check parity."""

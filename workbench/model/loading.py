@@ -1,0 +1,39 @@
+"""Load any Hugging Face ``Wav2Vec2ForCTC`` from a local folder or a hub id, with clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from workbench.artifacts import sha256_file
+from workbench.errors import WorkbenchError
+
+
+def load_model(name_or_path: str | Path) -> Any:
+    """The model in eval mode, float32 on CPU."""
+    from transformers import Wav2Vec2ForCTC
+
+    path = Path(name_or_path)
+    try:
+        model = Wav2Vec2ForCTC.from_pretrained(str(name_or_path))
+    except OSError as exc:
+        where = f"folder {path}" if path.exists() else f"hub id {name_or_path!r}"
+        raise WorkbenchError(
+            f"could not load a Wav2Vec2ForCTC from {where}: {str(exc).splitlines()[0][:200]}. "
+            "Offline, a hub id cannot be downloaded: pass a local folder saved with save_pretrained."
+        ) from exc
+    return model.eval().float()
+
+
+def model_hash(name_or_path: str | Path) -> str:
+    """Content hash of a local model's weights and config (the hub id itself when not local)."""
+    path = Path(name_or_path)
+    if not path.is_dir():
+        return f"hub:{name_or_path}"
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in ("config.json", "model.safetensors", "pytorch_model.bin"):
+        if (path / name).exists():
+            digest.update(name.encode() + sha256_file(path / name).encode())
+    return digest.hexdigest()

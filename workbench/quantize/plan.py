@@ -1,0 +1,56 @@
+"""Precision plan: per compute node (MatMul / Gemm / Conv) one of int8, fp16, fp32."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from workbench.errors import WorkbenchError
+
+PRECISIONS = ("int8", "fp16", "fp32")
+QUANTIZABLE_OPS = ("MatMul", "Gemm", "Conv")
+
+
+def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
+    """Names of the compute nodes a plan can place, in graph order."""
+    return [n.name for n in model.graph.node if n.op_type in QUANTIZABLE_OPS]
+
+
+@dataclass(frozen=True)
+class PrecisionPlan:
+    name: str
+    default: str = "fp32"
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for value in [self.default, *self.overrides.values()]:
+            if value not in PRECISIONS:
+                raise WorkbenchError(f"plan {self.name!r}: precision {value!r} is not one of {PRECISIONS}")
+
+    def precision_of(self, node: str) -> str:
+        return self.overrides.get(node, self.default)
+
+    def int8_share(self, nodes: list[str]) -> float:
+        return sum(self.precision_of(n) == "int8" for n in nodes) / max(1, len(nodes))
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "default": self.default, "overrides": dict(sorted(self.overrides.items()))}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "PrecisionPlan":
+        return cls(obj["name"], obj.get("default", "fp32"), dict(obj.get("overrides", {})))
+
+    @classmethod
+    def load(cls, path: Path) -> "PrecisionPlan":
+        try:
+            return cls.from_json(json.loads(Path(path).read_text()))
+        except (OSError, KeyError, json.JSONDecodeError) as exc:
+            raise WorkbenchError(f"cannot read precision plan {path}: {exc}") from exc
+
+
+FP32 = PrecisionPlan("fp32", "fp32")
+FP16 = PrecisionPlan("fp16", "fp16")
+INT8 = PrecisionPlan("int8", "int8")

@@ -1,0 +1,98 @@
+"""Write a precision variant: Q/DQ pairs (onnx-graphsurgeon) for int8 nodes, Casts for fp16 nodes.
+
+int8 node: every float activation input gets QuantizeLinear/DequantizeLinear with the calibrated
+per-tensor symmetric scale (zero point 0); a weight initializer gets per-output-channel symmetric
+Q/DQ. fp16 node: inputs are cast to float16 and the output back to float32. fp32: untouched.
+Marking comes first; all insertions happen in one pass at the end. Model IO stays float32.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from workbench.artifacts import write_bytes_atomic
+from workbench.errors import WorkbenchError
+from workbench.quantize.plan import QUANTIZABLE_OPS, PrecisionPlan
+
+
+def _weight_axis(op: str) -> int:
+    return 0 if op == "Conv" else 1  # Conv: [out, in, k]; MatMul/Gemm weight [in, out]
+
+
+def build_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path) -> Path:
+    import onnx_graphsurgeon as gs
+
+    graph = gs.import_onnx(onnx.load(str(fp32_path)))
+    tensors = graph.tensors()
+    int8_acts: dict[str, list] = {}
+    int8_weights: list[tuple] = []
+    fp16_nodes = []
+    missing = []
+    for node in graph.nodes:
+        if node.op not in QUANTIZABLE_OPS:
+            continue
+        precision = plan.precision_of(node.name)
+        if precision == "fp16":
+            fp16_nodes.append(node)
+        elif precision == "int8":
+            for slot, tensor in enumerate(node.inputs[:2]):
+                if isinstance(tensor, gs.Constant):
+                    int8_weights.append((node, slot, tensor))
+                elif tensor.name in amax:
+                    int8_acts.setdefault(tensor.name, []).append((node, slot))
+                else:
+                    missing.append(tensor.name)
+    if missing:
+        raise WorkbenchError(f"the calibration cache has no range for {len(missing)} tensors the plan puts in "
+                             f"INT8 (e.g. {missing[0]}); it was made for another model — recalibrate")
+    # ---- single insertion pass
+    for name, uses in int8_acts.items():
+        scale = np.float32(max(amax[name], 1e-8) / 127.0)
+        src = tensors[name]
+        q_out = gs.Variable(f"{name}_quantized", dtype=np.int8)
+        dq_out = gs.Variable(f"{name}_dequantized", dtype=np.float32)
+        s = gs.Constant(f"{name}_scale", np.array(scale, dtype=np.float32))
+        z = gs.Constant(f"{name}_zero_point", np.array(0, dtype=np.int8))
+        graph.nodes.append(gs.Node("QuantizeLinear", f"{name}_QuantizeLinear", inputs=[src, s, z], outputs=[q_out]))
+        graph.nodes.append(gs.Node("DequantizeLinear", f"{name}_DequantizeLinear", inputs=[q_out, s, z], outputs=[dq_out]))
+        for node, slot in uses:
+            node.inputs[slot] = dq_out
+    for node, slot, weight in int8_weights:
+        values = weight.values.astype(np.float32)
+        axis = _weight_axis(node.op) if slot == 1 else 0
+        reduce_axes = tuple(a for a in range(values.ndim) if a != axis)
+        ch_amax = np.maximum(np.abs(values).max(axis=reduce_axes), 1e-8)
+        scales = (ch_amax / 127.0).astype(np.float32)
+        shape = [1] * values.ndim
+        shape[axis] = -1
+        q = np.clip(np.round(values / scales.reshape(shape)), -127, 127).astype(np.int8)
+        base = f"{node.name}_w{slot}"
+        qw = gs.Constant(f"{base}_int8", q)
+        s = gs.Constant(f"{base}_scale", scales)
+        z = gs.Constant(f"{base}_zero_point", np.zeros(len(scales), dtype=np.int8))
+        dq_out = gs.Variable(f"{base}_dequantized", dtype=np.float32)
+        graph.nodes.append(gs.Node("DequantizeLinear", f"{base}_DequantizeLinear", inputs=[qw, s, z],
+                                   outputs=[dq_out], attrs={"axis": axis}))
+        node.inputs[slot] = dq_out
+    for node in fp16_nodes:
+        for slot, tensor in enumerate(list(node.inputs)):
+            if isinstance(tensor, gs.Constant) and tensor.values.dtype == np.float32:
+                node.inputs[slot] = gs.Constant(f"{tensor.name}_fp16_{node.name}", tensor.values.astype(np.float16))
+            elif not isinstance(tensor, gs.Constant):
+                cast_out = gs.Variable(f"{tensor.name}_to_fp16_{node.name}", dtype=np.float16)
+                graph.nodes.append(gs.Node("Cast", f"{node.name}_cast_in{slot}", inputs=[tensor],
+                                           outputs=[cast_out], attrs={"to": onnx.TensorProto.FLOAT16}))
+                node.inputs[slot] = cast_out
+        out = node.outputs[0]
+        half = gs.Variable(f"{out.name}_fp16", dtype=np.float16)
+        node.outputs[0] = half
+        graph.nodes.append(gs.Node("Cast", f"{node.name}_cast_out", inputs=[half], outputs=[out],
+                                   attrs={"to": onnx.TensorProto.FLOAT}))
+    graph.cleanup().toposort()
+    model = gs.export_onnx(graph)
+    model.opset_import[0].version = max(model.opset_import[0].version, 17)
+    write_bytes_atomic(out_path, model.SerializeToString())
+    return out_path
