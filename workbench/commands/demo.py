@@ -2,7 +2,7 @@
 
 The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext``; later
 issues append steps (calibrate, compare, mixed precision, evaluate, sign-off report) that read what
-earlier steps left in ``context.results``. For now it builds the default speech sets (``demo``:
+earlier steps left in ``context.results``. For now it builds the default speech sets and calibrates the demo model on them (``demo``:
 100 utterances per condition for calibration, 40 per condition for evaluation) and prints their
 balance tables.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.config import CALIB_SETS_DIR, SetBuildConfig
+from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, SetBuildConfig
 from workbench.errors import WorkbenchError
 
 
@@ -25,6 +25,7 @@ class DemoContext:
 
     sets: SetBuildConfig
     calib_root: Path
+    engines_root: Path = ENGINES_DIR
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -46,8 +47,23 @@ def _speech_sets(ctx: DemoContext) -> None:
     ctx.results["speech_sets"] = built
 
 
+def _calibrate(ctx: DemoContext) -> None:
+    from workbench.calibrate_pipeline import run_calibrate
+    from workbench.calibration.methods import MethodSpec
+
+    built = ctx.results["speech_sets"]
+    result = run_calibrate(DEMO_MODEL_DIR, str(built.calib.path), MethodSpec("entropy"), root=ctx.engines_root)
+    p = result.parity
+    print(f"FP32 ONNX {result.fp32_onnx} (parity: max |logit diff| {p.max_abs_logit_diff:.1e}, "
+          f"token agreement {p.token_agreement:.4f})")
+    print(f"cache {result.cache} ({result.tensors} tensors, {'reused' if result.reused_cache else 'computed'})")
+    print(f"INT8 model {result.int8_onnx}")
+    ctx.results["calibrate"] = result
+
+
 STEPS: tuple[Step, ...] = (
     Step("speech-sets", "build balanced calibration and evaluation sets from synthetic speech", _speech_sets),
+    Step("calibrate", "export the demo model to ONNX, calibrate (entropy), write cache and INT8 model", _calibrate),
 )
 
 
@@ -68,6 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition, help=argparse.SUPPRESS)
     parser.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--engines-root", type=Path, default=ENGINES_DIR, help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,6 +92,6 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
     sets = replace(SetBuildConfig(), calib_per_condition=args.calib_per_condition,
                    eval_per_condition=args.eval_per_condition, workers=max(1, args.workers))
-    ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root)))
+    ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root), engines_root=Path(args.engines_root)))
     print(f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}")
     return 0
