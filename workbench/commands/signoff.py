@@ -1,6 +1,8 @@
 """``python -m workbench signoff``: candidates + evaluation set -> sign-off report (JSON, Markdown, HTML).
 
 Candidates are ONNX files given as ``--candidate name=path.onnx``; the first is the FP32 baseline.
+Without ``--candidate``, FP32, FP16 and INT8 variants are built from ``--model`` and ``--calib-set``
+(export, calibration cache reused when its keys match, Q/DQ) and compared.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from workbench.errors import WorkbenchError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--candidate", action="append", default=[], metavar="NAME=PATH.onnx",
-                        help="an ONNX candidate (repeat; the first is the FP32 baseline)")
+                        help="an ONNX candidate (repeat; the first is the FP32 baseline); without it, "
+                             "FP32/FP16/INT8 are built from --model and --calib-set")
+    parser.add_argument("--method", default="entropy", help="calibration method for the built INT8 variant")
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
     parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
     parser.add_argument("--model", type=Path, default=DEMO_MODEL_DIR, help="source model folder (provenance)")
@@ -62,9 +66,16 @@ def run(args: argparse.Namespace) -> int:
     from workbench.speech.store import load_set
 
     candidates = parse_candidates(args.candidate)
+    cache = args.cache
     if not candidates:
-        raise WorkbenchError("give the candidates as --candidate fp32=model.onnx --candidate int8=model.int8.onnx "
-                             "(FP32 baseline first)")
+        if not args.calib_set:
+            raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
+                                 "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)")
+        from workbench.report.variants import build_default_variants
+
+        print(f"building FP32/FP16/INT8 variants of {args.model} calibrated on {args.calib_set} ({args.method})")
+        built = build_default_variants(args.model, args.calib_set, args.method)
+        candidates, cache = built.candidates, cache or built.cache
     if args.repeats < 1 or args.warmup < 0:
         raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
     latency = None if args.no_latency else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
@@ -72,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = SignoffInputs(
         candidates=candidates, eval_set=load_set(args.eval_set, root=args.root), out_dir=out,
         model=args.model if args.model and Path(args.model).exists() else None,
-        calib_set=load_set(args.calib_set, root=args.root) if args.calib_set else None, cache=args.cache,
+        calib_set=load_set(args.calib_set, root=args.root) if args.calib_set else None, cache=cache,
         gates=load_gate_config(args.gates), latency=latency, sensitivity=args.sensitivity, threads=args.threads,
         providers=tuple(p for p in args.providers.split(",") if p), resamples=args.resamples, seed=args.seed,
         limit=args.limit)
