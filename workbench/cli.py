@@ -22,7 +22,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "data": ("workbench.commands.data", "build and inspect balanced calibration/evaluation speech sets"),
     "calibrate": ("workbench.commands.calibrate", "export ONNX, calibrate activation ranges, write the cache and the INT8 Q/DQ model"),
     "cache": ("workbench.commands.cache", "list, show or prune calibration caches"),
-    "build": ("workbench.commands.build", "build a TensorRT engine from an ONNX variant (engine cache, precision summary)"),
+    "build": ("workbench.commands.build", "build a cached TensorRT engine from an ONNX model"),
     "signoff": ("workbench.commands.signoff", "evaluate candidates (WER with CIs, latency, gates) and write the sign-off report"),
     "report": ("workbench.commands.report", "re-render a sign-off report from its JSON record (refused if inputs changed)"),
 }
