@@ -23,8 +23,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate": ("workbench.commands.calibrate", "export ONNX, calibrate activation ranges, write the cache and the INT8 Q/DQ model"),
     "cache": ("workbench.commands.cache", "list, show or prune calibration caches"),
     "build": ("workbench.commands.build", "build a cached TensorRT engine from an ONNX model"),
-    "signoff": ("workbench.commands.signoff", "evaluate candidates (WER with CIs, latency, gates) and write the sign-off report"),
-    "report": ("workbench.commands.report", "re-render a sign-off report from its JSON record (refused if inputs changed)"),
+    "signoff": ("workbench.commands.signoff", "judge candidates on WER and latency; write the sign-off report"),
+    "report": ("workbench.commands.report", "re-render a sign-off report from its JSON record"),
 }
 
 
