@@ -90,7 +90,7 @@ def _image(data: bytes) -> np.ndarray:
     return mpimg.imread(io.BytesIO(data), format="png")
 
 
-def _ensure_chromium() -> str | None:
+def _find_chromium() -> str | None:
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if found := shutil.which(name):
             return found
@@ -103,7 +103,7 @@ def test_html_renders_in_headless_chromium(signed):
     for chunk in html.split("data:image/png;base64,")[1:]:  # every embedded plot is a non-blank image
         img = _image(base64.b64decode(chunk.split("'", 1)[0]))
         assert img.shape[0] > 100 and img.std() > 0.05
-    browser = _ensure_chromium()
+    browser = _find_chromium()
     if browser is None:
         pytest.skip("no chromium here (apt-get install -y chromium)")
     shot = tmp_path / "shot.png"
