@@ -231,3 +231,43 @@ def test_runner_executes_engine(tmp_path: Path) -> None:
         y = runner.infer({"x": x})["y"]
         assert runner.last_inference_time() and runner.last_inference_time() > 0
     np.testing.assert_allclose(y, x @ w, rtol=1e-2, atol=1e-2)
+
+
+# ---------------------------------------------------------------- the demo model's variants (slow)
+
+@pytest.fixture(scope="module")
+def demo_fp32(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("workbench.quantize.qdq", reason="the quantize module has not landed")
+    from workbench.config import DEMO_MODEL_DIR
+    from workbench.model.export import export_onnx
+    from workbench.model.loading import load_model
+
+    return export_onnx(load_model(DEMO_MODEL_DIR), tmp_path_factory.mktemp("demo") / "demo.onnx")
+
+
+@pytest.mark.slow
+@needs_builder
+@pytest.mark.parametrize("plan_name", ["fp32", "fp16", "int8", "mixed"])
+def test_demo_model_variants_keep_the_plan_precisions(demo_fp32: Path, tmp_path: Path, plan_name: str) -> None:
+    """Every MatMul/Conv the plan puts in INT8 (FP16, FP32) is INT8 (FP16, FP32) in the parsed network."""
+    from workbench.backends.tensorrt.builder import BuildSettings, build_engine
+    from workbench.calibration.runner import activation_tensors
+    from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
+    from workbench.quantize.qdq import build_variant
+
+    model = onnx.load(str(demo_fp32))
+    nodes = quantizable_nodes(model)
+    amax = {name: 8.0 for name in activation_tensors(model)}  # ranges do not matter for the build
+    plans = {"fp32": PrecisionPlan("fp32"), "fp16": PrecisionPlan("fp16", "fp16"),
+             "int8": PrecisionPlan("int8", "int8"),
+             "mixed": PrecisionPlan("mixed", "int8", {n: "fp16" for n in nodes if "feature_extractor" in n})}
+    plan = plans[plan_name]
+    variant = build_variant(demo_fp32, amax, plan, tmp_path / f"{plan_name}.onnx")
+    result = build_engine(variant, BuildSettings(batches=(1, 2), samples=Range(16_000, 32_000, 64_000)),
+                          tmp_path / "engines")
+    assert result.engine_bytes > 1_000_000
+    got = {n: result.summary.by_name(n).precision for n in nodes}
+    wanted = {n: plan.precision_of(n) for n in nodes}
+    assert got == wanted
+    if plan_name == "mixed":
+        assert set(got.values()) == {"int8", "fp16"}
