@@ -271,3 +271,31 @@ def test_demo_model_variants_keep_the_plan_precisions(demo_fp32: Path, tmp_path:
     assert got == wanted
     if plan_name == "mixed":
         assert set(got.values()) == {"int8", "fp16"}
+
+
+def test_external_data_is_part_of_the_cache_key(tmp_path: Path) -> None:
+    from workbench.backends.tensorrt.builder import onnx_content_hash
+
+    model = onnx.load(str(_matmul_fp32(tmp_path / "mm.onnx")))
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="ext.data", size_threshold=0)
+    before = onnx_content_hash(path)
+    data = (tmp_path / "ext.data").read_bytes()
+    (tmp_path / "ext.data").write_bytes(bytes([data[0] ^ 1]) + data[1:])  # same graph file, other weights
+    assert onnx_content_hash(path) != before
+    (tmp_path / "ext.data").unlink()
+    with pytest.raises(WorkbenchError):
+        onnx_content_hash(path)
+
+
+def test_legacy_cache_calibrator_serves_the_cache(tmp_path: Path) -> None:
+    from workbench.backends.tensorrt import calibrator
+
+    if not hasattr(calibrator, "CacheCalibrator"):
+        pytest.skip("implicit INT8 calibrators exist only in NVIDIA TensorRT <= 10 (not installed here)")
+    cache = tmp_path / "calib.cache"
+    cache.write_bytes(b"TRT-100-EntropyCalibration2\ninput_values: 3c010204\n")
+    calib = calibrator.CacheCalibrator(cache, batch_size=4)
+    assert calib.read_calibration_cache() == cache.read_bytes()
+    assert calib.get_batch(["input_values"]) is None and calib.get_batch_size() == 4

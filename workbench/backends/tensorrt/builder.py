@@ -1,6 +1,6 @@
 """Engine build from any ONNX file, with an engine cache under ``engines/`` and a timing cache.
 
-The cache key is the sha256 of the ONNX file's hash, the build settings and the TensorRT flavour and
+The cache key is the sha256 of the ONNX file's hash (external data files included), the build settings and the TensorRT flavour and
 version. Each engine ``<stem>-<key16>.engine`` has a JSON sidecar (provenance, shapes, build time)
 and ``.layers.json`` (the precision summary of the parsed network). Writes are atomic.
 """
@@ -75,6 +75,29 @@ def onnx_inputs(onnx_path: Path) -> list[tuple[str, list[int | str | None]]]:
     return out
 
 
+def onnx_content_hash(onnx_path: Path) -> str:
+    """sha256 of the ONNX file and of every external-data file its initializers point at."""
+    import onnx
+
+    digest = sha256_file(onnx_path)
+    try:
+        model = onnx.load(str(onnx_path), load_external_data=False)
+    except Exception:  # unreadable files are reported by onnx_inputs with a clear message
+        return digest
+    locations = sorted({entry.value for init in model.graph.initializer
+                        if init.data_location == onnx.TensorProto.EXTERNAL
+                        for entry in init.external_data if entry.key == "location"})
+    if not locations:
+        return digest
+    parts = [digest]
+    for location in locations:
+        data = onnx_path.parent / location
+        if not data.is_file():
+            raise WorkbenchError(f"{onnx_path} keeps weights in {location}, which is missing beside it")
+        parts.append(f"{location}:{sha256_file(data)}")
+    return sha256_bytes("\n".join(parts).encode())
+
+
 def cache_key(onnx_sha: str, settings: BuildSettings, trt: TensorRT) -> str:
     payload = {"onnx_sha256": onnx_sha, "settings": settings.key_fields(), "tensorrt": trt.describe()}
     return sha256_bytes(json.dumps(payload, sort_keys=True).encode())
@@ -87,7 +110,7 @@ def build_engine(onnx_path: Path, settings: BuildSettings = BuildSettings(), eng
     if not onnx_path.is_file():
         raise WorkbenchError(f"no ONNX file at {onnx_path}")
     trt = trt or load_tensorrt()
-    onnx_sha = sha256_file(onnx_path)
+    onnx_sha = onnx_content_hash(onnx_path)
     key = cache_key(onnx_sha, settings, trt)
     stem = f"{onnx_path.stem}-{key[:16]}"
     engine_path = Path(engines_dir) / f"{stem}.engine"
