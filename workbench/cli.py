@@ -20,7 +20,7 @@ from workbench.errors import WorkbenchError
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("workbench.commands.demo", "run the whole job on the embedded defaults"),
     "data": ("workbench.commands.data", "build and inspect balanced calibration/evaluation speech sets"),
-    "calibrate": ("workbench.commands.calibrate", "export ONNX, calibrate activation ranges, write the cache and the INT8 Q/DQ model"),
+    "calibrate": ("workbench.commands.calibrate", "export ONNX, calibrate ranges, write cache + INT8 Q/DQ model"),
     "cache": ("workbench.commands.cache", "list, show or prune calibration caches"),
     "build": ("workbench.commands.build", "build a cached TensorRT engine from an ONNX model"),
     "signoff": ("workbench.commands.signoff", "judge candidates on WER and latency; write the sign-off report"),
