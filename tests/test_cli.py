@@ -84,7 +84,7 @@ def test_demo_runs_its_steps(tmp_path, capsys):
         pytest.skip("no TTS engine installed (run ./setup.sh)")
     engines = tmp_path.parent / f"{tmp_path.name}-engines"
     argv = ["demo", "--calib-per-condition", "2", "--eval-per-condition", "2", "--root", str(tmp_path),
-            "--engines-root", str(engines)]
+            "--engines-root", str(engines), "--reports-root", str(engines / "reports"), "--quick"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     for number, step in enumerate(STEPS, 1):
@@ -92,3 +92,4 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     assert "demo-calib" in out and "demo-eval" in out and "| total | 3 | 3 | 6 |" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-calib", "demo-eval"]
     assert list(engines.glob("*/model.int8-entropy-*.onnx")) and list(engines.glob("*/calib-*.cache"))
+    assert (engines / "reports" / "demo-signoff" / "report.html").exists() and "verdict" in out

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, SetBuildConfig
+from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, REPORTS_DIR, SetBuildConfig
 from workbench.errors import WorkbenchError
 
 
@@ -26,6 +26,8 @@ class DemoContext:
     sets: SetBuildConfig
     calib_root: Path
     engines_root: Path = ENGINES_DIR
+    reports_root: Path = REPORTS_DIR
+    quick: bool = False
     results: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,9 +63,25 @@ def _calibrate(ctx: DemoContext) -> None:
     ctx.results["calibrate"] = result
 
 
+def _signoff(ctx: DemoContext) -> None:
+    from workbench.commands import signoff
+
+    built = ctx.results["speech_sets"]
+    calibrated = ctx.results["calibrate"]
+    parser = argparse.ArgumentParser(prog="signoff")
+    signoff.add_arguments(parser)
+    argv = ["--eval-set", str(built.eval.path), "--calib-set", str(built.calib.path),
+            "--model", str(DEMO_MODEL_DIR), "--cache", str(calibrated.cache),
+            "--candidate", f"fp32={calibrated.fp32_onnx}", "--candidate", f"int8-entropy={calibrated.int8_onnx}",
+            "--out", str(ctx.reports_root / "demo-signoff")]
+    argv += ["--no-latency"] if ctx.quick else ["--batch-sizes", "1,8", "--repeats", "5", "--warmup", "1"]
+    signoff.run(parser.parse_args(argv))
+
+
 STEPS: tuple[Step, ...] = (
     Step("speech-sets", "build balanced calibration and evaluation sets from synthetic speech", _speech_sets),
     Step("calibrate", "export the demo model to ONNX, calibrate (entropy), write cache and INT8 model", _calibrate),
+    Step("signoff", "WER with CIs per condition, latency, gates; write the sign-off report", _signoff),
 )
 
 
@@ -85,6 +103,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--engines-root", type=Path, default=ENGINES_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--reports-root", type=Path, default=REPORTS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: no latency runs
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
     sets = replace(SetBuildConfig(), calib_per_condition=args.calib_per_condition,
                    eval_per_condition=args.eval_per_condition, workers=max(1, args.workers))
-    ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root), engines_root=Path(args.engines_root)))
+    ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root), engines_root=Path(args.engines_root),
+                                reports_root=Path(args.reports_root), quick=args.quick))
     print(f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}")
     return 0
