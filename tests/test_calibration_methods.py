@@ -8,99 +8,132 @@ import numpy as np
 import pytest
 
 from workbench.calibration import cache as cache_mod
-from workbench.calibration.collectors import HistogramCollector, MaxCollector
+from workbench.calibration.collectors import GrowingHistogram, StreamingStats
 from workbench.calibration.methods import MethodSpec, compute_amax, entropy_threshold_bin
 from workbench.errors import WorkbenchError
 
 
-def reference_entropy_bin(hist: np.ndarray) -> int:
-    """Direct transcription of the published algorithm (loops everywhere, no shortcuts)."""
+def reference_entropy_bin(hist: np.ndarray, levels: int = 128, eps: float = 1e-4) -> int:
+    """Direct transcription of the published algorithm (GTC 2017; MXNet/TVM smoothing), one candidate at a time."""
+
+    def smooth(d: np.ndarray) -> np.ndarray:
+        zeros = d == 0
+        n_zero, n_nonzero = int(zeros.sum()), int((~zeros).sum())
+        out = d.copy()
+        out[zeros] += eps
+        out[~zeros] -= eps * n_zero / n_nonzero
+        return out
+
     hist = hist.astype(np.float64)
     best_i, best = len(hist), np.inf
-    for i in range(128, len(hist) + 1):
-        ref = hist[:i].copy()
-        ref[i - 1] += hist[i:].sum()
-        if ref.sum() == 0:
+    for i in range(levels, len(hist) + 1):
+        reference = hist[:i].copy()
+        reference[i - 1] += hist[i:].sum()  # outliers folded into the last bin
+        if reference.sum() == 0:
             continue
-        merged = i // 128
-        q = np.zeros(i)
-        for j in range(128):
+        merged = i // levels
+        candidate = np.zeros(i)
+        for j in range(levels):
             start = j * merged
-            stop = i if j == 127 else start + merged
-            nz = sum(1 for k in range(start, stop) if ref[k] != 0)
-            total = sum(hist[k] for k in range(start, stop))
-            for k in range(start, stop):
-                q[k] = total / nz if (nz and ref[k] != 0) else 0.0
-        if q.sum() == 0:
+            stop = i if j == levels - 1 else start + merged
+            nonzero = reference[start:stop] != 0
+            if nonzero.any():
+                candidate[start:stop][nonzero] = hist[start:stop].sum() / nonzero.sum()
+        if candidate.sum() == 0:
             continue
-        p = ref / ref.sum()
-        qn = q / q.sum()
-        eps = 1e-4
-
-        def smooth(d):
-            zeros = d == 0
-            nzc = d.size - zeros.sum()
-            return d + eps * zeros - (eps * zeros.sum() / nzc) * (~zeros)
-
-        p, qn = smooth(p), smooth(qn)
-        mask = p > 0
-        if np.any(qn[mask] <= 0):
+        p = smooth(reference / reference.sum())
+        q = smooth(candidate / candidate.sum())
+        keep = p > 0
+        if np.any(q[keep] <= 0):
             continue
-        kl = float(np.sum(p[mask] * np.log(p[mask] / qn[mask])))
+        kl = float(np.sum(p[keep] * np.log(p[keep] / q[keep])))
         if kl < best:
             best, best_i = kl, i
     return best_i
 
 
-def collect(x: np.ndarray, batch: int, order: np.ndarray | None = None, bins: int = 2048):
+def collect(x: np.ndarray, batch: int, order: np.ndarray | None = None) -> tuple[float, object]:
     data = x if order is None else x[order]
-    chunks = np.array_split(data, max(1, len(data) // batch))
-    maxc = MaxCollector()
-    for c in chunks:
-        maxc.update("t", c)
-    hist = HistogramCollector(maxc.amax, bins=bins)
-    for c in chunks:
-        hist.update("t", c)
-    return maxc.amax["t"], hist.histograms["t"]
+    stats = StreamingStats()
+    for chunk in np.array_split(data, max(1, len(data) // batch)):
+        stats.update("t", chunk)
+    return stats.maxes.amax["t"], stats.histogram("t")
+
+
+def samples(kind: str, n: int = 50_000) -> np.ndarray:
+    rng = np.random.default_rng(1)
+    x = {"gauss_outlier": rng.standard_normal(n), "uniform": rng.uniform(-3, 3, n),
+         "laplace": rng.laplace(0, 1, n)}[kind].astype(np.float32)
+    if kind == "gauss_outlier":
+        x[123] = 80.0
+    return x
 
 
 @pytest.mark.parametrize("kind", ["gauss_outlier", "uniform", "laplace"])
 def test_entropy_matches_reference_implementation(kind: str) -> None:
-    rng = np.random.default_rng(1)
-    x = {"gauss_outlier": rng.standard_normal(50_000), "uniform": rng.uniform(-3, 3, 50_000),
-         "laplace": rng.laplace(0, 1, 50_000)}[kind]
-    if kind == "gauss_outlier":
-        x[123] = 80.0
-    _, hist = collect(x, 4096, bins=512)  # 512 bins keeps the loop reference fast
+    _, hist = collect(samples(kind), 4096)
+    assert hist.bins == 2048
     assert entropy_threshold_bin(hist.counts) == reference_entropy_bin(hist.counts)
 
 
 def test_entropy_clips_outlier_max_does_not() -> None:
-    rng = np.random.default_rng(2)
-    x = rng.standard_normal(100_000)
-    x[7] = 60.0
-    top, hist = collect(x, 8192)
+    top, hist = collect(samples("gauss_outlier", 100_000), 8192)
     entropy = compute_amax(MethodSpec("entropy"), top, hist)
-    assert compute_amax(MethodSpec("max"), top, hist) == 60.0
+    assert compute_amax(MethodSpec("max"), top, hist) == 80.0
     assert 2.5 < entropy < 10.0
     assert compute_amax(MethodSpec("percentile", 99.9), top, hist) < 5.0
+    assert compute_amax(MethodSpec("mse"), top, hist) < 80.0  # MSE trades clipping error for resolution
 
 
 def test_uniform_entropy_keeps_nearly_full_range() -> None:
-    x = np.random.default_rng(3).uniform(-2, 2, 200_000)
+    x = np.random.default_rng(3).uniform(-2, 2, 200_000).astype(np.float32)
     top, hist = collect(x, 8192)
+    assert hist.range_max >= top and hist.range_max <= top * (1 + 1 / 17)
     assert compute_amax(MethodSpec("entropy"), top, hist) > 0.9 * top
+
+
+def test_growing_histogram_equals_one_shot_binning() -> None:
+    """Growth by merging is exact: equal to binning everything once at the final width."""
+    rng = np.random.default_rng(5)
+    parts = [rng.laplace(0, s, 5000).astype(np.float32) for s in (0.01, 0.5, 7.0, 0.1)]
+    grown = GrowingHistogram()
+    for part in parts:
+        grown.update(part)
+    everything = np.abs(np.concatenate(parts))
+    width = 2.0 ** grown.exponent
+    direct = np.bincount((everything / width).astype(np.int64), minlength=grown.fine_bins)
+    assert np.array_equal(grown.counts, direct)
+    assert grown.counts.sum() == everything.size
 
 
 @pytest.mark.parametrize("method", ["entropy", "max", "percentile", "mse"])
 def test_scales_identical_for_batch_sizes_and_order(method: str) -> None:
-    x = np.random.default_rng(4).laplace(0, 1, 64_000).astype(np.float32)
+    """One pass, no range fixed in advance: batch sizes 1, 4, 16 clips and shuffled clip order agree."""
+    rng = np.random.default_rng(4)
+    clips = [rng.laplace(0, rng.uniform(0.2, 3.0), 2000).astype(np.float32) for _ in range(32)]
     results = set()
-    for batch in (1000, 4000, 16000):
-        for order in (None, np.random.default_rng(batch).permutation(len(x))):
-            top, hist = collect(x, batch, order)
-            results.add(compute_amax(MethodSpec(method), top, hist))
+    for batch in (1, 4, 16):
+        for shuffle in (False, True):
+            order = rng.permutation(len(clips)) if shuffle else np.arange(len(clips))
+            stats = StreamingStats()
+            for start in range(0, len(clips), batch):
+                stats.update("t", np.stack([clips[j] for j in order[start:start + batch]]))
+            results.add(compute_amax(MethodSpec(method), stats.maxes.amax["t"], stats.histogram("t")))
     assert len(results) == 1
+
+
+def test_all_zero_tensor_falls_back_to_max() -> None:
+    stats = StreamingStats()
+    stats.update("z", np.zeros(100, dtype=np.float32))
+    assert stats.histogram("z") is None
+    assert compute_amax(MethodSpec("entropy"), stats.maxes.amax["z"], None) == 0.0
+
+
+def test_bad_method_parameters_are_user_errors() -> None:
+    with pytest.raises(WorkbenchError, match="unknown calibration method"):
+        MethodSpec("kl")
+    with pytest.raises(WorkbenchError, match="percentile"):
+        MethodSpec("percentile", 120.0)
 
 
 def test_cache_round_trips_bit_exactly(tmp_path) -> None:
@@ -110,12 +143,14 @@ def test_cache_round_trips_bit_exactly(tmp_path) -> None:
     path = tmp_path / "calib.cache"
     original.save(path)
     text = path.read_text()
-    assert text.splitlines()[0] == "TRT-10100-EntropyCalibration2"
-    line = text.splitlines()[1]
-    name, value = line.rsplit(": ", 1)
-    assert struct.unpack(">f", bytes.fromhex(value))[0] == original.scales[name]
+    assert text.splitlines()[0] == f"TRT-{cache_mod.TRT_VERSION_TAG}-EntropyCalibration2"
+    for line in text.splitlines()[1:]:
+        name, value = line.rsplit(": ", 1)
+        assert len(value) == 8
+        assert struct.unpack(">f", bytes.fromhex(value))[0] == original.scales[name]
+        assert np.float32(amax[name] / 127.0) == np.float32(original.scales[name])
     again = cache_mod.load(path)
-    assert again.scales == original.scales and again.to_text() == text
+    assert again.scales == original.scales and again.to_text() == text and again.keys == keys
     again.save(tmp_path / "copy.cache")
     assert (tmp_path / "copy.cache").read_bytes() == path.read_bytes()
 
@@ -133,9 +168,12 @@ def test_foreign_cache_is_refused_and_kept(tmp_path) -> None:
     assert cache_mod.load_matching(path, keys)[0] is not None
 
 
-def test_edited_cache_is_refused(tmp_path) -> None:
+def test_edited_or_unsidecarred_cache_is_refused(tmp_path) -> None:
     path = tmp_path / "calib.cache"
     cache_mod.CalibrationCache.from_amax({"x": 1.0}, {"model": "a"}).save(path)
     path.write_text(path.read_text().replace("x: ", "y: "))
     with pytest.raises(WorkbenchError, match="edited"):
+        cache_mod.load(path)
+    cache_mod.sidecar(path).unlink()
+    with pytest.raises(WorkbenchError, match="sidecar"):
         cache_mod.load(path)

@@ -14,11 +14,13 @@ import onnx
 from workbench import __version__
 from workbench.artifacts import sha256_file
 from workbench.calibration import cache as cache_mod
+from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import calibrate_ranges
 from workbench.config import ENGINES_DIR
 from workbench.model.export import Parity, export_onnx, parity_check
 from workbench.model.loading import load_model, model_hash
+from workbench.model.vocab import DEFAULT_VOCABULARY, load_vocabulary
 from workbench.quantize.plan import INT8
 from workbench.quantize.qdq import build_variant
 from workbench.speech.store import load_set
@@ -26,6 +28,8 @@ from workbench.speech.store import load_set
 
 @dataclass
 class CalibrateResult:
+    """Where everything went, and whether the cache was reused."""
+
     fp32_onnx: Path
     int8_onnx: Path
     cache: Path
@@ -36,7 +40,8 @@ class CalibrateResult:
 
 
 def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
-                  root: Path = ENGINES_DIR) -> CalibrateResult:
+                  root: Path = ENGINES_DIR, parity_clips: int = 6) -> CalibrateResult:
+    """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
     speech_set = load_set(set_name)
     mhash = model_hash(model_path)
     out = root / mhash[:12]
@@ -45,17 +50,18 @@ def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
     fp32 = out / "model.fp32.onnx"
     if not fp32.exists():
         export_onnx(model, fp32)
-    clips = [speech_set.audio(u) for u in speech_set.utterances[:6]]
-    parity = parity_check(model, fp32, clips)
+    clips = [speech_set.audio(u) for u in speech_set.utterances[:parity_clips]]
+    parity = parity_check(model, fp32, clips, load_vocabulary(model_path) if Path(model_path).is_dir()
+                          else DEFAULT_VOCABULARY)
     keys = {"model": mhash, "onnx": sha256_file(fp32), "calibration_set": speech_set.content_hash,
-            **spec.params(), "workbench": __version__}
+            **spec.params(), "statistics": STATISTICS_SCHEME,
+            "workbench": __version__}
     cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}.cache"
     cache, problems = cache_mod.load_matching(cache_path, keys)
     reused = cache is not None
     if cache is None:
         graph = onnx.load(str(fp32))
-        amax = calibrate_ranges(graph, lambda: (a for _, a in speech_set.iter_audio()),
-                                len(speech_set.utterances), spec)
+        amax = calibrate_ranges(graph, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances), spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
         cache.save(cache_path)
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}.onnx"

@@ -1,22 +1,36 @@
-"""Streaming statistics per tensor, independent of batch size and clip order.
+"""Streaming statistics per tensor in one pass, independent of batch size and clip order.
 
-Two passes over the calibration data: ``MaxCollector`` keeps the running max of |x| (exact, order
-free); ``HistogramCollector`` then bins |x| into a fixed-range histogram ``[0, max]`` with integer
-counts, so its sum is the same for any batching or order. Memory is one float per tensor plus
-``bins`` counts, whatever the number of clips.
+``MaxCollector`` keeps the running max of |x| (exact, order free). ``GrowingHistogram`` counts |x| in
+``bins * refine`` fine bins whose width is a power of two, ``2**exponent``. When a value beyond the
+range arrives, the width doubles (as often as needed) and adjacent bin pairs are summed. Because
+``|x| / 2**e`` is exact in floating point, ``floor(|x| / 2**(e+1)) == floor(floor(|x| / 2**e) / 2)``,
+so the counts after any sequence of updates equal the counts of binning every value once at the
+final width: the result depends only on the multiset of values, not on batching or order. Memory is
+one float plus ``bins * refine`` int64 counts per tensor, whatever the number of clips.
+
+``GrowingHistogram.finish`` then merges whole groups of fine bins into the ``bins``-bin histogram
+over ``[0, range_max]`` that the range methods use, with ``range_max`` the smallest multiple of
+``bins`` fine bins that covers the data (at most ``1 / (refine / 2 + 1)`` above the true max; TensorRT's
+own histogram ends exactly at the max, ours at most about 6 % later with the default refine 32).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 DEFAULT_BINS = 2048
+DEFAULT_REFINE = 32
+# recorded in cache provenance: caches made by another statistics scheme are not reused
+STATISTICS_SCHEME = f"one-pass exact power-of-two histogram of |x|, refine {DEFAULT_REFINE}"
 
 
 @dataclass
 class MaxCollector:
+    """Running max of |x| per tensor."""
+
     amax: dict[str, float] = field(default_factory=dict)
 
     def update(self, name: str, values: np.ndarray) -> None:
@@ -45,21 +59,105 @@ class Histogram:
         return np.linspace(0.0, self.range_max, self.bins + 1)
 
 
-@dataclass
-class HistogramCollector:
-    """Fixed-range histograms; ``ranges`` come from a finished MaxCollector pass."""
+def _exponent_for(top: float, fine_bins: int) -> int:
+    """Smallest e with ``fine_bins * 2**e > top`` (so every |x| <= top has a bin)."""
+    e = math.floor(math.log2(top / fine_bins))
+    while fine_bins * 2.0 ** e <= top:
+        e += 1
+    while fine_bins * 2.0 ** (e - 1) > top:
+        e -= 1
+    return e
 
-    ranges: dict[str, float]
+
+@dataclass
+class GrowingHistogram:
+    """Exact, order-free histogram of |x| with power-of-two bin width (see the module docstring)."""
+
     bins: int = DEFAULT_BINS
-    histograms: dict[str, Histogram] = field(default_factory=dict)
+    refine: int = DEFAULT_REFINE
+    exponent: int | None = None
+    zeros: int = 0
+    counts: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.refine < 2 or self.refine & (self.refine - 1):
+            raise ValueError(f"refine must be a power of two >= 2, got {self.refine}")
+
+    @property
+    def fine_bins(self) -> int:
+        return self.bins * self.refine
+
+    def _grow_to(self, exponent: int) -> None:
+        assert self.counts is not None and self.exponent is not None
+        shift = exponent - self.exponent
+        if shift <= 0:
+            return
+        factor = 2 ** shift
+        if factor >= self.fine_bins:
+            merged = np.zeros(self.fine_bins, dtype=np.int64)
+            merged[0] = self.counts.sum()
+        else:
+            merged = np.zeros(self.fine_bins, dtype=np.int64)
+            merged[: self.fine_bins // factor] = self.counts.reshape(-1, factor).sum(axis=1)
+        self.counts, self.exponent = merged, exponent
+
+    def update(self, values: np.ndarray) -> None:
+        magnitudes = np.abs(values).ravel()
+        if magnitudes.size == 0:
+            return
+        top = float(magnitudes.max())
+        if not math.isfinite(top):
+            raise ValueError("non-finite activation value; the FP32 model produced inf/nan on this input")
+        if top == 0.0:
+            if self.counts is None:
+                self.zeros += magnitudes.size
+            else:
+                self.counts[0] += magnitudes.size
+            return
+        needed = _exponent_for(top, self.fine_bins)
+        if self.counts is None:
+            self.counts = np.zeros(self.fine_bins, dtype=np.int64)
+            self.counts[0] = self.zeros
+            self.exponent = needed
+        elif needed > self.exponent:
+            self._grow_to(needed)
+        assert self.exponent is not None
+        inverse = 2.0 ** -self.exponent
+        if magnitudes.dtype == np.float32 and abs(self.exponent) < 120:
+            scaled = magnitudes * np.float32(inverse)  # exact: multiplying by a power of two
+        else:
+            scaled = magnitudes.astype(np.float64) * inverse
+        index = scaled.astype(np.int64)
+        self.counts += np.bincount(index, minlength=self.fine_bins)
+
+    def finish(self) -> Histogram | None:
+        """The ``bins``-bin histogram over the smallest covering range, or None if only zeros were seen."""
+        if self.counts is None or self.exponent is None:
+            return None
+        used = int(np.flatnonzero(self.counts)[-1]) + 1
+        group = max(1, math.ceil(used / self.bins))
+        merged = self.counts[: self.bins * group].reshape(self.bins, group).sum(axis=1)
+        return Histogram(merged, float(self.bins * group * 2.0 ** self.exponent))
+
+
+@dataclass
+class StreamingStats:
+    """Running max and (optionally) a growing histogram for every tensor name seen."""
+
+    with_histograms: bool = True
+    bins: int = DEFAULT_BINS
+    refine: int = DEFAULT_REFINE
+    maxes: MaxCollector = field(default_factory=MaxCollector)
+    histograms: dict[str, GrowingHistogram] = field(default_factory=dict)
 
     def update(self, name: str, values: np.ndarray) -> None:
-        top = self.ranges.get(name, 0.0)
-        if values.size == 0 or top <= 0.0:
-            return
+        self.maxes.update(name, values)
+        if self.with_histograms and values.size:
+            hist = self.histograms.get(name)
+            if hist is None:
+                hist = self.histograms[name] = GrowingHistogram(self.bins, self.refine)
+            hist.update(values)
+
+    def histogram(self, name: str) -> Histogram | None:
         hist = self.histograms.get(name)
-        if hist is None:
-            hist = self.histograms[name] = Histogram(np.zeros(self.bins, dtype=np.int64), top)
-        magnitudes = np.abs(values.astype(np.float64, copy=False)).ravel()
-        index = np.minimum((magnitudes / top * self.bins).astype(np.int64), self.bins - 1)
-        hist.counts += np.bincount(index, minlength=self.bins)
+        return hist.finish() if hist is not None else None

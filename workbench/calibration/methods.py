@@ -63,33 +63,73 @@ def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
     return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
 
 
-def entropy_threshold_bin(counts: np.ndarray, levels: int = QUANT_LEVELS) -> int:
-    """The threshold bin index i (exclusive upper bin count) with minimal KL(P||Q)."""
-    counts = counts.astype(np.float64)
-    n = len(counts)
+def _kl_block(counts: np.ndarray, candidates: np.ndarray, levels: int, eps: float = 1e-4) -> np.ndarray:
+    """KL(P||Q) for a block of candidate threshold bins at once (inf where undefined).
+
+    Same quantity as the one-candidate-at-a-time definition, computed with per-level constants:
+    within a merged level every non-zero bin of Q has the same value, so
+    ``sum p~ log(p~/q~) = sum p~ log p~ - sum_levels log(q~_level) * sum_{bins in level} p~``.
+    """
+    width = int(candidates.max())
+    rows = np.arange(len(candidates))
     tail = np.concatenate([np.cumsum(counts[::-1])[::-1], [0.0]])  # tail[i] = sum(counts[i:])
-    best_i, best_kl = n, float("inf")
-    for i in range(levels, n + 1):
-        sliced = counts[:i]
-        p = sliced.copy()
-        p[i - 1] += tail[i]
-        if p.sum() == 0:
-            continue
-        nonzero = p != 0
-        merged = i // levels
-        starts = np.arange(levels) * merged  # the last level also takes the remainder bins
-        lengths = np.diff(np.append(starts, i))
-        sums = np.add.reduceat(sliced, starts)
-        norms = np.add.reduceat(nonzero.astype(np.float64), starts)
-        per_bin = np.divide(sums, norms, out=np.zeros(levels), where=norms > 0)
-        q = np.repeat(per_bin, lengths)
-        q[~nonzero] = 0.0
-        if q.sum() == 0:
-            continue
-        kl = kl_divergence(p, q)
-        if kl < best_kl:
-            best_kl, best_i = kl, i
-    return best_i
+    total = tail[0]
+    k = np.arange(width)[None, :]
+    inside = k < candidates[:, None]
+    p = np.where(inside, counts[None, :width], 0.0)
+    p[rows, candidates - 1] += tail[candidates]  # outliers folded into the last bin of P
+    # P's non-zero bins and smoothing: p~ = p/N - t_p on non-zero bins, eps on zero bins (those add 0)
+    nz_csum = np.concatenate([[0.0], np.cumsum(counts != 0)])
+    last_fill = ((counts[candidates - 1] == 0) & (tail[candidates] != 0)).astype(np.float64)
+    nz_p = nz_csum[candidates] + last_fill
+    t_p = eps * (candidates - nz_p) / nz_p
+    p_s = p / total - t_p[:, None]
+    valid = (p_s > 0) & inside & (p != 0)
+    p_valid = np.where(valid, p_s, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        self_term = np.where(valid, p_valid * np.log(np.where(valid, p_s, 1.0)), 0.0).sum(axis=1)
+    # Q: the sliced histogram (tail not folded) merged into levels, spread over P's non-zero bins
+    merged = candidates // levels
+    starts = np.arange(levels)[None, :] * merged[:, None]
+    stops = np.concatenate([starts[:, 1:], candidates[:, None]], axis=1)
+    csum = np.concatenate([[0.0], np.cumsum(counts)])
+    sums = csum[stops] - csum[starts]
+    nz_level = nz_csum[stops] - nz_csum[starts]
+    nz_level[:, -1] += last_fill
+    q_total = np.where(nz_level > 0, sums, 0.0).sum(axis=1)
+    q_nonzero = (sums > 0) & (nz_level > 0)
+    nz_q = np.where(q_nonzero, nz_level, 0.0).sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_q = eps * (candidates - nz_q) / nz_q
+        q_level = np.where(q_nonzero, sums / nz_level / q_total[:, None] - t_q[:, None], eps)
+    # sum of valid p~ per level, from a running sum along the bins
+    run = np.concatenate([np.zeros((len(candidates), 1)), np.cumsum(p_valid, axis=1)], axis=1)
+    p_level = np.take_along_axis(run, stops, axis=1) - np.take_along_axis(run, starts, axis=1)
+    v_run = np.concatenate([np.zeros((len(candidates), 1)), np.cumsum(valid, axis=1)], axis=1)
+    v_level = np.take_along_axis(v_run, stops, axis=1) - np.take_along_axis(v_run, starts, axis=1)
+    used = v_level > 0
+    bad = np.any(used & (q_level <= 0), axis=1) | (q_total <= 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cross = np.where(used, np.log(np.where(used & (q_level > 0), q_level, 1.0)) * p_level, 0.0).sum(axis=1)
+    kl = self_term - cross
+    kl[bad] = np.inf
+    return kl
+
+
+def entropy_divergences(counts: np.ndarray, levels: int = QUANT_LEVELS, block: int = 128) -> np.ndarray:
+    """KL(P||Q) for every candidate threshold bin i = levels..len(counts) (index 0 is i = levels)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    candidates = np.arange(levels, len(counts) + 1)
+    return np.concatenate([_kl_block(counts, candidates[s:s + block], levels)
+                           for s in range(0, len(candidates), block)])
+
+
+def entropy_threshold_bin(counts: np.ndarray, levels: int = QUANT_LEVELS) -> int:
+    """The threshold bin count i (P = bins[:i]) with minimal KL(P||Q); the first on ties."""
+    divergences = entropy_divergences(counts, levels)
+    if not np.isfinite(divergences).any():
+        return len(counts)
+    return int(np.argmin(divergences)) + levels
 
 
 def entropy_amax(hist: Histogram) -> float:

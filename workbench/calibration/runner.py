@@ -1,26 +1,32 @@
 """Run the FP32 ONNX model with ONNX Runtime and stream the inputs of every compute node into collectors.
 
-"Run the model" (this module) is separate from "accumulate statistics" (collectors.py). Clips run
-one at a time, so neither batch size nor padding can change the statistics; two passes (max,
-then fixed-range histograms) make the result independent of clip order.
+"Run the model" (this module) is separate from "accumulate statistics" (collectors.py). The inputs
+of every MatMul/Gemm/Conv are marked as extra graph outputs; each clip runs once (one pass), its
+activations go straight into running maxima and exact growing histograms and are then dropped, so
+memory does not grow with the number of clips and neither batching nor clip order changes the result.
+Statistics of clip n are accumulated by a thread pool (one task per tensor; numpy releases the GIL)
+while ONNX Runtime runs clip n+1, so at most two clips' activations are alive at a time.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable
 
 import numpy as np
 import onnx
 from tqdm import tqdm
 
-from workbench.calibration.collectors import HistogramCollector, MaxCollector
+from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec, compute_amax
+from workbench.errors import WorkbenchError
 from workbench.model.export import INPUT, normalise
 from workbench.quantize.plan import QUANTIZABLE_OPS
 
 
 def activation_tensors(model: onnx.ModelProto) -> list[str]:
-    """Float activation inputs of MatMul/Gemm/Conv (initializers excluded)."""
+    """Float activation inputs of MatMul/Gemm/Conv (initializers and constants excluded), graph order."""
     inits = {i.name for i in model.graph.initializer}
     consts = {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
     names: list[str] = []
@@ -32,35 +38,65 @@ def activation_tensors(model: onnx.ModelProto) -> list[str]:
     return names
 
 
-def _session_with_outputs(model: onnx.ModelProto, names: list[str]):
+def calibration_session(model: onnx.ModelProto, names: list[str], threads: int | None = None):
+    """An ORT CPU session whose outputs are exactly ``names`` (the model's own outputs are not needed)."""
     import onnxruntime as ort
 
     from workbench.backends.onnxruntime import session_options
 
     augmented = onnx.ModelProto()
     augmented.CopyFrom(model)
-    existing = {o.name for o in augmented.graph.output}
+    del augmented.graph.output[:]
     for name in names:
-        if name not in existing:
-            augmented.graph.output.append(onnx.ValueInfoProto(name=name))
-    return ort.InferenceSession(augmented.SerializeToString(), session_options(optimization="basic"),
+        augmented.graph.output.append(onnx.ValueInfoProto(name=name))
+    return ort.InferenceSession(augmented.SerializeToString(), session_options(threads, optimization="basic"),
                                 providers=["CPUExecutionProvider"])
 
 
-def calibrate_ranges(model: onnx.ModelProto, clips: Callable[[], Iterable[np.ndarray]], count: int,
-                     spec: MethodSpec) -> dict[str, float]:
-    """amax per activation tensor; ``clips`` is called once per pass and yields raw 16 kHz audio."""
+def collect_statistics(model: onnx.ModelProto, clips: Iterable[np.ndarray], count: int | None,
+                       with_histograms: bool = True, bins: int = 2048) -> StreamingStats:
+    """One pass over raw 16 kHz clips (each normalised like the feature extractor does)."""
     names = activation_tensors(model)
-    session = _session_with_outputs(model, names)
-    maxes = MaxCollector()
-    for audio in tqdm(clips(), total=count, desc="calibration pass 1/2 (ranges)", unit="clip"):
-        for name, value in zip(names, session.run(names, {INPUT: normalise(audio)[None]})):
-            maxes.update(name, value)
-    if spec.name == "max":
-        return dict(maxes.amax)
-    hists = HistogramCollector(maxes.amax, bins=spec.bins)
-    for audio in tqdm(clips(), total=count, desc="calibration pass 2/2 (histograms)", unit="clip"):
-        for name, value in zip(names, session.run(names, {INPUT: normalise(audio)[None]})):
-            hists.update(name, value)
-    return {n: compute_amax(spec, maxes.amax.get(n, 0.0), hists.histograms.get(n))
-            for n in tqdm(names, desc=f"{spec.name} thresholds", unit="tensor")}
+    if not names:
+        raise WorkbenchError("the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate")
+    session = calibration_session(model, names)
+    stats = StreamingStats(with_histograms=with_histograms, bins=bins)
+    seen = 0
+    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+        pending: list = []
+        for audio in tqdm(clips, total=count, desc="calibration (one pass)", unit="clip"):
+            values = session.run(names, {INPUT: normalise(audio)[None]})
+            for task in pending:
+                task.result()
+            pending = [pool.submit(stats.update, name, value) for name, value in zip(names, values)]
+            del values
+            seen += 1
+        for task in pending:
+            task.result()
+    if seen == 0:
+        raise WorkbenchError("the calibration set has no clips")
+    return stats
+
+
+def _workers() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def ranges_from_statistics(stats: StreamingStats, spec: MethodSpec) -> dict[str, float]:
+    """amax per tensor with the chosen method."""
+    names = list(stats.maxes.amax)
+
+    def one(name: str) -> float:
+        return compute_amax(spec, stats.maxes.amax[name], stats.histogram(name) if spec.name != "max" else None)
+
+    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+        values = list(tqdm(pool.map(one, names), total=len(names), desc=f"{spec.name} thresholds",
+                           unit="tensor", leave=False))
+    return dict(zip(names, values))
+
+
+def calibrate_ranges(model: onnx.ModelProto, clips: Iterable[np.ndarray], count: int | None,
+                     spec: MethodSpec) -> dict[str, float]:
+    """amax per activation tensor that feeds a MatMul/Gemm/Conv, symmetric, per tensor."""
+    stats = collect_statistics(model, clips, count, with_histograms=spec.name != "max", bins=spec.bins)
+    return ranges_from_statistics(stats, spec)

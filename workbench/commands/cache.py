@@ -1,4 +1,4 @@
-"""``python -m workbench cache list|show|prune``: calibration caches under engines/."""
+"""``python -m workbench cache list|show|prune``: calibration caches under engines/<model>/."""
 
 from __future__ import annotations
 
@@ -11,26 +11,45 @@ from workbench.errors import WorkbenchError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", type=Path, default=ENGINES_DIR, help="engines folder (default: engines/)")
     sub = parser.add_subparsers(dest="cache_command", metavar="<action>", required=True)
     sub.add_parser("list", help="list caches and their provenance")
     show = sub.add_parser("show", help="print one cache's keys and its first scales")
     show.add_argument("path", type=Path)
-    prune = sub.add_parser("prune", help="delete caches whose ONNX model no longer exists beside them")
+    show.add_argument("--all", action="store_true", help="print every tensor, not only the first 20")
+    prune = sub.add_parser("prune", help="delete caches that are unusable or whose FP32 ONNX beside them changed or is gone")
     prune.add_argument("--yes", action="store_true", help="really delete (default: only list)")
 
 
-def _caches() -> list[Path]:
-    return sorted(ENGINES_DIR.glob("*/*.cache"))
+def caches(root: Path) -> list[Path]:
+    return sorted(Path(root).glob("*/*.cache"))
+
+
+def stale_reason(path: Path) -> str | None:
+    """Why a cache can no longer be used, or None when it still matches the ONNX model beside it."""
+    from workbench.artifacts import sha256_file
+    from workbench.calibration import cache as cache_mod
+
+    try:
+        cache = cache_mod.load(path)
+    except WorkbenchError as exc:
+        return str(exc)
+    onnx_path = path.parent / "model.fp32.onnx"
+    if not onnx_path.exists():
+        return "its model.fp32.onnx is gone"
+    if cache.keys.get("onnx") != sha256_file(onnx_path):
+        return "model.fp32.onnx beside it has changed since calibration"
+    return None
 
 
 def run(args: argparse.Namespace) -> int:
     from workbench.calibration import cache as cache_mod
 
+    found = caches(args.root)
     if args.cache_command == "list":
-        caches = _caches()
-        if not caches:
-            print("no calibration caches yet; make one with: python -m workbench calibrate")
-        for path in caches:
+        if not found:
+            print(f"no calibration caches under {args.root}; make one with: python -m workbench calibrate")
+        for path in found:
             try:
                 c = cache_mod.load(path)
                 print(f"{path}  {len(c.scales)} tensors  method={c.keys.get('method')}  "
@@ -40,17 +59,22 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.cache_command == "show":
         c = cache_mod.load(args.path)
-        print(json.dumps(c.keys, indent=2))
+        print(json.dumps(c.keys, indent=2, sort_keys=True))
         print(c.header)
-        for name, scale in list(c.scales.items())[:20]:
+        items = list(c.scales.items())
+        for name, scale in items if args.all else items[:20]:
             print(f"  {name}: scale {scale:.6g} (amax {scale * 127:.6g})")
+        if not args.all and len(items) > 20:
+            print(f"  ... {len(items) - 20} more (--all)")
         return 0
-    stale = [p for p in _caches() if not (p.parent / "model.fp32.onnx").exists()]
-    for path in stale:
-        print(("deleting " if args.yes else "would delete ") + str(path))
+    stale = [(p, r) for p in found if (r := stale_reason(p)) is not None]
+    for path, reason in stale:
+        print(("deleting " if args.yes else "would delete ") + f"{path} ({reason})")
         if args.yes:
             path.unlink()
             cache_mod.sidecar(path).unlink(missing_ok=True)
     if not stale:
         print("nothing to prune")
+    elif not args.yes:
+        print("run again with --yes to delete")
     return 0

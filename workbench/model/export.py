@@ -13,20 +13,19 @@ from pathlib import Path
 import numpy as np
 
 from workbench.artifacts import write_bytes_atomic
-from workbench.model_vocab import decode_ids
+from workbench.model.features import normalise
+from workbench.model.vocab import DEFAULT_VOCABULARY, Vocabulary
 
 OPSET = 17
 INPUT = "input_values"
 OUTPUT = "logits"
 
 
-def normalise(audio: np.ndarray) -> np.ndarray:
-    """Per-utterance zero mean, unit variance (Wav2Vec2FeatureExtractor with do_normalize)."""
-    audio = np.asarray(audio, dtype=np.float32)
-    return ((audio - audio.mean()) / np.sqrt(audio.var() + 1e-7)).astype(np.float32)
+__all__ = ["INPUT", "OUTPUT", "OPSET", "Parity", "export_onnx", "module_of", "normalise", "parity_check"]
 
 
 def module_of(node_name: str) -> str:
+    """``/wav2vec2/encoder/layers.3/attention/q_proj/MatMul`` -> ``encoder.layers.3.attention.q_proj``."""
     parts = [p for p in node_name.split("/") if p]
     if parts and parts[0] == "wav2vec2":
         parts = parts[1:]
@@ -34,6 +33,7 @@ def module_of(node_name: str) -> str:
 
 
 def export_onnx(model, out_path: Path, example_seconds: float = 2.0) -> Path:
+    """TorchScript-based export (dynamo=False keeps module-path node names), written atomically."""
     import io
 
     import torch
@@ -52,13 +52,17 @@ def export_onnx(model, out_path: Path, example_seconds: float = 2.0) -> Path:
 
 @dataclass(frozen=True)
 class Parity:
+    """ONNX Runtime vs PyTorch on real clips."""
+
     clips: int
     max_abs_logit_diff: float
     token_agreement: float
     transcripts_equal: int
 
 
-def parity_check(model, onnx_path: Path, clips: list[np.ndarray]) -> Parity:
+def parity_check(model, onnx_path: Path, clips: list[np.ndarray],
+                 vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> Parity:
+    """Max |logit difference|, greedy-token agreement and identical transcripts over ``clips``."""
     import torch
 
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
@@ -74,5 +78,5 @@ def parity_check(model, onnx_path: Path, clips: list[np.ndarray]) -> Parity:
             a, b = ref[0].argmax(-1), out[0].argmax(-1)
             agree += int((a == b).sum())
             total += len(a)
-            equal += int(decode_ids(a.tolist()) == decode_ids(b.tolist()))
+            equal += int(vocabulary.decode(a.tolist()) == vocabulary.decode(b.tolist()))
     return Parity(len(clips), max(diffs) if diffs else 0.0, agree / max(1, total), equal)

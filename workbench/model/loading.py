@@ -14,9 +14,16 @@ def load_model(name_or_path: str | Path) -> Any:
     from transformers import Wav2Vec2ForCTC
 
     path = Path(name_or_path)
+    text = str(name_or_path)
+    looks_like_path = path.is_absolute() or text.startswith((".", "~")) or text.count("/") > 1
+    if not path.exists() and looks_like_path:
+        raise WorkbenchError(f"model folder {path} does not exist (give a folder saved with save_pretrained "
+                             "or a Hugging Face hub id such as facebook/wav2vec2-base-960h)")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise WorkbenchError(f"{path} has no config.json; it is not a Hugging Face model folder")
     try:
         model = Wav2Vec2ForCTC.from_pretrained(str(name_or_path))
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         where = f"folder {path}" if path.exists() else f"hub id {name_or_path!r}"
         raise WorkbenchError(
             f"could not load a Wav2Vec2ForCTC from {where}: {str(exc).splitlines()[0][:200]}. "

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import onnx
 
+from workbench.artifacts import write_json_atomic
 from workbench.errors import WorkbenchError
 
 PRECISIONS = ("int8", "fp16", "fp32")
@@ -21,6 +22,8 @@ def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
 
 @dataclass(frozen=True)
 class PrecisionPlan:
+    """``default`` precision for every quantizable node, ``overrides`` per node name."""
+
     name: str
     default: str = "fp32"
     overrides: dict[str, str] = field(default_factory=dict)
@@ -42,6 +45,14 @@ class PrecisionPlan:
     @classmethod
     def from_json(cls, obj: dict) -> "PrecisionPlan":
         return cls(obj["name"], obj.get("default", "fp32"), dict(obj.get("overrides", {})))
+
+    def save(self, path: Path) -> None:
+        write_json_atomic(Path(path), self.to_json())
+
+    def unknown_nodes(self, model: onnx.ModelProto) -> list[str]:
+        """Override names that are not quantizable nodes of ``model`` (typos, another model)."""
+        known = set(quantizable_nodes(model))
+        return sorted(n for n in self.overrides if n not in known)
 
     @classmethod
     def load(cls, path: Path) -> "PrecisionPlan":

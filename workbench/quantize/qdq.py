@@ -18,14 +18,31 @@ from workbench.errors import WorkbenchError
 from workbench.quantize.plan import QUANTIZABLE_OPS, PrecisionPlan
 
 
-def _weight_axis(op: str) -> int:
-    return 0 if op == "Conv" else 1  # Conv: [out, in, k]; MatMul/Gemm weight [in, out]
+def weight_channel_axis(op: str, slot: int, ndim: int, attrs: dict) -> int:
+    """Output-channel axis of a constant input: Conv W [out, in, k...] -> 0; MatMul B [.., in, out] -> last;
+    Gemm B -> 1, or 0 with transB; a constant left operand (A [rows, in]) -> its row axis."""
+    if op == "Conv":
+        return 0
+    if op == "Gemm":
+        if slot == 1:
+            return 0 if attrs.get("transB", 0) else 1
+        return 1 if attrs.get("transA", 0) else 0
+    return ndim - 1 if slot == 1 else max(0, ndim - 2)
 
 
 def build_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path) -> Path:
+    """Write the variant of ``fp32_path`` that ``plan`` describes; ``amax`` holds activation ranges.
+
+    Raises WorkbenchError when a node the plan puts in INT8 has an activation without a range.
+    """
     import onnx_graphsurgeon as gs
 
-    graph = gs.import_onnx(onnx.load(str(fp32_path)))
+    source = onnx.load(str(fp32_path))
+    unknown = plan.unknown_nodes(source)
+    if unknown:
+        raise WorkbenchError(f"plan {plan.name!r} names {len(unknown)} nodes that {Path(fp32_path).name} does not have "
+                             f"(e.g. {unknown[0]!r}); list them with workbench.quantize.quantizable_nodes")
+    graph = gs.import_onnx(source)
     tensors = graph.tensors()
     int8_acts: dict[str, list] = {}
     int8_weights: list[tuple] = []
@@ -62,7 +79,7 @@ def build_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, 
             node.inputs[slot] = dq_out
     for node, slot, weight in int8_weights:
         values = weight.values.astype(np.float32)
-        axis = _weight_axis(node.op) if slot == 1 else 0
+        axis = weight_channel_axis(node.op, slot, values.ndim, node.attrs)
         reduce_axes = tuple(a for a in range(values.ndim) if a != axis)
         ch_amax = np.maximum(np.abs(values).max(axis=reduce_axes), 1e-8)
         scales = (ch_amax / 127.0).astype(np.float32)

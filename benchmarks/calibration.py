@@ -1,0 +1,216 @@
+"""Calibration benchmark: wall time and peak RSS of plain FP32 inference vs three INT8 calibrators.
+
+On a Wav2Vec2-base-sized random model (hidden 768, 12 layers, conv 512) and N clips of 5 s, each job
+runs in its own subprocess (so peak RSS is that job's alone):
+
+- ``plain``: ONNX Runtime FP32 inference of every clip (the yardstick);
+- ``ours``: ``workbench`` one-pass streaming calibration (entropy) + writing the calibration cache;
+- ``ort``: ONNX Runtime ``quantize_static(..., calibrate_method=CalibrationMethod.Entropy)``;
+- ``modelopt``: ModelOpt ONNX INT8 entropy calibration, only when ``modelopt`` is installed.
+
+Prints a table and writes ``benchmarks/results/calibration.json``. Targets (issue 4): ours <= 1.5x
+plain wall, peak RSS <= 2 GB; with 500 clips (``--large-clips 500``, ours only) peak RSS <= 2.5 GB.
+
+    python benchmarks/calibration.py                      # 16 clips, all jobs
+    python benchmarks/calibration.py --large-clips 500    # plus ours on 500 clips
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "calibration.json"
+SECONDS = 5.0
+RATE = 16_000
+
+
+def speech_like_clips(count: int, seed: int = 0) -> np.ndarray:
+    """[count, samples] float32: harmonics of a gliding pitch with bursty envelopes plus noise."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(SECONDS * RATE)) / RATE
+    out = np.empty((count, len(t)), dtype=np.float32)
+    for row in range(count):
+        f0 = rng.uniform(90, 220) + 30 * np.sin(2 * np.pi * rng.uniform(0.3, 1.5) * t)
+        phase = 2 * np.pi * np.cumsum(f0) / RATE
+        voiced = sum((0.7 ** k) * np.sin((k + 1) * phase) for k in range(8))
+        envelope = 0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(2, 5) * t + rng.uniform(0, 6.28)) ** 2
+        signal = voiced * envelope + rng.uniform(0.01, 0.2) * rng.standard_normal(len(t))
+        out[row] = 0.3 * signal / np.max(np.abs(signal))
+    return out
+
+
+def prepare(work: Path, clips: int, size: str = "base") -> tuple[Path, Path]:
+    """Export the random base-sized model once and write the clips (memory-mapped by the jobs)."""
+    from workbench.model.export import export_onnx
+    from workbench.model.synthetic import random_wav2vec2
+
+    onnx_path = work / f"w2v2-{size}-random.onnx"
+    if not onnx_path.exists():
+        export_onnx(random_wav2vec2(size, seed=0), onnx_path)
+    clip_path = work / f"clips-{clips}.npy"
+    if not clip_path.exists():
+        np.save(clip_path, speech_like_clips(clips))
+    return onnx_path, clip_path
+
+
+# ---------------------------------------------------------------- jobs (run in a subprocess each)
+def job_plain(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
+    import onnxruntime as ort
+
+    from workbench.model.features import normalise
+
+    session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
+    for audio in clips:
+        session.run(["logits"], {"input_values": normalise(audio)[None]})
+    return {}
+
+
+def job_ours(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
+    import onnx
+
+    from workbench.calibration.cache import CalibrationCache
+    from workbench.calibration.methods import MethodSpec
+    from workbench.calibration.runner import calibrate_ranges
+
+    amax = calibrate_ranges(onnx.load(str(onnx_path)), iter(clips), len(clips), MethodSpec("entropy"))
+    CalibrationCache.from_amax(amax, {"method": "entropy", "benchmark": True}).save(out / "ours.cache")
+    return {"tensors": len(amax)}
+
+
+def job_ort(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, quantize_static
+
+    from workbench.model.features import normalise
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.items = iter(clips)
+
+        def get_next(self):
+            audio = next(self.items, None)
+            return None if audio is None else {"input_values": normalise(audio)[None]}
+
+    quantize_static(str(onnx_path), str(out / "ort.int8.onnx"), Reader(), quant_format=QuantFormat.QDQ,
+                    op_types_to_quantize=["MatMul", "Gemm", "Conv"], calibrate_method=CalibrationMethod.Entropy,
+                    per_channel=True)
+    return {}
+
+
+def job_modelopt(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
+    from modelopt.onnx.quantization import quantize
+
+    from workbench.model.features import normalise
+
+    data = np.stack([normalise(a) for a in clips])
+    quantize(str(onnx_path), quantize_mode="int8", calibration_data={"input_values": data},
+             calibration_method="entropy", output_path=str(out / "modelopt.int8.onnx"))
+    return {}
+
+
+def peak_rss_mb() -> float:
+    """VmHWM of this process (ru_maxrss would include the parent's peak, kept across exec on Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+JOBS = {"plain": job_plain, "ours": job_ours, "ort": job_ort, "modelopt": job_modelopt}
+
+
+def child(job: str, onnx_path: Path, clip_path: Path, out: Path) -> None:
+    clips = np.load(clip_path, mmap_mode="r")
+    start = time.perf_counter()
+    extra = JOBS[job](onnx_path, clips, out)
+    wall = time.perf_counter() - start
+    peak_mb = peak_rss_mb()
+    print(json.dumps({"job": job, "wall_s": wall, "peak_rss_mb": peak_mb, "clips": len(clips), **extra}))
+
+
+def measure(job: str, onnx_path: Path, clip_path: Path, out: Path, timeout: float) -> dict:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", job, str(onnx_path), str(clip_path), str(out)]
+    start = time.perf_counter()
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"job": job, "error": f"timed out after {timeout:.0f} s"}
+    total = time.perf_counter() - start
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        why = "killed (out of memory?)" if done.returncode in (-9, 137) else done.stderr.strip().splitlines()[-1:]
+        return {"job": job, "error": f"exit {done.returncode}: {why}"}
+    return {**json.loads(lines[-1]), "process_wall_s": total}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clips", type=int, default=16)
+    parser.add_argument("--large-clips", type=int, default=0, help="also run ours on this many clips")
+    parser.add_argument("--jobs", default="plain,ours,ort,modelopt")
+    parser.add_argument("--work", type=Path, default=None, help="folder for the model and clips (default: temp)")
+    parser.add_argument("--size", default="base", choices=("base", "tiny"), help="tiny: a quick smoke run")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--child", nargs=4, metavar=("JOB", "ONNX", "CLIPS", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        job, onnx_path, clip_path, out = args.child
+        child(job, Path(onnx_path), Path(clip_path), Path(out))
+        return 0
+
+    from workbench.optional import has_module
+
+    work = args.work or Path(tempfile.mkdtemp(prefix="calib-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    onnx_path, clip_path = prepare(work, args.clips, args.size)
+    rows = []
+    for job in args.jobs.split(","):
+        if job == "modelopt" and not has_module("modelopt"):
+            rows.append({"job": job, "skipped": "modelopt is not installed"})
+            continue
+        print(f"running {job} on {args.clips} clips ...", flush=True)
+        rows.append(measure(job, onnx_path, clip_path, work, args.timeout))
+    if args.large_clips:
+        _, big = prepare(work, args.large_clips, args.size)
+        print(f"running ours on {args.large_clips} clips ...", flush=True)
+        rows.append(measure("ours", onnx_path, big, work, args.timeout))
+    plain = next((r for r in rows if r.get("job") == "plain" and "wall_s" in r), None)
+    print(f"\n{'job':10} {'clips':>6} {'wall s':>9} {'x plain':>8} {'peak RSS MB':>12}")
+    for r in rows:
+        if "wall_s" not in r:
+            print(f"{r['job']:10} {'':>6} {r.get('error') or r.get('skipped')}")
+            continue
+        ratio = (r["wall_s"] / r["clips"]) / (plain["wall_s"] / plain["clips"]) if plain else float("nan")
+        r["x_plain"] = ratio
+        print(f"{r['job']:10} {r['clips']:>6} {r['wall_s']:>9.1f} {ratio:>8.2f} {r['peak_rss_mb']:>12.0f}")
+    import onnxruntime
+
+    from workbench.model.synthetic import SIZES
+
+    record = {"model": f"Wav2Vec2ForCTC random, size {args.size}: {SIZES[args.size]}",
+              "clip_seconds": SECONDS, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                                                   "python": platform.python_version(),
+                                                   "onnxruntime": onnxruntime.__version__},
+              "targets": {"ours_wall_x_plain": 1.5, "ours_peak_rss_mb": 2048, "ours_500_clips_peak_rss_mb": 2560},
+              "rows": rows}
+    from workbench.artifacts import write_json_atomic
+
+    write_json_atomic(args.out, record)
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
