@@ -139,18 +139,24 @@ def child(job: str, onnx_path: Path, clip_path: Path, out: Path) -> None:
     print(json.dumps({"job": job, "wall_s": wall, "peak_rss_mb": peak_mb, "clips": len(clips), **extra}))
 
 
-def measure(job: str, onnx_path: Path, clip_path: Path, out: Path, timeout: float) -> dict:
+def measure(job: str, onnx_path: Path, clip_path: Path, out: Path, timeout: float, cap_gb: float) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", job, str(onnx_path), str(clip_path), str(out)]
+    def cap() -> None:  # address-space cap: a runaway job fails instead of exhausting a shared machine
+        if cap_gb > 0:
+            limit = int(cap_gb * 2**30)
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
     start = time.perf_counter()
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
     except subprocess.TimeoutExpired:
         return {"job": job, "error": f"timed out after {timeout:.0f} s"}
     total = time.perf_counter() - start
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
         why = "killed (out of memory?)" if done.returncode in (-9, 137) else done.stderr.strip().splitlines()[-1:]
-        return {"job": job, "error": f"exit {done.returncode}: {why}"}
+        return {"job": job, "error": f"exit {done.returncode} under a {cap_gb:g} GB address-space cap: {why}",
+                "process_wall_s": time.perf_counter() - start}
     return {**json.loads(lines[-1]), "process_wall_s": total}
 
 
@@ -163,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="base", choices=("base", "tiny"), help="tiny: a quick smoke run")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--memory-cap-gb", type=float, default=14.0, help="address-space cap per job (0: none)")
     parser.add_argument("--child", nargs=4, metavar=("JOB", "ONNX", "CLIPS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -181,16 +188,16 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"job": job, "skipped": "modelopt is not installed"})
             continue
         print(f"running {job} on {args.clips} clips ...", flush=True)
-        rows.append(measure(job, onnx_path, clip_path, work, args.timeout))
+        rows.append(measure(job, onnx_path, clip_path, work, args.timeout, args.memory_cap_gb))
     if args.large_clips:
         _, big = prepare(work, args.large_clips, args.size)
         print(f"running ours on {args.large_clips} clips ...", flush=True)
-        rows.append(measure("ours", onnx_path, big, work, args.timeout))
+        rows.append(measure("ours", onnx_path, big, work, args.timeout, args.memory_cap_gb))
     plain = next((r for r in rows if r.get("job") == "plain" and "wall_s" in r), None)
     print(f"\n{'job':10} {'clips':>6} {'wall s':>9} {'x plain':>8} {'peak RSS MB':>12}")
     for r in rows:
         if "wall_s" not in r:
-            print(f"{r['job']:10} {'':>6} {r.get('error') or r.get('skipped')}")
+            print(f"{r['job']:10} {'':>6} {str(r.get('error') or r.get('skipped'))[:200]}")
             continue
         ratio = (r["wall_s"] / r["clips"]) / (plain["wall_s"] / plain["clips"]) if plain else float("nan")
         r["x_plain"] = ratio

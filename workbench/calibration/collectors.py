@@ -103,9 +103,11 @@ class GrowingHistogram:
 
     def update(self, values: np.ndarray) -> None:
         magnitudes = np.abs(values).ravel()
-        if magnitudes.size == 0:
-            return
-        top = float(magnitudes.max())
+        if magnitudes.size:
+            self.add_magnitudes(magnitudes, float(magnitudes.max()))
+
+    def add_magnitudes(self, magnitudes: np.ndarray, top: float) -> None:
+        """Count |x| values (1-D, ``top`` their max); ``magnitudes`` may be overwritten."""
         if not math.isfinite(top):
             raise ValueError("non-finite activation value; the FP32 model produced inf/nan on this input")
         if top == 0.0:
@@ -124,11 +126,10 @@ class GrowingHistogram:
         assert self.exponent is not None
         inverse = 2.0 ** -self.exponent
         if magnitudes.dtype == np.float32 and abs(self.exponent) < 120:
-            scaled = magnitudes * np.float32(inverse)  # exact: multiplying by a power of two
+            scaled = np.multiply(magnitudes, np.float32(inverse), out=magnitudes)  # exact: power of two
         else:
             scaled = magnitudes.astype(np.float64) * inverse
-        index = scaled.astype(np.int64)
-        self.counts += np.bincount(index, minlength=self.fine_bins)
+        self.counts += np.bincount(scaled.astype(np.intp), minlength=self.fine_bins)
 
     def finish(self) -> Histogram | None:
         """The ``bins``-bin histogram over the smallest covering range, or None if only zeros were seen."""
@@ -151,12 +152,16 @@ class StreamingStats:
     histograms: dict[str, GrowingHistogram] = field(default_factory=dict)
 
     def update(self, name: str, values: np.ndarray) -> None:
-        self.maxes.update(name, values)
-        if self.with_histograms and values.size:
+        if values.size == 0:
+            return
+        magnitudes = np.abs(values).ravel()  # computed once, shared by the max and the histogram
+        top = float(magnitudes.max())
+        self.maxes.amax[name] = max(self.maxes.amax.get(name, 0.0), top)
+        if self.with_histograms:
             hist = self.histograms.get(name)
             if hist is None:
                 hist = self.histograms[name] = GrowingHistogram(self.bins, self.refine)
-            hist.update(values)
+            hist.add_magnitudes(magnitudes, top)
 
     def histogram(self, name: str) -> Histogram | None:
         hist = self.histograms.get(name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import xlogy
 
 from workbench.calibration.collectors import Histogram
 from workbench.errors import WorkbenchError
@@ -83,11 +84,9 @@ def _kl_block(counts: np.ndarray, candidates: np.ndarray, levels: int, eps: floa
     last_fill = ((counts[candidates - 1] == 0) & (tail[candidates] != 0)).astype(np.float64)
     nz_p = nz_csum[candidates] + last_fill
     t_p = eps * (candidates - nz_p) / nz_p
-    p_s = p / total - t_p[:, None]
-    valid = (p_s > 0) & inside & (p != 0)
-    p_valid = np.where(valid, p_s, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        self_term = np.where(valid, p_valid * np.log(np.where(valid, p_s, 1.0)), 0.0).sum(axis=1)
+    # p~ > 0 only on non-zero bins inside the candidate (t_p >= 0), so max(p~, 0) keeps exactly the valid terms
+    p_valid = np.maximum(p / total - t_p[:, None], 0.0)
+    self_term = xlogy(p_valid, p_valid).sum(axis=1)
     # Q: the sliced histogram (tail not folded) merged into levels, spread over P's non-zero bins
     merged = candidates // levels
     starts = np.arange(levels)[None, :] * merged[:, None]
@@ -105,9 +104,7 @@ def _kl_block(counts: np.ndarray, candidates: np.ndarray, levels: int, eps: floa
     # sum of valid p~ per level, from a running sum along the bins
     run = np.concatenate([np.zeros((len(candidates), 1)), np.cumsum(p_valid, axis=1)], axis=1)
     p_level = np.take_along_axis(run, stops, axis=1) - np.take_along_axis(run, starts, axis=1)
-    v_run = np.concatenate([np.zeros((len(candidates), 1)), np.cumsum(valid, axis=1)], axis=1)
-    v_level = np.take_along_axis(v_run, stops, axis=1) - np.take_along_axis(v_run, starts, axis=1)
-    used = v_level > 0
+    used = p_level > 0
     bad = np.any(used & (q_level <= 0), axis=1) | (q_total <= 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         cross = np.where(used, np.log(np.where(used & (q_level > 0), q_level, 1.0)) * p_level, 0.0).sum(axis=1)
@@ -116,7 +113,7 @@ def _kl_block(counts: np.ndarray, candidates: np.ndarray, levels: int, eps: floa
     return kl
 
 
-def entropy_divergences(counts: np.ndarray, levels: int = QUANT_LEVELS, block: int = 128) -> np.ndarray:
+def entropy_divergences(counts: np.ndarray, levels: int = QUANT_LEVELS, block: int = 32) -> np.ndarray:
     """KL(P||Q) for every candidate threshold bin i = levels..len(counts) (index 0 is i = levels)."""
     counts = np.asarray(counts, dtype=np.float64)
     candidates = np.arange(levels, len(counts) + 1)

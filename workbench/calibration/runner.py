@@ -44,13 +44,19 @@ def calibration_session(model: onnx.ModelProto, names: list[str], threads: int |
 
     from workbench.backends.onnxruntime import session_options
 
-    augmented = onnx.ModelProto()
-    augmented.CopyFrom(model)
-    del augmented.graph.output[:]
-    for name in names:
-        augmented.graph.output.append(onnx.ValueInfoProto(name=name))
-    return ort.InferenceSession(augmented.SerializeToString(), session_options(threads, optimization="basic"),
-                                providers=["CPUExecutionProvider"])
+    # swap the outputs in place for serialisation (a deep copy would hold the weights twice more)
+    original = [onnx.ValueInfoProto.FromString(o.SerializeToString()) for o in model.graph.output]
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names)
+    try:
+        data = model.SerializeToString()
+    finally:
+        del model.graph.output[:]
+        model.graph.output.extend(original)
+    session = ort.InferenceSession(data, session_options(threads, optimization="basic"),
+                                   providers=["CPUExecutionProvider"])
+    del data
+    return session
 
 
 def collect_statistics(model: onnx.ModelProto, clips: Iterable[np.ndarray], count: int | None,
