@@ -78,13 +78,11 @@ def job_plain(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
 
 
 def job_ours(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
-    import onnx
-
     from workbench.calibration.cache import CalibrationCache
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import calibrate_ranges
 
-    amax = calibrate_ranges(onnx.load(str(onnx_path)), iter(clips), len(clips), MethodSpec("entropy"))
+    amax = calibrate_ranges(onnx_path, iter(clips), len(clips), MethodSpec("entropy"))
     CalibrationCache.from_amax(amax, {"method": "entropy", "benchmark": True}).save(out / "ours.cache")
     return {"tensors": len(amax)}
 

@@ -134,6 +134,8 @@ def test_bad_method_parameters_are_user_errors() -> None:
         MethodSpec("kl")
     with pytest.raises(WorkbenchError, match="percentile"):
         MethodSpec("percentile", 120.0)
+    with pytest.raises(WorkbenchError, match="power of two"):
+        MethodSpec("entropy", bins=1000)
 
 
 def test_cache_round_trips_bit_exactly(tmp_path) -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import onnx
-
 from workbench import __version__
 from workbench.artifacts import sha256_file
 from workbench.calibration import cache as cache_mod
@@ -60,8 +58,7 @@ def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
     cache, problems = cache_mod.load_matching(cache_path, keys)
     reused = cache is not None
     if cache is None:
-        graph = onnx.load(str(fp32))
-        amax = calibrate_ranges(graph, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances), spec)
+        amax = calibrate_ranges(fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances), spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
         cache.save(cache_path)
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}.onnx"

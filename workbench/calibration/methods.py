@@ -35,8 +35,8 @@ class MethodSpec:
             raise WorkbenchError(f"unknown calibration method {self.name!r}; choose one of {', '.join(METHODS)}")
         if not (50.0 < self.percentile <= 100.0):
             raise WorkbenchError(f"percentile must be in (50, 100], got {self.percentile}")
-        if self.bins < QUANT_LEVELS:
-            raise WorkbenchError(f"need at least {QUANT_LEVELS} histogram bins, got {self.bins}")
+        if self.bins < QUANT_LEVELS or self.bins & (self.bins - 1):
+            raise WorkbenchError(f"histogram bins must be a power of two >= {QUANT_LEVELS}, got {self.bins}")
 
     def params(self) -> dict[str, float | int | str]:
         out: dict[str, float | int | str] = {"method": self.name, "bins": self.bins}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Iterable
 
 import numpy as np
@@ -59,13 +60,19 @@ def calibration_session(model: onnx.ModelProto, names: list[str], threads: int |
     return session
 
 
-def collect_statistics(model: onnx.ModelProto, clips: Iterable[np.ndarray], count: int | None,
+def collect_statistics(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray], count: int | None,
                        with_histograms: bool = True, bins: int = 2048) -> StreamingStats:
-    """One pass over raw 16 kHz clips (each normalised like the feature extractor does)."""
-    names = activation_tensors(model)
+    """One pass over raw 16 kHz clips (each normalised like the feature extractor does).
+
+    Given a path, the ONNX model is loaded only to build the session and then dropped, so its
+    weights are not held twice (once by Python, once by ONNX Runtime) during the pass.
+    """
+    proto = onnx.load(str(model)) if isinstance(model, Path) else model
+    names = activation_tensors(proto)
     if not names:
         raise WorkbenchError("the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate")
-    session = calibration_session(model, names)
+    session = calibration_session(proto, names)
+    del proto
     stats = StreamingStats(with_histograms=with_histograms, bins=bins)
     seen = 0
     with ThreadPoolExecutor(max_workers=_workers()) as pool:
@@ -101,7 +108,7 @@ def ranges_from_statistics(stats: StreamingStats, spec: MethodSpec) -> dict[str,
     return dict(zip(names, values))
 
 
-def calibrate_ranges(model: onnx.ModelProto, clips: Iterable[np.ndarray], count: int | None,
+def calibrate_ranges(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray], count: int | None,
                      spec: MethodSpec) -> dict[str, float]:
     """amax per activation tensor that feeds a MatMul/Gemm/Conv, symmetric, per tensor."""
     stats = collect_statistics(model, clips, count, with_histograms=spec.name != "max", bins=spec.bins)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from workbench.calibration.methods import METHODS
-from workbench.config import DEMO_MODEL_DIR
+from pathlib import Path
+
+from workbench.config import DEMO_MODEL_DIR, ENGINES_DIR
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -13,14 +15,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
     parser.add_argument("--method", default="entropy", choices=METHODS)
     parser.add_argument("--percentile", type=float, default=99.99)
-    parser.add_argument("--bins", type=int, default=2048)
+    parser.add_argument("--bins", type=int, default=2048, help="histogram bins (TensorRT uses 2048)")
+    parser.add_argument("--engines", type=Path, default=ENGINES_DIR, help="artifact root (default: engines/)")
 
 
 def run(args: argparse.Namespace) -> int:
     from workbench.calibrate_pipeline import run_calibrate
     from workbench.calibration.methods import MethodSpec
 
-    result = run_calibrate(args.model, args.set, MethodSpec(args.method, args.percentile, args.bins))
+    result = run_calibrate(args.model, args.set, MethodSpec(args.method, args.percentile, args.bins),
+                           root=args.engines)
     p = result.parity
     print(f"FP32 ONNX:    {result.fp32_onnx}")
     print(f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
