@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from workbench.config import CALIB_SETS_DIR, ENGINES_DIR, SAMPLE_RATE, EngineProfile
+from workbench.commands.options import parse_positive_ints
 from workbench.errors import WorkbenchError
 
 
@@ -33,13 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_batches(value: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError as exc:
-        raise WorkbenchError(f"--batch takes integers like 1,8,32, got {value!r}") from exc
-    if not sizes or min(sizes) < 1:
-        raise WorkbenchError(f"--batch needs positive integers, got {value!r}")
-    return sizes
+    return parse_positive_ints(value, "--batch")
 
 
 def run(args: argparse.Namespace) -> int:

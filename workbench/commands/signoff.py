@@ -12,6 +12,7 @@ import datetime as _dt
 from pathlib import Path
 
 from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, REPORTS_DIR
+from workbench.commands.options import parse_positive_ints
 from workbench.errors import WorkbenchError
 
 
@@ -50,13 +51,7 @@ def parse_candidates(values: list[str]) -> list[tuple[str, Path]]:
 
 
 def parse_batch_sizes(value: str) -> tuple[int, ...]:
-    try:
-        sizes = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError as exc:
-        raise WorkbenchError(f"--batch-sizes takes integers like 1,8,32, got {value!r}") from exc
-    if not sizes or min(sizes) < 1:
-        raise WorkbenchError(f"--batch-sizes needs positive integers, got {value!r}")
-    return sizes
+    return parse_positive_ints(value, "--batch-sizes")
 
 
 def run(args: argparse.Namespace) -> int:
