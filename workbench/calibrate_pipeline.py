@@ -1,7 +1,8 @@
 """The calibrate job: export FP32 ONNX, calibrate (or reuse a matching cache), write the INT8 variant.
 
 Layout under ``engines/<model hash 12>/``: ``model.fp32.onnx``, ``calib-<set hash 12>-<method>.cache``
-(+ ``.json`` sidecar), ``model.int8-<method>-<set hash 12>.onnx``.
+(+ ``.json`` sidecar, + ``.hist.npz`` per-tensor histograms for histogram methods),
+``model.int8-<method>-<set hash 12>.onnx``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from workbench.artifacts import sha256_file
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
-from workbench.calibration.runner import calibrate_ranges
+from workbench.calibration import histograms
+from workbench.calibration.runner import collect_statistics, ranges_from_statistics
 from workbench.config import ENGINES_DIR
 from workbench.model.export import Parity, export_onnx, parity_check
 from workbench.model.loading import load_model, model_hash
@@ -58,9 +60,13 @@ def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
     cache, problems = cache_mod.load_matching(cache_path, keys)
     reused = cache is not None
     if cache is None:
-        amax = calibrate_ranges(fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances), spec)
-        cache = cache_mod.CalibrationCache.from_amax(amax, keys)
+        stats = collect_statistics(fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances),
+                                   with_histograms=spec.name != "max", bins=spec.bins)
+        cache = cache_mod.CalibrationCache.from_amax(ranges_from_statistics(stats, spec), keys)
         cache.save(cache_path)
+        if stats.with_histograms:  # what the scales were chosen from, for the dashboard
+            histograms.save(histograms.histogram_path(cache_path),
+                            histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}))
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}.onnx"
     build_variant(fp32, cache.amax(), INT8, int8)
     return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales))

@@ -44,6 +44,7 @@ def stale_reason(path: Path) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.calibration import cache as cache_mod
+    from workbench.calibration.histograms import histogram_path
 
     found = caches(args.root)
     if args.cache_command == "list":
@@ -73,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if args.yes:
             path.unlink()
             cache_mod.sidecar(path).unlink(missing_ok=True)
+            histogram_path(path).unlink(missing_ok=True)
     if not stale:
         print("nothing to prune")
     elif not args.yes:
