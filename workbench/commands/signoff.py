@@ -11,7 +11,7 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
-from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, REPORTS_DIR
+from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, REPORTS_DIR
 from workbench.commands.options import parse_positive_ints
 from workbench.errors import WorkbenchError
 
@@ -37,6 +37,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
     parser.add_argument("--out", type=Path, help="report folder (default reports/signoff-<time>)")
+    parser.add_argument("--engines", type=Path, default=ENGINES_DIR,
+                        help="where variants built from --model go (default: engines/)")
     parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
 
 
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         from workbench.report.variants import build_default_variants
 
         print(f"building FP32/FP16/INT8 variants of {args.model} calibrated on {args.calib_set} ({args.method})")
-        built = build_default_variants(args.model, args.calib_set, args.method)
+        built = build_default_variants(args.model, args.calib_set, args.method, root=args.engines)
         candidates, cache = built.candidates, cache or built.cache
     if args.repeats < 1 or args.warmup < 0:
         raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
