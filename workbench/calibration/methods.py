@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import xlogy
 
 from workbench.calibration.collectors import Histogram
 from workbench.errors import WorkbenchError
 
 QUANT_LEVELS = 128
+SMOOTHING = 1e-4  # epsilon given to empty bins (as in the public MXNet/TVM reimplementations)
+_TINY = np.finfo(np.float64).tiny
 METHODS = ("entropy", "max", "percentile", "mse")
 
 
@@ -45,80 +46,135 @@ class MethodSpec:
         return out
 
 
-def _smooth(dist: np.ndarray, eps: float = 1e-4) -> np.ndarray:
-    is_zero = dist == 0
-    n_zero = int(is_zero.sum())
-    n_nonzero = dist.size - n_zero
-    if n_nonzero == 0:
-        return dist
-    take = eps * n_zero / n_nonzero
-    return dist + eps * is_zero - take * (~is_zero)
+def _xlogx(v: np.ndarray) -> np.ndarray:
+    """v * log(v) elementwise with 0 * log(0) = 0 (v >= 0)."""
+    out = np.fmax(v, _TINY)
+    np.log(out, out=out)
+    out *= v
+    return out
 
 
-def kl_divergence(p: np.ndarray, q: np.ndarray) -> float:
-    p = _smooth(p / p.sum())
-    q = _smooth(q / q.sum())
-    mask = p > 0
-    if np.any(q[mask] <= 0):
-        return float("inf")
-    return float(np.sum(p[mask] * np.log(p[mask] / q[mask])))
+def _head_terms(x: np.ndarray, t: np.ndarray, m: int, levels: int, rows: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """For the shared first ``levels - 1`` levels of ``m`` bins: sum of p~ log p~ and sum of p~ per level.
 
-
-def _kl_block(counts: np.ndarray, candidates: np.ndarray, levels: int, eps: float = 1e-4) -> np.ndarray:
-    """KL(P||Q) for a block of candidate threshold bins at once (inf where undefined).
-
-    Same quantity as the one-candidate-at-a-time definition, computed with per-level constants:
-    within a merged level every non-zero bin of Q has the same value, so
-    ``sum p~ log(p~/q~) = sum p~ log p~ - sum_levels log(q~_level) * sum_{bins in level} p~``.
+    ``x`` holds bins ``0 .. (levels-1)*m - 1`` as fractions of the total, ``t`` the smoothing offsets
+    (one per candidate, all > 0). p~ = x - t where that is > 0; other bins add nothing. Bins below
+    the smallest ``t`` are kept by no candidate and are dropped before the per-candidate work.
     """
-    width = int(candidates.max())
-    rows = np.arange(len(candidates))
-    tail = np.concatenate([np.cumsum(counts[::-1])[::-1], [0.0]])  # tail[i] = sum(counts[i:])
-    total = tail[0]
-    k = np.arange(width)[None, :]
-    inside = k < candidates[:, None]
-    p = np.where(inside, counts[None, :width], 0.0)
-    p[rows, candidates - 1] += tail[candidates]  # outliers folded into the last bin of P
-    # P's non-zero bins and smoothing: p~ = p/N - t_p on non-zero bins, eps on zero bins (those add 0)
-    nz_csum = np.concatenate([[0.0], np.cumsum(counts != 0)])
-    last_fill = ((counts[candidates - 1] == 0) & (tail[candidates] != 0)).astype(np.float64)
-    nz_p = nz_csum[candidates] + last_fill
-    t_p = eps * (candidates - nz_p) / nz_p
-    # p~ > 0 only on non-zero bins inside the candidate (t_p >= 0), so max(p~, 0) keeps exactly the valid terms
-    p_valid = np.maximum(p / total - t_p[:, None], 0.0)
-    self_term = xlogy(p_valid, p_valid).sum(axis=1)
-    # Q: the sliced histogram (tail not folded) merged into levels, spread over P's non-zero bins
-    merged = candidates // levels
-    starts = np.arange(levels)[None, :] * merged[:, None]
-    stops = np.concatenate([starts[:, 1:], candidates[:, None]], axis=1)
-    csum = np.concatenate([[0.0], np.cumsum(counts)])
-    sums = csum[stops] - csum[starts]
-    nz_level = nz_csum[stops] - nz_csum[starts]
-    nz_level[:, -1] += last_fill
-    q_total = np.where(nz_level > 0, sums, 0.0).sum(axis=1)
+    cols = np.flatnonzero(x > t.min())
+    level_of = cols // m
+    starts = np.searchsorted(level_of, np.arange(levels - 1))
+    empty = np.bincount(level_of, minlength=levels - 1) == 0
+    xc = x[cols]
+    self_term = np.empty(len(t))
+    per_level = np.zeros((len(t), levels - 1))
+    if len(cols) == 0:
+        self_term[:] = 0.0
+        return self_term, per_level
+    buf = np.empty((min(rows, len(t)), len(cols) + 1))
+    buf[:, -1] = 0.0  # reduceat needs every start index to be valid
+    logs = np.empty_like(buf)
+    for s in range(0, len(t), rows):
+        b, l = buf[: len(t[s:s + rows])], logs[: len(t[s:s + rows])]
+        v = b[:, :-1]
+        np.subtract(xc[None, :], t[s:s + rows, None], out=v)
+        np.fmax(v, 0.0, out=v)
+        sums = np.add.reduceat(b, starts, axis=1)
+        sums[:, empty] = 0.0
+        per_level[s:s + rows] = sums
+        np.fmax(b, _TINY, out=l)
+        np.log(l, out=l)
+        self_term[s:s + rows] = np.einsum("ij,ij->i", b, l)
+    return self_term, per_level
+
+
+def _kl_group(counts: np.ndarray, prefix: "_Prefix", m: int, candidates: np.ndarray, levels: int,
+              eps: float) -> np.ndarray:
+    """KL(P||Q) for the candidates i with ``i // levels == m``: their first ``levels - 1`` levels coincide.
+
+    Terms follow the published definition (see the module docstring): P = counts[:i] with the tail
+    folded into bin i-1, smoothed to p~ = p/N - t_p on its non-zero bins and eps on its zero bins;
+    Q = counts[:i] merged into ``levels`` levels, spread evenly over P's non-zero bins of each level,
+    smoothed the same way. Zero bins of P are zero bins of Q too (eps against eps: they add 0), and
+    within a level every non-zero bin of Q has the same q~, so
+    ``KL = sum p~ log p~ - sum_levels log(q~_level) * (sum of p~ over the level)``.
+    """
+    i = candidates
+    base = (levels - 1) * m  # first bin of the last level
+    p_last = counts[i - 1] + prefix.tail[i]  # outliers folded into the last bin of P
+    last_nz = (p_last != 0).astype(np.float64)
+    nz_p = prefix.nonzero[i - 1] + last_nz
+    t_p = eps * (i - nz_p) / nz_p
+    head = counts[:base].reshape(levels - 1, m)
+    width = int(i.max()) - base
+    before_last = np.arange(width)[None, :] < (i - 1 - base)[:, None]  # last level, bins base..i-2
+    sums = np.empty((len(i), levels))
+    sums[:, :-1] = head.sum(axis=1)
+    sums[:, -1] = np.where(before_last, counts[base:base + width], 0.0).sum(axis=1) + counts[i - 1]
+    nz_level = np.empty((len(i), levels))
+    nz_level[:, :-1] = (head != 0).sum(axis=1)
+    nz_level[:, -1] = prefix.nonzero[i - 1] - prefix.nonzero[base] + last_nz
+    # P~: kept where p~ > 0
+    self_term = np.empty(len(i))
+    p_level = np.empty((len(i), levels))
+    x_head = prefix.fraction[:base]
+    flat = t_p == 0  # no zero bin in P: p~ = p/N, the same head for every such candidate
+    if flat.any():
+        self_term[flat] = _xlogx(x_head).sum()
+        p_level[flat, :-1] = np.add.reduceat(x_head, np.arange(0, base, m))
+    rows = np.flatnonzero(~flat)
+    if len(rows):
+        self_term[rows], p_level[rows, :-1] = _head_terms(x_head, t_p[rows], m, levels)
+    region = np.where(before_last, np.maximum(prefix.fraction[None, base:base + width] - t_p[:, None], 0.0), 0.0)
+    v_last = np.maximum(p_last / prefix.tail[0] - t_p, 0.0) * last_nz
+    self_term += _xlogx(region).sum(axis=1) + _xlogx(v_last)
+    p_level[:, -1] = region.sum(axis=1) + v_last
+    # Q~ per level; log(q~) is clamped where no p~ uses it (p~ = 0 there, so the term is 0)
     q_nonzero = (sums > 0) & (nz_level > 0)
+    q_total = np.where(nz_level > 0, sums, 0.0).sum(axis=1)
     nz_q = np.where(q_nonzero, nz_level, 0.0).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t_q = eps * (candidates - nz_q) / nz_q
-        q_level = np.where(q_nonzero, sums / nz_level / q_total[:, None] - t_q[:, None], eps)
-    # sum of valid p~ per level, from a running sum along the bins
-    run = np.concatenate([np.zeros((len(candidates), 1)), np.cumsum(p_valid, axis=1)], axis=1)
-    p_level = np.take_along_axis(run, stops, axis=1) - np.take_along_axis(run, starts, axis=1)
-    used = p_level > 0
-    bad = np.any(used & (q_level <= 0), axis=1) | (q_total <= 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        cross = np.where(used, np.log(np.where(used & (q_level > 0), q_level, 1.0)) * p_level, 0.0).sum(axis=1)
+        t_q = eps * (i - nz_q) / nz_q
+        q_level = sums / nz_level
+        q_level /= q_total[:, None]
+        q_level -= t_q[:, None]
+    q_level[~q_nonzero] = eps
+    bad = np.any((q_level <= 0) & (p_level > 0), axis=1) | (q_total <= 0)
+    np.fmax(q_level, _TINY, out=q_level)
+    cross = np.einsum("ij,ij->i", p_level, np.log(q_level, out=q_level))
     kl = self_term - cross
     kl[bad] = np.inf
     return kl
 
 
-def entropy_divergences(counts: np.ndarray, levels: int = QUANT_LEVELS, block: int = 32) -> np.ndarray:
-    """KL(P||Q) for every candidate threshold bin i = levels..len(counts) (index 0 is i = levels)."""
+@dataclass(frozen=True)
+class _Prefix:
+    """Per-histogram arrays shared by all candidate groups."""
+
+    tail: np.ndarray      # tail[i] = sum(counts[i:]), tail[0] = N
+    nonzero: np.ndarray   # nonzero[i] = number of non-zero bins in counts[:i]
+    fraction: np.ndarray  # counts / N
+
+    @classmethod
+    def of(cls, counts: np.ndarray) -> "_Prefix":
+        tail = np.concatenate([np.cumsum(counts[::-1])[::-1], [0.0]])
+        nonzero = np.concatenate([[0.0], np.cumsum(counts != 0)])
+        return cls(tail, nonzero, counts / tail[0])
+
+
+def entropy_divergences(counts: np.ndarray, levels: int = QUANT_LEVELS, eps: float = SMOOTHING) -> np.ndarray:
+    """KL(P||Q) for every candidate threshold bin i = levels..len(counts) (index 0 is i = levels).
+
+    Candidates are processed in groups of equal level width ``i // levels``, whose first
+    ``levels - 1`` levels span the same bins; the per-candidate work is then one subtraction, one
+    log and two sums per bin that some candidate of the group keeps.
+    """
     counts = np.asarray(counts, dtype=np.float64)
+    prefix = _Prefix.of(counts)
     candidates = np.arange(levels, len(counts) + 1)
-    return np.concatenate([_kl_block(counts, candidates[s:s + block], levels)
-                           for s in range(0, len(candidates), block)])
+    width = candidates // levels
+    return np.concatenate([_kl_group(counts, prefix, int(m), candidates[width == m], levels, eps)
+                           for m in np.unique(width)])
 
 
 def entropy_threshold_bin(counts: np.ndarray, levels: int = QUANT_LEVELS) -> int:
