@@ -77,3 +77,12 @@ def write_wav() -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def dash_artifacts(tmp_path_factory: pytest.TempPathFactory):
+    """Dashboard artifacts under one root (``tests/dashkit.py``): two small sets, a tiny model's calibration
+    (cache + histograms, FP32/FP16/INT8 ONNX) and a sign-off record of the three. Read-only."""
+    from dashkit import build_artifacts
+
+    return build_artifacts(tmp_path_factory.mktemp("artifacts"), _speech_like)

@@ -1,0 +1,73 @@
+"""Artifacts for the dashboard tests, made by the real code paths under one temporary artifact root:
+two small speech sets (the store's writer), a tiny random Wav2Vec2ForCTC, its calibration (export,
+entropy cache + histogram sidecar, INT8 variant) and FP16 variant, and a sign-off record of the three."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+CALIB_TEXTS = ["THE CAT SAT", "A DOG RAN HOME", "RED SKY AT NIGHT", "OPEN THE DOOR", "SMALL BIRDS SING",
+               "COLD WATER"]
+EVAL_TEXTS = ["HELLO WORLD", "GOOD MORNING", "THE SUN IS UP", "READ THE BOOK", "WARM BREAD", "BLUE SEA"]
+
+
+def write_unit_set(folder: Path, texts: list[str], speech_like, seed: int = 0):
+    """A stored set (the store's own writer) whose records carry SNR, level, noise kind and accent like a
+    built set's, so every Sets-page chart has data; conditions and buckets cycle deterministically."""
+    from workbench.speech.records import Clip, Utterance
+    from workbench.speech.store import write_set
+
+    conditions, accents = ("quiet", "noisy", "accented"), {"quiet": "us", "noisy": "us", "accented": "gb"}
+    clips = []
+    for i, text in enumerate(texts):
+        cond = conditions[i % 3]
+        seconds = 1.2 if (i // 3) % 2 == 0 else 4.5
+        snr = 35.0 + i if cond != "noisy" else 5.0 + 2 * i
+        utt = Utterance(id=f"{folder.name}-{i:03d}", text=text, speaker=f"spk{seed}{i % 4}", voice=f"voice{i % 4}",
+                        accent=accents[cond] if i % 5 else "scottish" * (cond == "accented") or accents[cond],
+                        condition=cond, duration_s=seconds, source="unit", snr_db=snr, requested_snr_db=round(snr),
+                        noise_kind="pink" if cond == "noisy" else None, level_dbfs=-30.0 + i,
+                        bucket="short" if seconds < 4 else "long")
+        clips.append(Clip(utt, speech_like(seconds, seed=seed * 100 + i)))
+    return write_set(folder, clips, {"how": "dashboard test fixture", "seed": seed}, [], {})
+
+
+@dataclass
+class DashArtifacts:
+    root: Path
+    calib: Any  # SpeechSet
+    eval: Any
+    model: Path
+    calibrated: Any  # CalibrateResult
+    fp16: Path
+    record: dict
+    report_dir: Path
+
+
+def build_artifacts(root: Path, speech_like) -> DashArtifacts:
+    from workbench.calibrate_pipeline import run_calibrate
+    from workbench.calibration.methods import MethodSpec
+    from workbench.evaluate.latency import LatencyConfig
+    from workbench.model.synthetic import save_random_wav2vec2
+    from workbench.quantize.plan import FP16
+    from workbench.quantize.qdq import build_variant
+    from workbench.report.signoff import SignoffInputs, run_signoff
+
+    root = Path(root)
+    for area in ("calib_sets", "engines", "reports", "models"):
+        (root / area).mkdir(parents=True, exist_ok=True)
+    calib = write_unit_set(root / "calib_sets" / "unit-calib", CALIB_TEXTS, speech_like, seed=0)
+    evaluation = write_unit_set(root / "calib_sets" / "unit-eval", EVAL_TEXTS, speech_like, seed=1)
+    model = save_random_wav2vec2(root / "models" / "tiny", "tiny", seed=0)
+    calibrated = run_calibrate(model, str(calib.path), MethodSpec("entropy"), root=root / "engines", parity_clips=2)
+    fp16 = build_variant(calibrated.fp32_onnx, {}, FP16, calibrated.fp32_onnx.with_name("model.fp16.onnx"))
+    report_dir = root / "reports" / "unit-signoff"
+    inputs = SignoffInputs(candidates=[("fp32", calibrated.fp32_onnx), ("fp16", fp16),
+                                       ("int8-entropy", calibrated.int8_onnx)],
+                           eval_set=evaluation, out_dir=report_dir, model=model, calib_set=calib,
+                           cache=calibrated.cache, latency=LatencyConfig((1,), 0, 2), threads=1, resamples=200)
+    record, _ = run_signoff(inputs, log=lambda _: None)
+    return DashArtifacts(root, calib, evaluation, model, calibrated, fp16, record, report_dir)

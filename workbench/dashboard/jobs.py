@@ -1,0 +1,205 @@
+"""Background jobs for the Run page: ``python -m workbench <verb> ...`` as a subprocess whose output
+goes to a log file under ``reports/_jobs/<id>/``; progress is parsed from the log's tail (tqdm bars,
+demo step headers), so the UI never waits on a job.
+
+``job.json`` holds the command, process id, start time and, once the process ends, its exit status
+(written by a watcher thread). A job whose process is gone without a recorded status (the dashboard
+restarted) is reported as such. Jobs run in the dashboard's process group, so stopping the server
+stops them too.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.artifacts import write_json_atomic
+from workbench.config import PROJECT_ROOT
+from workbench.dashboard.paths import ArtifactRoots, resolve
+
+JOBS_FOLDER = "_jobs"
+LOG = "log.txt"
+META = "job.json"
+_PROCESSES: dict[str, subprocess.Popen] = {}
+_LOCK = threading.Lock()
+TQDM = re.compile(r"(?P<desc>[^\r\n|]*?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)")
+STEP = re.compile(r"^=== \[(?P<n>\d+)/(?P<total>\d+)\] (?P<name>[\w-]+)", re.M)
+
+
+@dataclass(frozen=True)
+class Progress:
+    fraction: float | None
+    label: str
+
+
+@dataclass
+class Job:
+    id: str
+    folder: Path
+    argv: list[str]
+    kind: str
+    started: str
+    pid: int
+    returncode: int | None
+    finished: str | None
+
+    @property
+    def log_path(self) -> Path:
+        return self.folder / LOG
+
+    @property
+    def running(self) -> bool:
+        if self.returncode is not None:
+            return False
+        proc = _PROCESSES.get(self.id)
+        if proc is not None:
+            return proc.poll() is None
+        return _alive(self.pid)
+
+    @property
+    def state(self) -> str:
+        if self.returncode is None:
+            return "running" if self.running else "ended (exit status unknown: the dashboard restarted)"
+        return "finished" if self.returncode == 0 else f"failed (exit status {self.returncode})"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def jobs_root(roots: ArtifactRoots) -> Path:
+    return roots.reports / JOBS_FOLDER
+
+
+def start(kind: str, args: list[str], roots: ArtifactRoots) -> Job:
+    """Start ``python -m workbench <args>`` in the background; returns at once."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+    folder = jobs_root(roots) / f"{stamp}-{kind}"
+    folder.mkdir(parents=True)
+    argv = [sys.executable, "-m", "workbench", *args]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(folder / LOG, "wb") as log:
+        log.write(("$ python -m workbench " + " ".join(args) + "\n").encode())
+        log.flush()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=PROJECT_ROOT, env=env)
+    job = Job(folder.name, folder, argv, kind, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+              proc.pid, None, None)
+    _save(job)
+    with _LOCK:
+        _PROCESSES[job.id] = proc
+    threading.Thread(target=_watch, args=(job, proc), daemon=True, name=f"job-{job.id}").start()
+    return job
+
+
+def _watch(job: Job, proc: subprocess.Popen) -> None:
+    job.returncode = proc.wait()
+    job.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    _save(job)
+
+
+def _save(job: Job) -> None:
+    write_json_atomic(job.folder / META, {"argv": job.argv, "kind": job.kind, "started": job.started, "pid": job.pid,
+                                          "returncode": job.returncode, "finished": job.finished})
+
+
+def load(job_id: str, roots: ArtifactRoots) -> Job:
+    folder = resolve(jobs_root(roots) / job_id, "reports", roots)
+    meta = json.loads((folder / META).read_text())
+    return Job(folder.name, folder, meta["argv"], meta["kind"], meta["started"], meta["pid"], meta["returncode"],
+               meta.get("finished"))
+
+
+def list_jobs(roots: ArtifactRoots) -> list[Job]:
+    """Jobs started from the dashboard, newest first."""
+    root = jobs_root(roots)
+    if not root.is_dir():
+        return []
+    out = []
+    for folder in sorted(root.iterdir(), reverse=True):
+        if (folder / META).is_file():
+            try:
+                out.append(load(folder.name, roots))
+            except (OSError, ValueError, KeyError):
+                continue
+    return out
+
+
+def stop(job: Job) -> None:
+    """Ask a running job to stop (SIGTERM); its artifacts are written atomically, so none is left half done."""
+    proc = _PROCESSES.get(job.id)
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+
+
+def wait(job: Job, roots: ArtifactRoots, timeout_s: float) -> Job:
+    """Block until the job has ended and its status is recorded (tests and scripts; the UI never calls it)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        job = load(job.id, roots)
+        if job.returncode is not None:
+            return job
+        time.sleep(0.2)
+    raise TimeoutError(f"job {job.id} still running after {timeout_s} s")
+
+
+def tail(job: Job, max_bytes: int = 32_768) -> str:
+    """The end of the log, with tqdm's carriage-return redraws collapsed to their last state."""
+    try:
+        with open(job.log_path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            text = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
+def raw_tail(job: Job, max_bytes: int = 32_768) -> str:
+    try:
+        with open(job.log_path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, handle.tell() - max_bytes))
+            return handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def progress(text: str) -> Progress:
+    """The latest progress in a log: the last tqdm bar (``desc: 40%|…| 4/10``), else the last demo step."""
+    bars = list(TQDM.finditer(text))
+    steps = list(STEP.finditer(text))
+    step = steps[-1] if steps else None
+    if bars:
+        bar = bars[-1]
+        n, total = int(bar["n"]), int(bar["total"])
+        label = f"{bar['desc'].strip() or 'working'}: {n}/{total}"
+        if step is not None:
+            label = f"step {step['n']}/{step['total']} {step['name']} · {label}"
+        return Progress(n / total if total else None, label)
+    if step is not None:
+        return Progress((int(step["n"]) - 1) / int(step["total"]), f"step {step['n']}/{step['total']} {step['name']}")
+    return Progress(None, "starting")
+
+
+def error_lines(text: str) -> list[str]:
+    """``error: ...`` lines the CLI prints for user errors, or the last line of a traceback."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("error:")]
+    if lines:
+        return lines
+    if "Traceback (most recent call last)" in text:
+        return [ln for ln in text.strip().splitlines() if ln.strip()][-1:]
+    return []

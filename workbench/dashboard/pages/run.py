@@ -1,0 +1,203 @@
+"""Run page: start a calibration, search or sign-off in the background (``python -m workbench ...``) for
+the demo model or any model folder under models/ (or a Hugging Face hub id) and any set under
+calib_sets/, then follow its progress and log; errors are shown as the CLI printed them."""
+
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from workbench.calibration.methods import METHODS
+from workbench.cli import COMMANDS
+from workbench.config import DEMO_MODEL_DIR
+from workbench.dashboard import jobs, ui
+from workbench.dashboard.data.sets import set_names
+from workbench.dashboard.paths import ArtifactRoots, OutsideArtifacts, resolve
+from workbench.errors import WorkbenchError
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+REPORT_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,79}$")
+OTHER = "other folder under models/ or hub id…"
+
+
+def model_options(roots: ArtifactRoots) -> dict[str, str]:
+    """label -> model path: the shipped demo model and every folder under models/ with a config.json."""
+    out = {}
+    if (DEMO_MODEL_DIR / "config.json").is_file():
+        out["demo model (models/demo-wav2vec2-ctc)"] = str(DEMO_MODEL_DIR)
+    if roots.models.is_dir():
+        for folder in sorted(roots.models.iterdir()):
+            if (folder / "config.json").is_file() and folder.resolve() != DEMO_MODEL_DIR.resolve():
+                out[f"models/{folder.name}"] = str(folder)
+    return out
+
+
+def resolve_model(choice: str, typed: str, options: dict[str, str], roots: ArtifactRoots) -> str:
+    """The model argument for the CLI: a listed folder, a folder under models/, or a hub id."""
+    if choice != OTHER:
+        return options[choice]
+    typed = typed.strip()
+    if not typed:
+        raise WorkbenchError("type a folder under models/ or a Hugging Face hub id (owner/name)")
+    try:
+        folder = resolve(typed, "models", roots)
+    except OutsideArtifacts:
+        if HUB_ID.match(typed) and not (roots.models / typed).exists() and not typed.startswith("."):
+            return typed
+        raise
+    if not (folder / "config.json").is_file():
+        raise WorkbenchError(f"{typed} has no config.json; point to a Hugging Face Wav2Vec2ForCTC folder")
+    return str(folder)
+
+
+def _model_inputs(prefix: str, roots: ArtifactRoots) -> tuple[str, str, dict[str, str]]:
+    options = model_options(roots)
+    choice = st.selectbox("Model", [*options, OTHER], key=f"{prefix}-model")
+    typed = st.text_input("Model folder (under models/) or hub id", key=f"{prefix}-model-path",
+                          disabled=choice != OTHER, placeholder="models/my-model or facebook/wav2vec2-base-960h")
+    return choice, typed, options
+
+
+def _set_path(name: str | None, roots: ArtifactRoots, role: str) -> str:
+    if not name:
+        raise WorkbenchError(f"choose a {role} set (build one with `python -m workbench data build`)")
+    return str(resolve(name, "calib_sets", roots))
+
+
+def _start(kind: str, args: list[str], roots: ArtifactRoots) -> None:
+    job = jobs.start(kind, args, roots)
+    st.session_state["job"] = job.id
+    st.query_params["job"] = job.id
+    st.toast(f"started {kind}: {job.id}")
+
+
+def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
+    with st.form("calibrate"):
+        choice, typed, options = _model_inputs("cal", roots)
+        calib = st.selectbox("Calibration set", names, key="cal-set",
+                             index=names.index("demo-calib") if "demo-calib" in names else 0)
+        method = st.selectbox("Method", METHODS, key="cal-method")
+        percentile = st.number_input("Percentile (percentile method)", 90.0, 100.0, 99.99, 0.01, format="%.2f",
+                                     key="cal-percentile")
+        if st.form_submit_button("Start calibration", type="primary", icon=":material/play_arrow:"):
+            try:
+                args = ["calibrate", "--model", resolve_model(choice, typed, options, roots),
+                        "--set", _set_path(calib, roots, "calibration"), "--method", method,
+                        "--percentile", str(percentile), "--engines", str(roots.engines)]
+            except WorkbenchError as exc:
+                st.error(str(exc))
+                return
+            _start("calibrate", args, roots)
+
+
+def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
+    with st.form("signoff"):
+        choice, typed, options = _model_inputs("so", roots)
+        c1, c2 = st.columns(2)
+        calib = c1.selectbox("Calibration set", names, key="so-calib",
+                             index=names.index("demo-calib") if "demo-calib" in names else 0)
+        evaluation = c2.selectbox("Evaluation set", names, key="so-eval",
+                                  index=names.index("demo-eval") if "demo-eval" in names else min(1, len(names) - 1))
+        method = c1.selectbox("Method for the INT8 variant", METHODS, key="so-method")
+        name = c2.text_input("Report name (folder under reports/)", "signoff-ui", key="so-name")
+        batch = c1.text_input("Latency batch sizes", "1,8", key="so-batch")
+        limit = c2.number_input("Score only the first N utterances (0 = all)", 0, 100000, 0, key="so-limit")
+        no_latency = st.checkbox("Accuracy only (no latency runs)", key="so-nolat")
+        if st.form_submit_button("Start sign-off", type="primary", icon=":material/play_arrow:"):
+            try:
+                if not REPORT_NAME.match(name):
+                    raise WorkbenchError("report name: letters, digits, '.', '_' or '-' (no folders)")
+                if calib == evaluation:
+                    raise WorkbenchError("the evaluation set must differ from the calibration set")
+                args = ["signoff", "--model", resolve_model(choice, typed, options, roots),
+                        "--calib-set", _set_path(calib, roots, "calibration"),
+                        "--eval-set", _set_path(evaluation, roots, "evaluation"), "--method", method,
+                        "--engines", str(roots.engines), "--out", str(roots.reports / name)]
+                args += ["--no-latency"] if no_latency else ["--batch-sizes", batch.replace(" ", "")]
+                args += ["--limit", str(int(limit))] if limit else []
+            except WorkbenchError as exc:
+                st.error(str(exc))
+                return
+            _start("signoff", args, roots)
+
+
+def _search_form(roots: ArtifactRoots, names: list[str]) -> None:
+    if "search" not in COMMANDS:
+        st.info("This version of the workbench has no `search` verb yet.")
+        return
+    with st.form("search"):
+        choice, typed, options = _model_inputs("se", roots)
+        calib = st.selectbox("Calibration set", names, key="se-set",
+                             index=names.index("demo-calib") if "demo-calib" in names else 0)
+        method = st.selectbox("Method", METHODS, key="se-method")
+        extra = st.text_input("More options (see `python -m workbench search --help`)", key="se-extra")
+        if st.form_submit_button("Start search", type="primary", icon=":material/play_arrow:"):
+            try:
+                args = ["search", "--model", resolve_model(choice, typed, options, roots),
+                        "--set", _set_path(calib, roots, "calibration"), "--method", method,
+                        "--engines", str(roots.engines), *extra.split()]
+            except WorkbenchError as exc:
+                st.error(str(exc))
+                return
+            _start("search", args, roots)
+
+
+def _show_job(job_id: str) -> None:
+    roots = ui.roots()
+    try:
+        job = jobs.load(job_id, roots)
+    except (WorkbenchError, OSError, ValueError, KeyError) as exc:
+        st.error(f"cannot read job {job_id}: {exc}")
+        return
+    raw = jobs.raw_tail(job)
+    log = jobs.tail(job)
+    state = job.state
+    st.markdown(f"**{job.kind}** · started {job.started} · **{state}**")
+    st.code("$ python -m workbench " + " ".join(job.argv[3:]), language="bash")
+    if job.running:
+        prog = jobs.progress(raw)
+        st.progress(prog.fraction if prog.fraction is not None else 0.0, text=prog.label)
+        if st.button("Stop", key=f"stop-{job.id}", icon=":material/stop:"):
+            jobs.stop(job)
+    elif job.returncode == 0:
+        st.success(f"{job.kind} finished at {job.finished}", icon=":material/check_circle:")
+    else:
+        errors = jobs.error_lines(log) or ["no error message in the log; see below"]
+        st.error("\n\n".join(errors), icon=":material/error:")
+    st.code(log[-6000:] or "(no output yet)", language="text")
+    if not job.running and st.session_state.get("polling") == job.id:
+        st.session_state["polling"] = None
+        st.rerun(scope="app")
+
+
+def render() -> None:
+    st.title("Run")
+    roots = ui.roots()
+    names = set_names(roots)
+    if not names:
+        ui.empty_state("speech sets", "python -m workbench data build",
+                       "Calibration, search and sign-off all need a set under calib_sets/.")
+    else:
+        tab_cal, tab_search, tab_signoff = st.tabs(["Calibrate", "Search", "Sign-off"])
+        with tab_cal:
+            _calibrate_form(roots, names)
+        with tab_search:
+            _search_form(roots, names)
+        with tab_signoff:
+            _signoff_form(roots, names)
+    st.subheader("Jobs")
+    all_jobs = jobs.list_jobs(roots)
+    if not all_jobs:
+        st.caption("No job started from the dashboard yet.")
+        return
+    ids = [j.id for j in all_jobs]
+    current = st.session_state.get("job")
+    if current in ids and st.query_params.get("job") != current:
+        st.query_params["job"] = current
+    job_id = ui.pick("Job", ids, "job", "reports")
+    job = all_jobs[ids.index(job_id)]
+    running = job.running
+    if running:
+        st.session_state["polling"] = job.id
+    st.fragment(_show_job, run_every=1.5 if running else None)(job_id)

@@ -1,0 +1,75 @@
+"""Sign-off page: the report, its verdict, whether its inputs are unchanged, and downloads (JSON,
+Markdown, HTML, candidate ONNX files, engines built from them, calibration cache)."""
+
+from __future__ import annotations
+
+import base64
+
+import streamlit as st
+
+from workbench.dashboard import ui
+from workbench.dashboard.data import reports as data
+from workbench.errors import WorkbenchError
+from workbench.report.render import tables, to_html, verdict_line
+
+MIME = {".json": "application/json", ".html": "text/html", ".md": "text/markdown", ".onnx": "application/octet-stream",
+        ".cache": "text/plain", ".engine": "application/octet-stream"}
+
+
+@st.cache_data(max_entries=8, show_spinner="rendering the report…")
+def _report_page(digest: str, _record: dict) -> str:
+    """The report page as a data: URL (an opaque origin: its content cannot reach the app). Keyed by digest."""
+    return "data:text/html;base64," + base64.b64encode(to_html(_record).encode("utf-8")).decode("ascii")
+
+
+def render() -> None:
+    st.title("Sign-off")
+    roots = ui.roots()
+    names = data.report_names(roots)
+    if not names:
+        ui.empty_state("sign-off reports", "python -m workbench demo",
+                       "The demo ends with `reports/demo-signoff/`; `python -m workbench signoff --help` for yours.")
+        return
+    name = ui.pick("Report", names, "report", "reports")
+    try:
+        view = data.load_report(name, roots)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    record = view.record
+    verdict = verdict_line(record)
+    (st.success if record.get("recommendation") else st.error)(f"### {verdict}")
+    st.caption(f"created {record['created']} · baseline `{record['baseline']}` · record sha256 "
+               f"`{record['record_sha256'][:16]}…`")
+    problems = data.input_problems(view)
+    if problems:
+        st.warning("Inputs changed since this report was made; `python -m workbench report` will refuse it:\n\n"
+                   + "\n".join(f"- {p}" for p in problems))
+    else:
+        st.caption(":material/verified: every input artifact still has the hash recorded in the report")
+
+    st.subheader("Downloads")
+    cols = st.columns(3)
+    files = [("report.json", view.json), ("report.html", view.html), ("report.md", view.markdown)]
+    for col, (label, path) in zip(cols, files):
+        if path is None:
+            col.caption(f"{label}: not written")
+            continue
+        col.download_button(label, ui.lazy_bytes(path, "reports"), file_name=f"{view.name}-{label}", mime=MIME[path.suffix],
+                            key=f"dl-{label}", icon=":material/download:")
+    for item in data.downloads(view, roots):
+        if item.allowed is None:
+            st.caption(f"{item.role}: `{item.path}` (not offered: {item.reason})")
+            continue
+        st.download_button(f"{item.role}: {item.allowed.name}", ui.lazy_bytes(item.allowed, data.SERVED_AREAS), file_name=item.allowed.name,
+                           mime=MIME.get(item.allowed.suffix, "application/octet-stream"), key=f"dl-{item.role}",
+                           icon=":material/download:")
+
+    tab_report, tab_tables = st.tabs(["Report", "Tables"])
+    with tab_report:
+        st.iframe(_report_page(record["record_sha256"], record), height=900)
+        st.caption("Rendered from the digest-checked record (the same page as report.html), in a sandboxed frame.")
+    with tab_tables:
+        for title, header, rows in tables(record):
+            st.markdown(f"**{title}**")
+            st.dataframe([dict(zip(header, r)) for r in rows], width="stretch", hide_index=True)

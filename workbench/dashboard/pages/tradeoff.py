@@ -1,0 +1,132 @@
+"""Trade-off page: WER (overall or per condition) against latency for every candidate of a sign-off
+record, PASS/FAIL, the Pareto front and the gates drawn; choosing a candidate shows its precision plan."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from workbench.dashboard import charts, ui
+from workbench.dashboard.data import layers, plans
+from workbench.dashboard.data import reports as data
+from workbench.errors import WorkbenchError
+
+MEAN_P50 = "mean p50 over duration buckets (what 'fastest' is judged on)"
+
+
+SIGNOFF, SEARCH = "sign-off records", "search records"
+
+
+def render() -> None:
+    st.title("Trade-off: accuracy vs latency")
+    roots = ui.roots()
+    searches = layers.search_files(roots)
+    source = st.radio("Candidates from", [SIGNOFF, SEARCH], horizontal=True, key="source") if searches else SIGNOFF
+    if source == SEARCH:
+        _search(roots, searches)
+    else:
+        _signoff(roots)
+
+
+def _plan_view(plan, candidate: str) -> None:
+    """Node counts per precision, a strip along the network, and the node table."""
+    counts = plan["precision"].value_counts()
+    cols = st.columns(3)
+    for col, precision in zip(cols, ("int8", "fp16", "fp32")):
+        col.metric(f"{precision} nodes", int(counts.get(precision, 0)))
+    ui.chart(charts.plan_strip(plan, f"Precision per MatMul/Gemm/Conv node of {candidate}"))
+    with st.expander("Nodes"):
+        st.dataframe(plan, width="stretch", hide_index=True)
+
+
+def _search(roots, searches: list[str]) -> None:
+    label = ui.pick("Search record", searches, "search", "engines")
+    try:
+        path, search = layers.load_json(label, roots, layers.SEARCH_FORMAT)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    conds = sorted(search.get("baseline", {}).get("per_condition", {}))
+    group = st.selectbox("WER of", ["overall"] + conds, key="search-group")
+    frame = layers.search_frame(search, group)
+    if frame.empty:
+        st.warning("This search record has no evaluated candidates.")
+        return
+    budget = search.get("budget", {})
+    allowed = budget.get("max_wer_delta_points" if group == "overall" else "max_condition_wer_delta_points")
+    base = frame[frame["phase"] == "baseline"]
+    lines = {"wer": float(base["WER %"].iloc[0]) + allowed if allowed is not None and not base.empty else None,
+             "allowed_delta": allowed, "latency": None}
+    dev = search.get("dev_set", {})
+    st.caption(f"WER on the dev set `{dev.get('name')}` ({dev.get('utterances')} utterances); latency = mean ms per "
+               f"utterance, batch 1, ONNX Runtime CPU. {search.get('evaluations')} full evaluations "
+               f"(one group at a time would need {search.get('one_at_a_time_evaluations')}).")
+    if frame["latency ms"].notna().any():
+        ui.chart(charts.tradeoff_chart(frame, lines, "latency ms", "mean ms per utterance",
+                                              f"WER {group} (%) with 95% CI"))
+    found = search.get("found")
+    st.markdown(f"Found plan: **{found['name']}** ({found['int8_share'] * 100:.0f} % of nodes INT8)" if found
+                else "**No plan met the budget on the dev set.**")
+    st.dataframe(frame, width="stretch", hide_index=True)
+    st.subheader("Candidate plan")
+    candidate = ui.pick("Candidate", list(frame["candidate"]), "candidate", "engines", key="search-candidate")
+    row = frame[frame["candidate"] == candidate].iloc[0]
+    (st.success if row["verdict"] == "PASS" else st.error)(f"{candidate}: {row['reason']}")
+    try:
+        _plan_view(layers.search_plan(path, search, candidate, roots), candidate)
+    except (WorkbenchError, OSError) as exc:
+        st.warning(f"Cannot show the plan of {candidate}: {exc}")
+
+
+def _signoff(roots) -> None:
+    names = data.report_names(roots)
+    if not names:
+        ui.empty_state("sign-off reports", "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib",
+                       "The trade-off is read from `reports/<name>/report.json`.")
+        return
+    name = ui.pick("Sign-off record", names, "report", "reports")
+    try:
+        view = data.load_report(name, roots)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return
+    record = view.record
+    gates = record["gates"]
+    c1, c2 = st.columns(2)
+    group = c1.selectbox("WER of", [data.OVERALL] + data.conditions(record), key="group")
+    pct = gates.get("latency_percentile", "p90")
+    gate_metric = f"{pct} at batch {gates.get('latency_batch', 1)}, worst bucket (what the latency gate judges)"
+    axis = c2.radio("Latency axis", [MEAN_P50, gate_metric], key="axis")
+    frame = data.tradeoff_frame(record, group)
+    if frame.empty:
+        st.warning(f"No candidate has a WER for {group}.")
+        return
+    field = "latency ms" if axis == MEAN_P50 else f"{pct} worst ms"
+    lines = data.gate_lines(record, group)
+    if axis == MEAN_P50:
+        lines = {**lines, "latency": None}  # the latency limit is on the other metric
+    if frame[field].notna().any():
+        title = f"latency, batch {gates.get('latency_batch', 1)} (ms)"
+        ui.chart(charts.tradeoff_chart(frame, lines, field, title, f"WER {group} (%) with 95% CI"))
+    else:
+        st.info("This record has no latency measurements (signoff ran with --no-latency); WER only below.")
+    rec = record.get("recommendation")
+    st.markdown(f"Recommendation: **{rec}** (fastest PASS)" if rec else "**No candidate passes the gates.**")
+    if lines.get("wer") is not None:
+        st.caption(f"Red dashed line: baseline WER + {lines['allowed_delta']} pts. The gate itself is judged on the "
+                   "upper end of the paired delta interval, shown as 'delta upper pts' below.")
+    st.dataframe(frame, width="stretch", hide_index=True,
+                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in
+                                ("WER %", "WER low %", "WER high %", "delta pts", "delta upper pts",
+                                 "latency ms", f"{pct} worst ms")})
+
+    st.subheader("Candidate plan")
+    candidate = ui.pick("Candidate", list(frame["candidate"]), "candidate", "reports")
+    row = frame[frame["candidate"] == candidate].iloc[0]
+    (st.success if row["verdict"] == "PASS" else st.error)(f"{candidate}: {row['reason']}")
+    try:
+        path = data.candidate_onnx(record, candidate, roots)
+        plan = plans.plan_of_onnx(path)
+    except (WorkbenchError, OSError) as exc:
+        st.warning(f"Cannot show the plan of {candidate}: {exc}")
+        return
+    _plan_view(plan, candidate)

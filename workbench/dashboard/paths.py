@@ -1,0 +1,93 @@
+"""Artifact folders the dashboard may read, and the one resolver every user-supplied path goes through.
+
+The artifact root is the project folder, or ``$WORKBENCH_ARTIFACTS`` when set (a folder holding
+``calib_sets/``, ``engines/``, ``reports/`` and ``models/``). ``resolve`` turns a name or path from a
+query parameter, form field or record into a real path and refuses anything that, after following
+every symlink, lies outside the allowed artifact folder(s): ``..`` segments, absolute paths elsewhere,
+symlinks that lead out, NUL bytes. Pages never open a path that did not come through it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.config import PROJECT_ROOT
+from workbench.errors import WorkbenchError
+
+ENV_VAR = "WORKBENCH_ARTIFACTS"
+AREAS: tuple[str, ...] = ("calib_sets", "engines", "reports", "models")
+
+
+@dataclass(frozen=True)
+class ArtifactRoots:
+    """The four artifact folders under one root."""
+
+    root: Path
+
+    def area(self, name: str) -> Path:
+        if name not in AREAS:
+            raise ValueError(f"unknown artifact area {name!r}")
+        return self.root / name
+
+    @property
+    def calib_sets(self) -> Path:
+        return self.area("calib_sets")
+
+    @property
+    def engines(self) -> Path:
+        return self.area("engines")
+
+    @property
+    def reports(self) -> Path:
+        return self.area("reports")
+
+    @property
+    def models(self) -> Path:
+        return self.area("models")
+
+
+def artifact_roots() -> ArtifactRoots:
+    """Read ``$WORKBENCH_ARTIFACTS`` now (not at import), so tests and servers can point it anywhere."""
+    value = os.environ.get(ENV_VAR)
+    return ArtifactRoots(Path(value).expanduser().resolve() if value else PROJECT_ROOT)
+
+
+class OutsideArtifacts(WorkbenchError):
+    """A path that is not inside the artifact folders the dashboard may read."""
+
+
+def resolve(value: str | os.PathLike[str], areas: tuple[str, ...] | str = AREAS,
+            roots: ArtifactRoots | None = None, must_exist: bool = True) -> Path:
+    """The real path of ``value`` if it lies inside one of ``areas``; raises ``OutsideArtifacts`` otherwise.
+
+    A relative ``value`` is taken relative to the first area (so a set's name works as is). Symlinks
+    are followed before the check, so a link inside an area that points elsewhere is refused too.
+    """
+    roots = roots or artifact_roots()
+    areas = (areas,) if isinstance(areas, str) else tuple(areas)
+    text = os.fspath(value)
+    if not text or "\x00" in text:
+        raise OutsideArtifacts(f"refused an empty or malformed path {text!r}")
+    allowed = [roots.area(a).resolve() for a in areas]
+    candidate = Path(text).expanduser()
+    if not candidate.is_absolute():
+        candidate = roots.area(areas[0]) / candidate
+    try:
+        real = candidate.resolve(strict=must_exist)
+    except (OSError, RuntimeError) as exc:  # missing, or a symlink loop
+        raise OutsideArtifacts(f"{text!r} does not exist under {', '.join(areas)}/") from exc
+    if not any(real == base or real.is_relative_to(base) for base in allowed):
+        raise OutsideArtifacts(f"refused {text!r}: the dashboard only reads files under "
+                               f"{', '.join(a + '/' for a in areas)} of {roots.root}")
+    return real
+
+
+def display(path: Path, roots: ArtifactRoots | None = None) -> str:
+    """``path`` relative to the artifact root when inside it (shorter labels), else as is."""
+    roots = roots or artifact_roots()
+    try:
+        return path.resolve().relative_to(roots.root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
