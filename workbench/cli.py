@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("workbench.commands.build", "build a cached TensorRT engine from an ONNX model"),
     "signoff": ("workbench.commands.signoff", "judge candidates on WER and latency; write the sign-off report"),
     "report": ("workbench.commands.report", "re-render a sign-off report from its JSON record"),
+    "compare": ("workbench.commands.compare", "per-layer FP32 vs INT8 table and per-group sensitivity ranking"),
+    "search": ("workbench.commands.search", "find the mixed INT8/FP16 plan with most INT8 within a WER budget"),
 }
 
 

@@ -35,12 +35,19 @@ def build_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, 
 
     Raises WorkbenchError when a node the plan puts in INT8 has an activation without a range.
     """
+    model = variant_model(onnx.load(str(fp32_path)), amax, plan, Path(fp32_path).name)
+    write_bytes_atomic(out_path, model.SerializeToString())
+    return out_path
+
+
+def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: PrecisionPlan,
+                  label: str = "the model") -> onnx.ModelProto:
+    """The variant of an in-memory FP32 model (``source`` is not modified); for many variants of one model."""
     import onnx_graphsurgeon as gs
 
-    source = onnx.load(str(fp32_path))
     unknown = plan.unknown_nodes(source)
     if unknown:
-        raise WorkbenchError(f"plan {plan.name!r} names {len(unknown)} nodes that {Path(fp32_path).name} does not have "
+        raise WorkbenchError(f"plan {plan.name!r} names {len(unknown)} nodes that {label} does not have "
                              f"(e.g. {unknown[0]!r}); list them with workbench.quantize.quantizable_nodes")
     graph = gs.import_onnx(source)
     tensors = graph.tensors()
@@ -111,5 +118,4 @@ def build_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, 
     graph.cleanup().toposort()
     model = gs.export_onnx(graph)
     model.opset_import[0].version = max(model.opset_import[0].version, 17)
-    write_bytes_atomic(out_path, model.SerializeToString())
-    return out_path
+    return model

@@ -1,0 +1,94 @@
+"""Full WER evaluation of a precision plan on a dev set, judged against the WER budget.
+
+The FP32 transcripts of the dev set are made once; each plan's variant is built in memory, transcribed
+(greedy CTC, batch 1), scored with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition)
+and judged by the sign-off gates on the upper end of the paired interval. The dev set must not be the
+sign-off evaluation set (default: the calibration set), so the search does not select on the data that
+later judges it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from tqdm import tqdm
+
+from workbench.compare.clips import Clip
+from workbench.compare.sensitivity import VariantRunner
+from workbench.evaluate.accuracy import GroupScore, compare_accuracy
+from workbench.evaluate.gates import GateConfig, judge
+from workbench.evaluate.transcribe import transcribe
+from workbench.quantize.plan import PrecisionPlan
+
+BASELINE = "fp32"
+
+
+@dataclass
+class Evaluation:
+    """One plan's WER on the dev set (overall and per condition, with deltas) and its verdict."""
+
+    plan: PrecisionPlan
+    passed: bool
+    reasons: list[str]
+    overall: GroupScore
+    per_condition: dict[str, GroupScore]
+    mean_ms_per_utterance: float
+    utterances: int
+
+    def wer_json(self) -> dict:
+        return {"overall": self.overall.wer.to_json(),
+                "per_condition": {c: g.wer.to_json() for c, g in sorted(self.per_condition.items())}}
+
+    def delta_json(self) -> dict | None:
+        if self.overall.delta is None:
+            return None
+        return {"overall": self.overall.delta.to_json(),
+                "per_condition": {c: g.delta.to_json() for c, g in sorted(self.per_condition.items())
+                                  if g.delta is not None}}
+
+    def latency_json(self) -> dict:
+        return {"mean_ms_per_utterance": self.mean_ms_per_utterance, "batch": 1, "utterances": self.utterances,
+                "backend": "onnxruntime-cpu"}
+
+
+class DevEvaluator:
+    """Evaluates plans on ``clips`` against the FP32 transcripts of the same clips."""
+
+    def __init__(self, variants: VariantRunner, clips: list[Clip], gates: GateConfig, resamples: int = 1000,
+                 seed: int = 0, progress: bool = True) -> None:
+        self.variants = variants
+        self.clips = clips
+        self.utterances = [c.utterance for c in clips]
+        self.gates = replace(gates, max_latency_ms=None)  # the search judges WER; latency is recorded
+        self.resamples = resamples
+        self.seed = seed
+        self.progress = progress
+        self.count = 0
+        self.baseline_texts, self.baseline_seconds = self._transcribe(PrecisionPlan(BASELINE))
+        self.baseline = self._score(PrecisionPlan(BASELINE), self.baseline_texts, self.baseline_seconds,
+                                    count=False)
+
+    def _transcribe(self, plan: PrecisionPlan) -> tuple[list[str], float]:
+        audios = tqdm((c.audio for c in self.clips), total=len(self.clips), desc=f"WER {plan.name}",
+                      unit="utt", leave=False, disable=not self.progress)
+        result = transcribe(self.variants.runner(plan), audios, plan.name)
+        return result.texts, result.seconds
+
+    def _score(self, plan: PrecisionPlan, texts: list[str], seconds: float, count: bool = True) -> Evaluation:
+        name = plan.name if plan.name != BASELINE else BASELINE
+        hyps = {BASELINE: self.baseline_texts} if name == BASELINE else {BASELINE: self.baseline_texts, name: texts}
+        accuracy = compare_accuracy(self.utterances, hyps, BASELINE, resamples=self.resamples, seed=self.seed,
+                                    group_kinds=("condition",))
+        verdict = next(v for v in judge(accuracy, None, self.gates) if v.candidate == name)
+        cand = accuracy.candidates[name]
+        if count:
+            self.count += 1
+        return Evaluation(plan, verdict.passed, verdict.reasons, cand.overall, dict(cand.by("condition")),
+                          1000.0 * seconds / max(1, len(self.clips)), len(self.clips))
+
+    def evaluate(self, plan: PrecisionPlan) -> Evaluation:
+        """One full WER evaluation (counted in ``count``)."""
+        if plan.name == BASELINE:
+            plan = replace(plan, name=f"{BASELINE}-plan")
+        texts, seconds = self._transcribe(plan)
+        return self._score(plan, texts, seconds)

@@ -1,0 +1,135 @@
+"""Mixed-precision search: the plan with the most INT8 whose dev-set WER stays within the budget.
+
+Candidates keep the k most sensitive groups (by the sensitivity ranking) in FP16 and put the rest in
+INT8. k = 0 (INT8 everywhere) is tried first. Strategy ``bisect`` (default) then tries k = all groups
+and bisects between the last failing and the first passing k: 2 + ceil(log2(groups)) evaluations
+whatever k turns out to be. Strategy ``gallop`` doubles k (1, 2, 4, ...) until a pass and then bisects:
+cheaper when few groups need FP16. Both assume that more FP16 does not hurt; the plan returned is always
+one that was evaluated and passed. Optional greedy refinement then tries to move kept groups back to
+INT8, least sensitive first. Every evaluated candidate is recorded. A one-at-a-time fallback in ranking
+order needs k + 1 evaluations to reach the same k; evaluating every group on its own needs one per group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from workbench.compare.evaluator import Evaluation
+from workbench.compare.groups import Group, plan_for
+from workbench.errors import WorkbenchError
+from workbench.quantize.plan import PrecisionPlan
+
+STRATEGIES = ("bisect", "gallop")
+
+
+def describe(strategy: str, keep: str, refine: int) -> str:
+    """One sentence for the search record."""
+    first = ("then k = all groups, then bisection" if strategy == "bisect"
+             else "then k = 1, 2, 4, ... until a pass, then bisection")
+    return (f"keep the k most sensitive groups in {keep.upper()}, the rest INT8: k = 0 first, {first} to the "
+            f"smallest passing k, then up to {refine} greedy refinement steps (move kept groups back to INT8, "
+            "least sensitive first)")
+
+
+@dataclass
+class Candidate:
+    step: int
+    phase: str
+    k: int | None
+    kept: frozenset[str]
+    evaluation: Evaluation
+
+    @property
+    def passed(self) -> bool:
+        return self.evaluation.passed
+
+
+@dataclass
+class SearchResult:
+    ranking: list[str]
+    groups: list[Group]
+    candidates: list[Candidate]
+    found: Candidate | None
+    bisection_k: int | None
+
+    @property
+    def evaluations(self) -> int:
+        return len(self.candidates)
+
+    @property
+    def one_at_a_time_evaluations(self) -> int | None:
+        return None if self.bisection_k is None else self.bisection_k + 1
+
+    @property
+    def int8_everywhere_passes(self) -> bool:
+        return bool(self.candidates) and self.candidates[0].k == 0 and self.candidates[0].passed
+
+
+def search_plan(ranking: list[str], groups: list[Group], evaluate: Callable[[PrecisionPlan], Evaluation],
+                keep: str = "fp16", refine: int = 2, name: str = "mixed", strategy: str = "bisect",
+                log: Callable[[str], None] | None = None) -> SearchResult:
+    """Search as described in the module docstring; ``evaluate`` runs one full WER evaluation."""
+    known = {g.name for g in groups}
+    if sorted(ranking) != sorted(known):
+        raise WorkbenchError("the sensitivity ranking does not cover exactly this model's groups (made for "
+                             "another model or granularity); recompute it")
+    if keep not in ("fp16", "fp32"):
+        raise WorkbenchError(f"--keep must be fp16 or fp32, not {keep!r}")
+    if strategy not in STRATEGIES:
+        raise WorkbenchError(f"search strategy must be one of {STRATEGIES}, not {strategy!r}")
+    if refine < 0:
+        raise WorkbenchError("--refine must be >= 0")
+    total = len(ranking)
+    done: dict[frozenset[str], Candidate] = {}
+    order: list[Candidate] = []
+
+    def trial(kept: frozenset[str], phase: str, k: int | None) -> Candidate:
+        if kept in done:
+            return done[kept]
+        label = f"{name}-k{k}" if k is not None else f"{name}-r{len(order) + 1}"
+        plan = plan_for(label, groups, keep, "int8", set(kept))
+        evaluation = evaluate(plan)
+        cand = Candidate(len(order) + 1, phase, k, kept, evaluation)
+        done[kept] = cand
+        order.append(cand)
+        if log:
+            d = evaluation.overall.delta
+            delta = f"delta {d.estimate * 100:+.2f} pts (CI high {d.high * 100:+.2f})" if d is not None else ""
+            log(f"[{cand.step}] {phase:>15} k={k if k is not None else '-'}: {'PASS' if cand.passed else 'FAIL'} "
+                f"WER {evaluation.overall.wer.estimate * 100:.2f}% {delta}")
+        return cand
+
+    def top(k: int) -> frozenset[str]:
+        return frozenset(ranking[:k])
+
+    first = trial(top(0), "int8-everywhere", 0)
+    if first.passed:
+        return SearchResult(ranking, groups, order, first, 0)
+    lo, hi, k = 0, None, total if strategy == "bisect" else 1
+    while hi is None:
+        k = min(k, total)
+        if trial(top(k), "all-" + keep if k == total else "gallop", k).passed:
+            hi = k
+        elif k == total:
+            return SearchResult(ranking, groups, order, None, None)
+        else:
+            lo, k = k, k * 2
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if trial(top(mid), "bisect", mid).passed:
+            hi = mid
+        else:
+            lo = mid
+    best = done[top(hi)]
+    for group in reversed(ranking[:hi]):
+        kept = best.kept - {group}
+        if kept in done:  # e.g. the top k-1 groups: bisection already saw it fail
+            continue
+        if refine <= 0:
+            break
+        refine -= 1
+        cand = trial(kept, "refine", None)
+        if cand.passed:
+            best = cand
+    return SearchResult(ranking, groups, order, best, hi)
