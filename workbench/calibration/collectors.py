@@ -17,6 +17,7 @@ own histogram ends exactly at the max, ours at most about 6 % later with the def
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -57,6 +58,17 @@ class Histogram:
 
     def edges(self) -> np.ndarray:
         return np.linspace(0.0, self.range_max, self.bins + 1)
+
+
+_scratch = threading.local()
+
+
+def _index_buffer(size: int) -> np.ndarray:
+    """An int64 array of ``size`` elements, reused by the calling thread (bin indices are transient)."""
+    buffer = getattr(_scratch, "index", None)
+    if buffer is None or buffer.size < size:
+        buffer = _scratch.index = np.empty(size, dtype=np.intp)
+    return buffer[:size]
 
 
 def _exponent_for(top: float, fine_bins: int) -> int:
@@ -129,7 +141,10 @@ class GrowingHistogram:
             scaled = np.multiply(magnitudes, np.float32(inverse), out=magnitudes)  # exact: power of two
         else:
             scaled = magnitudes.astype(np.float64) * inverse
-        self.counts += np.bincount(scaled.astype(np.intp), minlength=self.fine_bins)
+        # truncation into a reused per-thread index buffer (a fresh int64 array per call costs ~7x more)
+        index = _index_buffer(scaled.size)
+        np.copyto(index, scaled, casting="unsafe")
+        self.counts += np.bincount(index, minlength=self.fine_bins)
 
     def finish(self) -> Histogram | None:
         """The ``bins``-bin histogram over the smallest covering range, or None if only zeros were seen."""
@@ -151,10 +166,14 @@ class StreamingStats:
     maxes: MaxCollector = field(default_factory=MaxCollector)
     histograms: dict[str, GrowingHistogram] = field(default_factory=dict)
 
-    def update(self, name: str, values: np.ndarray) -> None:
+    def update(self, name: str, values: np.ndarray, overwrite: bool = False) -> None:
+        """Add one tensor's values; with ``overwrite`` the array is used as scratch space (no copies)."""
         if values.size == 0:
             return
-        magnitudes = np.abs(values).ravel()  # computed once, shared by the max and the histogram
+        if overwrite and values.flags.writeable and values.flags.c_contiguous:
+            magnitudes = np.abs(values, out=values).reshape(-1)
+        else:
+            magnitudes = np.abs(values).ravel()  # computed once, shared by the max and the histogram
         top = float(magnitudes.max())
         self.maxes.amax[name] = max(self.maxes.amax.get(name, 0.0), top)
         if self.with_histograms:
