@@ -71,17 +71,25 @@ def resolve(value: str | os.PathLike[str], areas: tuple[str, ...] | str = AREAS,
     if not text or "\x00" in text:
         raise OutsideArtifacts(f"refused an empty or malformed path {text!r}")
     allowed = [roots.area(a).resolve() for a in areas]
-    candidate = Path(text).expanduser()
+    candidate = Path(text)
     if not candidate.is_absolute():
         candidate = roots.area(areas[0]) / candidate
+    refusal = (f"refused {text!r}: the dashboard only reads files under "
+               f"{', '.join(a + '/' for a in areas)} of {roots.root}")
+    lexical = Path(os.path.normpath(candidate))  # '..' escapes are refused before touching the file system
+    if not any(_inside(lexical, base) for base in allowed + [roots.area(a) for a in areas]):
+        raise OutsideArtifacts(refusal)
     try:
         real = candidate.resolve(strict=must_exist)
     except (OSError, RuntimeError) as exc:  # missing, or a symlink loop
         raise OutsideArtifacts(f"{text!r} does not exist under {', '.join(areas)}/") from exc
-    if not any(real == base or real.is_relative_to(base) for base in allowed):
-        raise OutsideArtifacts(f"refused {text!r}: the dashboard only reads files under "
-                               f"{', '.join(a + '/' for a in areas)} of {roots.root}")
+    if not any(_inside(real, base) for base in allowed):  # after following every symlink
+        raise OutsideArtifacts(refusal)
     return real
+
+
+def _inside(path: Path, base: Path) -> bool:
+    return path == base or path.is_relative_to(base)
 
 
 def display(path: Path, roots: ArtifactRoots | None = None) -> str:

@@ -18,7 +18,6 @@ from workbench.errors import WorkbenchError
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 REPORT_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,79}$")
-OTHER = "other folder under models/ or hub id…"
 
 
 def model_options(roots: ArtifactRoots) -> dict[str, str]:
@@ -34,12 +33,12 @@ def model_options(roots: ArtifactRoots) -> dict[str, str]:
 
 
 def resolve_model(choice: str, typed: str, options: dict[str, str], roots: ArtifactRoots) -> str:
-    """The model argument for the CLI: a listed folder, a folder under models/, or a hub id."""
-    if choice != OTHER:
-        return options[choice]
+    """The model argument for the CLI: the typed folder under models/ or hub id if any, else the listed choice."""
     typed = typed.strip()
     if not typed:
-        raise WorkbenchError("type a folder under models/ or a Hugging Face hub id (owner/name)")
+        if choice not in options:
+            raise WorkbenchError("no model folder found; put one under models/ or type a Hugging Face hub id")
+        return options[choice]
     try:
         folder = resolve(typed, "models", roots)
     except OutsideArtifacts:
@@ -53,9 +52,9 @@ def resolve_model(choice: str, typed: str, options: dict[str, str], roots: Artif
 
 def _model_inputs(prefix: str, roots: ArtifactRoots) -> tuple[str, str, dict[str, str]]:
     options = model_options(roots)
-    choice = st.selectbox("Model", [*options, OTHER], key=f"{prefix}-model")
-    typed = st.text_input("Model folder (under models/) or hub id", key=f"{prefix}-model-path",
-                          disabled=choice != OTHER, placeholder="models/my-model or facebook/wav2vec2-base-960h")
+    choice = st.selectbox("Model", list(options), key=f"{prefix}-model")
+    typed = st.text_input("…or another model: a folder under models/ or a Hugging Face hub id (used when filled)",
+                          key=f"{prefix}-model-path", placeholder="my-model or facebook/wav2vec2-base-960h")
     return choice, typed, options
 
 

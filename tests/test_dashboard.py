@@ -1,0 +1,290 @@
+"""Dashboard pages under Streamlit's AppTest on artifacts made by the real code paths (tests/dashkit.py):
+widgets present, no exceptions, the numbers shown equal the artifacts'; the path resolver refuses
+everything outside the artifact folders (unit and through query parameters); Run page jobs."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from workbench.calibration import cache as cache_mod  # noqa: E402
+from workbench.dashboard import jobs  # noqa: E402
+from workbench.dashboard.paths import ENV_VAR, ArtifactRoots, OutsideArtifacts, resolve  # noqa: E402
+from workbench.quantize.plan import quantizable_nodes  # noqa: E402
+from workbench.report.render import verdict_line  # noqa: E402
+
+APP = Path(__file__).resolve().parent.parent / "app.py"
+
+
+def page(name: str, **query: str) -> AppTest:
+    at = AppTest.from_string(f"from workbench.dashboard.pages import {name}\n{name}.render()", default_timeout=60)
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+@pytest.fixture
+def artifacts(dash_artifacts, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(dash_artifacts.root))
+    return dash_artifacts
+
+
+def texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+# ---------------------------------------------------------------- resolver
+
+
+def test_resolver_allows_only_the_artifact_folders(tmp_path) -> None:
+    root = tmp_path / "art"
+    for area in ("calib_sets", "engines", "reports", "models"):
+        (root / area).mkdir(parents=True)
+    (root / "calib_sets" / "a").mkdir()
+    (root / "calib_sets" / "a" / "card.json").write_text("{}")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("no")
+    (root / "calib_sets" / "leak").symlink_to(secret)
+    (root / "calib_sets" / "leakdir").symlink_to(tmp_path)
+    (root / "calib_sets" / "inside").symlink_to(root / "calib_sets" / "a")
+    (root / "project-file.txt").write_text("not an artifact")
+    roots = ArtifactRoots(root)
+    assert resolve("a/card.json", "calib_sets", roots) == (root / "calib_sets/a/card.json").resolve()
+    assert resolve(root / "calib_sets/a", "calib_sets", roots).is_dir()
+    assert resolve("inside/card.json", "calib_sets", roots).name == "card.json"  # symlink that stays inside
+    refused = ["../../secret.txt", "a/../../project-file.txt", "../reports", str(secret), "/etc/passwd", "leak",
+               "leakdir/secret.txt", "leakdir", "a/\x00x", "", "missing", "~/x"]
+    for value in refused:
+        with pytest.raises(OutsideArtifacts):
+            resolve(value, "calib_sets", roots)
+    with pytest.raises(OutsideArtifacts):  # another area's file is refused when only calib_sets is allowed
+        (root / "reports" / "r.json").write_text("{}")
+        resolve(root / "reports" / "r.json", "calib_sets", roots)
+    assert resolve(root / "reports" / "r.json", ("calib_sets", "reports"), roots).name == "r.json"
+
+
+@pytest.mark.parametrize("name,param", [("sets", "set"), ("signoff", "report"), ("tradeoff", "report"),
+                                        ("calibration", "cache")])
+def test_crafted_query_parameters_are_refused(artifacts, name, param) -> None:
+    for value in ("../../../etc/passwd", "/etc/passwd", "..", "unit-calib/../../models/tiny/config.json"):
+        at = page(name, **{param: value})
+        assert not at.exception
+        assert "passwd" not in texts(at.markdown) + texts(at.code) + texts(at.json)
+        assert any("refused" in e.value or "not one of" in e.value for e in [*at.error, *at.warning]), value
+
+
+# ---------------------------------------------------------------- pages
+
+
+def test_app_navigation_opens_the_overview(artifacts) -> None:
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    assert not at.exception
+    counts = {m.label: m.value for m in at.metric}
+    assert counts["speech sets"] == "2" and counts["calibration caches"] == "1" and counts["sign-off reports"] == "1"
+    assert verdict_line(artifacts.record).split(":")[0].replace("SHIP ", "") in texts(at.success) + texts(at.error)
+
+
+def test_empty_artifact_folders_say_which_command_to_run(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    expected = {"sets": "data build", "calibration": "workbench calibrate", "layers": "workbench compare",
+                "tradeoff": "workbench signoff", "signoff": "workbench demo", "run": "data build",
+                "home": "workbench demo"}
+    for name, command in expected.items():
+        at = page(name)
+        assert not at.exception, name
+        assert command in texts(at.info), name
+
+
+def test_sets_page_matches_the_card(artifacts) -> None:
+    card = artifacts.calib.card
+    at = page("sets", set="unit-calib")
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["utterances"] == str(card["utterances"]) and metrics["speakers"] == str(card["speakers"])
+    assert metrics["accents"] == str(len(card["accents"]))
+    assert metrics["SNR range"] == f"{card['snr_db']['min']:.0f} to {card['snr_db']['max']:.0f} dB"
+    assert at.selectbox(key="pick-set").options == ["unit-calib", "unit-eval"]
+    assert len(at.get("audio")) == 1
+    assert "6 of 6 utterances" in texts(at.caption)
+    at.multiselect(key="f-condition").select("noisy").run()
+    noisy = card["conditions"]["noisy"]
+    assert f"{noisy} of 6 utterances" in texts(at.caption)
+    noisy_ids = [u.id for u in artifacts.calib.utterances if u.condition == "noisy"]
+    assert [o.split(" · ")[0] for o in at.selectbox(key="listen").options] == noisy_ids
+    at.text_input(key="f-text").input("nothing like this").run()
+    assert "No utterance matches" in texts(at.info)
+    other = page("sets", set="unit-eval")
+    assert {m.label: m.value for m in other.metric}["utterances"] == str(artifacts.eval.card["utterances"])
+
+
+def test_calibration_page_matches_cache_and_histograms(artifacts) -> None:
+    cache = cache_mod.load(artifacts.calibrated.cache)
+    at = page("calibration")
+    assert not at.exception
+    assert "reusable" in texts(at.success)
+    tensor = at.selectbox(key="tensor").value
+    metrics = {m.label: m.value for m in at.metric}
+    cached = f"{cache.amax()[tensor]:.4g}"
+    assert metrics["cached amax"] == cached
+    # entropy recomputed from the histogram sidecar gives the cache's own threshold
+    assert metrics["entropy (cache)"] == cached
+    assert float(metrics["max"]) >= float(metrics["percentile"]) > 0
+    assert len(at.selectbox(key="tensor").options) == len(cache.scales)
+    other = [t for t in at.selectbox(key="tensor").options if t != tensor][0]
+    at.selectbox(key="tensor").select(other).run()
+    assert {m.label: m.value for m in at.metric}["entropy (cache)"] == f"{cache.amax()[other]:.4g}"
+
+
+def test_calibration_page_says_when_histograms_belong_to_another_run(artifacts, tmp_path, monkeypatch) -> None:
+    root = tmp_path / "art"
+    shutil.copytree(artifacts.root / "engines", root / "engines")
+    (root / "calib_sets").mkdir()
+    cache = next((root / "engines").glob("*/*.cache"))
+    other = cache_mod.load(cache)
+    other.scales = {k: v * 2 for k, v in other.scales.items()}  # a recalibration without a new histogram file
+    other.save(cache)
+    monkeypatch.setenv(ENV_VAR, str(root))
+    at = page("calibration")
+    assert not at.exception
+    assert "comes from another calibration run" in texts(at.info)
+    assert "its calibration set is not under calib_sets/" in texts(at.success)
+
+
+def test_tradeoff_page_matches_the_record(artifacts) -> None:
+    record = artifacts.record
+    at = page("tradeoff")
+    assert not at.exception
+    frame = at.dataframe[0].value
+    assert list(frame["candidate"]) == record["candidates"]
+    for _, row in frame.iterrows():
+        wer = record["accuracy"]["candidates"][row["candidate"]]["overall"]["wer"]
+        assert row["WER %"] == pytest.approx(wer["estimate"] * 100)
+        verdict = next(v for v in record["verdicts"] if v["candidate"] == row["candidate"])
+        assert row["verdict"] == ("PASS" if verdict["passed"] else "FAIL")
+    if record["recommendation"]:
+        assert f"**{record['recommendation']}**" in texts(at.markdown)
+    nodes = len(quantizable_nodes(onnx.load(str(artifacts.calibrated.fp32_onnx))))
+    expected = {"fp32": "fp32 nodes", "fp16": "fp16 nodes", "int8-entropy": "int8 nodes"}
+    for candidate, label in expected.items():
+        at.selectbox(key="pick-candidate").select(candidate).run()
+        assert not at.exception
+        assert {m.label: m.value for m in at.metric}[label] == str(nodes), candidate
+    condition = sorted(record["accuracy"]["candidates"]["fp32"]["groups"]["condition"])[0]
+    at.selectbox(key="group").select(condition).run()
+    got = at.dataframe[0].value.set_index("candidate")["WER %"]
+    for name in record["candidates"]:
+        want = record["accuracy"]["candidates"][name]["groups"]["condition"][condition]["wer"]["estimate"] * 100
+        assert got[name] == pytest.approx(want)
+
+
+def test_signoff_page_verdict_downloads_and_input_check(artifacts) -> None:
+    at = page("signoff")
+    assert not at.exception
+    shown = texts(at.success) + texts(at.error)
+    assert verdict_line(artifacts.record) in shown
+    assert "every input artifact still has the hash" in texts(at.caption)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert {"report.json", "report.html", "report.md"} <= set(labels)
+    assert any(label.startswith("calibration cache:") for label in labels)
+    assert any(label.startswith("candidate int8-entropy:") for label in labels)
+    assert len(at.get("iframe")) == 1
+
+
+def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(artifacts, tmp_path, monkeypatch) -> None:
+    root = tmp_path / "art"
+    shutil.copytree(artifacts.root, root, symlinks=True)
+    import json
+
+    from workbench.report.record import record_digest
+
+    record_path = root / "reports" / "unit-signoff" / "report.json"
+    record = json.loads(record_path.read_text())
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(b"x")
+    for entry in record["provenance"]["artifacts"]:
+        entry["path"] = entry["path"].replace(str(artifacts.root), str(root))
+        if entry["role"] == "candidate fp16":
+            entry["path"] = str(outside)
+    record["record_sha256"] = record_digest(record)
+    record_path.write_text(json.dumps(record))
+    (root / "calib_sets" / "unit-eval" / "card.md").write_text("edited")
+    monkeypatch.setenv(ENV_VAR, str(root))
+    at = page("signoff")
+    assert not at.exception
+    warning = texts(at.warning)
+    assert "evaluation set" in warning and "changed" in warning and "candidate fp16" in warning
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert not any(label.startswith("candidate fp16") for label in labels)
+    assert "not offered" in texts(at.caption)
+
+
+def test_layers_page_empty_then_from_compare_outputs(artifacts) -> None:
+    at = page("layers")
+    assert not at.exception
+
+
+# ---------------------------------------------------------------- run page and jobs
+
+
+def test_progress_is_parsed_from_real_tqdm_output() -> None:
+    from tqdm import tqdm
+
+    buffer = io.StringIO()
+    for _ in tqdm(range(10), desc="calibration (one pass)", file=buffer, mininterval=0, miniters=1):
+        if _ == 3:
+            break
+    prog = jobs.progress("=== [2/3] calibrate: export\n" + buffer.getvalue())
+    assert prog.fraction == pytest.approx(0.3) and "calibration (one pass): 3/10" in prog.label
+    assert "step 2/3 calibrate" in prog.label
+    assert jobs.progress("=== [3/3] signoff: x\n").fraction == pytest.approx(2 / 3)
+    assert jobs.progress("").fraction is None
+    assert jobs.error_lines("x\nerror: no speech set at foo\n") == ["error: no speech set at foo"]
+
+
+@pytest.mark.slow
+def test_run_page_starts_jobs_in_the_background(artifacts, tmp_path, monkeypatch) -> None:
+    root = tmp_path / "art"
+    shutil.copytree(artifacts.calib.path, root / "calib_sets" / "unit-calib")
+    shutil.copytree(artifacts.model, root / "models" / "tiny")
+    (root / "models" / "no-weights").mkdir()
+    (root / "models" / "no-weights" / "config.json").write_text("{}")
+    monkeypatch.setenv(ENV_VAR, str(root))
+    roots = ArtifactRoots(root)
+    at = page("run")
+    assert not at.exception
+    assert {"models/tiny", "models/no-weights"} <= set(at.selectbox(key="cal-model").options)
+    # a crafted model path is refused before anything starts
+    at.text_input(key="cal-model-path").input("../../../etc")
+    at.form_submit_button[0].click().run()
+    assert "refused" in texts(at.error) and not jobs.list_jobs(roots)
+    # a model folder without weights: the job fails and the page shows the CLI's error line
+    at.text_input(key="cal-model-path").input("no-weights")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    # meanwhile (not blocked), a real calibration of the tiny model started from the same form
+    at.text_input(key="cal-model-path").input("")
+    at.selectbox(key="cal-model").select("models/tiny")
+    at.selectbox(key="cal-method").select("max")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    started = jobs.list_jobs(roots)
+    assert [j.kind for j in started] == ["calibrate", "calibrate"]
+    assert "running" in texts(at.markdown) or "finished" in texts(at.markdown)
+    good, bad = (jobs.wait(j, roots, timeout_s=240) for j in started)  # newest first
+    assert good.returncode == 0, jobs.tail(good)
+    assert list((root / "engines").glob("*/calib-*-max.cache"))
+    at = page("run", job=good.id)
+    assert "calibrate finished" in texts(at.success)
+    assert "cache:" in texts(at.code)
+    assert bad.returncode == 1, jobs.tail(bad)
+    at = page("run", job=bad.id)
+    assert "error: could not load a Wav2Vec2ForCTC" in texts(at.error)
