@@ -178,7 +178,7 @@ def test_cache_round_trips_bit_exactly(tmp_path) -> None:
     path = tmp_path / "calib.cache"
     original.save(path)
     text = path.read_text()
-    assert text.splitlines()[0] == f"TRT-{cache_mod.TRT_VERSION_TAG}-EntropyCalibration2"
+    assert text.splitlines()[0] == "TRT-100300-EntropyCalibration2"  # TensorRT 10.3.0's stamp
     for line in text.splitlines()[1:]:
         name, value = line.rsplit(": ", 1)
         assert len(value) == 8
@@ -188,6 +188,35 @@ def test_cache_round_trips_bit_exactly(tmp_path) -> None:
     assert again.scales == original.scales and again.to_text() == text and again.keys == keys
     again.save(tmp_path / "copy.cache")
     assert (tmp_path / "copy.cache").read_bytes() == path.read_bytes()
+
+
+@pytest.mark.parametrize("version, number", [("5.1.0", 5100), ("7.1.3", 7103), ("8.5.1", 8501), ("8.6.0", 8600),
+                                             ("10.3.0.26", 100300), ("10.13.0", 101300)])
+def test_trt_version_number_is_what_tensorrt_writes(version: str, number: int) -> None:
+    """Headers seen in public caches: TRT-5100/7103/8501/8600 (TensorRT <= 8), TRT-100300/101300 (TensorRT 10)."""
+    assert cache_mod.trt_version_number(version) == number
+
+
+@pytest.mark.parametrize("method, algorithm", [("entropy", "EntropyCalibration2"), ("max", "MinMaxCalibration"),
+                                               ("percentile", "EntropyCalibration2"), ("mse", "EntropyCalibration2")])
+def test_cache_header_per_method_and_true_method_in_sidecar(tmp_path, method: str, algorithm: str) -> None:
+    path = tmp_path / f"{method}.cache"
+    cache_mod.CalibrationCache.from_amax({"x": 1.0}, {"method": method}).save(path)
+    assert path.read_text().splitlines()[0] == f"TRT-100300-{algorithm}"
+    assert cache_mod.load(path).keys["method"] == method  # percentile/MSE: the stamp is not the method
+    with pytest.raises(WorkbenchError, match="no legacy cache algorithm"):
+        cache_mod.legacy_header("kl")
+
+
+def test_restamping_changes_only_the_header() -> None:
+    text = cache_mod.CalibrationCache.from_amax({"a": 2.0, "b": 0.5}, {"method": "max"}).to_text().encode()
+    for_86 = cache_mod.stamped(text, "8.6.1")
+    assert for_86.split(b"\n", 1) == [b"TRT-8601-MinMaxCalibration", text.split(b"\n", 1)[1]]
+    assert cache_mod.stamped(text, "10.8.0", "EntropyCalibration2").startswith(b"TRT-100800-EntropyCalibration2\n")
+    with pytest.raises(WorkbenchError, match="not a TensorRT calibration cache"):
+        cache_mod.stamped(b"hello\n", "10.3.0")
+    with pytest.raises(WorkbenchError, match="not like"):
+        cache_mod.trt_version_number("ten")
 
 
 def test_foreign_cache_is_refused_and_kept(tmp_path) -> None:

@@ -20,6 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from workbench.backends.tensorrt.calibrator import cache_algorithm
 from workbench.backends.tensorrt.profile import Range, batch_range, input_shapes, samples_from_durations
+from workbench.calibration.cache import stamped
 from workbench.errors import WorkbenchError
 from workbench.optional import has_module
 
@@ -297,5 +298,7 @@ def test_legacy_cache_calibrator_serves_the_cache(tmp_path: Path) -> None:
     cache = tmp_path / "calib.cache"
     cache.write_bytes(b"TRT-100-EntropyCalibration2\ninput_values: 3c010204\n")
     calib = calibrator.CacheCalibrator(cache, batch_size=4)
-    assert calib.read_calibration_cache() == cache.read_bytes()
+    served = calib.read_calibration_cache()
+    assert served.split(b"\n", 1)[1] == cache.read_bytes().split(b"\n", 1)[1]  # scales unchanged
+    assert served.split(b"\n", 1)[0] == stamped(cache.read_bytes(), calibrator._trt.__version__).split(b"\n", 1)[0]
     assert calib.get_batch(["input_values"]) is None and calib.get_batch_size() == 4

@@ -55,6 +55,7 @@ def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
                           else DEFAULT_VOCABULARY)
     keys = {"model": mhash, "onnx": sha256_file(fp32), "calibration_set": speech_set.content_hash,
             **spec.params(), "statistics": STATISTICS_SCHEME,
+            "cache_header": cache_mod.legacy_header(spec.name),  # caches with an older stamp are rewritten
             "workbench": __version__}
     cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}.cache"
     cache, problems = cache_mod.load_matching(cache_path, keys)

@@ -1,7 +1,9 @@
 """Legacy implicit INT8 for TensorRT <= 10: a calibrator that serves the workbench's calibration cache.
 
 TensorRT reads the cache through ``read_calibration_cache`` and, finding scales for every tensor,
-never asks for data (``get_batch`` returns None). The class is defined only when the real
+never asks for data (``get_batch`` returns None). TensorRT only accepts a cache stamped with its own
+version and its calibrator's algorithm, so the cache is served re-stamped for the running TensorRT
+and ``EntropyCalibration2`` (this calibrator's class); the scales are served unchanged. The class is defined only when the real
 ``tensorrt`` with ``IInt8EntropyCalibrator2`` is importable (never on TensorRT 11 or TensorRT-RTX).
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from workbench.calibration.cache import stamped
 from workbench.errors import WorkbenchError
 
 
@@ -52,7 +55,7 @@ if _trt is not None:
         def __init__(self, cache_path: Path, batch_size: int = 1) -> None:
             super().__init__()
             self.cache_path = Path(cache_path)
-            self.cache = read_cache(self.cache_path)
+            self.cache = stamped(read_cache(self.cache_path), _trt.__version__, "EntropyCalibration2")
             self.batch_size = batch_size
 
         def get_batch_size(self) -> int:
