@@ -69,6 +69,21 @@ def _check(errors: np.ndarray, words: np.ndarray, blocks: np.ndarray, level: flo
         raise ValueError("resamples must be at least 1")
 
 
+def _resampled(terms: Sequence[tuple[float, np.ndarray]], words: np.ndarray, blocks: np.ndarray, estimate: float,
+               *, unit: str, level: float, resamples: int, seed: int) -> Interval:
+    """Interval of sum_k sign_k * errors_k / words over ``resamples`` block resamples (the shared tail)."""
+    if words.size == 0:
+        return Interval(estimate, float("nan"), float("nan"), level, resamples, unit, 0)
+    _, b = np.unique(blocks, return_inverse=True)
+    n = int(b.max()) + 1
+    counts = _block_counts(n, resamples, seed)
+    numerator = sum(sign * _sums(values, b, n) for sign, values in terms)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        samples = (counts @ numerator) / (counts @ _sums(words, b, n))
+    low, high = _percentiles(samples, level)
+    return Interval(estimate, low, high, level, resamples, unit, n)
+
+
 def wer_interval(errors: Sequence[float], words: Sequence[float], blocks: Sequence[int] | None = None, *,
                  unit: str = "utterance", level: float = 0.95, resamples: int = 2000, seed: int = 0) -> Interval:
     """Corpus WER (sum errors / sum words) with a percentile bootstrap interval over blocks."""
@@ -77,15 +92,7 @@ def wer_interval(errors: Sequence[float], words: Sequence[float], blocks: Sequen
     _check(e, w, b, level, resamples)
     total = w.sum()
     estimate = float(e.sum() / total) if total > 0 else float("nan")
-    if e.size == 0:
-        return Interval(estimate, float("nan"), float("nan"), level, resamples, unit, 0)
-    _, b = np.unique(b, return_inverse=True)
-    n = int(b.max()) + 1
-    counts = _block_counts(n, resamples, seed)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        samples = (counts @ _sums(e, b, n)) / (counts @ _sums(w, b, n))
-    low, high = _percentiles(samples, level)
-    return Interval(estimate, low, high, level, resamples, unit, n)
+    return _resampled([(1.0, e)], w, b, estimate, unit=unit, level=level, resamples=resamples, seed=seed)
 
 
 def paired_delta_interval(errors_base: Sequence[float], errors_cand: Sequence[float], words: Sequence[float],
@@ -100,12 +107,5 @@ def paired_delta_interval(errors_base: Sequence[float], errors_cand: Sequence[fl
         raise ValueError("paired delta needs both systems scored on the same utterances")
     total = w.sum()
     estimate = float((ec.sum() - eb.sum()) / total) if total > 0 else float("nan")
-    if eb.size == 0:
-        return Interval(estimate, float("nan"), float("nan"), level, resamples, unit, 0)
-    _, b = np.unique(b, return_inverse=True)
-    n = int(b.max()) + 1
-    counts = _block_counts(n, resamples, seed)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        samples = (counts @ (_sums(ec, b, n) - _sums(eb, b, n))) / (counts @ _sums(w, b, n))
-    low, high = _percentiles(samples, level)
-    return Interval(estimate, low, high, level, resamples, unit, n)
+    return _resampled([(1.0, ec), (-1.0, eb)], w, b, estimate, unit=unit, level=level, resamples=resamples,
+                      seed=seed)
