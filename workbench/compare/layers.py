@@ -3,7 +3,7 @@
 Both models run in Polygraphy ONNX Runtime runners with every tensor the two graphs share marked as an
 output (the FP32 graph's node outputs; the Q/DQ and Cast tensors of the quantized graph are renamed
 and left out). Each clip is one iteration: Polygraphy's ``Comparator.compare_accuracy`` with
-``CompareFunc.simple`` checks every shared output at the given tolerances, and the workbench's own
+``SimpleCompareFunc`` checks every shared output at the given tolerances, and the workbench's own
 sums give cosine, SQNR, relative L2 and max/mean absolute error pooled over clips (and per condition).
 Rows come in the FP32 graph's order, so error growth along the network is visible; the first row
 below the thresholds is where the error starts.
@@ -132,7 +132,7 @@ def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], pla
     sums: dict[str, ErrorSums] = {}
     per_cond: dict[str, dict[str, ErrorSums]] = {}
     passed: dict[str, bool] = {}
-    compare_func = comparator.CompareFunc.simple(atol=atol, rtol=rtol)
+    compare_func = comparator.SimpleCompareFunc(atol=atol, rtol=rtol)
     severity = G_LOGGER.module_severity
     G_LOGGER.module_severity = G_LOGGER.CRITICAL
     try:

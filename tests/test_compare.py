@@ -1,0 +1,239 @@
+"""Layer comparison, sensitivity ranking and mixed-precision search (workbench.compare, compare/search verbs).
+
+The model is the tiny random Wav2Vec2ForCTC with one planted outlier channel: channel 7 of the last
+layer's final LayerNorm is scaled by 1000 and the matching LM-head input column by 1/1000, so FP32 is
+unchanged but the LM head's input has one channel 1000x larger than the rest, and per-tensor INT8 on
+that input wipes out every other channel. The ranking must put ``lm_head`` first and the search must
+keep it out of INT8. The LM head is also scaled up so the random model's logits are peaked enough for
+KL and greedy tokens to mean something. WER references for the search are the FP32 model's own
+transcripts (a random model cannot read the real texts), so WER measures drift from FP32.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from workbench.cli import main
+from workbench.compare.clips import Clip, all_clips, clips_per_condition
+from workbench.compare.evaluator import DevEvaluator
+from workbench.compare.groups import group_of, node_groups, plan_for
+from workbench.compare.jobs import run_compare
+from workbench.compare.metrics import ErrorSums, OutputDamage
+from workbench.compare.search import search_plan
+from workbench.compare.sensitivity import VariantRunner, rank_groups
+from workbench.compare.setup import prepare
+from workbench.evaluate.gates import GateConfig
+from workbench.evaluate.transcribe import transcribe
+from workbench.quantize.plan import PrecisionPlan
+
+PLANTED_CHANNEL = 7
+OUTLIER = 1000.0
+
+
+def plant_outlier(folder: Path) -> Path:
+    """Save the tiny random model with an outlier channel in the LM head's input (FP32 function unchanged)."""
+    import torch
+
+    from workbench.model.loading import load_model
+    from workbench.model.synthetic import save_random_wav2vec2
+
+    save_random_wav2vec2(folder, "tiny", seed=0)
+    model = load_model(folder)
+    norm = model.wav2vec2.encoder.layers[-1].final_layer_norm
+    with torch.no_grad():
+        model.lm_head.weight *= 20.0
+        norm.weight[PLANTED_CHANNEL] *= OUTLIER
+        norm.bias[PLANTED_CHANNEL] *= OUTLIER
+        model.lm_head.weight[:, PLANTED_CHANNEL] /= OUTLIER
+    model.save_pretrained(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory, tiny_sets):
+    folder = plant_outlier(tmp_path_factory.mktemp("models") / "planted")
+    engines = tmp_path_factory.mktemp("engines")
+    prepared = prepare(folder, str(tiny_sets.calib.path), "max", root=engines)
+    model = onnx.load(str(prepared.fp32_onnx))
+    return prepared, model, VariantRunner(model, prepared.cache.amax()), engines
+
+
+# ---- metrics on known tensors
+
+
+def test_tensor_metrics_known_values() -> None:
+    sums = ErrorSums()
+    sums.add(np.array([3.0, 4.0]), np.array([3.0, 3.5]))
+    assert sums.sqnr_db == pytest.approx(20.0)  # 25 / 0.25 = 100
+    assert sums.rel_l2 == pytest.approx(0.1)
+    assert sums.max_abs == pytest.approx(0.5) and sums.mean_abs == pytest.approx(0.25)
+    assert sums.cosine == pytest.approx(23.0 / (5.0 * math.sqrt(21.25)))
+    # pooling two clips equals one pass over both
+    a, b = np.random.default_rng(0).standard_normal((2, 2, 500)).astype(np.float32)
+    pooled, whole = ErrorSums(), ErrorSums()
+    pooled.add(a[0], b[0])
+    pooled.add(a[1], b[1])
+    whole.add(a, b)
+    for key in ("cosine", "sqnr_db", "rel_l2", "max_abs", "mean_abs"):
+        assert getattr(pooled, key) == pytest.approx(getattr(whole, key), rel=1e-5)
+    same = ErrorSums()
+    same.add(a, a)
+    assert same.cosine == 1.0 and same.rel_l2 == 0.0 and same.sqnr_db == 999.0
+    flipped = ErrorSums()
+    flipped.add(a, -a)
+    assert flipped.cosine == pytest.approx(-1.0) and flipped.rel_l2 == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="shape"):
+        ErrorSums().add(a, b[:, :10])
+
+
+def test_logit_kl_and_token_disagreement_known_values() -> None:
+    damage = OutputDamage()
+    damage.add(np.array([[0.0, 0.0], [0.0, 1.0]]), np.array([[math.log(3.0), 0.0], [1.0, 0.0]]))
+    p2 = np.array([1, math.e]) / (1 + math.e)
+    expected = (0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25)
+                + float((p2 * np.log(p2 / p2[::-1])).sum())) / 2
+    assert damage.kl == pytest.approx(expected)
+    assert damage.token_disagreement == pytest.approx(0.5)  # frame 2 flips, frame 1 keeps token 0
+    same = OutputDamage()
+    same.add(np.ones((1, 5, 4)), np.ones((1, 5, 4)))
+    assert same.kl == 0.0 and same.token_disagreement == 0.0 and same.frames == 5
+
+
+def test_groups_follow_the_wav2vec2_structure() -> None:
+    assert group_of("/wav2vec2/feature_extractor/conv_layers.1/conv/Conv") == "feature_extractor.conv_layers.1"
+    assert group_of("/wav2vec2/encoder/layers.3/attention/k_proj/MatMul") == "encoder.layers.3.attention.qkv_proj"
+    assert group_of("/wav2vec2/encoder/layers.3/attention/MatMul_1") == "encoder.layers.3.attention.scores"
+    assert group_of("/wav2vec2/encoder/layers.3/attention/out_proj/MatMul") == "encoder.layers.3.attention.out_proj"
+    assert group_of("/wav2vec2/encoder/layers.0/feed_forward/output_dense/MatMul") == "encoder.layers.0.feed_forward"
+    assert group_of("/wav2vec2/encoder/pos_conv_embed/conv/Conv") == "encoder.pos_conv_embed"
+    assert group_of("/lm_head/MatMul") == "lm_head"
+    assert group_of("/lm_head/MatMul", "node") == "/lm_head/MatMul"
+
+
+# ---- planted sensitive layer
+
+
+def test_layer_table_rows_in_graph_order_and_error_starts_at_the_planted_layer(planted, tiny_sets, tmp_path) -> None:
+    prepared, model, _, _ = planted
+    # only the LM head in INT8: every tensor before it must be identical, the logits must not
+    plan = plan_for("lm-head-int8", node_groups(model), "int8", "fp32", {"lm_head"})
+    out = run_compare(prepared, tiny_sets.calib, 1, plan=plan, sensitivity=False, out=tmp_path, progress=False,
+                      log=lambda _: None)
+    data = out.layers
+    rows = data["rows"]
+    order = {o: i for i, n in enumerate(model.graph.node) for o in n.output}
+    assert [order[r["tensor"]] for r in rows[:-1]] == sorted(order[r["tensor"]] for r in rows[:-1])
+    assert rows[-1]["tensor"] == "logits"
+    assert data["first_significant"]["group"] == "lm_head"
+    assert all(r["cosine"] == 1.0 and r["polygraphy_passed"] in (True, None) for r in rows
+               if not r["group"].startswith("lm_head"))
+    head = next(r for r in rows if r["op"] == "MatMul" and r["module"] == "lm_head")
+    assert head["precision"] == "int8" and head["sqnr_db"] < 20 and head["polygraphy_passed"] is False
+    assert set(head["per_condition"]) == {"quiet", "noisy", "accented"}
+    csv_lines = out.files["layers_csv"].read_text().splitlines()
+    assert len(csv_lines) == len(rows) + 1 and csv_lines[0].startswith("index,tensor,node,op,module")
+    on_disk = json.loads(out.files["layers_json"].read_text())
+    assert on_disk["format"] == "workbench-layers/1" and on_disk["provenance"]["model"] == prepared.model_hash
+
+
+def test_ranking_puts_the_planted_layer_first(planted, tiny_sets) -> None:
+    prepared, model, variants, _ = planted
+    groups = node_groups(model)
+    result = rank_groups(variants, groups, clips_per_condition(tiny_sets.calib, 1), progress=False)
+    assert result.ranking[0] == "lm_head"
+    first, second = result.results[0].damage.overall, result.results[1].damage.overall
+    assert first.kl > 2 * second.kl and first.token_disagreement > 0.5
+    assert sorted(result.ranking) == sorted(g.name for g in groups)
+    assert result.rest_only.overall.kl == 0.0  # rest fp32: the reference itself
+    layers = result.to_json()["layers"]
+    assert [x["rank"] for x in layers] == list(range(1, len(groups) + 1)) and layers[0]["name"] == "lm_head"
+
+
+def test_search_keeps_the_planted_layer_out_of_int8(planted, tiny_sets) -> None:
+    prepared, model, variants, _ = planted
+    groups = node_groups(model)
+    ranked = rank_groups(variants, groups, clips_per_condition(tiny_sets.calib, 1), progress=False)
+    clips = all_clips(tiny_sets.calib)
+    own = transcribe(variants.runner(PrecisionPlan("fp32")), [c.audio for c in clips]).texts
+    dev = [Clip(replace(c.utterance, text=t), c.audio) for c, t in zip(clips, own)]
+    gates = GateConfig(max_wer_delta_points=25.0, max_condition_wer_delta_points=50.0)
+    evaluator = DevEvaluator(variants, dev, gates, resamples=200, progress=False)
+    result = search_plan(ranked.ranking, groups, evaluator.evaluate, refine=1)
+    assert result.found is not None and result.found.passed
+    assert "lm_head" in result.found.kept
+    nodes = [n for g in groups for n in g.nodes]
+    plan = result.found.evaluation.plan
+    assert plan.precision_of("/lm_head/MatMul") == "fp16" and 0 < plan.int8_share(nodes) < 1
+    assert result.evaluations == evaluator.count < len(groups)
+    assert not result.int8_everywhere_passes
+    # the planted layer alone in INT8 (everything else FP16) breaks the budget
+    only_head = evaluator.evaluate(plan_for("only-head", groups, "fp16", "int8",
+                                            {g.name for g in groups} - {"lm_head"}))
+    assert not only_head.passed
+
+
+# ---- CLI
+
+
+def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_path, capsys) -> None:
+    prepared, _, _, engines = planted
+    gates = tmp_path / "gates.json"
+    gates.write_text(json.dumps({"max_wer_delta_points": 100.0, "max_condition_wer_delta_points": 100.0}))
+    common = ["--model", prepared.model, "--calib-set", str(tiny_sets.calib.path), "--method", "max",
+              "--engines", str(engines), "--per-condition", "1", "--no-progress"]
+    out = tmp_path / "out"
+    assert main(["search", *common, "--gates", str(gates), "--resamples", "200", "--refine", "0",
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "full WER evaluations:" in printed
+    search = json.loads(next(out.glob("search-max-*.json")).read_text())
+    assert search["format"] == "workbench-search/1"
+    assert search["dev_set"]["content_hash"] == tiny_sets.calib.content_hash  # default dev set: calibration set
+    assert set(search["provenance"]) >= {"model", "fp32_onnx", "cache", "calibration_set", "dev_set", "sensitivity"}
+    assert search["evaluations"] == len(search["candidates"]) >= 1
+    first = search["candidates"][0]
+    assert first["phase"] == "int8-everywhere" and first["int8_share"] == 1.0
+    assert set(first["delta"]["per_condition"]) == {"quiet", "noisy", "accented"}
+    found = search["found"]
+    assert found is not None and Path(found["onnx_path"]).is_file()  # 100-point budget: INT8 everywhere passes
+    assert PrecisionPlan.load(Path(found["plan_path"])).to_json() == found["plan"]
+    assert search["int8_everywhere_passes"] and found["int8_share"] == 1.0
+    assert (out / next(out.glob("search-max-*.json")).with_suffix(".csv").name).read_text().startswith("step,phase")
+    sensitivity = next(out.glob("sensitivity-max-*-rest-fp32.json"))
+    assert json.loads(sensitivity.read_text())["layers"][0]["name"] == "lm_head"
+    # a sensitivity file made from another model is refused
+    other = json.loads(sensitivity.read_text())
+    other["provenance"]["model"] = "0" * 64
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    assert main(["search", *common, "--sensitivity", str(tmp_path / "other.json"), "--out", str(out)]) == 1
+    assert "another model" in capsys.readouterr().err
+
+
+def test_compare_verb_user_errors(planted, tiny_sets, tmp_path, capsys) -> None:
+    from workbench.calibration import cache as cache_mod
+
+    prepared, _, _, engines = planted
+    calib = str(tiny_sets.calib.path)
+    assert main(["compare", "--model", str(tmp_path / "no" / "model"), "--calib-set", calib,
+                 "--engines", str(tmp_path / "e")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["compare", "--model", prepared.model, "--calib-set", str(tmp_path / "missing-set"),
+                 "--engines", str(engines)]) == 1
+    assert "no speech set" in capsys.readouterr().err
+    foreign = tmp_path / "foreign.cache"
+    cache_mod.CalibrationCache(prepared.cache.scales, {**prepared.cache.keys, "model": "f" * 64},
+                               prepared.cache.header).save(foreign)
+    before = foreign.read_bytes()
+    assert main(["compare", "--model", prepared.model, "--calib-set", calib, "--cache", str(foreign),
+                 "--engines", str(engines)]) == 1
+    assert "another model" in capsys.readouterr().err and foreign.read_bytes() == before
+    assert main(["compare", "--model", prepared.model, "--calib-set", calib, "--engines", str(engines),
+                 "--no-layers", "--no-sensitivity"]) == 1
+    assert "nothing to do" in capsys.readouterr().err
