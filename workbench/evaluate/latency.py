@@ -22,15 +22,29 @@ from workbench.evaluate.transcribe import logits_of, prepare_input
 
 @dataclass(frozen=True)
 class LatencyConfig:
+    """``point_budget_s``: when set, a (batch, bucket) point whose warm-up shows that ``repeats`` runs would
+    take longer than this many seconds gets fewer repeats, never fewer than ``min_repeats``."""
+
     batch_sizes: tuple[int, ...] = (1, 8, 32)
     warmup: int = 2
     repeats: int = 10
+    point_budget_s: float | None = None
+    min_repeats: int = 3
 
     def __post_init__(self) -> None:
         if not self.batch_sizes or any(b < 1 for b in self.batch_sizes):
             raise ValueError(f"batch sizes must be positive integers, got {self.batch_sizes}")
         if self.warmup < 0 or self.repeats < 1:
             raise ValueError("warmup must be >= 0 and repeats >= 1")
+        if self.point_budget_s is not None and (self.point_budget_s <= 0 or self.min_repeats < 1):
+            raise ValueError("point_budget_s must be > 0 and min_repeats >= 1")
+
+    def repeats_for(self, seconds_per_run: float | None) -> int:
+        """Repeats for a point whose runs take ``seconds_per_run`` (unknown: the full ``repeats``)."""
+        if self.point_budget_s is None or not seconds_per_run:
+            return self.repeats
+        fit = int(self.point_budget_s // seconds_per_run)
+        return max(min(self.repeats, self.min_repeats), min(self.repeats, fit))
 
 
 @dataclass(frozen=True)
@@ -44,6 +58,8 @@ class LatencyPoint:
     mean_ms: float
     repeats: int
     audio_seconds_per_second: float  # throughput: seconds of audio processed per wall second at p50
+    clips_per_second: float | None = None  # throughput: batch / p50
+    peak_rss_mb: float | None = None  # this process's peak resident memory while the point ran
 
 
 @dataclass
@@ -116,7 +132,8 @@ def bucket_clips(speech_set, max_clips: int = 32) -> dict[str, tuple[float, list
     return out
 
 
-def _batch(clips: list[np.ndarray], batch: int, seconds: float) -> np.ndarray:
+def make_batch(clips: list[np.ndarray], batch: int, seconds: float) -> np.ndarray:
+    """[batch, samples] float32: clips cropped or tiled to ``seconds``, each row normalised."""
     samples = max(int(round(seconds * SAMPLE_RATE)), 400)
     rows = [prepare_input(_fit(clips[i % len(clips)], samples)) for i in range(batch)]
     return np.stack(rows).astype(np.float32)
@@ -136,21 +153,30 @@ def measure_latency(runner: Runner, buckets: dict[str, tuple[float, list[np.ndar
     with PeakRss() as rss, runner:
         for batch in config.batch_sizes:
             for bucket, (seconds, clips) in buckets.items():
-                feed = _batch(clips, batch, seconds)
-                for _ in range(config.warmup):
-                    logits_of(runner, feed)
-                times = []
-                for _ in range(config.repeats):
-                    start = time.perf_counter()
-                    logits_of(runner, feed)
-                    times.append(runner.last_inference_time() or (time.perf_counter() - start))
+                feed = make_batch(clips, batch, seconds)
+                with PeakRss() as point_rss:
+                    warm = []
+                    for _ in range(config.warmup):
+                        start = time.perf_counter()
+                        logits_of(runner, feed)
+                        warm.append(time.perf_counter() - start)
+                    repeats = config.repeats_for(min(warm) if warm else None)
+                    times = []
+                    for _ in range(repeats):
+                        start = time.perf_counter()
+                        logits_of(runner, feed)
+                        times.append(runner.last_inference_time() or (time.perf_counter() - start))
                 ms = [t * 1000.0 for t in times]
                 p50 = _percentile(ms, 50)
                 points.append(LatencyPoint(batch, bucket, round(seconds, 3), p50, _percentile(ms, 90),
-                                           _percentile(ms, 99), float(statistics.fmean(ms)), config.repeats,
-                                           batch * seconds / (p50 / 1000.0) if p50 > 0 else float("inf")))
+                                           _percentile(ms, 99), float(statistics.fmean(ms)), repeats,
+                                           batch * seconds / (p50 / 1000.0) if p50 > 0 else float("inf"),
+                                           batch / (p50 / 1000.0) if p50 > 0 else float("inf"),
+                                           round(point_rss.peak_mb, 1)))
         backend = runner.describe()
     return LatencyResult(name or runner.name, backend, machine or machine_info(), points,
                          round(rss.peak_mb, 1), round(rss.before_mb, 1),
                          {"batch_sizes": list(config.batch_sizes), "warmup": config.warmup,
-                          "repeats": config.repeats, "timer": "runner.last_inference_time (wall, perf_counter)"})
+                          "repeats": config.repeats, "point_budget_s": config.point_budget_s,
+                          "min_repeats": config.min_repeats,
+                          "timer": "runner.last_inference_time (wall, perf_counter)"})
