@@ -1,6 +1,7 @@
 """Artifacts for the dashboard tests, made by the real code paths under one temporary artifact root:
 two small speech sets (the store's writer), a tiny random Wav2Vec2ForCTC, its calibration (export,
-entropy cache + histogram sidecar, INT8 variant) and FP16 variant, and a sign-off record of the three."""
+entropy cache + histogram sidecar, INT8 variant) and FP16 variant, a sign-off record of the three, and the
+``compare`` (layer table, sensitivity ranking) and ``search`` outputs, made by those verbs in this process."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ class DashArtifacts:
 def build_artifacts(root: Path, speech_like) -> DashArtifacts:
     from workbench.calibrate_pipeline import run_calibrate
     from workbench.calibration.methods import MethodSpec
+    from workbench.cli import main
     from workbench.evaluate.latency import LatencyConfig
     from workbench.model.synthetic import save_random_wav2vec2
     from workbench.quantize.plan import FP16
@@ -70,4 +72,8 @@ def build_artifacts(root: Path, speech_like) -> DashArtifacts:
                            eval_set=evaluation, out_dir=report_dir, model=model, calib_set=calib,
                            cache=calibrated.cache, latency=LatencyConfig((1,), 0, 2), threads=1, resamples=200)
     record, _ = run_signoff(inputs, log=lambda _: None)
+    common = ["--model", str(model), "--calib-set", str(calib.path), "--engines", str(root / "engines"),
+              "--per-condition", "1", "--no-progress", "--threads", "1"]
+    if main(["compare", *common]) != 0 or main(["search", *common, "--resamples", "200"]) != 0:
+        raise RuntimeError("compare/search failed on the dashboard fixture")
     return DashArtifacts(root, calib, evaluation, model, calibrated, fp16, record, report_dir)

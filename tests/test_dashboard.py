@@ -5,7 +5,7 @@ everything outside the artifact folders (unit and through query parameters); Run
 from __future__ import annotations
 
 import io
-import os
+import json
 import shutil
 from pathlib import Path
 
@@ -90,6 +90,7 @@ def test_app_navigation_opens_the_overview(artifacts) -> None:
     assert not at.exception
     counts = {m.label: m.value for m in at.metric}
     assert counts["speech sets"] == "2" and counts["calibration caches"] == "1" and counts["sign-off reports"] == "1"
+    assert counts["layer comparisons"] == "1"
     assert verdict_line(artifacts.record).split(":")[0].replace("SHIP ", "") in texts(at.success) + texts(at.error)
 
 
@@ -202,8 +203,6 @@ def test_signoff_page_verdict_downloads_and_input_check(artifacts) -> None:
 def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(artifacts, tmp_path, monkeypatch) -> None:
     root = tmp_path / "art"
     shutil.copytree(artifacts.root, root, symlinks=True)
-    import json
-
     from workbench.report.record import record_digest
 
     record_path = root / "reports" / "unit-signoff" / "report.json"
@@ -227,9 +226,58 @@ def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(arti
     assert "not offered" in texts(at.caption)
 
 
-def test_layers_page_empty_then_from_compare_outputs(artifacts) -> None:
+def _compare_json(root: Path, pattern: str) -> dict:
+    return json.loads(next((root / "engines").glob(f"*/compare/{pattern}")).read_text())
+
+
+def test_layers_page_matches_the_compare_outputs(artifacts) -> None:
+    layers = _compare_json(artifacts.root, "layers-*.json")
+    sens = _compare_json(artifacts.root, "sensitivity-*.json")
     at = page("layers")
     assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["tensors compared"] == str(layers["summary"]["tensors"])
+    assert metrics["significant"] == str(layers["summary"]["significant"])
+    rows = {r["node"]: r for r in layers["rows"]}
+    compute = [r["node"] for r in layers["rows"] if r["compute"]]
+    assert at.selectbox(key="layer-node").options == compute
+    first = layers["first_significant"]
+    if first and first["node"] in compute:
+        assert at.selectbox(key="layer-node").value == first["node"]
+        assert first["node"] in texts(at.warning)
+    kl = {g["name"]: g["kl"] for g in sens["layers"]}
+    for node in (compute[0], compute[-1]):
+        at.selectbox(key="layer-node").select(node).run()
+        assert not at.exception
+        shown = {m.label: m.value for m in at.metric}
+        assert shown["cosine"] == f"{rows[node]['cosine']:.5f}" and shown["rel L2"] == f"{rows[node]['rel_l2']:.4f}"
+        assert shown["sensitivity KL"] == f"{kl[rows[node]['group']]:.4g}"
+        assert any(json.loads(j.value).get("op") == rows[node]["op"] for j in at.json)  # the ONNX node itself
+    at.toggle(key="compute-only").set_value(False).run()
+    assert len(at.selectbox(key="layer-node").options) == len(layers["rows"])
+
+
+def test_tradeoff_page_shows_search_candidates(artifacts) -> None:
+    search = _compare_json(artifacts.root, "search-*.json")
+    at = page("tradeoff")
+    at.radio(key="source").set_value("search records").run()
+    assert not at.exception
+    frame = at.dataframe[0].value
+    assert list(frame["candidate"]) == [search["baseline"]["name"]] + [c["name"] for c in search["candidates"]]
+    for c in search["candidates"]:
+        row = frame[frame["candidate"] == c["name"]].iloc[0]
+        assert row["WER %"] == pytest.approx(c["wer"]["overall"]["estimate"] * 100)
+        assert row["verdict"] == ("PASS" if c["passed"] else "FAIL")
+    if search["found"]:
+        assert search["found"]["name"] in texts(at.markdown)
+        found = next(c for c in search["candidates"] if c["step"] == search["found"]["step"])
+        assert at.selectbox(key="search-candidate").value == found["name"]  # the found plan opens first
+    for c in search["candidates"]:
+        at.selectbox(key="search-candidate").select(c["name"]).run()
+        assert not at.exception
+        metrics = {m.label: m.value for m in at.metric}
+        assert metrics["int8 nodes"] == str(c["int8_nodes"]), c["name"]
+        assert int(metrics["int8 nodes"]) + int(metrics["fp16 nodes"]) + int(metrics["fp32 nodes"]) == c["nodes"]
 
 
 # ---------------------------------------------------------------- run page and jobs

@@ -145,7 +145,7 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
                      "WER high %": base_wer["high"] * 100, "delta upper pts": None,
                      "latency ms": base.get("mean_ms_per_utterance"), "int8 share": 0.0,
                      "verdict": "PASS", "reason": "baseline", "fp16 groups": ""})
-    found = (search.get("found") or {}).get("name")
+    found_step = (search.get("found") or {}).get("step")
     for c in search.get("candidates", []):
         wer = c["wer"]["overall"] if group == "overall" else c["wer"]["per_condition"].get(group)
         delta = c["delta"]["overall"] if group == "overall" else c["delta"]["per_condition"].get(group)
@@ -164,7 +164,7 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
     timed = frame.dropna(subset=["latency ms"])
     front = set(pareto_front(list(zip(timed["candidate"], timed["latency ms"], timed["WER %"]))))
     frame["pareto"] = frame["candidate"].isin(front)
-    frame["recommended"] = frame["candidate"] == found
+    frame["recommended"] = frame["step"] == found_step
     return frame
 
 

@@ -64,11 +64,17 @@ def _search(roots, searches: list[str]) -> None:
         ui.chart(charts.tradeoff_chart(frame, lines, "latency ms", "mean ms per utterance",
                                               f"WER {group} (%) with 95% CI"))
     found = search.get("found")
-    st.markdown(f"Found plan: **{found['name']}** ({found['int8_share'] * 100:.0f} % of nodes INT8)" if found
+    found_row = frame[frame["recommended"]]
+    st.markdown(f"Found plan: **{found['name']}** (step {found['step']}, candidate "
+                f"`{found_row['candidate'].iloc[0] if not found_row.empty else '?'}`, "
+                f"{found['int8_share'] * 100:.0f} % of nodes INT8)" if found
                 else "**No plan met the budget on the dev set.**")
     st.dataframe(frame, width="stretch", hide_index=True)
     st.subheader("Candidate plan")
-    candidate = ui.pick("Candidate", list(frame["candidate"]), "candidate", "engines", key="search-candidate")
+    names = list(frame["candidate"])
+    if not found_row.empty and st.query_params.get("search_candidate") not in names:
+        st.query_params["search_candidate"] = found_row["candidate"].iloc[0]  # open the found plan first
+    candidate = ui.pick("Candidate", names, "search_candidate", "engines", key="search-candidate")
     row = frame[frame["candidate"] == candidate].iloc[0]
     (st.success if row["verdict"] == "PASS" else st.error)(f"{candidate}: {row['reason']}")
     try:
