@@ -63,17 +63,68 @@ def _calibrate(ctx: DemoContext) -> None:
     ctx.results["calibrate"] = result
 
 
+def _prepared(ctx: DemoContext):
+    from workbench.compare.setup import prepare
+
+    built, calibrated = ctx.results["speech_sets"], ctx.results["calibrate"]
+    return prepare(DEMO_MODEL_DIR, str(built.calib.path), "entropy", root=ctx.engines_root,
+                   cache_path=calibrated.cache)
+
+
+def _compare(ctx: DemoContext) -> None:
+    from workbench.commands.compare import print_files, print_layer_summary, print_ranking
+    from workbench.compare.jobs import run_compare
+
+    prepared = _prepared(ctx)
+    result = run_compare(prepared, prepared.calib_set, 1 if ctx.quick else 2)
+    print_layer_summary(result.layers)
+    print_ranking(result.sensitivity)
+    print_files(result.files)
+    ctx.results["compare"] = result
+
+
+def _search(ctx: DemoContext) -> None:
+    from workbench.commands.search import print_files, print_search_summary
+    from workbench.compare.jobs import run_search
+    from workbench.evaluate.gates import GateConfig
+
+    prepared = _prepared(ctx)
+    print(f"dev set: the calibration set {prepared.calib_set.name} (the sign-off judges the found plan on "
+          f"{ctx.results['speech_sets'].eval.name})")
+    result = run_search(prepared, prepared.calib_set, GateConfig(),
+                        sensitivity=ctx.results["compare"].files["sensitivity_json"], refine=0,
+                        resamples=200 if ctx.quick else 1000)
+    print_search_summary(result.data)
+    print_files(result.files)
+    ctx.results["search"] = result
+
+
 def _signoff(ctx: DemoContext) -> None:
     from workbench.commands import signoff
+    from workbench.quantize.plan import FP16
+    from workbench.quantize.qdq import build_variant
 
     built = ctx.results["speech_sets"]
     calibrated = ctx.results["calibrate"]
+    fp16 = calibrated.fp32_onnx.with_name("model.fp16.onnx")
+    if not fp16.exists():
+        build_variant(calibrated.fp32_onnx, {}, FP16, fp16)
     parser = argparse.ArgumentParser(prog="signoff")
     signoff.add_arguments(parser)
     argv = ["--eval-set", str(built.eval.path), "--calib-set", str(built.calib.path),
             "--model", str(DEMO_MODEL_DIR), "--cache", str(calibrated.cache),
-            "--candidate", f"fp32={calibrated.fp32_onnx}", "--candidate", f"int8-entropy={calibrated.int8_onnx}",
+            "--candidate", f"fp32={calibrated.fp32_onnx}", "--candidate", f"fp16={fp16}",
+            "--candidate", f"int8-entropy={calibrated.int8_onnx}",
             "--out", str(ctx.reports_root / "demo-signoff")]
+    search = ctx.results.get("search")
+    found = search.data["found"] if search else None
+    if found:
+        argv += ["--candidate", f"mixed={found['onnx_path']}"]
+        print(f"mixed candidate: {found['name']} ({found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)")
+    elif search:
+        print("no mixed plan met the budget on the dev set; signing off FP32, FP16 and INT8 only")
+    if "compare" in ctx.results:
+        argv += ["--sensitivity", str(ctx.results["compare"].files["sensitivity_json"])]
     argv += ["--no-latency"] if ctx.quick else ["--batch-sizes", "1,8", "--repeats", "5", "--warmup", "1"]
     signoff.run(parser.parse_args(argv))
 
@@ -81,7 +132,10 @@ def _signoff(ctx: DemoContext) -> None:
 STEPS: tuple[Step, ...] = (
     Step("speech-sets", "build balanced calibration and evaluation sets from synthetic speech", _speech_sets),
     Step("calibrate", "export the demo model to ONNX, calibrate (entropy), write cache and INT8 model", _calibrate),
-    Step("signoff", "WER with CIs per condition, latency, gates; write the sign-off report", _signoff),
+    Step("compare", "layer-by-layer FP32 vs INT8 table (Polygraphy) and per-group sensitivity ranking", _compare),
+    Step("search", "mixed INT8/FP16 plan with the most INT8 within the WER budget (dev set: calibration set)",
+         _search),
+    Step("signoff", "FP32, FP16, INT8 and the mixed plan: WER with CIs, latency, gates; sign-off report", _signoff),
 )
 
 
