@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.model_vocab import BLANK_ID, VOCAB, encode_text
+from workbench.model.vocab import BLANK_ID, VOCAB, encode_text
 from workbench.speech.records import Clip, Utterance
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from workbench.config import DEMO_MODEL_DIR
-from workbench.model_vocab import VOCAB, decode_ids
+from workbench.model.features import normalise
+from workbench.model.vocab import VOCAB, decode_ids
 from workbench.speech.text import sentence_pool
 from workbench.speech.tts import Prosody, available_voices, synthesize
 
@@ -38,7 +39,7 @@ def test_demo_model_transcribes_held_out_quiet_speech() -> None:
     for i in range(12):
         text = texts[int(rng.integers(len(texts)))]
         audio = synthesize(voices[i % len(voices)], text, Prosody(1.0, 50.0))
-        x = torch.from_numpy((audio - audio.mean()) / np.sqrt(audio.var() + 1e-7)).float()[None]
+        x = torch.from_numpy(normalise(audio))[None]
         with torch.inference_mode():
             hyps.append(decode_ids(model(x).logits[0].argmax(-1).tolist()))
         refs.append(text)

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from workbench.config import DEMO_MODEL_DIR, NOISE_KINDS
-from workbench.model_vocab import decode_ids
+from workbench.model.export import normalise
+from workbench.model.vocab import decode_ids
 from workbench.speech.conditions import mix_at_snr
 from workbench.speech.text import sentence_pool
 from workbench.speech.tts import Prosody, available_voices, synthesize
@@ -34,7 +35,7 @@ def slices() -> dict[str, list]:
 
 
 def transcribe(model, audio: np.ndarray) -> str:
-    x = torch.from_numpy((audio - audio.mean()) / np.sqrt(audio.var() + 1e-7)).float()[None]
+    x = torch.from_numpy(normalise(audio))[None]
     with torch.inference_mode():
         return decode_ids(model(x).logits[0].argmax(-1).tolist())
 

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from training.synth_data import DataSpec, generate
-from workbench.model_vocab import VOCAB, decode_ids, encode_text
+from workbench.model.vocab import VOCAB, decode_ids, encode_text
 
 T0 = time.time()
 

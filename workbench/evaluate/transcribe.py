@@ -10,16 +10,11 @@ import numpy as np
 
 from workbench.backends.base import Runner
 from workbench.errors import WorkbenchError
-from workbench.model_vocab import decode_ids
+from workbench.model.features import normalise as prepare_input  # what the feature extractor does; float32
+from workbench.model.vocab import decode_ids
 
 INPUT_NAME = "input_values"
 OUTPUT_NAME = "logits"
-
-
-def prepare_input(audio: np.ndarray) -> np.ndarray:
-    """Per-utterance zero mean / unit variance, as the Wav2Vec2 feature extractor does; float32."""
-    x = np.asarray(audio, dtype=np.float32).reshape(-1)
-    return ((x - x.mean()) / np.sqrt(x.var() + 1e-7)).astype(np.float32)
 
 
 def logits_of(runner: Runner, batch: np.ndarray) -> np.ndarray:

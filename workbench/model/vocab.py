@@ -1,8 +1,10 @@
-"""A model's character vocabulary (``vocab.json`` beside the weights) and greedy CTC decoding.
+"""Character vocabularies and greedy CTC decoding: the default one and a model's own.
 
-Falls back to the default character vocabulary (identical to facebook/wav2vec2-base-960h) when the
-folder has none. Decoding collapses repeats, drops the blank (pad) and special tokens and turns the
-word delimiter ``|`` into spaces; the algorithm itself lives in ``workbench.model_vocab``.
+``VOCAB`` is the default character vocabulary (identical to facebook/wav2vec2-base-960h; the demo
+model and the training recipe use it); ``encode_text``/``decode_ids`` turn text into label ids and
+greedy CTC ids back into text (collapse repeats, drop the blank (pad) and special tokens, word
+delimiter ``|`` -> space). ``load_vocabulary`` reads a model's own ``vocab.json`` beside the weights,
+falling back to the default when the folder has none.
 """
 
 from __future__ import annotations
@@ -14,7 +16,34 @@ from pathlib import Path
 import numpy as np
 
 from workbench.errors import WorkbenchError
-from workbench.model_vocab import VOCAB, WORD_DELIMITER, decode_ids
+
+VOCAB: dict[str, int] = {
+    "<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, "E": 5, "T": 6, "A": 7, "O": 8, "N": 9, "I": 10,
+    "H": 11, "S": 12, "R": 13, "D": 14, "L": 15, "U": 16, "M": 17, "W": 18, "C": 19, "F": 20, "G": 21,
+    "Y": 22, "P": 23, "B": 24, "V": 25, "K": 26, "'": 27, "X": 28, "J": 29, "Q": 30, "Z": 31,
+}
+_ID_TO_CHAR = {i: c for c, i in VOCAB.items()}
+BLANK_ID = VOCAB["<pad>"]
+WORD_DELIMITER = "|"
+
+
+def encode_text(text: str, vocab: dict[str, int] = VOCAB) -> list[int]:
+    """Normalised text (A-Z, apostrophe, spaces) -> label ids with '|' between words."""
+    return [vocab.get(WORD_DELIMITER if ch == " " else ch, vocab["<unk>"]) for ch in " ".join(text.split())]
+
+
+def decode_ids(ids: list[int], id_to_char: dict[int, str] = _ID_TO_CHAR, blank: int = BLANK_ID) -> str:
+    """Greedy CTC: collapse repeats, drop blanks and special tokens, '|' -> space."""
+    out, prev = [], None
+    for i in ids:
+        if i != prev and i != blank:
+            ch = id_to_char.get(i, "")
+            if ch == WORD_DELIMITER:
+                out.append(" ")
+            elif not (ch.startswith("<") and ch.endswith(">")):
+                out.append(ch)
+        prev = i
+    return " ".join("".join(out).split())
 
 
 @dataclass(frozen=True)
@@ -38,7 +67,7 @@ class Vocabulary:
         return self.decode(np.asarray(logits).argmax(-1).tolist())
 
 
-DEFAULT_VOCABULARY = Vocabulary(dict(VOCAB), VOCAB["<pad>"])
+DEFAULT_VOCABULARY = Vocabulary(dict(VOCAB), BLANK_ID)
 
 
 def load_vocabulary(model_dir: str | Path) -> Vocabulary:
