@@ -44,5 +44,6 @@ def test_demo_model_transcribes_held_out_quiet_speech() -> None:
             hyps.append(decode_ids(model(x).logits[0].argmax(-1).tolist()))
         refs.append(text)
     wer = jiwer.wer(refs, hyps)
-    # measured 18.5 % on 60 quiet clips (models/demo-wav2vec2-ctc/README.md); random weights give ~100 %
-    assert wer < 0.40, list(zip(refs, hyps))
+    # these 12 clips: 4.8 % with the shipped weights; 12.3 % on 60 quiet clips of varied prosody
+    # (models/demo-wav2vec2-ctc/README.md); random weights give ~100 %
+    assert wer < 0.25, list(zip(refs, hyps))
