@@ -188,9 +188,8 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     gates.write_text(json.dumps({"max_wer_delta_points": 100.0, "max_condition_wer_delta_points": 100.0}))
     common = ["--model", prepared.model, "--calib-set", str(tiny_sets.calib.path), "--method", "max",
               "--engines", str(engines), "--per-condition", "1", "--no-progress"]
-    out = tmp_path / "out"
-    assert main(["search", *common, "--gates", str(gates), "--resamples", "200", "--refine", "0",
-                 "--out", str(out)]) == 0
+    assert main(["search", *common, "--gates", str(gates), "--resamples", "200", "--refine", "0"]) == 0
+    out = prepared.folder / "compare"
     printed = capsys.readouterr().out
     assert "full WER evaluations:" in printed
     search = json.loads(next(out.glob("search-max-*.json")).read_text())
@@ -212,8 +211,18 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     other = json.loads(sensitivity.read_text())
     other["provenance"]["model"] = "0" * 64
     (tmp_path / "other.json").write_text(json.dumps(other))
-    assert main(["search", *common, "--sensitivity", str(tmp_path / "other.json"), "--out", str(out)]) == 1
+    assert main(["search", *common, "--sensitivity", str(tmp_path / "other.json"), "--out", str(tmp_path)]) == 1
     assert "another model" in capsys.readouterr().err
+    # the sign-off's default candidates pick the found plan up, unless it was searched on the evaluation set
+    from workbench.report.variants import build_default_variants
+
+    built = build_default_variants(prepared.model, str(tiny_sets.calib.path), "max", root=engines,
+                                   eval_hash=tiny_sets.eval.content_hash)
+    assert [n for n, _ in built.candidates] == ["fp32", "fp16", "int8-max", "mixed"]
+    assert dict(built.candidates)["mixed"] == Path(found["onnx_path"]) and built.sensitivity == sensitivity
+    selected_on_eval = build_default_variants(prepared.model, str(tiny_sets.calib.path), "max", root=engines,
+                                              eval_hash=tiny_sets.calib.content_hash)
+    assert "mixed" not in dict(selected_on_eval.candidates)
 
 
 def test_compare_verb_user_errors(planted, tiny_sets, tmp_path, capsys) -> None:

@@ -2,7 +2,9 @@
 
 Candidates are ONNX files given as ``--candidate name=path.onnx``; the first is the FP32 baseline.
 Without ``--candidate``, FP32, FP16 and INT8 variants are built from ``--model`` and ``--calib-set``
-(export, calibration cache reused when its keys match, Q/DQ) and compared.
+(export, calibration cache reused when its keys match, Q/DQ) and compared, together with the mixed plan
+of a finished ``search`` on the same export and cache (its sensitivity ranking is plotted) unless that
+search used the evaluation set as its dev set.
 """
 
 from __future__ import annotations
@@ -71,8 +73,12 @@ def run(args: argparse.Namespace) -> int:
         from workbench.report.variants import build_default_variants
 
         print(f"building FP32/FP16/INT8 variants of {args.model} calibrated on {args.calib_set} ({args.method})")
-        built = build_default_variants(args.model, args.calib_set, args.method, root=args.engines)
+        built = build_default_variants(args.model, args.calib_set, args.method, root=args.engines,
+                                       eval_hash=load_set(args.eval_set, root=args.root).content_hash)
         candidates, cache = built.candidates, cache or built.cache
+        if built.mixed_note:
+            print(built.mixed_note)
+        args.sensitivity = args.sensitivity or built.sensitivity
     if args.repeats < 1 or args.warmup < 0:
         raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
     latency = None if args.no_latency else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)

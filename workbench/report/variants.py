@@ -17,11 +17,14 @@ from workbench.errors import WorkbenchError
 class DefaultVariants:
     candidates: list[tuple[str, Path]]  # fp32 first
     cache: Path
+    sensitivity: Path | None = None  # the ranking the mixed plan's search used, when there is one
+    mixed_note: str | None = None
 
 
 def build_default_variants(model: Path | str, calib_set: str, method: str = "entropy",
-                           root: Path = ENGINES_DIR) -> DefaultVariants:
-    """Export/calibrate (reusing a matching cache) and write FP16 beside FP32 and INT8."""
+                           root: Path = ENGINES_DIR, eval_hash: str | None = None) -> DefaultVariants:
+    """Export/calibrate (reusing a matching cache) and write FP16 beside FP32 and INT8; add the mixed plan
+    of a finished ``search`` on this export and cache (not searched on the evaluation set ``eval_hash``)."""
     try:
         from workbench.calibrate_pipeline import run_calibrate
         from workbench.calibration.methods import MethodSpec
@@ -34,5 +37,11 @@ def build_default_variants(model: Path | str, calib_set: str, method: str = "ent
     fp16 = result.fp32_onnx.with_name("model.fp16.onnx")
     if not fp16.exists():
         build_variant(result.fp32_onnx, {}, FP16, fp16)
-    return DefaultVariants([("fp32", result.fp32_onnx), ("fp16", fp16), (f"int8-{method}", result.int8_onnx)],
-                           result.cache)
+    candidates = [("fp32", result.fp32_onnx), ("fp16", fp16), (f"int8-{method}", result.int8_onnx)]
+    from workbench.compare.found import matching_search
+
+    found = matching_search(result.fp32_onnx, result.cache, eval_hash)
+    if found is None:
+        return DefaultVariants(candidates, result.cache)
+    note = f"mixed = {found.name}: {found.int8_share * 100:.1f}% INT8, from {found.search}"
+    return DefaultVariants(candidates + [("mixed", found.onnx)], result.cache, found.sensitivity, note)

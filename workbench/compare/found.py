@@ -1,0 +1,58 @@
+"""The finished search that belongs to an FP32 export and calibration cache, for the sign-off to include.
+
+``matching_search`` looks at ``<engines>/<model hash>/compare/search-*.json`` (beside the FP32 model) and
+returns the newest one whose provenance names this FP32 ONNX and this cache, whose found plan's ONNX
+still has the recorded hash, and whose dev set is not the evaluation set (a plan selected on the
+evaluation set must not be judged on it).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.artifacts import sha256_file
+from workbench.calibration import cache as cache_mod
+from workbench.compare.outputs import SEARCH_FORMAT
+
+
+@dataclass(frozen=True)
+class FoundSearch:
+    search: Path
+    onnx: Path
+    name: str
+    int8_share: float
+    sensitivity: Path | None
+
+
+def matching_search(fp32_onnx: Path, cache_path: Path, eval_hash: str | None = None) -> FoundSearch | None:
+    """The newest matching search with a found plan, or None."""
+    folder = Path(fp32_onnx).parent / "compare"
+    if not folder.is_dir():
+        return None
+    fp32_hash = sha256_file(fp32_onnx)
+    cache_hash = cache_mod.load(Path(cache_path)).content_hash
+    best: tuple[str, FoundSearch] | None = None
+    for path in folder.glob("search-*.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        prov, found = data.get("provenance", {}), data.get("found")
+        if data.get("format") != SEARCH_FORMAT or not found:
+            continue
+        if prov.get("fp32_onnx") != fp32_hash or prov.get("cache") != cache_hash:
+            continue
+        if eval_hash is not None and prov.get("dev_set") == eval_hash:
+            continue
+        onnx_path = Path(found["onnx_path"])
+        if not onnx_path.is_file() or sha256_file(onnx_path) != found.get("onnx_sha256"):
+            continue
+        sens = Path(data["sensitivity_path"]) if data.get("sensitivity_path") else None
+        if sens is not None and (not sens.is_file() or sha256_file(sens) != prov.get("sensitivity")):
+            sens = None
+        item = FoundSearch(path, onnx_path, found["name"], float(found["int8_share"]), sens)
+        if best is None or str(data.get("created")) > best[0]:
+            best = (str(data.get("created")), item)
+    return best[1] if best else None
