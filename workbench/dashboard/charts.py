@@ -82,7 +82,8 @@ def tradeoff_chart(frame: pd.DataFrame, gates: dict, latency_field: str, latency
                    wer_title: str) -> alt.Chart:
     """WER vs latency per candidate: CI bars, PASS/FAIL colour, Pareto front, gate rules."""
     data = frame.dropna(subset=[latency_field]).copy()
-    base = alt.Chart(data).encode(x=alt.X(f"{latency_field}:Q", title=latency_title, scale=alt.Scale(zero=False)))
+    base = alt.Chart(data).encode(x=alt.X(f"{latency_field}:Q", title=latency_title,
+                                          scale=alt.Scale(zero=False, padding=40)))
     errors = base.mark_rule(strokeWidth=2).encode(y=alt.Y("WER low %:Q", title=wer_title), y2="WER high %:Q",
                                                   color=alt.Color("verdict:N", scale=VERDICT_COLORS))
     points = base.mark_point(filled=True, size=160).encode(
@@ -105,16 +106,20 @@ def tradeoff_chart(frame: pd.DataFrame, gates: dict, latency_field: str, latency
     return alt.layer(*layers).properties(height=380, title="WER vs latency (dashed blue: Pareto front)").interactive()
 
 
-def layer_heatmap(frame: pd.DataFrame, metrics: list[str]) -> alt.Chart:
-    """Rows = metrics, columns = layers along the network, colour = metric normalised per row."""
+def layer_heatmap(frame: pd.DataFrame, metrics: list[str], selected: str | None = None) -> alt.Chart:
+    """Rows = metrics, columns = layers along the network, colour = metric normalised per row; the
+    selected node's column is outlined."""
     long = frame.melt(id_vars=["position", "node"], value_vars=metrics, var_name="metric", value_name="value")
     long["scaled"] = long.groupby("metric")["value"].transform(
         lambda v: (v - v.min()) / (v.max() - v.min()) if v.max() > v.min() else v * 0)
     pick = alt.selection_point(name="node", fields=["node"], on="click")
-    return alt.Chart(long).mark_rect().add_params(pick).encode(
+    heat = alt.Chart(long).mark_rect().add_params(pick).encode(
         x=alt.X("position:O", title="layer along the network", axis=alt.Axis(labels=False, ticks=False)),
         y=alt.Y("metric:N", title=None),
         color=alt.Color("scaled:Q", scale=alt.Scale(scheme="inferno", reverse=True), title="relative"),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.45)),
-        tooltip=["position:Q", "node:N", "metric:N", alt.Tooltip("value:Q", format=".4g")]).properties(
-        height=40 * max(1, len(metrics)) + 30, title="Per-layer error and sensitivity")
+        tooltip=["position:Q", "node:N", "metric:N", alt.Tooltip("value:Q", format=".4g")])
+    outline = alt.Chart(long[long["node"] == selected]).mark_rect(fill=None, stroke="#1f77b4", strokeWidth=3).encode(
+        x="position:O", y="metric:N")
+    return alt.layer(heat, outline).properties(height=40 * max(1, len(metrics)) + 30,
+                                               title="Per-layer error and sensitivity (click a cell to open its node)")

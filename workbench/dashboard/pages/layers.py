@@ -61,15 +61,17 @@ def render() -> None:
     compute_only = st.toggle("compute nodes only (MatMul/Gemm/Conv)", value=True, key="compute-only")
     shown = table[table["compute"]] if compute_only and table["compute"].any() else table
     metrics = data.heat_metrics(view)
-    event = ui.chart(charts.layer_heatmap(shown, metrics), on_select="rerun",
-                            selection_mode="node", key="heat")
     nodes = list(shown["node"])
-    clicked = _clicked_node(event)
-    if clicked in nodes:
-        st.session_state["layer-node"] = clicked
+    clicked = _clicked_node(st.session_state.get("heat"))
+    if clicked in nodes and clicked != st.session_state.get("layer-clicked"):
+        st.session_state["layer-node"] = st.session_state["layer-clicked"] = clicked  # a new click opens its node
     default = first["node"] if first and first["node"] in nodes else nodes[0]
     if st.session_state.get("layer-node") not in nodes:
         st.session_state["layer-node"] = default
+    ui.chart(charts.layer_heatmap(shown, metrics, st.session_state["layer-node"]), on_select="rerun",
+             selection_mode="node", key="heat")
+    if shown["precision"].notna().any():
+        ui.chart(charts.plan_strip(shown[shown["precision"].notna()], f"Precision under {cand.get('name', 'the plan')}"))
     node = st.selectbox("Node (click a cell above, or choose)", nodes, key="layer-node")
     row = shown[shown["node"] == node].iloc[0]
     st.subheader(f"{node}")
