@@ -121,6 +121,10 @@ def test_every_page_renders_in_headless_chromium(server, tmp_path) -> None:
             page.mouse.click(box["x"] + box["width"] * 0.8, box["y"] + box["height"] * 0.5)
             page.wait_for_function("b => { const h = document.querySelector('h3'); return h && h.innerText !== b; }",
                                    arg=before, timeout=60_000)
+            after = page.locator("h3").first.inner_text()
+            page.wait_for_function(  # the rerun has finished: the node's own row is shown, nothing stale left
+                "n => !document.querySelector('[data-stale=\"true\"]') && [...document.querySelectorAll("
+                "'[data-testid=\"stJson\"]')].some(e => e.innerText.includes(n))", arg=after, timeout=60_000)
             page.screenshot(path=str(shots / "layers-clicked.png"), full_page=True)
             # a crafted query parameter is refused in the browser too
             page.goto(f"{server}/sets?set=../../../../etc/passwd")

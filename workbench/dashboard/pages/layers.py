@@ -42,12 +42,13 @@ def render() -> None:
         return
     cand = view.layers.get("candidate", {})
     summary = view.layers.get("summary", {})
-    cols = st.columns(4)
-    cols[0].metric("candidate", cand.get("name", "?"))
-    cols[1].metric("tensors compared", summary.get("tensors", len(table)))
-    cols[2].metric("significant", summary.get("significant", int(table["significant"].sum())))
+    st.caption(f"FP32 vs **{cand.get('name', '?')}** on {len(view.layers.get('clips', []))} clips · "
+               f"made {view.layers.get('created', '?')}")
+    cols = st.columns(3)
+    cols[0].metric("tensors compared", summary.get("tensors", len(table)))
+    cols[1].metric("significant", summary.get("significant", int(table["significant"].sum())))
     out = summary.get("output") or {}
-    cols[3].metric("output SQNR", f"{out['sqnr_db']:.1f} dB" if out.get("sqnr_db") is not None else "n/a")
+    cols[2].metric("output SQNR", f"{out['sqnr_db']:.1f} dB" if out.get("sqnr_db") is not None else "n/a")
     first = view.layers.get("first_significant")
     th = view.layers.get("thresholds", {})
     if first:
