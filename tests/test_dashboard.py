@@ -298,6 +298,34 @@ def test_progress_is_parsed_from_real_tqdm_output() -> None:
     assert jobs.error_lines("x\nerror: no speech set at foo\n") == ["error: no speech set at foo"]
 
 
+def test_run_page_commands_parse_with_the_cli_and_stay_in_the_artifact_root(artifacts) -> None:
+    from workbench.cli import build_parser
+    from workbench.dashboard.pages import run
+    from workbench.errors import WorkbenchError
+
+    roots = ArtifactRoots(artifacts.root)
+    model, calib, dev = str(artifacts.model), str(artifacts.calib.path), str(artifacts.eval.path)
+    commands = [run.calibrate_args(model, calib, "mse", 99.9, roots),
+                run.analysis_args("compare", model, calib, "entropy", 2, "group", None, roots),
+                run.analysis_args("search", model, calib, "entropy", 2, "node", dev, roots),
+                run.signoff_args(model, calib, dev, "entropy", "ui-report", "1,8", 10, roots),
+                run.signoff_args(model, calib, dev, "entropy", "ui-report", None, 0, roots)]
+    parser = build_parser()
+    for argv in commands:
+        args = parser.parse_args(argv)
+        for name in ("engines", "out"):
+            if getattr(args, name, None) is not None:
+                assert Path(getattr(args, name)).resolve().is_relative_to(artifacts.root.resolve()), argv
+    for bad in ("../x", "/tmp/x", "a/b", ""):
+        with pytest.raises(WorkbenchError):
+            run.signoff_args(model, calib, dev, "entropy", bad, None, 0, roots)
+    page_at = page("run")
+    tabs = [t.label for t in page_at.tabs]
+    assert tabs == ["Calibrate", "Compare layers", "Search", "Sign-off"]
+    assert [b.label for b in page_at.form_submit_button] == ["Start calibration", "Start compare", "Start search",
+                                                            "Start sign-off"]
+
+
 @pytest.mark.slow
 def test_run_page_starts_jobs_in_the_background(artifacts, tmp_path, monkeypatch) -> None:
     root = tmp_path / "art"

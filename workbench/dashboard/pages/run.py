@@ -1,4 +1,4 @@
-"""Run page: start a calibration, search or sign-off in the background (``python -m workbench ...``) for
+"""Run page: start a calibration, layer comparison, search or sign-off in the background (``python -m workbench ...``) for
 the demo model or any model folder under models/ (or a Hugging Face hub id) and any set under
 calib_sets/, then follow its progress and log; errors are shown as the CLI printed them."""
 
@@ -71,6 +71,22 @@ def _start(kind: str, args: list[str], roots: ArtifactRoots) -> None:
     st.toast(f"started {kind}: {job.id}")
 
 
+def calibrate_args(model: str, calib: str, method: str, percentile: float, roots: ArtifactRoots) -> list[str]:
+    return ["calibrate", "--model", model, "--set", calib, "--method", method, "--percentile", str(percentile),
+            "--engines", str(roots.engines)]
+
+
+def signoff_args(model: str, calib: str, evaluation: str, method: str, name: str, batch_sizes: str | None,
+                 limit: int, roots: ArtifactRoots) -> list[str]:
+    """Sign-off of FP32/FP16/INT8 variants built from the model, report into reports/<name>."""
+    if not REPORT_NAME.match(name):
+        raise WorkbenchError("report name: letters, digits, '.', '_' or '-' (no folders)")
+    args = ["signoff", "--model", model, "--calib-set", calib, "--eval-set", evaluation, "--method", method,
+            "--engines", str(roots.engines), "--out", str(roots.reports / name)]
+    args += ["--no-latency"] if batch_sizes is None else ["--batch-sizes", batch_sizes.replace(" ", "")]
+    return args + (["--limit", str(limit)] if limit else [])
+
+
 def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
     with st.form("calibrate"):
         choice, typed, options = _model_inputs("cal", roots)
@@ -81,9 +97,8 @@ def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
                                      key="cal-percentile")
         if st.form_submit_button("Start calibration", type="primary", icon=":material/play_arrow:"):
             try:
-                args = ["calibrate", "--model", resolve_model(choice, typed, options, roots),
-                        "--set", _set_path(calib, roots, "calibration"), "--method", method,
-                        "--percentile", str(percentile), "--engines", str(roots.engines)]
+                args = calibrate_args(resolve_model(choice, typed, options, roots),
+                                      _set_path(calib, roots, "calibration"), method, percentile, roots)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
@@ -105,41 +120,56 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
         no_latency = st.checkbox("Accuracy only (no latency runs)", key="so-nolat")
         if st.form_submit_button("Start sign-off", type="primary", icon=":material/play_arrow:"):
             try:
-                if not REPORT_NAME.match(name):
-                    raise WorkbenchError("report name: letters, digits, '.', '_' or '-' (no folders)")
                 if calib == evaluation:
                     raise WorkbenchError("the evaluation set must differ from the calibration set")
-                args = ["signoff", "--model", resolve_model(choice, typed, options, roots),
-                        "--calib-set", _set_path(calib, roots, "calibration"),
-                        "--eval-set", _set_path(evaluation, roots, "evaluation"), "--method", method,
-                        "--engines", str(roots.engines), "--out", str(roots.reports / name)]
-                args += ["--no-latency"] if no_latency else ["--batch-sizes", batch.replace(" ", "")]
-                args += ["--limit", str(int(limit))] if limit else []
+                args = signoff_args(resolve_model(choice, typed, options, roots),
+                                    _set_path(calib, roots, "calibration"), _set_path(evaluation, roots, "evaluation"),
+                                    method, name, None if no_latency else batch, int(limit), roots)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
             _start("signoff", args, roots)
 
 
-def _search_form(roots: ArtifactRoots, names: list[str]) -> None:
-    if "search" not in COMMANDS:
-        st.info("This version of the workbench has no `search` verb yet.")
+def analysis_args(verb: str, model: str, calib: str, method: str, per_condition: int, granularity: str,
+                  dev: str | None, roots: ArtifactRoots) -> list[str]:
+    """Arguments of ``compare`` (layer table + sensitivity) or ``search`` (mixed plan) for the CLI."""
+    args = [verb, "--model", model, "--calib-set", calib, "--method", method, "--engines", str(roots.engines),
+            "--per-condition", str(int(per_condition)), "--granularity", granularity]
+    if verb == "search" and dev:
+        args += ["--dev-set", dev]
+    return args
+
+
+def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
+    if verb not in COMMANDS:
+        st.info(f"This version of the workbench has no `{verb}` verb.")
         return
-    with st.form("search"):
-        choice, typed, options = _model_inputs("se", roots)
-        calib = st.selectbox("Calibration set", names, key="se-set",
+    with st.form(verb):
+        st.caption("Layer-by-layer FP32 vs INT8 table and per-group sensitivity ranking (Layers page)"
+                   if verb == "compare" else
+                   "Mixed INT8/FP16 plan with the most INT8 within the WER budget (Trade-off page, search records)")
+        choice, typed, options = _model_inputs(verb, roots)
+        c1, c2 = st.columns(2)
+        calib = c1.selectbox("Calibration set", names, key=f"{verb}-set",
                              index=names.index("demo-calib") if "demo-calib" in names else 0)
-        method = st.selectbox("Method", METHODS, key="se-method")
-        extra = st.text_input("More options (see `python -m workbench search --help`)", key="se-extra")
-        if st.form_submit_button("Start search", type="primary", icon=":material/play_arrow:"):
+        method = c2.selectbox("Method", METHODS, key=f"{verb}-method")
+        per_condition = c1.number_input("Clips per condition (layer table, sensitivity)", 1, 1000, 4,
+                                        key=f"{verb}-per-condition")
+        granularity = c2.selectbox("Granularity", ["group", "node"], key=f"{verb}-granularity")
+        dev = None
+        if verb == "search":
+            dev = st.selectbox("Dev set for WER during the search (not the sign-off evaluation set)",
+                               ["(the calibration set)", *names], key="search-dev")
+        if st.form_submit_button(f"Start {verb}", type="primary", icon=":material/play_arrow:"):
             try:
-                args = ["search", "--model", resolve_model(choice, typed, options, roots),
-                        "--set", _set_path(calib, roots, "calibration"), "--method", method,
-                        "--engines", str(roots.engines), *extra.split()]
+                args = analysis_args(verb, resolve_model(choice, typed, options, roots),
+                                     _set_path(calib, roots, "calibration"), method, per_condition, granularity,
+                                     _set_path(dev, roots, "dev") if dev and dev in names else None, roots)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
-            _start("search", args, roots)
+            _start(verb, args, roots)
 
 
 def _show_job(job_id: str) -> None:
@@ -178,11 +208,13 @@ def render() -> None:
         ui.empty_state("speech sets", "python -m workbench data build",
                        "Calibration, search and sign-off all need a set under calib_sets/.")
     else:
-        tab_cal, tab_search, tab_signoff = st.tabs(["Calibrate", "Search", "Sign-off"])
+        tab_cal, tab_compare, tab_search, tab_signoff = st.tabs(["Calibrate", "Compare layers", "Search", "Sign-off"])
         with tab_cal:
             _calibrate_form(roots, names)
+        with tab_compare:
+            _analysis_form("compare", roots, names)
         with tab_search:
-            _search_form(roots, names)
+            _analysis_form("search", roots, names)
         with tab_signoff:
             _signoff_form(roots, names)
     st.subheader("Jobs")
