@@ -82,6 +82,28 @@ def test_crafted_query_parameters_are_refused(artifacts, name, param) -> None:
         assert any("refused" in e.value or "not one of" in e.value for e in [*at.error, *at.warning]), value
 
 
+def test_artifacts_symlinked_out_of_the_folders_are_not_read(tmp_path, monkeypatch) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.json").write_text(json.dumps({"content_hash": "SECRET", "keys": {"method": "SECRET"}}))
+    root = tmp_path / "art"
+    evil = root / "calib_sets" / "evil"
+    evil.mkdir(parents=True)
+    (evil / "card.json").symlink_to(outside / "secret.json")
+    (evil / "manifest.jsonl").symlink_to(outside / "secret.json")
+    run = root / "engines" / "abc"
+    run.mkdir(parents=True)
+    (run / "calib-x-entropy.cache").write_text("TRT-10100-EntropyCalibration2\n")
+    (run / "calib-x-entropy.cache.json").symlink_to(outside / "secret.json")
+    monkeypatch.setenv(ENV_VAR, str(root))
+    at = page("sets", set="evil")
+    assert not at.exception and "refused" in texts(at.error)
+    at = page("calibration")
+    assert not at.exception and "refused" in texts(at.error)
+    shown = texts(at.markdown) + texts(at.error) + texts(at.json) + str(at.dataframe[0].value.to_dict())
+    assert "SECRET" not in shown
+
+
 # ---------------------------------------------------------------- pages
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from workbench.artifacts import write_json_atomic
 from workbench.config import PROJECT_ROOT
 from workbench.dashboard.paths import ArtifactRoots, resolve
+from workbench.errors import WorkbenchError
 
 JOBS_FOLDER = "_jobs"
 LOG = "log.txt"
@@ -53,7 +54,8 @@ class Job:
 
     @property
     def log_path(self) -> Path:
-        return self.folder / LOG
+        """The log, checked by the resolver (a log symlinked out of the artifact folders is not read)."""
+        return resolve(self.folder / LOG, "reports", ArtifactRoots(self.folder.parent.parent.parent))
 
     @property
     def running(self) -> bool:
@@ -117,7 +119,7 @@ def _save(job: Job) -> None:
 
 def load(job_id: str, roots: ArtifactRoots) -> Job:
     folder = resolve(jobs_root(roots) / job_id, "reports", roots)
-    meta = json.loads((folder / META).read_text())
+    meta = json.loads(resolve(folder / META, "reports", roots).read_text())
     return Job(folder.name, folder, meta["argv"], meta["kind"], meta["started"], meta["pid"], meta["returncode"],
                meta.get("finished"))
 
@@ -132,7 +134,7 @@ def list_jobs(roots: ArtifactRoots) -> list[Job]:
         if (folder / META).is_file():
             try:
                 out.append(load(folder.name, roots))
-            except (OSError, ValueError, KeyError):
+            except (WorkbenchError, OSError, ValueError, KeyError):
                 continue
     return out
 
@@ -158,12 +160,12 @@ def wait(job: Job, roots: ArtifactRoots, timeout_s: float) -> Job:
 def tail(job: Job, max_bytes: int = 32_768) -> str:
     """The end of the log, with tqdm's carriage-return redraws collapsed to their last state."""
     try:
-        with open(job.log_path, "rb") as handle:
+        with open(job.log_path, "rb") as handle:  # noqa: SIM115
             handle.seek(0, os.SEEK_END)
             size = handle.tell()
             handle.seek(max(0, size - max_bytes))
             text = handle.read().decode("utf-8", errors="replace")
-    except OSError:
+    except (OSError, WorkbenchError):
         return ""
     return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
 
@@ -174,7 +176,7 @@ def raw_tail(job: Job, max_bytes: int = 32_768) -> str:
             handle.seek(0, os.SEEK_END)
             handle.seek(max(0, handle.tell() - max_bytes))
             return handle.read().decode("utf-8", errors="replace")
-    except OSError:
+    except (OSError, WorkbenchError):
         return ""
 
 

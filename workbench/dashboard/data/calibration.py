@@ -39,8 +39,9 @@ def set_hashes(roots: ArtifactRoots) -> dict[str, str]:
     out = {}
     for name in set_names(roots):
         try:
-            out[json.loads((roots.calib_sets / name / CARD).read_text())["content_hash"]] = name
-        except (OSError, KeyError, json.JSONDecodeError):
+            card = resolve(roots.calib_sets / name / CARD, "calib_sets", roots)
+            out[json.loads(card.read_text())["content_hash"]] = name
+        except (WorkbenchError, OSError, KeyError, TypeError, json.JSONDecodeError):
             continue
     return out
 
@@ -80,8 +81,13 @@ def list_caches(roots: ArtifactRoots) -> list[CacheInfo]:
         return []
     by_hash = set_hashes(roots)
     out = []
-    for path in sorted(roots.engines.glob("*/*.cache")):
-        path = resolve(path, "engines", roots)
+    for listed in sorted(roots.engines.glob("*/*.cache")):
+        try:
+            path = resolve(listed, "engines", roots)
+            resolve(cache_mod.sidecar(listed), "engines", roots)  # load() reads the sidecar too
+        except WorkbenchError as exc:
+            out.append(CacheInfo(listed, listed.parent.name, "?", 0, None, {}, "unusable", str(exc), "?", False))
+            continue
         modified = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
         has_hist = hist_mod.histogram_path(path).is_file()
         try:
@@ -141,9 +147,8 @@ def ranges_frame(info: CacheInfo, hists: hist_mod.TensorHistograms | None) -> pd
 
 def load_histograms(info: CacheInfo, roots: ArtifactRoots) -> tuple[hist_mod.TensorHistograms | None, str]:
     """(histograms, "") when the sidecar exists and belongs to this cache; (None, why not) otherwise."""
-    path = resolve(info.path, "engines", roots)
     try:
-        data = hist_mod.load(hist_mod.histogram_path(path))
+        data = hist_mod.load(resolve(hist_mod.histogram_path(info.path), "engines", roots, must_exist=False))
     except WorkbenchError as exc:
         return None, str(exc)
     if info.cache is None or data.meta.get("cache_sha256") != info.cache.content_hash:

@@ -37,6 +37,8 @@ class SetView:
 def load_set_view(name: str, roots: ArtifactRoots) -> SetView:
     """Load set ``name`` (a folder under calib_sets/); refused outside it."""
     path = resolve(name, "calib_sets", roots)
+    for part in (CARD, MANIFEST):  # the files load_set reads must not lead out either
+        resolve(path / part, "calib_sets", roots)
     speech_set = load_set(path)
     rows = []
     for u in speech_set.utterances:
