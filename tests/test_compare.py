@@ -106,6 +106,16 @@ def test_logit_kl_and_token_disagreement_known_values() -> None:
     assert same.kl == 0.0 and same.token_disagreement == 0.0 and same.frames == 5
 
 
+def test_dev_intervals_widen_to_the_signoff_set_size() -> None:
+    from workbench.compare.evaluator import widen_interval
+    from workbench.evaluate.bootstrap import Interval
+
+    raw = Interval(0.01, 0.0, 0.015, 0.95, 1000, "speaker", 30)
+    wide = widen_interval(raw, 2.0)
+    assert (wide.estimate, wide.low, wide.high) == pytest.approx((0.01, -0.01, 0.02))
+    assert widen_interval(raw, 1.0) is raw and widen_interval(None, 2.0) is None
+
+
 def test_groups_follow_the_wav2vec2_structure() -> None:
     assert group_of("/wav2vec2/feature_extractor/conv_layers.1/conv/Conv") == "feature_extractor.conv_layers.1"
     assert group_of("/wav2vec2/encoder/layers.3/attention/k_proj/MatMul") == "encoder.layers.3.attention.qkv_proj"
@@ -188,7 +198,8 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     gates.write_text(json.dumps({"max_wer_delta_points": 100.0, "max_condition_wer_delta_points": 100.0}))
     common = ["--model", prepared.model, "--calib-set", str(tiny_sets.calib.path), "--method", "max",
               "--engines", str(engines), "--per-condition", "1", "--no-progress"]
-    assert main(["search", *common, "--gates", str(gates), "--resamples", "200", "--refine", "0"]) == 0
+    assert main(["search", *common, "--gates", str(gates), "--resamples", "200", "--refine", "0",
+                 "--signoff-set", str(tiny_sets.eval.path)]) == 0
     out = prepared.folder / "compare"
     printed = capsys.readouterr().out
     assert "full WER evaluations:" in printed
@@ -197,6 +208,11 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert search["dev_set"]["content_hash"] == tiny_sets.calib.content_hash  # default dev set: calibration set
     assert set(search["provenance"]) >= {"model", "fp32_onnx", "cache", "calibration_set", "dev_set", "sensitivity"}
     assert search["evaluations"] == len(search["candidates"]) >= 1
+    widen = math.sqrt(len(tiny_sets.calib.utterances) / len(tiny_sets.eval.utterances))
+    assert search["budget"]["interval_widening"] == pytest.approx(widen)
+    overall = search["candidates"][0]["delta"]["overall"]
+    judged = search["candidates"][0]["judged_delta_high"]["overall"]
+    assert judged == pytest.approx((overall["estimate"] + (overall["high"] - overall["estimate"]) * widen) * 100)
     first = search["candidates"][0]
     assert first["phase"] == "int8-everywhere" and first["int8_share"] == 1.0
     assert set(first["delta"]["per_condition"]) == {"quiet", "noisy", "accented"}
@@ -246,3 +262,6 @@ def test_compare_verb_user_errors(planted, tiny_sets, tmp_path, capsys) -> None:
     assert main(["compare", "--model", prepared.model, "--calib-set", calib, "--engines", str(engines),
                  "--no-layers", "--no-sensitivity"]) == 1
     assert "nothing to do" in capsys.readouterr().err
+    assert main(["search", "--model", prepared.model, "--calib-set", calib, "--method", "max", "--engines",
+                 str(engines), "--signoff-set", calib]) == 1
+    assert "is the sign-off set" in capsys.readouterr().err

@@ -93,7 +93,7 @@ def _search(ctx: DemoContext) -> None:
           f"{ctx.results['speech_sets'].eval.name})")
     result = run_search(prepared, prepared.calib_set, GateConfig(),
                         sensitivity=ctx.results["compare"].files["sensitivity_json"], refine=0,
-                        resamples=200 if ctx.quick else 1000)
+                        resamples=200 if ctx.quick else 1000, signoff_set=ctx.results["speech_sets"].eval)
     print_search_summary(result.data)
     print_files(result.files)
     ctx.results["search"] = result

@@ -22,6 +22,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dev-per-condition", type=int,
                         help="use only the first N utterances per condition of the dev set (default: all)")
     parser.add_argument("--gates", type=Path, help="gate file (JSON/TOML) with the WER budget")
+    parser.add_argument("--signoff-set", help="the set the sign-off will judge on: only its size is read, to "
+                                              "judge dev intervals widened to that size (recommended)")
     parser.add_argument("--sensitivity", type=Path, help="sensitivity JSON from `compare` (default: reuse or make)")
     parser.add_argument("--strategy", choices=("bisect", "gallop"), default="bisect",
                         help="how k (groups kept in FP16) is searched")
@@ -46,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     result = run_search(prepared, dev_set, gates, sensitivity=args.sensitivity, per_condition=args.per_condition,
                         dev_per_condition=args.dev_per_condition, strategy=args.strategy, refine=args.refine,
                         keep=args.keep, resamples=args.resamples, seed=args.seed, out=args.out,
-                        threads=args.threads, progress=not args.no_progress)
+                        threads=args.threads, progress=not args.no_progress,
+                        signoff_set=load_set(args.signoff_set, root=args.root) if args.signoff_set else None)
     print_search_summary(result.data)
     print_files(result.files)
     return 0

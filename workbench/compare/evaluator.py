@@ -4,18 +4,23 @@ The FP32 transcripts of the dev set are made once; each plan's variant is built 
 (greedy CTC, batch 1), scored with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition)
 and judged by the sign-off gates on the upper end of the paired interval. The dev set must not be the
 sign-off evaluation set (default: the calibration set), so the search does not select on the data that
-later judges it.
+later judges it. The dev set is usually larger than the sign-off set, so its intervals are narrower;
+with ``signoff_utterances`` the delta intervals are judged with their half-widths scaled by
+sqrt(dev utterances / sign-off utterances) (an approximation of the interval the sign-off will see),
+so that a plan passing here has a fair chance of passing there.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 
 from tqdm import tqdm
 
 from workbench.compare.clips import Clip
 from workbench.compare.sensitivity import VariantRunner
-from workbench.evaluate.accuracy import GroupScore, compare_accuracy
+from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_accuracy
+from workbench.evaluate.bootstrap import Interval
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.transcribe import transcribe
 from workbench.quantize.plan import PrecisionPlan
@@ -34,6 +39,7 @@ class Evaluation:
     per_condition: dict[str, GroupScore]
     mean_ms_per_utterance: float
     utterances: int
+    judged: dict[str, float | None] = field(default_factory=dict)  # check -> delta upper end judged (points)
 
     def wer_json(self) -> dict:
         return {"overall": self.overall.wer.to_json(),
@@ -51,12 +57,33 @@ class Evaluation:
                 "backend": "onnxruntime-cpu"}
 
 
+def widen_interval(interval: Interval | None, factor: float) -> Interval | None:
+    if interval is None or factor == 1.0:
+        return interval
+    return replace(interval, low=interval.estimate - (interval.estimate - interval.low) * factor,
+                   high=interval.estimate + (interval.high - interval.estimate) * factor)
+
+
+def widened(cand: CandidateAccuracy, factor: float) -> CandidateAccuracy:
+    """The candidate with every delta interval's half-widths multiplied by ``factor`` (1: unchanged)."""
+    if factor == 1.0:
+        return cand
+
+    def one(g: GroupScore) -> GroupScore:
+        return replace(g, delta=widen_interval(g.delta, factor))
+
+    groups = {kind: {name: one(g) for name, g in by.items()} for kind, by in cand.groups.items()}
+    return CandidateAccuracy(cand.name, cand.scores, one(cand.overall), groups)
+
+
 class DevEvaluator:
     """Evaluates plans on ``clips`` against the FP32 transcripts of the same clips."""
 
     def __init__(self, variants: VariantRunner, clips: list[Clip], gates: GateConfig, resamples: int = 1000,
-                 seed: int = 0, progress: bool = True) -> None:
+                 seed: int = 0, progress: bool = True, signoff_utterances: int | None = None) -> None:
         self.variants = variants
+        # judge as if on a set of ``signoff_utterances``: interval half-widths x sqrt(dev size / that size)
+        self.widen = max(1.0, math.sqrt(len(clips) / signoff_utterances)) if signoff_utterances else 1.0
         self.clips = clips
         self.utterances = [c.utterance for c in clips]
         self.gates = replace(gates, max_latency_ms=None)  # the search judges WER; latency is recorded
@@ -79,12 +106,14 @@ class DevEvaluator:
         hyps = {BASELINE: self.baseline_texts} if name == BASELINE else {BASELINE: self.baseline_texts, name: texts}
         accuracy = compare_accuracy(self.utterances, hyps, BASELINE, resamples=self.resamples, seed=self.seed,
                                     group_kinds=("condition",))
-        verdict = next(v for v in judge(accuracy, None, self.gates) if v.candidate == name)
         cand = accuracy.candidates[name]
+        judged = replace(accuracy, candidates={**accuracy.candidates, name: widened(cand, self.widen)})
+        verdict = next(v for v in judge(judged, None, self.gates) if v.candidate == name)
         if count:
             self.count += 1
         return Evaluation(plan, verdict.passed, verdict.reasons, cand.overall, dict(cand.by("condition")),
-                          1000.0 * seconds / max(1, len(self.clips)), len(self.clips))
+                          1000.0 * seconds / max(1, len(self.clips)), len(self.clips),
+                          {c.name: c.value for c in verdict.checks})
 
     def evaluate(self, plan: PrecisionPlan) -> Evaluation:
         """One full WER evaluation (counted in ``count``)."""

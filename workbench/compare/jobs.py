@@ -123,8 +123,15 @@ def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: P
                clips_set=None, per_condition: int = 2, dev_per_condition: int | None = None,
                strategy: str = "bisect", refine: int = 2, keep: str = "fp16", resamples: int = 1000, seed: int = 0,
                out: Path | None = None, threads: int | None = None, progress: bool = True,
-               log: Callable[[str], None] = print) -> SearchOutputs:
-    """Find the plan with the most INT8 that meets ``gates`` on ``dev_set``; write JSON/CSV, plan and ONNX."""
+               signoff_set=None, log: Callable[[str], None] = print) -> SearchOutputs:
+    """Find the plan with the most INT8 that meets ``gates`` on ``dev_set``; write JSON/CSV, plan and ONNX.
+
+    ``signoff_set``: the set the sign-off will judge on; only its size is used (never its audio), to
+    judge dev-set intervals widened to that size.
+    """
+    if signoff_set is not None and signoff_set.content_hash == dev_set.content_hash:
+        raise WorkbenchError(f"the dev set {dev_set.name} is the sign-off set; search on another set (default: "
+                             "the calibration set) so the sign-off does not judge on the data it selected on")
     folder = analysis_folder(prepared, out)
     variant_folder = Path(out) if out else prepared.folder
     if dev_set.name.endswith("-eval"):
@@ -156,7 +163,11 @@ def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: P
     log(f"dev set {dev_set.name}: {len(clips)} utterances; budget +{gates.max_wer_delta_points} pts overall, "
         f"+{gates.max_condition_wer_delta_points} pts per condition (upper end of the paired 95% interval)")
     variants = VariantRunner(model, prepared.cache.amax(), threads)
-    evaluator = DevEvaluator(variants, clips, gates, resamples=resamples, seed=seed, progress=progress)
+    signoff_n = len(signoff_set.utterances) if signoff_set is not None else None
+    evaluator = DevEvaluator(variants, clips, gates, resamples=resamples, seed=seed, progress=progress,
+                             signoff_utterances=signoff_n)
+    if evaluator.widen > 1.0:
+        log(f"judging dev intervals widened x{evaluator.widen:.2f} to the sign-off set's {signoff_n} utterances")
     name = outputs.mixed_name(prepared.tag, dev_set.content_hash)
     result = search_plan(ranking, groups, evaluator.evaluate, keep=keep, refine=refine, name=name,
                          strategy=strategy, log=log)
@@ -181,7 +192,8 @@ def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: P
         **outputs.header(outputs.SEARCH_FORMAT, prov),
         "budget": {"max_wer_delta_points": gates.max_wer_delta_points,
                    "max_condition_wer_delta_points": gates.max_condition_wer_delta_points,
-                   "judged_on": "upper end of the 95% paired bootstrap interval vs FP32"},
+                   "judged_on": "upper end of the 95% paired bootstrap interval vs FP32",
+                   "signoff_utterances": signoff_n, "interval_widening": evaluator.widen},
         "dev_set": {"name": dev_set.name, "path": str(dev_set.path), "content_hash": dev_set.content_hash,
                     "utterances": len(clips)},
         "strategy": describe(strategy, keep, refine), "sensitivity_path": str(sensitivity),
@@ -195,6 +207,7 @@ def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: P
                         "int8_nodes": sum(c.evaluation.plan.precision_of(n) == "int8" for n in nodes),
                         "nodes": len(nodes), "passed": c.passed, "reasons": c.evaluation.reasons,
                         "wer": c.evaluation.wer_json(), "delta": c.evaluation.delta_json(),
+                        "judged_delta_high": c.evaluation.judged,
                         "latency": c.evaluation.latency_json()} for c in result.candidates],
         "evaluations": result.evaluations, "one_at_a_time_evaluations": result.one_at_a_time_evaluations,
         "per_group_evaluations": len(groups), "int8_everywhere_passes": result.int8_everywhere_passes,
