@@ -1,10 +1,10 @@
 """``python -m workbench demo``: run the whole job on the embedded defaults.
 
-The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext``; later
-issues append steps (calibrate, compare, mixed precision, evaluate, sign-off report) that read what
-earlier steps left in ``context.results``. For now it builds the default speech sets and calibrates the demo model on them (``demo``:
-100 utterances per condition for calibration, 40 per condition for evaluation) and prints their
-balance tables.
+The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext`` that reads
+what earlier steps left in ``context.results``: build the default speech sets (``demo``: 100 utterances
+per condition for calibration, 40 per condition for evaluation), calibrate the demo model, compare it
+layer by layer against INT8 and rank the layer groups' sensitivity, search the mixed INT8/FP16 plan on
+the calibration set, and sign off FP32, FP16, INT8 and the mixed plan on the evaluation set.
 """
 
 from __future__ import annotations
