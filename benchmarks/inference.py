@@ -76,10 +76,12 @@ def fixed_mixed_plan(model) -> "PrecisionPlan":
 # ---------------------------------------------------------------- clips
 def clip_source(set_name: str | None, count: int, seed: int = 0) -> tuple[list[np.ndarray], dict]:
     """``count`` clips of a stored speech set when it exists, else speech-like synthetic clips."""
-    if set_name:
-        from workbench.speech.store import load_set, set_path
+    from workbench.config import CALIB_SETS_DIR
 
-        if set_path(set_name).exists():
+    if set_name and (CALIB_SETS_DIR / set_name).exists():  # (the GPU machine has no soundfile, and no sets)
+        from workbench.speech.store import load_set
+
+        if True:
             speech_set = load_set(set_name)
             utts = speech_set.utterances[:count]
             return [speech_set.audio(u) for u in utts], {"kind": "speech set", "name": speech_set.name,
@@ -237,9 +239,8 @@ def child(spec_path: Path) -> None:
         runner.activate()  # one session for both timings; measure_latency deactivates it at the end
         extra["device_resident"] = device_resident(runner.session, buckets, config.batch_sizes, config,
                                                    "cpu" if spec["dry_run"] else "cuda")
+        extra["gpu_memory_mb"] = gpu_memory_mb()  # session alive, arena grown by the largest point
     result = measure_latency(runner, buckets, config, runner.name, spec["machine"])
-    if spec["backend"] == "cuda":
-        extra["gpu_memory_mb"] = gpu_memory_mb()
     print("RESULT " + json.dumps({**result.to_json(), **extra}))
 
 
@@ -262,6 +263,43 @@ def time_variant(variant: Variant, args, clips_path: Path, machine: dict, work: 
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"exit {done.returncode}: {tail[:300]}"}
     return {**json.loads(lines[-1]), "process_wall_s": round(time.perf_counter() - start, 1)}
+
+
+# ---------------------------------------------------------------- interleaved ratios (one process)
+def interleaved(variants: list[Variant], clips: list[np.ndarray], points: list[tuple[int, float]], rounds: int,
+                providers: list[str], threads: int | None) -> dict:
+    """p50 of each variant with the runs interleaved (A B C, B C A, ...) in one process, and the ratio to FP32.
+
+    The grid times variants one after another; on a shared machine the load drifts between them. Here
+    every round runs every variant once, so a drift hits all of them alike and the ratios are robust.
+    """
+    from workbench.backends.onnxruntime import OnnxRuntimeRunner
+    from workbench.evaluate.latency import make_batch
+    from workbench.evaluate.transcribe import logits_of
+
+    runners = {v.name: OnnxRuntimeRunner(Path(v.path), providers=providers, threads=threads, name=v.name)
+               for v in variants}
+    out: dict = {}
+    try:
+        for runner in runners.values():
+            runner.activate()
+        names = list(runners)
+        for batch, seconds in points:
+            feed = make_batch(clips, batch, seconds)
+            for runner in runners.values():
+                logits_of(runner, feed)
+            times: dict[str, list[float]] = {n: [] for n in names}
+            for i in range(rounds):
+                for name in names[i % len(names):] + names[:i % len(names)]:
+                    logits_of(runners[name], feed)
+                    times[name].append(runners[name].last_inference_time() * 1000.0)
+            p50 = {n: float(np.median(t)) for n, t in times.items()}
+            out[f"{seconds:g}s b{batch}"] = {"rounds": rounds, "p50_ms": p50,
+                                              "x_fp32": {n: p50[n] / p50["fp32"] for n in names if "fp32" in p50}}
+    finally:
+        for runner in runners.values():
+            runner.deactivate()
+    return out
 
 
 # ---------------------------------------------------------------- accuracy (CPU, demo model)
@@ -371,6 +409,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     def floats(text: str) -> list[float]:
         return [float(t) for t in text.split(",") if t]
 
+    def points(text: str) -> list[tuple[int, float]]:
+        return [(int(t.split("x")[0]), float(t.split("x")[1])) for t in text.split(",") if t]
+
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--models", default="demo,base", help="demo, base, tiny (comma-separated)")
@@ -387,6 +428,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--calib-clips", type=int, default=4)
     parser.add_argument("--eval-set", default="demo-eval", help="speech set for the accuracy check, if it exists")
     parser.add_argument("--accuracy-clips", type=int, default=24, help="0: no accuracy check")
+    parser.add_argument("--interleave-variants", default="fp32,int8,int8-cpu",
+                        help="variants re-timed interleaved in one process, for robust ratios")
+    parser.add_argument("--interleave-points", type=points, default=[(1, 10.0), (8, 4.0), (32, 4.0)],
+                        help="BATCHxSECONDS,... (default 1x10,8x4,32x4)")
+    parser.add_argument("--interleave-rounds", type=int, default=5, help="0: no interleaved run")
     parser.add_argument("--mixed-plan", type=Path, default=None, help="PrecisionPlan JSON (e.g. a found plan)")
     parser.add_argument("--work", type=Path, default=None, help="folder for the variants (default: temporary)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="per (model, variant) timing process")
@@ -401,6 +447,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bad:
         parser.error(f"variants {bad} do not run on the {args.backend} backend; choose from {', '.join(known)}")
     args.model_list = args.models.split(",")
+    args.interleave_variants = [v for v in args.interleave_variants.split(",") if v in args.variant_list]
     if any(m not in ("demo", "base", "tiny") for m in args.model_list):
         parser.error("--models takes demo, base and tiny")
     args.out = args.out or RESULTS[args.backend]
@@ -429,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[tuple[str, str], dict] = {}
     models: dict[str, dict] = {}
     accuracy: dict = {}
+    interleaved_runs: dict = {}
     for model in args.model_list:
         print(f"[{model}] export, calibration, variants ...", flush=True)
         variants, info = prepare_model(model, args.variant_list, work, calib, args.mixed_plan)
@@ -438,6 +486,12 @@ def main(argv: list[str] | None = None) -> int:
         for variant in variants:
             print(f"[{model}] timing {variant.name} ...", flush=True)
             results[(model, variant.name)] = time_variant(variant, args, clips_path, machine, work)
+        chosen = [v for v in variants if v.name in args.interleave_variants]
+        if args.interleave_rounds and len(chosen) > 1:
+            print(f"[{model}] interleaved {', '.join(v.name for v in chosen)} at {args.interleave_points} ...",
+                  flush=True)
+            interleaved_runs[model] = interleaved(chosen, list(np.load(clips_path)), args.interleave_points,
+                                                  args.interleave_rounds, providers_of(args), args.threads)
         if model == "demo" and args.backend == "cpu" and args.accuracy_clips:
             print(f"[{model}] accuracy check on {args.accuracy_clips} clips of {args.eval_set} ...", flush=True)
             accuracy = accuracy_check(variants, args.eval_set, args.accuracy_clips, args.threads)
@@ -449,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
     for variant, per_model in gains.items():
         for model, g in per_model.items():
             print(f"{variant} / fp32 p50 ({model}): geomean {g['geomean']:.2f} over {len(g['points'])} points")
+    for model, per_point in interleaved_runs.items():
+        for point, res in per_point.items():
+            ratios = ", ".join(f"{n} {r:.2f}" for n, r in res["x_fp32"].items() if n != "fp32")
+            print(f"interleaved ({model}, {point}, {res['rounds']} rounds): p50 / fp32: {ratios}")
     if accuracy:
         print("accuracy:", json.dumps(accuracy, indent=1))
     record = {"benchmark": "inference", "backend": args.backend, "providers": providers_of(args),
@@ -461,7 +519,8 @@ def main(argv: list[str] | None = None) -> int:
                          "repeats": args.repeats, "point_budget_s": args.point_budget_s,
                          "min_repeats": args.min_repeats, "threads": args.threads or "onnxruntime default",
                          "calibration_clips": calib_info, "timing_clips": timing_info},
-              "models": models, "rows": rows, "speedups_vs_fp32": gains, "accuracy": accuracy,
+              "models": models, "rows": rows, "speedups_vs_fp32": gains, "interleaved": interleaved_runs,
+              "accuracy": accuracy,
               "raw": {f"{m}/{v}": r for (m, v), r in results.items()}, "tensorrt": TENSORRT_NOTE,
               "wall_s": round(time.perf_counter() - started, 1)}
     write_json_atomic(args.out, record)

@@ -166,3 +166,21 @@ def test_tiny_model_input_graph_untouched_and_ort_fuses_the_flavour(tiny_variant
     assert cpu_ops["MatMul"] == 0 and cpu_ops["FusedMatMul"] == 0
     assert cpu_ops["MatMulIntegerToFloat"] > trt_ops["MatMulIntegerToFloat"] + trt_ops["MatMul"]
     assert cpu_ops["Conv"] == 2 and cpu_ops["DequantizeLinear"] == 2
+
+
+def test_calibrate_verb_writes_the_flavour_on_request(tiny_sets, tmp_path, capsys) -> None:
+    from workbench.cli import main
+    from workbench.model.synthetic import save_random_wav2vec2
+
+    model = save_random_wav2vec2(tmp_path / "tiny", "tiny", seed=0)
+    args = ["calibrate", "--model", str(model), "--set", str(tiny_sets.calib.path), "--method", "max",
+            "--engines", str(tmp_path / "engines")]
+    assert main(args) == 0
+    assert not list((tmp_path / "engines").rglob("*.ort-cpu.onnx"))  # the default output is unchanged
+    trt = next(p for p in (tmp_path / "engines").rglob("model.int8-*.onnx"))
+    before = trt.read_bytes()
+    capsys.readouterr()
+    assert main(args + ["--ort-cpu"]) == 0
+    (cpu,) = (tmp_path / "engines").rglob("*.ort-cpu.onnx")
+    assert str(cpu) in capsys.readouterr().out and trt.read_bytes() == before
+    assert cpu.read_bytes() == cpu_flavour(onnx.load(str(trt)))[0].SerializeToString()

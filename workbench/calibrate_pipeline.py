@@ -2,7 +2,9 @@
 
 Layout under ``engines/<model hash 12>/``: ``model.fp32.onnx``, ``calib-<set hash 12>-<method>.cache``
 (+ ``.json`` sidecar, + ``.hist.npz`` per-tensor histograms for histogram methods),
-``model.int8-<method>-<set hash 12>.onnx``.
+``model.int8-<method>-<set hash 12>.onnx`` (the TensorRT-bound Q/DQ graph) and, with ``ort_cpu``,
+``model.int8-<method>-<set hash 12>.ort-cpu.onnx`` (the same arithmetic laid out for ONNX Runtime's CPU
+kernels, ``workbench.quantize.ort_cpu``).
 """
 
 from __future__ import annotations
@@ -37,10 +39,11 @@ class CalibrateResult:
     cache_problems: list[str]
     parity: Parity
     tensors: int
+    int8_ort_cpu: Path | None = None
 
 
 def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
-                  root: Path = ENGINES_DIR, parity_clips: int = 6) -> CalibrateResult:
+                  root: Path = ENGINES_DIR, parity_clips: int = 6, ort_cpu: bool = False) -> CalibrateResult:
     """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
     speech_set = load_set(set_name)
     mhash = model_hash(model_path)
@@ -70,4 +73,14 @@ def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
                             histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}))
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}.onnx"
     build_variant(fp32, cache.amax(), INT8, int8)
-    return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales))
+    cpu = None
+    if ort_cpu:
+        import onnx
+
+        from workbench.artifacts import write_bytes_atomic
+        from workbench.quantize.ort_cpu import cpu_flavour
+
+        cpu = int8.with_suffix(".ort-cpu.onnx")
+        write_bytes_atomic(cpu, cpu_flavour(onnx.load(str(int8)))[0].SerializeToString())
+    return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales),
+                           cpu)

@@ -17,6 +17,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--percentile", type=float, default=99.99)
     parser.add_argument("--bins", type=int, default=2048, help="histogram bins (TensorRT uses 2048)")
     parser.add_argument("--engines", type=Path, default=ENGINES_DIR, help="artifact root (default: engines/)")
+    parser.add_argument("--ort-cpu", action="store_true",
+                        help="also write the INT8 variant's ONNX Runtime CPU flavour (same arithmetic, fused by "
+                             "ORT's CPU kernels; the TensorRT-bound graph is unchanged)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.calibration.methods import MethodSpec
 
     result = run_calibrate(args.model, args.set, MethodSpec(args.method, args.percentile, args.bins),
-                           root=args.engines)
+                           root=args.engines, ort_cpu=args.ort_cpu)
     p = result.parity
     print(f"FP32 ONNX:    {result.fp32_onnx}")
     print(f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
@@ -34,4 +37,6 @@ def run(args: argparse.Namespace) -> int:
     if result.cache_problems and result.cache_problems != ["no cache yet"]:
         print("  previous cache not used: " + "; ".join(result.cache_problems))
     print(f"INT8 variant: {result.int8_onnx}")
+    if result.int8_ort_cpu:
+        print(f"  ONNX Runtime CPU flavour: {result.int8_ort_cpu}")
     return 0
