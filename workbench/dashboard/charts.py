@@ -39,7 +39,7 @@ def category_bars(table: pd.DataFrame, field: str, title: str) -> alt.Chart:
     return alt.Chart(table).mark_bar().encode(
         y=alt.Y(f"{field}:N", sort="-x", title=None), x=alt.X("count():Q", title="utterances"),
         color=alt.Color("condition:N", scale=CONDITION_COLORS, legend=None),
-        tooltip=[f"{field}:N", "condition:N", "count():Q"]).properties(title=title, height=alt.Step(18))
+        tooltip=[f"{field}:N", "condition:N", "count():Q"]).properties(title=title, height=alt.Step(22))
 
 
 def ranges_chart(ranges: pd.DataFrame, method: str) -> alt.Chart:

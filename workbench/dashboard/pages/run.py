@@ -183,7 +183,7 @@ def _show_job(job_id: str) -> None:
     log = jobs.tail(job)
     state = job.state
     st.markdown(f"**{job.kind}** · started {job.started} · **{state}**")
-    st.code("$ python -m workbench " + " ".join(job.argv[3:]), language="bash")
+    st.code("$ python -m workbench " + " ".join(job.argv[3:]), language="bash", wrap_lines=True)
     if job.running:
         prog = jobs.progress(raw)
         st.progress(prog.fraction if prog.fraction is not None else 0.0, text=prog.label)
@@ -194,7 +194,7 @@ def _show_job(job_id: str) -> None:
     else:
         errors = jobs.error_lines(log) or ["no error message in the log; see below"]
         st.error("\n\n".join(errors), icon=":material/error:")
-    st.code(log[-6000:] or "(no output yet)", language="text")
+    st.code(log[-6000:] or "(no output yet)", language="text", wrap_lines=True)
     if not job.running and st.session_state.get("polling") == job.id:
         st.session_state["polling"] = None
         st.rerun(scope="app")
