@@ -9,7 +9,6 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import onnx
 import pytest
 
