@@ -4,8 +4,10 @@
 of every MatMul/Gemm/Conv are marked as extra graph outputs; each clip runs once (one pass), its
 activations go straight into running maxima and exact growing histograms and are then dropped, so
 memory does not grow with the number of clips and neither batching nor clip order changes the result.
-Statistics of clip n are accumulated by a thread pool (one task per tensor; numpy releases the GIL)
-while ONNX Runtime runs clip n+1, so at most two clips' activations are alive at a time.
+Statistics of clip n are accumulated by a thread pool (one task per tensor) while ONNX Runtime runs
+clip n+1 (it releases the GIL, and its thread pool does not spin), so at most two clips' activations
+are alive at a time. ONNX Runtime's output buffers serve as the scratch space for |x| and its scaling
+(no copies) unless two outputs share memory.
 """
 
 from __future__ import annotations
