@@ -49,6 +49,18 @@ def test_pass_equals_statistics_of_the_numpy_activations(tmp_path: Path) -> None
     assert path.read_bytes() == model.SerializeToString()  # the user's file is untouched
 
 
+def test_model_with_external_data_is_calibrated_from_its_folder(tmp_path: Path) -> None:
+    """Weights beside the graph: the session is built from the loaded model, not from a copied file."""
+    path = tmp_path / "ext.onnx"
+    onnx.save(small_graph(), str(path), save_as_external_data=True, location="ext.data", size_threshold=0)
+    assert (tmp_path / "ext.data").is_file()
+    clips = [np.random.default_rng(3).laplace(0, 1, 24).astype(np.float32)]
+    from_external = collect_statistics(path, clips, 1)
+    inline = collect_statistics(small_graph(), clips, 1)
+    assert from_external.maxes.amax == inline.maxes.amax
+    assert np.array_equal(from_external.histogram("z").counts, inline.histogram("z").counts)
+
+
 def test_session_from_path_has_the_added_outputs(tmp_path: Path) -> None:
     path = tmp_path / "small.onnx"
     onnx.save(small_graph(), str(path))

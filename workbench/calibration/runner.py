@@ -21,6 +21,7 @@ from typing import Iterable
 
 import numpy as np
 import onnx
+from onnx.external_data_helper import load_external_data_for_model
 from tqdm import tqdm
 
 from workbench.calibration.collectors import StreamingStats
@@ -99,14 +100,20 @@ def collect_statistics(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray
                        with_histograms: bool = True, bins: int = 2048) -> StreamingStats:
     """One pass over raw 16 kHz clips (each normalised like the feature extractor does).
 
-    Given a path, the ONNX model is loaded only to build the session and then dropped, so its
-    weights are not held twice (once by Python, once by ONNX Runtime) during the pass.
+    Given a path, the model is read only for the names of the tensors to calibrate and then dropped;
+    the session comes from the file itself (see ``calibration_session``), so the weights are not held
+    twice (once by Python, once by ONNX Runtime) during the pass. External data files are loaded.
     """
-    proto = onnx.load(str(model)) if isinstance(model, Path) else model
+    proto = onnx.load(str(model), load_external_data=False) if isinstance(model, Path) else model
     names = activation_tensors(proto)
     if not names:
         raise WorkbenchError("the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate")
-    source = model if isinstance(model, Path) and not _uses_external_data(proto) else proto
+    source: onnx.ModelProto | Path = proto
+    if isinstance(model, Path):
+        if _uses_external_data(proto):  # weights in files beside it: they cannot follow a copied graph file
+            load_external_data_for_model(proto, str(model.parent))
+        else:
+            source = model
     del proto
     session = calibration_session(source, names)
     del source
