@@ -221,21 +221,31 @@ def test_signoff_page_verdict_downloads_and_input_check(artifacts) -> None:
     assert len(at.get("iframe")) == 1
 
 
-def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(artifacts, tmp_path, monkeypatch) -> None:
-    root = tmp_path / "art"
-    shutil.copytree(artifacts.root, root, symlinks=True)
+def _copy_artifacts(src: Path, root: Path, edit=None) -> Path:
+    """A private copy of the fixture artifacts whose record points at the copy (re-digested like signoff does)."""
     from workbench.report.record import record_digest
 
+    shutil.copytree(src, root, symlinks=True)
     record_path = root / "reports" / "unit-signoff" / "report.json"
     record = json.loads(record_path.read_text())
-    outside = tmp_path / "outside.onnx"
-    outside.write_bytes(b"x")
     for entry in record["provenance"]["artifacts"]:
-        entry["path"] = entry["path"].replace(str(artifacts.root), str(root))
-        if entry["role"] == "candidate fp16":
-            entry["path"] = str(outside)
+        entry["path"] = entry["path"].replace(str(src), str(root))
+        if edit is not None:
+            edit(entry)
     record["record_sha256"] = record_digest(record)
     record_path.write_text(json.dumps(record))
+    return root
+
+
+def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(artifacts, tmp_path, monkeypatch) -> None:
+    outside = tmp_path / "outside.onnx"
+    outside.write_bytes(b"x")
+
+    def move_fp16_out(entry: dict) -> None:
+        if entry["role"] == "candidate fp16":
+            entry["path"] = str(outside)
+
+    root = _copy_artifacts(artifacts.root, tmp_path / "art", move_fp16_out)
     (root / "calib_sets" / "unit-eval" / "card.md").write_text("edited")
     monkeypatch.setenv(ENV_VAR, str(root))
     at = page("signoff")
@@ -245,6 +255,27 @@ def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(arti
     labels = [b.proto.label for b in at.get("download_button")]
     assert not any(label.startswith("candidate fp16") for label in labels)
     assert "not offered" in texts(at.caption)
+
+
+@pytest.mark.trt
+def test_signoff_page_offers_engines_built_from_a_candidate(artifacts, tmp_path, monkeypatch) -> None:
+    from workbench.backends.tensorrt.builder import BuildSettings, build_engine
+    from workbench.backends.tensorrt.profile import Range
+    from workbench.errors import WorkbenchError
+
+    root = _copy_artifacts(artifacts.root, tmp_path / "art")
+    int8 = next((root / "engines").glob("*/model.int8-*.onnx"))
+    try:
+        built = build_engine(int8, BuildSettings(batches=(1,), samples=Range(16_000, 32_000, 80_000)),
+                             engines_dir=root / "engines" / "trt")
+    except WorkbenchError as exc:
+        pytest.skip(f"no TensorRT builder here: {exc}")
+    monkeypatch.setenv(ENV_VAR, str(root))
+    at = page("signoff")
+    assert not at.exception
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert f"TensorRT engine: {built.engine_path.name}" in labels
+    assert sum(label.startswith("TensorRT engine") for label in labels) == 1  # only the candidate's engine
 
 
 def _compare_json(root: Path, pattern: str) -> dict:

@@ -87,7 +87,7 @@ def downloads(view: ReportView, roots: ArtifactRoots) -> list[Download]:
         else:
             out.append(Download(entry["role"], entry["path"], None, "a folder: open it on the Sets page"))
     for engine in _engines_of(view, roots):
-        out.append(Download(f"TensorRT engine ({engine.name})", str(engine), engine, ""))
+        out.append(Download("TensorRT engine", str(engine), engine, ""))
     return out
 
 

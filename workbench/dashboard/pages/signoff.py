@@ -57,12 +57,12 @@ def render() -> None:
             continue
         col.download_button(label, ui.lazy_bytes(path, "reports"), file_name=f"{view.name}-{label}", mime=MIME[path.suffix],
                             key=f"dl-{label}", icon=":material/download:")
-    for item in data.downloads(view, roots):
+    for number, item in enumerate(data.downloads(view, roots)):
         if item.allowed is None:
             st.caption(f"{item.role}: `{item.path}` (not offered: {item.reason})")
             continue
         st.download_button(f"{item.role}: {item.allowed.name}", ui.lazy_bytes(item.allowed, data.SERVED_AREAS), file_name=item.allowed.name,
-                           mime=MIME.get(item.allowed.suffix, "application/octet-stream"), key=f"dl-{item.role}",
+                           mime=MIME.get(item.allowed.suffix, "application/octet-stream"), key=f"dl-{number}",
                            icon=":material/download:")
 
     tab_report, tab_tables = st.tabs(["Report", "Tables"])
