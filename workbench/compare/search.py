@@ -95,7 +95,10 @@ def search_plan(ranking: list[str], groups: list[Group], evaluate: Callable[[Pre
         order.append(cand)
         if log:
             d = evaluation.overall.delta
-            delta = f"delta {d.estimate * 100:+.2f} pts (CI high {d.high * 100:+.2f})" if d is not None else ""
+            judged = evaluation.judged.get("overall")
+            shown = (f", judged {judged:+.2f}" if judged is not None and d is not None
+                     and abs(judged - d.high * 100) > 1e-9 else "")
+            delta = f"delta {d.estimate * 100:+.2f} pts (CI high {d.high * 100:+.2f}{shown})" if d is not None else ""
             log(f"[{cand.step}] {phase:>15} k={k if k is not None else '-'}: {'PASS' if cand.passed else 'FAIL'} "
                 f"WER {evaluation.overall.wer.estimate * 100:.2f}% {delta}")
         return cand
