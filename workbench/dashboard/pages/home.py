@@ -11,7 +11,7 @@ from workbench.dashboard.data import layers
 STEPS = [
     ("speech sets", "python -m workbench data build", "Sets"),
     ("calibration caches", "python -m workbench calibrate --set demo-calib", "Calibration"),
-    ("layer comparisons", "python -m workbench compare --help", "Layers"),
+    ("layer comparisons", "python -m workbench compare", "Layers"),
     ("sign-off reports", "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib", "Sign-off"),
 ]
 
