@@ -359,7 +359,7 @@ def test_run_page_commands_parse_with_the_cli_and_stay_in_the_artifact_root(arti
     model, calib, dev = str(artifacts.model), str(artifacts.calib.path), str(artifacts.eval.path)
     commands = [run.calibrate_args(model, calib, "mse", 99.9, roots),
                 run.analysis_args("compare", model, calib, "entropy", 2, "group", None, roots),
-                run.analysis_args("search", model, calib, "entropy", 2, "node", dev, roots),
+                run.analysis_args("search", model, calib, "entropy", 2, "node", calib, roots, dev),
                 run.signoff_args(model, calib, dev, "entropy", "ui-report", "1,8", 10, roots),
                 run.signoff_args(model, calib, dev, "entropy", "ui-report", None, 0, roots)]
     parser = build_parser()

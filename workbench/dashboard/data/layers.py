@@ -154,6 +154,8 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
         rows.append({"candidate": c["name"], "step": c["step"], "phase": c["phase"], "WER %": wer["estimate"] * 100,
                      "WER low %": wer["low"] * 100, "WER high %": wer["high"] * 100,
                      "delta upper pts": None if delta is None else delta["high"] * 100,
+                     "judged upper pts": (c.get("judged_delta_high") or {}).get(
+                         "overall" if group == "overall" else f"condition {group}"),
                      "latency ms": (c.get("latency") or {}).get("mean_ms_per_utterance"),
                      "int8 share": c.get("int8_share"), "verdict": "PASS" if c["passed"] else "FAIL",
                      "reason": "; ".join(c.get("reasons", [])) or "within budget",

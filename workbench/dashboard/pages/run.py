@@ -132,12 +132,14 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
 
 
 def analysis_args(verb: str, model: str, calib: str, method: str, per_condition: int, granularity: str,
-                  dev: str | None, roots: ArtifactRoots) -> list[str]:
+                  dev: str | None, roots: ArtifactRoots, signoff_set: str | None = None) -> list[str]:
     """Arguments of ``compare`` (layer table + sensitivity) or ``search`` (mixed plan) for the CLI."""
     args = [verb, "--model", model, "--calib-set", calib, "--method", method, "--engines", str(roots.engines),
             "--per-condition", str(int(per_condition)), "--granularity", granularity]
     if verb == "search" and dev:
         args += ["--dev-set", dev]
+    if verb == "search" and signoff_set:
+        args += ["--signoff-set", signoff_set]
     return args
 
 
@@ -157,15 +159,18 @@ def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
         per_condition = c1.number_input("Clips per condition (layer table, sensitivity)", 1, 1000, 4,
                                         key=f"{verb}-per-condition")
         granularity = c2.selectbox("Granularity", ["group", "node"], key=f"{verb}-granularity")
-        dev = None
+        dev = signoff_set = None
         if verb == "search":
-            dev = st.selectbox("Dev set for WER during the search (not the sign-off evaluation set)",
+            dev = c1.selectbox("Dev set for WER during the search (not the sign-off evaluation set)",
                                ["(the calibration set)", *names], key="search-dev")
+            signoff_set = c2.selectbox("Sign-off set (its size widens the dev intervals)", ["(none)", *names],
+                                       key="search-signoff-set")
         if st.form_submit_button(f"Start {verb}", type="primary", icon=":material/play_arrow:"):
             try:
                 args = analysis_args(verb, resolve_model(choice, typed, options, roots),
                                      _set_path(calib, roots, "calibration"), method, per_condition, granularity,
-                                     _set_path(dev, roots, "dev") if dev and dev in names else None, roots)
+                                     _set_path(dev, roots, "dev") if dev and dev in names else None, roots,
+                                     _set_path(signoff_set, roots, "sign-off") if signoff_set in names else None)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
