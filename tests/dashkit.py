@@ -52,6 +52,7 @@ def build_artifacts(root: Path, speech_like) -> DashArtifacts:
     from workbench.calibrate_pipeline import run_calibrate
     from workbench.calibration.methods import MethodSpec
     from workbench.cli import main
+    from workbench.evaluate.gates import GateConfig
     from workbench.evaluate.latency import LatencyConfig
     from workbench.model.synthetic import save_random_wav2vec2
     from workbench.quantize.plan import FP16
@@ -70,7 +71,8 @@ def build_artifacts(root: Path, speech_like) -> DashArtifacts:
     inputs = SignoffInputs(candidates=[("fp32", calibrated.fp32_onnx), ("fp16", fp16),
                                        ("int8-entropy", calibrated.int8_onnx)],
                            eval_set=evaluation, out_dir=report_dir, model=model, calib_set=calib,
-                           cache=calibrated.cache, latency=LatencyConfig((1,), 0, 2), threads=1, resamples=200)
+                           cache=calibrated.cache, latency=LatencyConfig((1,), 0, 2), threads=1, resamples=200,
+                           gates=GateConfig(max_latency_ms=10_000.0))  # a latency gate every candidate meets
     record, _ = run_signoff(inputs, log=lambda _: None)
     common = ["--model", str(model), "--calib-set", str(calib.path), "--engines", str(root / "engines"),
               "--per-condition", "1", "--no-progress", "--threads", "1"]

@@ -200,6 +200,13 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
         at.selectbox(key="pick-candidate").select(candidate).run()
         assert not at.exception
         assert {m.label: m.value for m in at.metric}[label] == str(nodes), candidate
+    gate_axis = [o for o in at.radio(key="axis").options if "latency gate" in o][0]
+    at.radio(key="axis").set_value(gate_axis).run()  # the axis the latency gate judges, with its limit drawn
+    assert not at.exception
+    worst = at.dataframe[0].value.set_index("candidate")["p90 worst ms"]
+    for name in record["candidates"]:
+        want = max(p["p90_ms"] for p in record["latency"][name]["points"] if p["batch"] == 1)
+        assert worst[name] == pytest.approx(want)
     condition = sorted(record["accuracy"]["candidates"]["fp32"]["groups"]["condition"])[0]
     at.selectbox(key="group").select(condition).run()
     got = at.dataframe[0].value.set_index("candidate")["WER %"]
