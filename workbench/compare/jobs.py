@@ -51,7 +51,7 @@ def _candidate(prepared: Prepared, candidate: Path | None, plan: PrecisionPlan |
     plan = plan or INT8
     label = f"{plan.name}-{prepared.tag}" if plan.name != "int8" else f"int8-{prepared.tag}"
     path = prepared.int8_onnx if plan is INT8 and prepared.int8_onnx else prepared.folder / f"model.{label}.onnx"
-    if not path.exists():
+    if plan is not INT8 or not path.exists():  # a plan file may have changed under the same name: rebuild
         build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path)
     return name or label, path, plan
 
