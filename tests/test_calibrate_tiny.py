@@ -192,3 +192,22 @@ def test_missing_model_folder_is_a_user_error(tmp_path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(WorkbenchError, match="config.json"):
         load_model(tmp_path / "empty")
+
+
+def test_model_that_fails_to_load_leaves_no_folder(tmp_path, tiny_sets) -> None:
+    from workbench.calibrate_pipeline import run_calibrate
+    from workbench.calibration.methods import MethodSpec
+
+    (tmp_path / "no-weights").mkdir()
+    (tmp_path / "no-weights" / "config.json").write_text("{}")
+    engines = tmp_path / "engines"
+    with pytest.raises(WorkbenchError):
+        run_calibrate(tmp_path / "no-weights", str(tiny_sets.calib.path), MethodSpec("max"), root=engines)
+    assert not engines.exists() or not any(engines.iterdir())
+
+
+def test_hub_ids_get_file_name_safe_folders() -> None:
+    from workbench.model.loading import artifact_folder_name
+
+    assert artifact_folder_name("hub:facebook/wav2vec2-base-960h") == "hub-facebook-wav2vec2-base-960h"
+    assert artifact_folder_name("ab" * 32) == "ab" * 6

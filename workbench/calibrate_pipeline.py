@@ -21,7 +21,7 @@ from workbench.calibration import histograms
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
 from workbench.config import ENGINES_DIR
 from workbench.model.export import Parity, export_onnx, parity_check
-from workbench.model.loading import load_model, model_hash
+from workbench.model.loading import artifact_folder_name, load_model, model_hash
 from workbench.model.vocab import DEFAULT_VOCABULARY, load_vocabulary
 from workbench.quantize.plan import INT8
 from workbench.quantize.qdq import build_variant
@@ -47,9 +47,9 @@ def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
     """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
     speech_set = load_set(set_name)
     mhash = model_hash(model_path)
-    out = root / mhash[:12]
+    model = load_model(model_path)  # before any folder is made: a model that fails to load leaves nothing
+    out = root / artifact_folder_name(mhash)
     out.mkdir(parents=True, exist_ok=True)
-    model = load_model(model_path)
     fp32 = out / "model.fp32.onnx"
     if not fp32.exists():
         export_onnx(model, fp32)

@@ -41,7 +41,7 @@ class Prepared:
 def prepare(model: str | Path, calib_set: str, method: str = "entropy", root: Path = ENGINES_DIR,
             cache_path: Path | None = None, calib_root: Path | None = None) -> Prepared:
     """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
-    from workbench.model.loading import model_hash
+    from workbench.model.loading import artifact_folder_name, model_hash
 
     speech_set = load_set(calib_set, root=calib_root or CALIB_SETS_DIR)
     if cache_path is None:
@@ -60,7 +60,7 @@ def prepare(model: str | Path, calib_set: str, method: str = "entropy", root: Pa
     if cache.keys.get("calibration_set") != speech_set.content_hash:
         raise WorkbenchError(f"calibration cache {cache_path} was made from another calibration set than "
                              f"{speech_set.name}; give the matching --calib-set or drop --cache")
-    folder = root / mhash[:12]
+    folder = root / artifact_folder_name(mhash)
     fp32 = folder / "model.fp32.onnx"
     if not fp32.exists():
         from workbench.model.export import export_onnx

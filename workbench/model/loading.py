@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,13 @@ def load_model(name_or_path: str | Path) -> Any:
             "Offline, a hub id cannot be downloaded: pass a local folder saved with save_pretrained."
         ) from exc
     return model.eval().float()
+
+
+def artifact_folder_name(mhash: str) -> str:
+    """The folder under ``engines/`` for a model hash: 12 hex digits, or a file-name-safe hub id."""
+    if mhash.startswith("hub:"):
+        return "hub-" + re.sub(r"[^A-Za-z0-9._-]+", "-", mhash[4:])
+    return mhash[:12]
 
 
 def model_hash(name_or_path: str | Path) -> str:
