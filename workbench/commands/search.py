@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     dev_set = load_set(args.dev_set, root=args.root) if args.dev_set else prepared.calib_set
     result = run_search(prepared, dev_set, gates, sensitivity=args.sensitivity, per_condition=args.per_condition,
                         dev_per_condition=args.dev_per_condition, strategy=args.strategy, refine=args.refine,
-                        keep=args.keep, resamples=args.resamples, seed=args.seed, out=args.out,
+                        keep=args.keep, resamples=args.resamples, seed=args.seed, granularity=args.granularity,
+                        out=args.out,
                         threads=args.threads, progress=not args.no_progress,
                         signoff_set=load_set(args.signoff_set, root=args.root) if args.signoff_set else None)
     print_search_summary(result.data)

@@ -122,6 +122,7 @@ class SearchOutputs:
 def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: Path | None = None,
                clips_set=None, per_condition: int = 2, dev_per_condition: int | None = None,
                strategy: str = "bisect", refine: int = 2, keep: str = "fp16", resamples: int = 1000, seed: int = 0,
+               granularity: str = "group",
                out: Path | None = None, threads: int | None = None, progress: bool = True,
                signoff_set=None, log: Callable[[str], None] = print) -> SearchOutputs:
     """Find the plan with the most INT8 that meets ``gates`` on ``dev_set``; write JSON/CSV, plan and ONNX.
@@ -138,7 +139,7 @@ def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: P
         log(f"warning: dev set {dev_set.name} looks like an evaluation set; judging the found plan on the same set "
             "in the sign-off would select on the data that judges it")
     if sensitivity is None:
-        default = outputs.sensitivity_path(folder, prepared.tag, "fp32")
+        default = outputs.sensitivity_path(folder, prepared.tag, "fp32", granularity)
         data = None
         if default.exists():
             try:
@@ -149,7 +150,7 @@ def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: P
                 log(f"not reusing {default.name}: {exc}")
         if data is None:
             made = run_compare(prepared, clips_set or prepared.calib_set, per_condition, layers=False, out=out,
-                               threads=threads, progress=progress, log=log)
+                               granularity=granularity, threads=threads, progress=progress, log=log)
             sensitivity, data = made.files["sensitivity_json"], made.sensitivity
     else:
         data = load_sensitivity(sensitivity, prepared)
