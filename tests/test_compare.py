@@ -265,3 +265,45 @@ def test_compare_verb_user_errors(planted, tiny_sets, tmp_path, capsys) -> None:
     assert main(["search", "--model", prepared.model, "--calib-set", calib, "--method", "max", "--engines",
                  str(engines), "--signoff-set", calib]) == 1
     assert "is the sign-off set" in capsys.readouterr().err
+
+
+def _files_and_hashes(folder: Path) -> dict[str, str]:
+    from workbench.artifacts import sha256_file
+
+    return {str(p.relative_to(folder)): sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothing(planted, tiny_sets, tmp_path,
+                                                                                  capsys) -> None:
+    prepared, _, _, engines = planted
+    common = ["--model", prepared.model, "--calib-set", str(tiny_sets.calib.path), "--method", "max",
+              "--engines", str(engines), "--per-condition", "1", "--no-progress", "--no-sensitivity"]
+    empty = tmp_path / "empty-set"  # a set whose manifest lists no utterance
+    empty.mkdir()
+    (empty / "card.json").write_text((tiny_sets.calib.path / "card.json").read_text())
+    (empty / "manifest.jsonl").write_text("")
+    plans = {"corrupt": '{"name": broken', "list": "[1, 2]", "escape": '{"name": "../../escape", "default": "int8"}',
+             "unknown": '{"name": "typo", "default": "int8", "overrides": {"/no/such/MatMul": "fp16"}}'}
+    for name, text in plans.items():
+        (tmp_path / f"{name}.json").write_text(text)
+    cases = [
+        (["compare", *common, "--plan", str(tmp_path / "corrupt.json")], "is not valid JSON"),
+        (["compare", *common, "--plan", str(tmp_path / "list.json")], "is not a plan"),
+        (["compare", *common, "--plan", str(tmp_path / "escape.json")], "names the variant's file"),
+        (["compare", *common, "--plan", str(tmp_path / "unknown.json")], "a plan must name this model's"),
+        (["compare", *common, "--plan", str(tmp_path / "missing.json")], "cannot read precision plan"),
+        (["compare", *common, "--clips-set", str(empty)], "clips set empty-set"),
+        (["compare", *common, "--per-condition", "0"], "--per-condition must be at least 1"),
+        (["compare", *common, "--candidate", str(tmp_path / "none.onnx")], "is not a file"),
+        (["compare", *common, "--cache", str(tmp_path / "none.cache")], "is not a file"),
+        (["search", *common[:-1], "--dev-set", str(empty)], "dev set empty-set"),
+        (["search", *common[:-1], "--sensitivity", str(tmp_path / "corrupt.json")], "cannot read sensitivity file"),
+    ]
+    before = _files_and_hashes(engines)
+    for argv, expected in cases:
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("error: ") and expected in err[-1], (argv, err[-1:])
+        assert not any(line.startswith("Traceback") for line in err)
+    assert _files_and_hashes(engines) == before  # nothing written, nothing changed
+    assert not (tmp_path.parent / "escape").exists()

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from workbench.compare.setup import Prepared
+    from workbench.speech.store import SpeechSet
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rtol", type=float, default=1e-2, help="Polygraphy relative tolerance per tensor")
 
 
-def prepare_from_args(args: argparse.Namespace):
+def prepare_from_args(args: argparse.Namespace) -> Prepared:
+    """Check the shared options, then the FP32 ONNX + cache for ``--model`` (see ``compare.setup.prepare``)."""
     from workbench.calibration.methods import METHODS
     from workbench.compare.setup import prepare
 
@@ -58,19 +64,31 @@ def prepare_from_args(args: argparse.Namespace):
 
 
 def print_files(files: dict[str, Path]) -> None:
+    """The files a verb wrote, one per line."""
     for key, path in files.items():
         print(f"  {key:>16}: {path}")
+
+
+def user_set(name: str | None, role: str, args: argparse.Namespace) -> SpeechSet | None:
+    """The set named by an option (``None`` when not given), loaded and checked before any model work."""
+    from workbench.compare.clips import require_utterances
+    from workbench.speech.store import load_set
+
+    return require_utterances(load_set(name, root=args.root), role) if name else None
 
 
 def run(args: argparse.Namespace) -> int:
     from workbench.compare.jobs import run_compare
     from workbench.quantize.plan import PrecisionPlan
-    from workbench.speech.store import load_set
 
-    prepared = prepare_from_args(args)
-    clips_set = load_set(args.clips_set, root=args.root) if args.clips_set else prepared.calib_set
+    # what the user names is read first, so a bad file fails before the model is loaded or calibrated
     plan = PrecisionPlan.load(args.plan) if args.plan else None
-    result = run_compare(prepared, clips_set, args.per_condition, candidate=args.candidate, plan=plan,
+    if args.candidate is not None and not args.candidate.is_file():
+        raise WorkbenchError(f"--candidate {args.candidate} is not a file; give a quantized ONNX model "
+                             "(or drop --candidate to compare INT8 everywhere)")
+    clips_set = user_set(args.clips_set, "clips", args)
+    prepared = prepare_from_args(args)
+    result = run_compare(prepared, clips_set or prepared.calib_set, args.per_condition, candidate=args.candidate, plan=plan,
                          layers=not args.no_layers, sensitivity=not args.no_sensitivity, rest=args.rest,
                          inverse=args.inverse, granularity=args.granularity, out=args.out, threads=args.threads,
                          atol=args.atol, rtol=args.rtol, progress=not args.no_progress)
@@ -82,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_layer_summary(data: dict, top: int = 12) -> None:
+def print_layer_summary(data: dict[str, Any], top: int = 12) -> None:
+    """The layer table's compute rows (first ``top`` and the logits) and where the error starts."""
     first = data["first_significant"]
     compute = [r for r in data["rows"] if r["compute"] or r is data["rows"][-1]]
     print(f"layers: {data['summary']['tensors']} shared tensors, {data['summary']['significant']} below "
@@ -98,7 +117,8 @@ def print_layer_summary(data: dict, top: int = 12) -> None:
         print("  no tensor below the thresholds")
 
 
-def print_ranking(data: dict, top: int = 10) -> None:
+def print_ranking(data: dict[str, Any], top: int = 10) -> None:
+    """The ``top`` most sensitive groups of a ranking."""
     print(f"sensitivity (quantize one {data['granularity']} to INT8, rest {data['rest']}; KL vs FP32 logits): "
           f"INT8 everywhere KL {data['int8_everywhere']['kl']:.4f}, token disagreement "
           f"{data['int8_everywhere']['token_disagreement']:.3f}")

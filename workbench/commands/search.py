@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from workbench.commands.compare import add_model_arguments, prepare_from_args, print_files
+from workbench.commands.compare import add_model_arguments, prepare_from_args, print_files, user_set
 from workbench.errors import WorkbenchError
 
 
@@ -34,29 +35,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.compare.jobs import run_search
+    from workbench.compare.jobs import check_dev_apart, run_search
     from workbench.evaluate.gates import load_gate_config
-    from workbench.speech.store import load_set
 
     if args.dev_per_condition is not None and args.dev_per_condition < 1:
         raise WorkbenchError("--dev-per-condition must be at least 1")
     if args.resamples < 100:
         raise WorkbenchError("--resamples must be at least 100")
+    if args.refine < 0:
+        raise WorkbenchError("--refine must be 0 or more")
+    if args.sensitivity is not None and not args.sensitivity.is_file():
+        raise WorkbenchError(f"--sensitivity {args.sensitivity} is not a file; give a sensitivity-*.json written by "
+                             "python -m workbench compare, or drop --sensitivity to reuse or compute one")
     gates = load_gate_config(args.gates)
+    # the sets are read before the model is loaded or calibrated, so a bad set fails at once
+    dev_set = user_set(args.dev_set, "dev", args)
+    signoff_set = user_set(args.signoff_set, "sign-off", args)
+    check_dev_apart(dev_set or user_set(args.calib_set, "calibration", args), signoff_set)
     prepared = prepare_from_args(args)
-    dev_set = load_set(args.dev_set, root=args.root) if args.dev_set else prepared.calib_set
-    result = run_search(prepared, dev_set, gates, sensitivity=args.sensitivity, per_condition=args.per_condition,
-                        dev_per_condition=args.dev_per_condition, strategy=args.strategy, refine=args.refine,
-                        keep=args.keep, resamples=args.resamples, seed=args.seed, granularity=args.granularity,
-                        out=args.out,
-                        threads=args.threads, progress=not args.no_progress,
-                        signoff_set=load_set(args.signoff_set, root=args.root) if args.signoff_set else None)
+    result = run_search(prepared, dev_set or prepared.calib_set, gates, sensitivity=args.sensitivity,
+                        per_condition=args.per_condition, dev_per_condition=args.dev_per_condition,
+                        strategy=args.strategy, refine=args.refine, keep=args.keep, resamples=args.resamples,
+                        seed=args.seed, granularity=args.granularity, out=args.out, threads=args.threads,
+                        progress=not args.no_progress, signoff_set=signoff_set)
     print_search_summary(result.data)
     print_files(result.files)
     return 0
 
 
-def print_search_summary(data: dict) -> None:
+def print_search_summary(data: dict[str, Any]) -> None:
+    """How many evaluations the search took and the plan it found."""
     found = data["found"]
     print(f"full WER evaluations: {data['evaluations']} (one group at a time in ranking order: "
           f"{data['one_at_a_time_evaluations'] if data['one_at_a_time_evaluations'] is not None else 'n/a'}; "

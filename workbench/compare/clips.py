@@ -8,6 +8,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.speech.records import Utterance
+from workbench.speech.store import SpeechSet
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,15 @@ class Clip:
                 "duration_s": round(float(self.utterance.duration_s), 3)}
 
 
-def clips_per_condition(speech_set, per_condition: int) -> list[Clip]:
+def require_utterances(speech_set: SpeechSet, role: str) -> SpeechSet:
+    """``speech_set`` if it has utterances; otherwise a user error naming its role (calibration, dev, ...)."""
+    if not speech_set.utterances:
+        raise WorkbenchError(f"{role} set {speech_set.name} ({speech_set.path}) has no utterances; rebuild it "
+                             "with python -m workbench data build, or choose another set")
+    return speech_set
+
+
+def clips_per_condition(speech_set: SpeechSet, per_condition: int) -> list[Clip]:
     """The first ``per_condition`` utterances of every condition (conditions sorted), with their audio."""
     if per_condition < 1:
         raise WorkbenchError("clips per condition must be at least 1")
@@ -36,13 +45,13 @@ def clips_per_condition(speech_set, per_condition: int) -> list[Clip]:
         if len(bucket) < per_condition:
             bucket.append(utt)
     if not taken:
-        raise WorkbenchError(f"set {speech_set.name} has no utterances")
+        require_utterances(speech_set, "the")
     return [Clip(u, speech_set.audio(u)) for cond in sorted(taken) for u in taken[cond]]
 
 
-def all_clips(speech_set, limit: int | None = None) -> list[Clip]:
+def all_clips(speech_set: SpeechSet, limit: int | None = None) -> list[Clip]:
     """Every utterance of a set (the first ``limit`` when given), audio loaded once."""
     utts = speech_set.utterances[:limit] if limit else speech_set.utterances
     if not utts:
-        raise WorkbenchError(f"set {speech_set.name} has no utterances")
+        require_utterances(speech_set, "the")
     return [Clip(u, speech_set.audio(u)) for u in utts]

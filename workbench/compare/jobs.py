@@ -18,7 +18,7 @@ import onnx
 
 from workbench.artifacts import sha256_file
 from workbench.compare import outputs
-from workbench.compare.clips import all_clips, clips_per_condition
+from workbench.compare.clips import all_clips, clips_per_condition, require_utterances
 from workbench.compare.evaluator import DevEvaluator
 from workbench.compare.groups import node_groups
 from workbench.compare.layers import compare_layers
@@ -29,6 +29,7 @@ from workbench.errors import WorkbenchError
 from workbench.evaluate.gates import GateConfig
 from workbench.quantize.plan import INT8, PrecisionPlan, quantizable_nodes
 from workbench.quantize.qdq import build_variant
+from workbench.speech.store import SpeechSet
 
 
 @dataclass
@@ -96,7 +97,8 @@ def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
-        raise WorkbenchError(f"cannot read sensitivity file {path}: {exc}") from exc
+        raise WorkbenchError(f"cannot read sensitivity file {path} ({exc}); give a sensitivity-*.json written by "
+                             "python -m workbench compare, or drop --sensitivity to reuse or compute one") from exc
     if not isinstance(data, dict) or data.get("format") != outputs.SENSITIVITY_FORMAT:
         raise WorkbenchError(f"{path} is not a sensitivity file ({outputs.SENSITIVITY_FORMAT}); make one with "
                              "python -m workbench compare")
@@ -119,6 +121,13 @@ class SearchOutputs:
     data: dict[str, Any]
 
 
+def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
+    """Refuse a dev set that is the sign-off set (the sign-off must not judge on the data the search selected on)."""
+    if signoff_set is not None and signoff_set.content_hash == dev_set.content_hash:
+        raise WorkbenchError(f"the dev set {dev_set.name} is the sign-off set; search on another set (--dev-set; "
+                             "default: the calibration set) so the sign-off does not judge on the data it selected on")
+
+
 def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: Path | None = None,
                clips_set=None, per_condition: int = 2, dev_per_condition: int | None = None,
                strategy: str = "bisect", refine: int = 2, keep: str = "fp16", resamples: int = 1000, seed: int = 0,
@@ -130,9 +139,8 @@ def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: P
     ``signoff_set``: the set the sign-off will judge on; only its size is used (never its audio), to
     judge dev-set intervals widened to that size.
     """
-    if signoff_set is not None and signoff_set.content_hash == dev_set.content_hash:
-        raise WorkbenchError(f"the dev set {dev_set.name} is the sign-off set; search on another set (default: "
-                             "the calibration set) so the sign-off does not judge on the data it selected on")
+    check_dev_apart(dev_set, signoff_set)
+    require_utterances(dev_set, "dev")
     folder = analysis_folder(prepared, out)
     variant_folder = Path(out) if out else prepared.folder
     if dev_set.name.endswith("-eval"):

@@ -13,6 +13,7 @@ from pathlib import Path
 from workbench.artifacts import sha256_file
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import MethodSpec
+from workbench.compare.clips import require_utterances
 from workbench.config import CALIB_SETS_DIR, ENGINES_DIR
 from workbench.errors import WorkbenchError
 from workbench.speech.store import SpeechSet, load_set
@@ -43,7 +44,7 @@ def prepare(model: str | Path, calib_set: str, method: str = "entropy", root: Pa
     """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
     from workbench.model.loading import artifact_folder_name, model_hash
 
-    speech_set = load_set(calib_set, root=calib_root or CALIB_SETS_DIR)
+    speech_set = require_utterances(load_set(calib_set, root=calib_root or CALIB_SETS_DIR), "calibration")
     if cache_path is None:
         from workbench.calibrate_pipeline import run_calibrate
 
@@ -51,6 +52,9 @@ def prepare(model: str | Path, calib_set: str, method: str = "entropy", root: Pa
         cache = cache_mod.load(result.cache)
         return Prepared(str(model), model_hash(model), result.fp32_onnx.parent, result.fp32_onnx, result.cache,
                         cache, speech_set, method, result.int8_onnx)
+    if not Path(cache_path).is_file():
+        raise WorkbenchError(f"--cache {cache_path} is not a file; give a .cache written by python -m workbench "
+                             "calibrate for this model, or drop --cache to reuse or make one")
     cache = cache_mod.load(Path(cache_path))
     mhash = model_hash(model)
     if cache.keys.get("model") != mhash:

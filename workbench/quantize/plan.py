@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from workbench.errors import WorkbenchError
 
 PRECISIONS = ("int8", "fp16", "fp32")
 QUANTIZABLE_OPS = ("MatMul", "Gemm", "Conv")
+PLAN_NAME = re.compile(r"[A-Za-z0-9][\w.+-]{0,119}")
 
 
 def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
@@ -56,10 +58,23 @@ class PrecisionPlan:
 
     @classmethod
     def load(cls, path: Path) -> "PrecisionPlan":
+        """A plan file given by the user: a JSON object with a file-name-safe ``name``, ``default`` and
+        ``overrides`` (node -> precision), as ``search`` writes it (``plan.<name>.json``)."""
+        shape = ('give a JSON object {"name": ..., "default": "int8", "overrides": {"<node>": "fp16"}}, '
+                 "like the plan.<name>.json that python -m workbench search writes")
         try:
-            return cls.from_json(json.loads(Path(path).read_text()))
-        except (OSError, KeyError, json.JSONDecodeError) as exc:
-            raise WorkbenchError(f"cannot read precision plan {path}: {exc}") from exc
+            obj = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise WorkbenchError(f"cannot read precision plan {path}: {exc.strerror or exc}; {shape}") from exc
+        except ValueError as exc:
+            raise WorkbenchError(f"precision plan {path} is not valid JSON ({exc}); {shape}") from exc
+        if (not isinstance(obj, dict) or not isinstance(obj.get("name"), str)
+                or not isinstance(obj.get("overrides", {}), dict)):
+            raise WorkbenchError(f"precision plan {path} is not a plan; {shape}")
+        if not PLAN_NAME.fullmatch(obj["name"]):
+            raise WorkbenchError(f"precision plan {path}: name {obj['name']!r} must be letters, digits, '.', '_', "
+                                 "'+' or '-' (it names the variant's file); rename it in the file")
+        return cls.from_json(obj)
 
 
 FP32 = PrecisionPlan("fp32", "fp32")

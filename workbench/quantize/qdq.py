@@ -47,8 +47,10 @@ def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: Precisi
 
     unknown = plan.unknown_nodes(source)
     if unknown:
-        raise WorkbenchError(f"plan {plan.name!r} names {len(unknown)} nodes that {label} does not have "
-                             f"(e.g. {unknown[0]!r}); list them with workbench.quantize.quantizable_nodes")
+        raise WorkbenchError(f"plan {plan.name!r} names {len(unknown)} node(s) that {label} does not have "
+                             f"(e.g. {unknown[0]!r}): a plan must name this model's MatMul/Gemm/Conv nodes; use "
+                             "one written by python -m workbench search for this model, or fix the names "
+                             "(workbench.quantize.quantizable_nodes lists them)")
     graph = gs.import_onnx(source)
     tensors = graph.tensors()
     int8_acts: dict[str, list] = {}
