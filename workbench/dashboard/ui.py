@@ -1,17 +1,32 @@
-"""Small Streamlit helpers shared by the pages: roots, friendly empty states, query-parameter pickers."""
+"""Small Streamlit helpers shared by the pages: roots, friendly empty states, query-parameter pickers,
+opening the picked artifact, lazy downloads and full-width charts."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence, TypeVar
 
 import streamlit as st
 
 from workbench.dashboard.paths import ArtifactRoots, OutsideArtifacts, artifact_roots, resolve
+from workbench.errors import WorkbenchError
+
+T = TypeVar("T")
 
 
 def roots() -> ArtifactRoots:
+    """The artifact folders, read from the environment on every page run."""
     return artifact_roots()
+
+
+@dataclass(frozen=True)
+class Missing:
+    """What a page says when it has nothing to open: what is missing, the command that makes it, where it lives."""
+
+    what: str
+    command: str
+    detail: str = ""
 
 
 def empty_state(what: str, command: str, detail: str = "") -> None:
@@ -47,8 +62,22 @@ def pick(label: str, options: Sequence[str], param: str, area: str | tuple[str, 
     return choice
 
 
-def fmt_pct(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None or value != value else f"{value:.{digits}f} %"
+def open_picked(label: str, options: Sequence[str], param: str, area: str | tuple[str, ...],
+                load: Callable[[str], T], missing: Missing) -> T | None:
+    """The artifact a page shows: ``missing`` as an empty state when there are no ``options``, else a
+    picker (``pick``) whose choice is opened with ``load``; a user error from ``load`` is shown.
+
+    None when nothing was opened (the page stops there).
+    """
+    if not options:
+        empty_state(missing.what, missing.command, missing.detail)
+        return None
+    choice = pick(label, options, param, area)
+    try:
+        return load(choice)
+    except WorkbenchError as exc:
+        st.error(str(exc))
+        return None
 
 
 def lazy_bytes(path: Path, areas: str | tuple[str, ...]) -> Callable[[], bytes]:
@@ -59,7 +88,7 @@ def lazy_bytes(path: Path, areas: str | tuple[str, ...]) -> Callable[[], bytes]:
     return read
 
 
-def chart(spec, **kwargs):
+def chart(spec: Any, **kwargs: Any) -> Any:
     """``st.altair_chart`` at full width whose plot keeps the height the chart asks for (width fits only)."""
     import altair as alt
 

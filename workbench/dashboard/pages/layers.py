@@ -8,7 +8,6 @@ import streamlit as st
 
 from workbench.dashboard import charts, ui
 from workbench.dashboard.data import layers as data
-from workbench.errors import WorkbenchError
 
 DETAIL = ["index", "tensor", "node", "op", "module", "group", "precision", "cosine", "sqnr_db", "rel_l2",
           "max_abs_error", "mean_abs_error", "polygraphy_passed", "significant"]
@@ -25,16 +24,11 @@ def _clicked_node(event) -> str | None:
 def render() -> None:
     st.title("Layers")
     roots = ui.roots()
-    runs = data.layer_runs(roots)
-    if not runs:
-        ui.empty_state("layer comparisons", "python -m workbench compare",
-                       "Layer tables live in `engines/<model hash>/compare/layers-*.json`.")
-        return
-    label = ui.pick("Layer comparison", runs, "layers", "engines")
-    try:
-        view = data.load_layer_view(label, roots)
-    except WorkbenchError as exc:
-        st.error(str(exc))
+    view = ui.open_picked("Layer comparison", data.layer_runs(roots), "layers", "engines",
+                          lambda label: data.load_layer_view(label, roots),
+                          ui.Missing("layer comparisons", "python -m workbench compare",
+                                     "Layer tables live in `engines/<model hash>/compare/layers-*.json`."))
+    if view is None:
         return
     table = view.table
     if table.empty:

@@ -20,16 +20,11 @@ def _distribution(view: data.SetView, field: str, title: str, unit: str) -> None
 def render() -> None:
     st.title("Speech sets")
     roots = ui.roots()
-    names = data.set_names(roots)
-    if not names:
-        ui.empty_state("speech sets", "python -m workbench data build",
-                       f"Sets live in `{roots.calib_sets}/<name>/` (manifest, FLAC audio, card).")
-        return
-    name = ui.pick("Speech set", names, "set", "calib_sets")
-    try:
-        view = data.load_set_view(name, roots)
-    except WorkbenchError as exc:
-        st.error(str(exc))
+    view = ui.open_picked("Speech set", data.set_names(roots), "set", "calib_sets",
+                          lambda name: data.load_set_view(name, roots),
+                          ui.Missing("speech sets", "python -m workbench data build",
+                                     f"Sets live in `{roots.calib_sets}/<name>/` (manifest, FLAC audio, card)."))
+    if view is None:
         return
     card = view.card
     cols = st.columns(5)

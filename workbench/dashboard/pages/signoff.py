@@ -9,7 +9,6 @@ import streamlit as st
 
 from workbench.dashboard import ui
 from workbench.dashboard.data import reports as data
-from workbench.errors import WorkbenchError
 from workbench.report.render import tables, to_html, verdict_line
 
 MIME = {".json": "application/json", ".html": "text/html", ".md": "text/markdown", ".onnx": "application/octet-stream",
@@ -25,16 +24,11 @@ def _report_page(digest: str, _record: dict) -> str:
 def render() -> None:
     st.title("Sign-off")
     roots = ui.roots()
-    names = data.report_names(roots)
-    if not names:
-        ui.empty_state("sign-off reports", "python -m workbench demo",
-                       "The demo ends with `reports/demo-signoff/`; `python -m workbench signoff --help` for yours.")
-        return
-    name = ui.pick("Report", names, "report", "reports")
-    try:
-        view = data.load_report(name, roots)
-    except WorkbenchError as exc:
-        st.error(str(exc))
+    view = ui.open_picked("Report", data.report_names(roots), "report", "reports",
+                          lambda name: data.load_report(name, roots),
+                          ui.Missing("sign-off reports", "python -m workbench demo", "The demo ends with "
+                                     "`reports/demo-signoff/`; `python -m workbench signoff --help` for yours."))
+    if view is None:
         return
     record = view.record
     verdict = verdict_line(record)

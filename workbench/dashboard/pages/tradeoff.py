@@ -39,12 +39,13 @@ def _plan_view(plan, candidate: str) -> None:
 
 
 def _search(roots, searches: list[str]) -> None:
-    label = ui.pick("Search record", searches, "search", "engines")
-    try:
-        path, search = layers.load_json(label, roots, layers.SEARCH_FORMAT)
-    except WorkbenchError as exc:
-        st.error(str(exc))
+    opened = ui.open_picked("Search record", searches, "search", "engines",
+                            lambda label: layers.load_json(label, roots, layers.SEARCH_FORMAT),
+                            ui.Missing("search records", "python -m workbench search",
+                                       "Search records live in `engines/<model hash>/compare/search-*.json`."))
+    if opened is None:
         return
+    path, search = opened
     conds = sorted(search.get("baseline", {}).get("per_condition", {}))
     group = st.selectbox("WER of", ["overall"] + conds, key="search-group")
     frame = layers.search_frame(search, group)
@@ -84,16 +85,12 @@ def _search(roots, searches: list[str]) -> None:
 
 
 def _signoff(roots) -> None:
-    names = data.report_names(roots)
-    if not names:
-        ui.empty_state("sign-off reports", "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib",
-                       "The trade-off is read from `reports/<name>/report.json`.")
-        return
-    name = ui.pick("Sign-off record", names, "report", "reports")
-    try:
-        view = data.load_report(name, roots)
-    except WorkbenchError as exc:
-        st.error(str(exc))
+    view = ui.open_picked("Sign-off record", data.report_names(roots), "report", "reports",
+                          lambda name: data.load_report(name, roots),
+                          ui.Missing("sign-off reports",
+                                     "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib",
+                                     "The trade-off is read from `reports/<name>/report.json`."))
+    if view is None:
         return
     record = view.record
     gates = record["gates"]
