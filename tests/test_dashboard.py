@@ -126,6 +126,30 @@ def test_empty_artifact_folders_say_which_command_to_run(tmp_path, monkeypatch) 
         assert command in texts(at.info), name
 
 
+def test_a_damaged_record_is_shown_as_an_error_on_the_pages_that_open_it(artifacts, tmp_path, monkeypatch) -> None:
+    root = tmp_path / "art"
+    shutil.copytree(artifacts.root / "reports", root / "reports", ignore=shutil.ignore_patterns("_jobs"))
+    record = next((root / "reports").glob("*/report.json"))
+    record.write_text(record.read_text().replace('"candidates"', '"candidatez"', 1))  # digest no longer matches
+    monkeypatch.setenv(ENV_VAR, str(root))
+    for name in ("signoff", "tradeoff"):
+        at = page(name)
+        assert not at.exception, name
+        assert [e.value for e in at.error] == [at.error[0].value] and "was edited after it was written" in \
+            at.error[0].value, name
+        assert not at.dataframe, name  # the page stops at the error
+
+
+def test_pareto_column_marks_the_front_and_leaves_untimed_rows_off() -> None:
+    import pandas as pd
+
+    from workbench.dashboard.data.reports import on_pareto_front
+
+    frame = pd.DataFrame({"candidate": ["fp32", "fp16", "int8", "slow-and-worse", "untimed"],
+                          "latency ms": [10.0, 6.0, 4.0, 8.0, None], "WER %": [10.0, 10.5, 12.0, 11.0, 1.0]})
+    assert list(on_pareto_front(frame)) == [True, True, True, False, False]
+
+
 def test_sets_page_matches_the_card(artifacts) -> None:
     card = artifacts.calib.card
     at = page("sets", set="unit-calib")

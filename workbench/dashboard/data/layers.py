@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.dashboard.data.reports import on_pareto_front
 from workbench.dashboard.paths import ArtifactRoots, display, resolve
 from workbench.errors import WorkbenchError
 
@@ -134,8 +135,6 @@ def _attr(value: Any) -> Any:
 
 def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame:
     """One row per evaluated search candidate (plus the FP32 baseline): WER, delta, latency, passed, front."""
-    from workbench.report.plots import pareto_front
-
     rows = []
     base = search.get("baseline", {})
     base_wer = base.get("wer") if group == "overall" else base.get("per_condition", {}).get(group)
@@ -163,9 +162,7 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    timed = frame.dropna(subset=["latency ms"])
-    front = set(pareto_front(list(zip(timed["candidate"], timed["latency ms"], timed["WER %"]))))
-    frame["pareto"] = frame["candidate"].isin(front)
+    frame["pareto"] = on_pareto_front(frame)
     frame["recommended"] = frame["step"] == found_step
     return frame
 

@@ -144,11 +144,16 @@ def tradeoff_frame(record: dict[str, Any], group: str = OVERALL) -> pd.DataFrame
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
-    timed = frame.dropna(subset=["latency ms"])
-    front = set(pareto_front(list(zip(timed["candidate"], timed["latency ms"], timed["WER %"]))))
-    frame["pareto"] = frame["candidate"].isin(front)
+    frame["pareto"] = on_pareto_front(frame)
     frame["recommended"] = frame["candidate"] == record.get("recommendation")
     return frame
+
+
+def on_pareto_front(frame: pd.DataFrame) -> pd.Series:
+    """Per row of a trade-off table: on the (``latency ms``, ``WER %``) Pareto front? Rows without latency are not."""
+    timed = frame.dropna(subset=["latency ms"])
+    front = set(pareto_front(list(zip(timed["candidate"], timed["latency ms"], timed["WER %"]))))
+    return frame["candidate"].isin(front)
 
 
 def gate_lines(record: dict[str, Any], group: str = OVERALL) -> dict[str, float | None]:
