@@ -81,12 +81,10 @@ def clip_source(set_name: str | None, count: int, seed: int = 0) -> tuple[list[n
     if set_name and (CALIB_SETS_DIR / set_name).exists():  # (the GPU machine has no soundfile, and no sets)
         from workbench.speech.store import load_set
 
-        if True:
-            speech_set = load_set(set_name)
-            utts = speech_set.utterances[:count]
-            return [speech_set.audio(u) for u in utts], {"kind": "speech set", "name": speech_set.name,
-                                                          "content_hash": speech_set.content_hash,
-                                                          "clips": len(utts)}
+        speech_set = load_set(set_name)
+        utts = speech_set.utterances[:count]
+        return [speech_set.audio(u) for u in utts], {"kind": "speech set", "name": speech_set.name,
+                                                      "content_hash": speech_set.content_hash, "clips": len(utts)}
     from calibration import speech_like_clips  # benchmarks/calibration.py: harmonics + noise, 5 s each
 
     clips = speech_like_clips(count, seed)
@@ -182,8 +180,9 @@ def prepare_model(model_name: str, variants: list[str], work: Path, calib: list[
 
 
 # ---------------------------------------------------------------- timing (child process)
-def gpu_memory_mb() -> float | None:
-    """This process's GPU memory (NVML); None without an NVIDIA driver."""
+def gpu_memory_mb() -> tuple[float | None, str]:
+    """(MB, what was read): this process's GPU memory from NVML, else the device's used memory where NVML
+    does not list the process (containers); (None, why) without an NVIDIA driver."""
     try:
         import pynvml
 
@@ -191,11 +190,10 @@ def gpu_memory_mb() -> float | None:
         handle = pynvml.nvmlDeviceGetHandleByIndex(0)
         for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
             if proc.pid == os.getpid() and proc.usedGpuMemory:
-                return proc.usedGpuMemory / 2**20
-        info = pynvml.nvmlDeviceGetMemoryInfo(handle)  # pid not visible (containers): whole device
-        return info.used / 2**20
-    except Exception:  # noqa: BLE001 - any NVML failure means "not available"
-        return None
+                return proc.usedGpuMemory / 2**20, "nvml process"
+        return pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20, "nvml device used (process not listed)"
+    except Exception as exc:  # noqa: BLE001 - any NVML failure means "not available"
+        return None, f"unavailable: {type(exc).__name__}"
 
 
 def device_resident(session, buckets: dict, batches: tuple[int, ...], config, device: str = "cuda") -> list[dict]:
@@ -239,7 +237,8 @@ def child(spec_path: Path) -> None:
         runner.activate()  # one session for both timings; measure_latency deactivates it at the end
         extra["device_resident"] = device_resident(runner.session, buckets, config.batch_sizes, config,
                                                    "cpu" if spec["dry_run"] else "cuda")
-        extra["gpu_memory_mb"] = gpu_memory_mb()  # session alive, arena grown by the largest point
+        # read with the session alive: ORT's CUDA arena has grown to the largest point by now
+        extra["gpu_memory_mb"], extra["gpu_memory_source"] = gpu_memory_mb()
     result = measure_latency(runner, buckets, config, runner.name, spec["machine"])
     print("RESULT " + json.dumps({**result.to_json(), **extra}))
 

@@ -25,7 +25,8 @@ def test_tiny_grid_writes_table_and_json(tmp_path, capsys) -> None:
     out = tmp_path / "results" / "inference.json"
     code = bench.main(["--models", "tiny", "--seconds", "0.5,1", "--batch", "1,2", "--variants", "fp32,int8,int8-cpu",
                        "--warmup", "1", "--repeats", "2", "--calib-set", "", "--calib-clips", "2",
-                       "--accuracy-clips", "0", "--work", str(tmp_path / "work"), "--out", str(out)])
+                       "--accuracy-clips", "0", "--interleave-points", "2x0.5", "--interleave-rounds", "2",
+                       "--work", str(tmp_path / "work"), "--out", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
     record = json.loads(out.read_text())
@@ -46,6 +47,9 @@ def test_tiny_grid_writes_table_and_json(tmp_path, capsys) -> None:
     assert len(cpu["points"]) == 4 and cpu["geomean"] > 0
     assert record["models"]["tiny"]["variants"]["int8-cpu"]["rewrites"]["conv_as_matmul"] > 0
     assert record["config"]["calibration_clips"]["kind"].startswith("speech-like")
+    (point,) = record["interleaved"]["tiny"].values()  # fp32, int8 and int8-cpu re-timed in turns
+    assert point["rounds"] == 2 and set(point["x_fp32"]) == {"fp32", "int8", "int8-cpu"}
+    assert point["x_fp32"]["fp32"] == 1.0 and "interleaved (tiny, 0.5s b2, 2 rounds)" in printed
 
 
 def test_unknown_variant_for_backend_is_refused() -> None:
