@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from workbench.speech.store import SpeechSet
 
 
 CALIB_TEXTS = ["THE CAT SAT", "A DOG RAN HOME", "RED SKY AT NIGHT", "OPEN THE DOOR", "SMALL BIRDS SING",
@@ -15,7 +20,7 @@ CALIB_TEXTS = ["THE CAT SAT", "A DOG RAN HOME", "RED SKY AT NIGHT", "OPEN THE DO
 EVAL_TEXTS = ["HELLO WORLD", "GOOD MORNING", "THE SUN IS UP", "READ THE BOOK", "WARM BREAD", "BLUE SEA"]
 
 
-def write_unit_set(folder: Path, texts: list[str], speech_like, seed: int = 0):
+def write_unit_set(folder: Path, texts: list[str], speech_like: Callable[..., np.ndarray], seed: int = 0) -> SpeechSet:
     """A stored set (the store's own writer) whose records carry SNR, level, noise kind and accent like a
     built set's, so every Sets-page chart has data; conditions and buckets cycle deterministically."""
     from workbench.speech.records import Clip, Utterance
@@ -48,7 +53,7 @@ class DashArtifacts:
     report_dir: Path
 
 
-def build_artifacts(root: Path, speech_like) -> DashArtifacts:
+def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashArtifacts:
     from workbench.calibrate_pipeline import run_calibrate
     from workbench.calibration.methods import MethodSpec
     from workbench.cli import main

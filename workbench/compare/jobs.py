@@ -57,7 +57,7 @@ def _candidate(prepared: Prepared, candidate: Path | None, plan: PrecisionPlan |
     return name or label, path, plan
 
 
-def run_compare(prepared: Prepared, clips_set, per_condition: int = 2, *, candidate: Path | None = None,
+def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2, *, candidate: Path | None = None,
                 candidate_name: str | None = None, plan: PrecisionPlan | None = None, layers: bool = True,
                 sensitivity: bool = True, rest: str = "fp32", inverse: bool = False, granularity: str = "group",
                 out: Path | None = None, threads: int | None = None, atol: float = 1e-2, rtol: float = 1e-2,
@@ -128,12 +128,12 @@ def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
                              "default: the calibration set) so the sign-off does not judge on the data it selected on")
 
 
-def run_search(prepared: Prepared, dev_set, gates: GateConfig, *, sensitivity: Path | None = None,
-               clips_set=None, per_condition: int = 2, dev_per_condition: int | None = None,
+def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sensitivity: Path | None = None,
+               clips_set: SpeechSet | None = None, per_condition: int = 2, dev_per_condition: int | None = None,
                strategy: str = "bisect", refine: int = 2, keep: str = "fp16", resamples: int = 1000, seed: int = 0,
                granularity: str = "group",
                out: Path | None = None, threads: int | None = None, progress: bool = True,
-               signoff_set=None, log: Callable[[str], None] = print) -> SearchOutputs:
+               signoff_set: SpeechSet | None = None, log: Callable[[str], None] = print) -> SearchOutputs:
     """Find the plan with the most INT8 that meets ``gates`` on ``dev_set``; write JSON/CSV, plan and ONNX.
 
     ``signoff_set``: the set the sign-off will judge on; only its size is used (never its audio), to

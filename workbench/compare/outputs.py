@@ -13,10 +13,13 @@ import datetime as _dt
 import io
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from workbench import __version__
 from workbench.artifacts import sha256_file, write_json_atomic, write_text_atomic
+
+if TYPE_CHECKING:
+    from workbench.compare.setup import Prepared
 
 LAYERS_FORMAT = "workbench-layers/1"
 SENSITIVITY_FORMAT = "workbench-sensitivity/1"
@@ -24,6 +27,7 @@ SEARCH_FORMAT = "workbench-search/1"
 
 
 def versions() -> dict[str, str]:
+    """Versions of the tools whose behaviour a result depends on (recorded in its provenance)."""
     import onnx
     import onnxruntime
     import polygraphy
@@ -39,7 +43,7 @@ def header(fmt: str, provenance: dict[str, Any], command: str | None = None) -> 
             "provenance": {**provenance, "versions": versions()}}
 
 
-def base_provenance(prepared) -> dict[str, str]:
+def base_provenance(prepared: Prepared) -> dict[str, str]:
     """Hashes of the model, FP32 ONNX, calibration cache and calibration set (a ``setup.Prepared``)."""
     return {"model": prepared.model_hash, "fp32_onnx": sha256_file(prepared.fp32_onnx),
             "cache": prepared.cache.content_hash, "calibration_set": prepared.calib_set.content_hash}
@@ -129,7 +133,8 @@ def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any
     return columns, rows
 
 
-def write_with_csv(path: Path, data: dict[str, Any], csv_rows) -> tuple[Path, Path]:
+def write_with_csv(path: Path, data: dict[str, Any],
+                   csv_rows: Callable[[dict[str, Any]], tuple[list[str], list[dict[str, Any]]]]) -> tuple[Path, Path]:
     """Write ``data`` as JSON at ``path`` and its table as CSV beside it."""
     columns, rows = csv_rows(data)
     return write_json(path, data), write_csv(path.with_suffix(".csv"), columns, rows)
