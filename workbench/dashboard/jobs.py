@@ -159,18 +159,11 @@ def wait(job: Job, roots: ArtifactRoots, timeout_s: float) -> Job:
 
 def tail(job: Job, max_bytes: int = 32_768) -> str:
     """The end of the log, with tqdm's carriage-return redraws collapsed to their last state."""
-    try:
-        with open(job.log_path, "rb") as handle:  # noqa: SIM115
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - max_bytes))
-            text = handle.read().decode("utf-8", errors="replace")
-    except (OSError, WorkbenchError):
-        return ""
-    return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in text.split("\n"))
+    return "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1] for line in raw_tail(job, max_bytes).split("\n"))
 
 
 def raw_tail(job: Job, max_bytes: int = 32_768) -> str:
+    """The last ``max_bytes`` of the log as written (tqdm redraws kept, for progress parsing); "" if unreadable."""
     try:
         with open(job.log_path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
