@@ -216,8 +216,8 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
         assert row["WER %"] == pytest.approx(wer["estimate"] * 100)
         verdict = next(v for v in record["verdicts"] if v["candidate"] == row["candidate"])
         assert row["verdict"] == ("PASS" if verdict["passed"] else "FAIL")
-    if record["recommendation"]:
-        assert f"**{record['recommendation']}**" in texts(at.markdown)
+    assert record["recommendation"]  # the fixture's gates pass at least one candidate
+    assert f"**{record['recommendation']}**" in texts(at.markdown)
     nodes = len(quantizable_nodes(onnx.load(str(artifacts.calibrated.fp32_onnx))))
     expected = {"fp32": "fp32 nodes", "fp16": "fp16 nodes", "int8-entropy": "int8 nodes"}
     for candidate, label in expected.items():
@@ -325,9 +325,9 @@ def test_layers_page_matches_the_compare_outputs(artifacts) -> None:
     compute = [r["node"] for r in layers["rows"] if r["compute"]]
     assert at.selectbox(key="layer-node").options == compute
     first = layers["first_significant"]
-    if first and first["node"] in compute:
-        assert at.selectbox(key="layer-node").value == first["node"]
-        assert first["node"] in texts(at.warning)
+    assert first and first["node"] in compute  # INT8 everywhere: the error starts at a compute node
+    assert at.selectbox(key="layer-node").value == first["node"]
+    assert first["node"] in texts(at.warning)
     kl = {g["name"]: g["kl"] for g in sens["layers"]}
     for node in (compute[0], compute[-1]):
         at.selectbox(key="layer-node").select(node).run()
@@ -351,10 +351,10 @@ def test_tradeoff_page_shows_search_candidates(artifacts) -> None:
         row = frame[frame["candidate"] == c["name"]].iloc[0]
         assert row["WER %"] == pytest.approx(c["wer"]["overall"]["estimate"] * 100)
         assert row["verdict"] == ("PASS" if c["passed"] else "FAIL")
-    if search["found"]:
-        assert search["found"]["name"] in texts(at.markdown)
-        found = next(c for c in search["candidates"] if c["step"] == search["found"]["step"])
-        assert at.selectbox(key="search-candidate").value == found["name"]  # the found plan opens first
+    assert search["found"]  # a random model's WER drifts little: the fixture's search finds a plan
+    assert search["found"]["name"] in texts(at.markdown)
+    found = next(c for c in search["candidates"] if c["step"] == search["found"]["step"])
+    assert at.selectbox(key="search-candidate").value == found["name"]  # the found plan opens first
     for c in search["candidates"]:
         at.selectbox(key="search-candidate").select(c["name"]).run()
         assert not at.exception
