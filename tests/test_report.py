@@ -78,6 +78,14 @@ def test_report_refuses_edited_record_and_missing_input(signed, capsys):
     assert "missing" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("content", [b"\xff\xfe not utf-8", b'{"schema": ', b"[1, 2]"])
+def test_a_damaged_record_file_is_a_user_error(tmp_path, content: bytes) -> None:
+    path = tmp_path / "report.json"
+    path.write_bytes(content)
+    with pytest.raises(WorkbenchError, match="run signoff again|not a sign-off record"):
+        load_record(path)
+
+
 def test_pareto_front():
     pts = [("a", 10.0, 5.0), ("b", 20.0, 4.0), ("c", 30.0, 4.5), ("d", 5.0, 9.0)]
     assert pareto_front(pts) == ["d", "a", "b"]

@@ -69,8 +69,8 @@ def load_record(path: Path) -> dict[str, Any]:
         raise WorkbenchError(f"report record {path} does not exist")
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise WorkbenchError(f"report record {path} is not readable JSON: {exc}") from exc
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bytes that are not UTF-8
+        raise WorkbenchError(f"report record {path} is not readable JSON ({exc}); run signoff again") from exc
     if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
         raise WorkbenchError(f"{path} is not a sign-off record (schema {RECORD_SCHEMA!r} expected)")
     if record.get("version") != RECORD_VERSION:

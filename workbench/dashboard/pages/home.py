@@ -5,27 +5,29 @@ from __future__ import annotations
 import streamlit as st
 
 from workbench.dashboard import ui
-from workbench.dashboard.data import calibration, reports, sets
-from workbench.dashboard.data import layers
+from workbench.dashboard.data import calibration, layers, reports, sets
+from workbench.errors import WorkbenchError
 
+# (what the step makes, the command that makes it), in the order the steps run
 STEPS = [
-    ("speech sets", "python -m workbench data build", "Sets"),
-    ("calibration caches", "python -m workbench calibrate --set demo-calib", "Calibration"),
-    ("layer comparisons", "python -m workbench compare", "Layers"),
-    ("sign-off reports", "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib", "Sign-off"),
+    ("speech sets", "python -m workbench data build"),
+    ("calibration caches", "python -m workbench calibrate --set demo-calib"),
+    ("layer comparisons", "python -m workbench compare"),
+    ("sign-off reports", "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib"),
 ]
 
 
 def render() -> None:
+    """Counts per artifact kind, the next command for each missing kind, and the latest sign-off verdict."""
     st.title("Speech precision workbench")
     roots = ui.roots()
     st.caption(f"Artifacts under `{roots.root}` (set `WORKBENCH_ARTIFACTS` to look elsewhere)")
     counts = [len(sets.set_names(roots)), len(calibration.list_caches(roots)), len(layers.layer_runs(roots)),
               len(reports.report_names(roots))]
     cols = st.columns(len(STEPS))
-    for col, (what, _, page), n in zip(cols, STEPS, counts):
+    for col, (what, _), n in zip(cols, STEPS, counts):
         col.metric(what, n)
-    missing = [(what, command) for (what, command, _), n in zip(STEPS, counts) if n == 0]
+    missing = [(what, command) for (what, command), n in zip(STEPS, counts) if n == 0]
     if not any(counts):
         st.info("Nothing here yet. The whole job on the embedded demo model is one command:\n"
                 "```bash\npython -m workbench demo\n```\nor start steps from the **Run** page.")
@@ -40,5 +42,5 @@ def render() -> None:
             rec = view.record.get("recommendation")
             (st.success if rec else st.error)(f"Latest sign-off `{names[0]}`: "
                                               + (f"SHIP {rec}" if rec else "no candidate passes"))
-        except Exception as exc:  # a damaged record must not break the overview
+        except (WorkbenchError, OSError) as exc:  # a damaged record must not break the overview
             st.warning(f"Latest sign-off `{names[0]}` cannot be read: {exc}")
