@@ -229,8 +229,12 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     (tmp_path / "other.json").write_text(json.dumps(other))
     assert main(["search", *common, "--sensitivity", str(tmp_path / "other.json"), "--out", str(tmp_path)]) == 1
     assert "another model" in capsys.readouterr().err
-    # the sign-off's default candidates pick the found plan up, unless it was searched on the evaluation set
+    # the sign-off's default candidates pick the found plan up, unless it was searched on the evaluation set;
+    # damaged search files beside it are passed over
     from workbench.report.variants import build_default_variants
+
+    (out / "search-zz-binary.json").write_bytes(b"\xff\xfe")
+    (out / "search-zz-list.json").write_text("[1, 2]")
 
     built = build_default_variants(prepared.model, str(tiny_sets.calib.path), "max", root=engines,
                                    eval_hash=tiny_sets.eval.content_hash)

@@ -19,6 +19,8 @@ from workbench.compare.outputs import SEARCH_FORMAT
 
 @dataclass(frozen=True)
 class FoundSearch:
+    """A finished search's record, its found plan's ONNX, name and INT8 share, and its sensitivity file if intact."""
+
     search: Path
     onnx: Path
     name: str
@@ -37,10 +39,12 @@ def matching_search(fp32_onnx: Path, cache_path: Path, eval_hash: str | None = N
     for path in folder.glob("search-*.json"):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
+        except (OSError, ValueError):  # unreadable, bad JSON or not UTF-8: not a search to offer
             continue
-        prov, found = data.get("provenance", {}), data.get("found")
-        if data.get("format") != SEARCH_FORMAT or not found:
+        if not isinstance(data, dict) or data.get("format") != SEARCH_FORMAT or not data.get("found"):
+            continue
+        prov, found = data.get("provenance", {}), data["found"]
+        if not isinstance(prov, dict) or not isinstance(found, dict):
             continue
         if prov.get("fp32_onnx") != fp32_hash or prov.get("cache") != cache_hash:
             continue

@@ -96,7 +96,7 @@ def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
     """A sensitivity file made from this model, FP32 export and cache; anything else is refused."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bytes that are not UTF-8
         raise WorkbenchError(f"cannot read sensitivity file {path} ({exc}); give a sensitivity-*.json written by "
                              "python -m workbench compare, or drop --sensitivity to reuse or compute one") from exc
     if not isinstance(data, dict) or data.get("format") != outputs.SENSITIVITY_FORMAT:
