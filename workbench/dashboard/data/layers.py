@@ -33,11 +33,8 @@ def layer_runs(roots: ArtifactRoots) -> list[str]:
     return [display(p, roots) for p in _files(roots, "layers-*.json")]
 
 
-def sensitivity_files(roots: ArtifactRoots) -> list[str]:
-    return [display(p, roots) for p in _files(roots, "sensitivity-*.json")]
-
-
 def search_files(roots: ArtifactRoots) -> list[str]:
+    """Search records (``engines/*/compare/search-*.json``), newest first, as artifact-relative labels."""
     return [display(p, roots) for p in _files(roots, "search-*.json")]
 
 
@@ -56,6 +53,8 @@ def load_json(label: str, roots: ArtifactRoots, expected_format: str) -> tuple[P
 
 @dataclass
 class LayerView:
+    """A layer table file, its rows as a frame (with sensitivity columns when a matching ranking is beside it)."""
+
     path: Path
     layers: dict[str, Any]
     table: pd.DataFrame
@@ -100,6 +99,7 @@ def load_layer_view(label: str, roots: ArtifactRoots) -> LayerView:
 
 
 def heat_metrics(view: LayerView) -> list[str]:
+    """The heatmap's rows: error metrics, and the group's sensitivity KL when known."""
     metrics = ["1 - cosine", "rel_l2", "SQNR deficit dB"]
     if "sensitivity KL" in view.table.columns:
         metrics.append("sensitivity KL")
