@@ -91,5 +91,5 @@ def test_demo_runs_its_steps(tmp_path, capsys):
         assert f"[{number}/{len(STEPS)}] {step.name}" in out
     assert "demo-calib" in out and "demo-eval" in out and "| total | 3 | 3 | 6 |" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-calib", "demo-eval"]
-    assert list(engines.glob("*/model.int8-entropy-*.onnx")) and list(engines.glob("*/calib-*.cache"))
+    assert list(engines.glob("*/model.int8-percentile-*.onnx")) and list(engines.glob("*/calib-*.cache"))
     assert (engines / "reports" / "demo-signoff" / "report.html").exists() and "verdict" in out
