@@ -64,6 +64,11 @@ def _set_path(name: str | None, roots: ArtifactRoots, role: str) -> str:
     return str(resolve(name, "calib_sets", roots))
 
 
+def _index_of(preferred: str, names: list[str], fallback: int = 0) -> int:
+    """Where a selectbox over ``names`` starts: the demo set when present, else ``fallback``."""
+    return names.index(preferred) if preferred in names else fallback
+
+
 def _start(kind: str, args: list[str], roots: ArtifactRoots) -> None:
     job = jobs.start(kind, args, roots)
     st.session_state["job"] = job.id
@@ -91,7 +96,7 @@ def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
     with st.form("calibrate"):
         choice, typed, options = _model_inputs("cal", roots)
         calib = st.selectbox("Calibration set", names, key="cal-set",
-                             index=names.index("demo-calib") if "demo-calib" in names else 0)
+                             index=_index_of("demo-calib", names))
         method = st.selectbox("Method", METHODS, key="cal-method")
         percentile = st.number_input("Percentile (percentile method)", 90.0, 100.0, 99.99, 0.01, format="%.2f",
                                      key="cal-percentile")
@@ -110,9 +115,9 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
         choice, typed, options = _model_inputs("so", roots)
         c1, c2 = st.columns(2)
         calib = c1.selectbox("Calibration set", names, key="so-calib",
-                             index=names.index("demo-calib") if "demo-calib" in names else 0)
+                             index=_index_of("demo-calib", names))
         evaluation = c2.selectbox("Evaluation set", names, key="so-eval",
-                                  index=names.index("demo-eval") if "demo-eval" in names else min(1, len(names) - 1))
+                                  index=_index_of("demo-eval", names, min(1, len(names) - 1)))
         method = c1.selectbox("Method for the INT8 variant", METHODS, key="so-method")
         name = c2.text_input("Report name (folder under reports/)", "signoff-ui", key="so-name")
         batch = c1.text_input("Latency batch sizes", "1,8", key="so-batch")
@@ -154,7 +159,7 @@ def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
         choice, typed, options = _model_inputs(verb, roots)
         c1, c2 = st.columns(2)
         calib = c1.selectbox("Calibration set", names, key=f"{verb}-set",
-                             index=names.index("demo-calib") if "demo-calib" in names else 0)
+                             index=_index_of("demo-calib", names))
         method = c2.selectbox("Method", METHODS, key=f"{verb}-method")
         per_condition = c1.number_input("Clips per condition (layer table, sensitivity)", 1, 1000, 4,
                                         key=f"{verb}-per-condition")
