@@ -65,7 +65,9 @@ class SetBuildConfig:
 
     name: str = "demo"
     calib_per_condition: int = 100
-    eval_per_condition: int = 40
+    # 100 per condition (~3,000 words): with fewer, one changed word can move the upper end of a
+    # speaker-block WER-delta interval past the default 0.3-point gate (seen with 40 per condition)
+    eval_per_condition: int = 100
     seed: int = 0
     profile: EngineProfile = field(default_factory=EngineProfile)
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
