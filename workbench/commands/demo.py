@@ -134,7 +134,7 @@ def _signoff(ctx: DemoContext) -> None:
         print("no mixed plan met the budget on the dev set; signing off FP32, FP16 and INT8 only")
     if "compare" in ctx.results:
         argv += ["--sensitivity", str(ctx.results["compare"].files["sensitivity_json"])]
-    argv += ["--no-latency"] if ctx.quick else ["--batch-sizes", "1,8", "--repeats", "5", "--warmup", "1"]
+    argv += ["--no-latency"] if ctx.quick else ["--batch-sizes", "1,8", "--repeats", "15", "--warmup", "2"]
     signoff.run(parser.parse_args(argv))
 
 
