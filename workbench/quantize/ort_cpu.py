@@ -64,6 +64,12 @@ class _Graph:
                     self.consumers[name].append(node)
         self.outputs = {o.name for o in self.graph.output}
 
+    def set_nodes(self, nodes: list[onnx.NodeProto]) -> None:
+        """Replace the graph's node list (in this order) and rebuild the index."""
+        del self.graph.node[:]
+        self.graph.node.extend(nodes)
+        self.reindex()
+
     def unique(self, base: str) -> str:
         name, i = base, 1
         while name in self._names:
@@ -209,9 +215,7 @@ def _convs_to_matmul(g: _Graph) -> int:
             replaced += 1
         else:
             new_nodes.append(node)
-    del g.graph.node[:]
-    g.graph.node.extend(new_nodes)
-    g.reindex()
+    g.set_nodes(new_nodes)
     return replaced
 
 
@@ -234,9 +238,7 @@ def _dedicate_dq(g: _Graph) -> int:
                     user.input[i] = copy.output[0]
             new_nodes.append(copy)
             added += 1
-    del g.graph.node[:]
-    g.graph.node.extend(new_nodes)
-    g.reindex()
+    g.set_nodes(new_nodes)
     return added
 
 
@@ -267,25 +269,19 @@ def _fold_conv_weight_dq(g: _Graph) -> int:
         node.input[1] = done[key] = g.const(f"{dq.input[0]}_folded", ((q - zp) * scale).astype(np.float32))
         drop.add(id(dq))
         folded += 1
-    kept = [n for n in g.graph.node if id(n) not in drop]
-    del g.graph.node[:]
-    g.graph.node.extend(kept)
-    g.reindex()
+    g.set_nodes([n for n in g.graph.node if id(n) not in drop])
     return folded
 
 
 def _drop_unused(g: _Graph) -> None:
     """Remove nodes whose outputs nobody reads and initializers nobody uses (after the rewrites)."""
+    g.reindex()
     while True:
-        g.reindex()
-        dead = [n for n in g.graph.node
-                if all(not o or (o not in g.consumers and o not in g.outputs) for o in n.output)]
+        dead = {id(n) for n in g.graph.node
+                if all(not o or (o not in g.consumers and o not in g.outputs) for o in n.output)}
         if not dead:
             break
-        ids = {id(n) for n in dead}
-        kept = [n for n in g.graph.node if id(n) not in ids]
-        del g.graph.node[:]
-        g.graph.node.extend(kept)
+        g.set_nodes([n for n in g.graph.node if id(n) not in dead])
     used = {name for n in g.graph.node for name in n.input} | g.outputs
     kept_inits = [i for i in g.graph.initializer if i.name in used]
     del g.graph.initializer[:]
