@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import subprocess
 import sys
@@ -232,14 +230,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['peak_rss_mb']:>12.0f}")
     print(f"\nours / plain wall, per round: {', '.join(f'{x:.2f}' for x in summary['ours_x_plain_per_round'])}; "
           f"median {summary['ours_x_plain_median']:.2f} (target <= 1.5)")
-    import onnxruntime
 
+    from workbench.evaluate.machine import machine_info, package_versions
     from workbench.model.synthetic import SIZES
 
     record = {"model": f"Wav2Vec2ForCTC random, size {args.size}: {SIZES[args.size]}",
-              "clip_seconds": SECONDS, "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
-                                                   "python": platform.python_version(),
-                                                   "onnxruntime": onnxruntime.__version__},
+              "clip_seconds": SECONDS, "machine": machine_info(),
+              "packages": package_versions(),
               "targets": {"ours_wall_x_plain": 1.5, "ours_peak_rss_mb": 2048, "ours_500_clips_peak_rss_mb": 2560},
               "summary": summary, "rows": rows}
     from workbench.artifacts import write_json_atomic

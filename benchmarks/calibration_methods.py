@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import resource
 import sys
 import time
@@ -114,9 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import onnx
-    import onnxruntime
 
     from workbench.artifacts import write_json_atomic
+    from workbench.evaluate.machine import machine_info, package_versions
     from workbench.calibrate_pipeline import run_calibrate
     from workbench.compare.clips import all_clips, clips_per_condition
     from workbench.compare.evaluator import DevEvaluator
@@ -215,9 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         "methods": rows,
         "total_wall_s": round(time.perf_counter() - started_all, 1),
         "total_cpu_s": round(cpu_seconds() - cpu_all, 1),
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpus": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
-                    "onnxruntime": onnxruntime.__version__},
+        "machine": {**machine_info(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "packages": package_versions(),
         "note": "WER in percent, deltas in points vs FP32 (judged_delta_high: as the search records it) (paired speaker-block bootstrap, 95 %); shared machine: "
                 "wall and CPU times are indicative only",
     }
@@ -231,7 +229,6 @@ def main(argv: list[str] | None = None) -> int:
               f"[{e['delta']['low']:+.2f}, {e['delta']['high']:+.2f}] {'PASS' if e['passed'] else 'FAIL':>7} "
               f"{d['kl']:>7.4f} {100 * d['token_disagreement']:>6.1f} {share:>13} "
               f"{s['evaluations'] if s else '-':>5} {r['calibrate_cpu_s']:>9.1f}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, record)
     print(f"wrote {args.out} ({record['total_wall_s']} s wall, {record['total_cpu_s']} s CPU)")
     return 0

@@ -20,8 +20,6 @@ Wav2Vec2-base cheap (minutes on a CPU, a bounded multiple of one FP32 pass per g
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import sys
 import tempfile
 import time
@@ -41,16 +39,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     import onnx
-    import onnxruntime
 
     sys.path.insert(0, str(HERE))
     from calibration import speech_like_clips  # the calibration benchmark's clip generator
 
+    from workbench.artifacts import write_json_atomic
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import calibrate_ranges
     from workbench.compare.clips import Clip
     from workbench.compare.groups import node_groups
     from workbench.compare.sensitivity import VariantRunner, rank_groups
+    from workbench.evaluate.machine import machine_info, package_versions
     from workbench.model.export import export_onnx
     from workbench.model.synthetic import random_wav2vec2
     from workbench.speech.records import Utterance
@@ -81,16 +80,14 @@ def main(argv: list[str] | None = None) -> int:
         "ranking_over_fp32_pass": round(ranking / plain, 1),
         "seconds_per_group": round(ranking / len(groups), 2),
         "top5": [r.group.name for r in result.results[:5]],
-        "machine": {"platform": platform.platform(), "processor": platform.processor(),
-                    "python": platform.python_version(), "onnxruntime": onnxruntime.__version__},
+        "machine": machine_info(), "packages": package_versions(),
         "note": "random weights; wall times on a shared machine, compare ratios within one run only",
     }
     print(f"{'job':<12} {'wall s':>8}  note")
     print(f"{'fp32 pass':<12} {plain:>8.2f}  {len(clips)} clips of {SECONDS:.0f} s")
     print(f"{'ranking':<12} {ranking:>8.2f}  {len(groups)} groups, {ranking / len(groups):.2f} s per group, "
           f"{ranking / plain:.1f}x the FP32 pass")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    write_json_atomic(args.out, record)
     print(f"wrote {args.out}")
     return 0
 
