@@ -70,11 +70,11 @@ def prepare(work: Path, clips: int, size: str = "base") -> tuple[Path, Path]:
 def job_plain(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
     import onnxruntime as ort
 
-    from workbench.model.features import normalise
+    from workbench.model.features import normalise_audio
 
     session = ort.InferenceSession(str(onnx_path), providers=["CPUExecutionProvider"])
     for audio in clips:
-        session.run(["logits"], {"input_values": normalise(audio)[None]})
+        session.run(["logits"], {"input_values": normalise_audio(audio)[None]})
     return {}
 
 
@@ -91,7 +91,7 @@ def job_ours(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
 def job_ort(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, quantize_static
 
-    from workbench.model.features import normalise
+    from workbench.model.features import normalise_audio
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -99,7 +99,7 @@ def job_ort(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
 
         def get_next(self):
             audio = next(self.items, None)
-            return None if audio is None else {"input_values": normalise(audio)[None]}
+            return None if audio is None else {"input_values": normalise_audio(audio)[None]}
 
     quantize_static(str(onnx_path), str(out / "ort.int8.onnx"), Reader(), quant_format=QuantFormat.QDQ,
                     op_types_to_quantize=["MatMul", "Gemm", "Conv"], calibrate_method=CalibrationMethod.Entropy,
@@ -110,9 +110,9 @@ def job_ort(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
 def job_modelopt(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
     from modelopt.onnx.quantization import quantize
 
-    from workbench.model.features import normalise
+    from workbench.model.features import normalise_audio
 
-    data = np.stack([normalise(a) for a in clips])
+    data = np.stack([normalise_audio(a) for a in clips])
     quantize(str(onnx_path), quantize_mode="int8", calibration_data={"input_values": data},
              calibration_method="entropy", output_path=str(out / "modelopt.int8.onnx"))
     return {}

@@ -2,10 +2,10 @@
 
 For each method (entropy, max, percentile 99.99 and 99.9, mse) the command, in one process:
 
-- calibrates the demo model on the calibration set (``workbench.calibrate_pipeline.run_calibrate``,
+- calibrates the demo model on the calibration set (``workbench.jobs.calibrate``,
   one artifact root per method under ``--root`` so caches never collide, timed);
 - evaluates INT8-everywhere on the evaluation set: WER overall and per condition with the paired
-  bootstrap delta vs FP32 and the default budget's verdict (``workbench.compare.evaluator``; the FP32
+  bootstrap delta vs FP32 and the default budget's verdict (``workbench.search.evaluator``; the FP32
   transcripts are made once and shared by every method);
 - measures INT8-everywhere logit damage (KL(FP32 || INT8) per frame, greedy-token disagreement) on the
   same 2 clips per condition of the calibration set that the sensitivity ranking uses;
@@ -15,7 +15,7 @@ For each method (entropy, max, percentile 99.99 and 99.9, mse) the command, in o
   attention-score MatMuls of every layer kept in FP16 (the rest INT8), and INT8 everywhere with the
   Softmax outputs (the A.V MatMuls' probability input) given the data-independent amax 1.0;
 - optionally (``--search``) runs the demo's mixed-precision search for that method
-  (``workbench.compare.jobs.run_search`` with ``refine=0``, dev set = calibration set, intervals
+  (``workbench.jobs.search.run_search`` with ``refine=0``, dev set = calibration set, intervals
   widened to the evaluation set's size) and records the found plan's INT8 share and evaluations.
 
 Prints a table and writes ``benchmarks/results/calibration_methods.json`` with the machine, the
@@ -116,13 +116,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from workbench.artifacts import write_json_atomic
     from workbench.evaluate.machine import machine_info, package_versions
-    from workbench.calibrate_pipeline import run_calibrate
-    from workbench.compare.clips import all_clips, clips_per_condition
-    from workbench.compare.evaluator import DevEvaluator
+    from workbench.jobs import calibrate
+    from workbench.speech.select import all_clips, clips_per_condition
+    from workbench.search.evaluator import DevEvaluator
     from workbench.compare.groups import node_groups, plan_for
-    from workbench.compare.jobs import run_search
+    from workbench.jobs.search import run_search
     from workbench.compare.sensitivity import VariantRunner
-    from workbench.compare.setup import prepare
+    from workbench.jobs.prepare import prepare
     from workbench.config import DEMO_MODEL_DIR
     from workbench.evaluate.gates import GateConfig
     from workbench.model.loading import model_hash
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, spec in methods:
         print(f"== {label}", flush=True)
         t0, c0 = time.perf_counter(), cpu_seconds()
-        result = run_calibrate(DEMO_MODEL_DIR, str(calib.path), spec, root=args.root / label)
+        result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(calib.path), spec, engines=args.root / label))
         row: dict[str, Any] = {"method": label, "spec": spec.params(), "cache": str(result.cache),
                                "reused_cache": result.reused_cache,
                                "calibrate_wall_s": round(time.perf_counter() - t0, 1),

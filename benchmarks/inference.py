@@ -305,7 +305,8 @@ def interleaved(variants: list[Variant], clips: list[np.ndarray], points: list[t
 def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: int | None) -> dict:
     """Logits of each variant vs FP32 and each ``-cpu`` flavour vs its TensorRT-bound graph; WER per variant."""
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
-    from workbench.evaluate.transcribe import logits_of, prepare_input
+    from workbench.evaluate.transcribe import logits_of
+    from workbench.model.features import normalise_audio
     from workbench.evaluate.wer import corpus_wer, score_utterances
     from workbench.model.vocab import decode_ids
     from workbench.speech.store import load_set, set_path
@@ -314,7 +315,7 @@ def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: 
         return {"skipped": f"evaluation set {eval_set} not found (python -m workbench data build)"}
     speech_set = load_set(eval_set)
     utts = speech_set.utterances[:count]
-    audio = [prepare_input(speech_set.audio(u))[None] for u in utts]
+    audio = [normalise_audio(speech_set.audio(u))[None] for u in utts]
     logits: dict[str, list[np.ndarray]] = {}
     for variant in variants:
         with OnnxRuntimeRunner(Path(variant.path), threads=threads, name=variant.name) as runner:

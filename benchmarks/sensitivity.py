@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.artifacts import write_json_atomic
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import calibrate_ranges
-    from workbench.compare.clips import Clip
+    from workbench.speech.records import Clip
     from workbench.compare.groups import node_groups
     from workbench.compare.sensitivity import VariantRunner, rank_groups
     from workbench.evaluate.machine import machine_info, package_versions

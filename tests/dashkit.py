@@ -54,7 +54,7 @@ class DashArtifacts:
 
 
 def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashArtifacts:
-    from workbench.calibrate_pipeline import run_calibrate
+    from workbench.jobs import calibrate
     from workbench.calibration.methods import MethodSpec
     from workbench.cli import main
     from workbench.evaluate.gates import GateConfig
@@ -62,7 +62,8 @@ def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashA
     from workbench.model.synthetic import save_random_wav2vec2
     from workbench.quantize.plan import FP16
     from workbench.quantize.qdq import build_variant
-    from workbench.report.signoff import SignoffInputs, run_signoff
+    from workbench.jobs.signoff import SignoffInputs
+    from workbench.jobs.signoff import run as run_signoff
 
     root = Path(root)
     for area in ("calib_sets", "engines", "reports", "models"):
@@ -70,7 +71,8 @@ def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashA
     calib = write_unit_set(root / "calib_sets" / "unit-calib", CALIB_TEXTS, speech_like, seed=0)
     evaluation = write_unit_set(root / "calib_sets" / "unit-eval", EVAL_TEXTS, speech_like, seed=1)
     model = save_random_wav2vec2(root / "models" / "tiny", "tiny", seed=0)
-    calibrated = run_calibrate(model, str(calib.path), MethodSpec("entropy"), root=root / "engines", parity_clips=2)
+    calibrated = calibrate.run(calibrate.CalibrateInputs(model, str(calib.path), MethodSpec("entropy"),
+                                                         engines=root / "engines", parity_clips=2))
     fp16 = build_variant(calibrated.fp32_onnx, {}, FP16, calibrated.fp32_onnx.with_name("model.fp16.onnx"))
     report_dir = root / "reports" / "unit-signoff"
     inputs = SignoffInputs(candidates=[("fp32", calibrated.fp32_onnx), ("fp16", fp16),
@@ -78,7 +80,7 @@ def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashA
                            eval_set=evaluation, out_dir=report_dir, model=model, calib_set=calib,
                            cache=calibrated.cache, latency=LatencyConfig((1,), 0, 2), threads=1, resamples=200,
                            gates=GateConfig(max_latency_ms=10_000.0))  # a latency gate every candidate meets
-    record, _ = run_signoff(inputs, log=lambda _: None)
+    record = run_signoff(inputs, log=lambda _: None).record
     common = ["--model", str(model), "--calib-set", str(calib.path), "--engines", str(root / "engines"),
               "--per-condition", "1", "--no-progress", "--threads", "1"]
     if main(["compare", *common]) != 0 or main(["search", *common, "--resamples", "200"]) != 0:

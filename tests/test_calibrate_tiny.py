@@ -10,13 +10,14 @@ import onnx
 import pytest
 
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
-from workbench.calibrate_pipeline import run_calibrate
+from workbench.jobs import calibrate
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import activation_tensors, calibrate_ranges
 from workbench.cli import main
 from workbench.errors import WorkbenchError
-from workbench.model.export import INPUT, OUTPUT, module_of, normalise
+from workbench.model.export import INPUT, OUTPUT, module_of
+from workbench.model.features import normalise_audio
 from workbench.model.synthetic import save_random_wav2vec2
 from workbench.model.vocab import load_vocabulary
 from workbench.quantize import PrecisionPlan, build_variant, quantizable_nodes
@@ -30,12 +31,12 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def calibrated(tiny_model: Path, tiny_sets, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("engines")
-    return root, run_calibrate(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), root=root)
+    return root, calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root))
 
 
 def run_model(path: Path, audio: np.ndarray) -> np.ndarray:
     with OnnxRuntimeRunner(path) as runner:
-        return runner.infer({INPUT: normalise(audio)[None]})[OUTPUT][0]
+        return runner.infer({INPUT: normalise_audio(audio)[None]})[OUTPUT][0]
 
 
 def test_export_names_and_parity(calibrated) -> None:
@@ -90,12 +91,12 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def test_cache_reused_only_when_keys_match(calibrated, tiny_model, tiny_sets) -> None:
     root, first = calibrated
     before = first.cache.read_bytes()
-    again = run_calibrate(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), root=root, parity_clips=1)
+    again = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root, parity_clips=1))
     assert again.reused_cache and again.cache.read_bytes() == before
     # tamper with a provenance key: reported and recomputed, never used
     meta = cache_mod.load(first.cache)
     cache_mod.CalibrationCache(meta.scales, {**meta.keys, "calibration_set": "someone-else"}, meta.header).save(first.cache)
-    redo = run_calibrate(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), root=root, parity_clips=1)
+    redo = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root, parity_clips=1))
     assert not redo.reused_cache and any("calibration_set" in p for p in redo.cache_problems)
     assert redo.cache.read_bytes() == before  # deterministic: recomputation gives the same bytes
 
@@ -195,14 +196,14 @@ def test_missing_model_folder_is_a_user_error(tmp_path) -> None:
 
 
 def test_model_that_fails_to_load_leaves_no_folder(tmp_path, tiny_sets) -> None:
-    from workbench.calibrate_pipeline import run_calibrate
+    from workbench.jobs import calibrate
     from workbench.calibration.methods import MethodSpec
 
     (tmp_path / "no-weights").mkdir()
     (tmp_path / "no-weights" / "config.json").write_text("{}")
     engines = tmp_path / "engines"
     with pytest.raises(WorkbenchError):
-        run_calibrate(tmp_path / "no-weights", str(tiny_sets.calib.path), MethodSpec("max"), root=engines)
+        calibrate.run(calibrate.CalibrateInputs(tmp_path / "no-weights", str(tiny_sets.calib.path), MethodSpec("max"), engines=engines))
     assert not engines.exists() or not any(engines.iterdir())
 
 

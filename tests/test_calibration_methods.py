@@ -7,6 +7,7 @@ import struct
 import numpy as np
 import pytest
 
+from workbench.backends.tensorrt import cache_header
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.collectors import GrowingHistogram, StreamingStats
 from workbench.calibration.methods import MethodSpec, compute_amax, entropy_divergences, entropy_threshold_bin
@@ -194,7 +195,7 @@ def test_cache_round_trips_bit_exactly(tmp_path) -> None:
                                              ("10.3.0.26", 100300), ("10.13.0", 101300)])
 def test_trt_version_number_is_what_tensorrt_writes(version: str, number: int) -> None:
     """Headers seen in public caches: TRT-5100/7103/8501/8600 (TensorRT <= 8), TRT-100300/101300 (TensorRT 10)."""
-    assert cache_mod.trt_version_number(version) == number
+    assert cache_header.trt_version_number(version) == number
 
 
 @pytest.mark.parametrize("method, algorithm", [("entropy", "EntropyCalibration2"), ("max", "MinMaxCalibration"),
@@ -210,13 +211,13 @@ def test_cache_header_per_method_and_true_method_in_sidecar(tmp_path, method: st
 
 def test_restamping_changes_only_the_header() -> None:
     text = cache_mod.CalibrationCache.from_amax({"a": 2.0, "b": 0.5}, {"method": "max"}).to_text().encode()
-    for_86 = cache_mod.stamped(text, "8.6.1")
+    for_86 = cache_header.stamped(text, "8.6.1")
     assert for_86.split(b"\n", 1) == [b"TRT-8601-MinMaxCalibration", text.split(b"\n", 1)[1]]
-    assert cache_mod.stamped(text, "10.8.0", "EntropyCalibration2").startswith(b"TRT-100800-EntropyCalibration2\n")
+    assert cache_header.stamped(text, "10.8.0", "EntropyCalibration2").startswith(b"TRT-100800-EntropyCalibration2\n")
     with pytest.raises(WorkbenchError, match="not a TensorRT calibration cache"):
-        cache_mod.stamped(b"hello\n", "10.3.0")
+        cache_header.stamped(b"hello\n", "10.3.0")
     with pytest.raises(WorkbenchError, match="not like"):
-        cache_mod.trt_version_number("ten")
+        cache_header.trt_version_number("ten")
 
 
 def test_foreign_cache_is_refused_and_kept(tmp_path) -> None:

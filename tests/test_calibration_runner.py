@@ -10,7 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.runner import _unshared, activation_tensors, calibration_session, collect_statistics
-from workbench.model.export import INPUT, normalise
+from workbench.model.export import INPUT
+from workbench.model.features import normalise_audio
 
 
 def small_graph() -> onnx.ModelProto:
@@ -37,7 +38,7 @@ def test_pass_equals_statistics_of_the_numpy_activations(tmp_path: Path) -> None
     clips = [rng.laplace(0, s, 24).astype(np.float32) for s in (0.5, 3.0, 0.1, 8.0)]
     expected = StreamingStats()
     for audio in clips:
-        y = np.maximum(normalise(audio)[None], 0)
+        y = np.maximum(normalise_audio(audio)[None], 0)
         expected.update("y", y.copy())
         expected.update("z", y.reshape(1, 4, 6).copy())
     for source in (path, small_graph()):

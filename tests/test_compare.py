@@ -21,14 +21,15 @@ import onnx
 import pytest
 
 from workbench.cli import main
-from workbench.compare.clips import Clip, all_clips, clips_per_condition
-from workbench.compare.evaluator import DevEvaluator
+from workbench.speech.records import Clip
+from workbench.speech.select import all_clips, clips_per_condition
+from workbench.search.evaluator import DevEvaluator
 from workbench.compare.groups import group_of, node_groups, plan_for
-from workbench.compare.jobs import run_compare
+from workbench.jobs.compare import run_compare
 from workbench.compare.metrics import ErrorSums, OutputDamage
-from workbench.compare.search import search_plan
+from workbench.search.strategies import search_plan
 from workbench.compare.sensitivity import VariantRunner, rank_groups
-from workbench.compare.setup import prepare
+from workbench.jobs.prepare import prepare
 from workbench.evaluate.gates import GateConfig
 from workbench.evaluate.transcribe import transcribe
 from workbench.quantize.plan import PrecisionPlan
@@ -107,7 +108,7 @@ def test_logit_kl_and_token_disagreement_known_values() -> None:
 
 
 def test_dev_intervals_widen_to_the_signoff_set_size() -> None:
-    from workbench.compare.evaluator import widen_interval
+    from workbench.search.evaluator import widen_interval
     from workbench.evaluate.bootstrap import Interval
 
     raw = Interval(0.01, 0.0, 0.015, 0.95, 1000, "speaker", 30)
@@ -231,7 +232,7 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert "another model" in capsys.readouterr().err
     # the sign-off's default candidates pick the found plan up, unless it was searched on the evaluation set;
     # damaged search files beside it are passed over
-    from workbench.report.variants import build_default_variants
+    from workbench.jobs.signoff import build_default_variants
 
     (out / "search-zz-binary.json").write_bytes(b"\xff\xfe")
     (out / "search-zz-list.json").write_text("[1, 2]")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from workbench.config import DEMO_MODEL_DIR
-from workbench.model.features import normalise
+from workbench.model.features import normalise_audio
 from workbench.model.vocab import VOCAB, decode_ids
 from workbench.speech.text import sentence_pool
 from workbench.speech.tts import Prosody, available_voices, synthesize
@@ -39,7 +39,7 @@ def test_demo_model_transcribes_held_out_quiet_speech() -> None:
     for i in range(12):
         text = texts[int(rng.integers(len(texts)))]
         audio = synthesize(voices[i % len(voices)], text, Prosody(1.0, 50.0))
-        x = torch.from_numpy(normalise(audio))[None]
+        x = torch.from_numpy(normalise_audio(audio))[None]
         with torch.inference_mode():
             hyps.append(decode_ids(model(x).logits[0].argmax(-1).tolist()))
         refs.append(text)

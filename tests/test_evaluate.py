@@ -12,7 +12,8 @@ from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.bootstrap import blocks_for, paired_delta_interval, wer_interval
 from workbench.evaluate.gates import GateConfig, judge, load_gate_config, recommend
 from workbench.evaluate.latency import LatencyConfig, LatencyPoint, LatencyResult, bucket_clips, measure_latency
-from workbench.evaluate.transcribe import prepare_input, transcribe_set
+from workbench.evaluate.transcribe import transcribe_set
+from workbench.model.features import normalise_audio
 from workbench.evaluate.wer import corpus_wer, score_utterance, score_utterances
 from workbench.speech.records import Utterance
 
@@ -161,6 +162,6 @@ def test_transcribe_and_latency_through_onnxruntime(tmp_path, speech_like):
     assert res.backend["backend"] == "onnxruntime" and res.machine["usable_cores"] >= 1
 
 
-def test_prepare_input_normalises():
-    x = prepare_input(np.linspace(-3, 5, 1000))
+def test_normalise_audio_normalises():
+    x = normalise_audio(np.linspace(-3, 5, 1000))
     assert x.dtype == np.float32 and abs(x.mean()) < 1e-5 and abs(x.std() - 1) < 1e-3

@@ -137,11 +137,11 @@ def tiny_variants(tmp_path_factory: pytest.TempPathFactory):
 
 
 def test_tiny_model_cpu_flavour_matches_tensorrt_bound_int8(tiny_variants) -> None:
-    from workbench.model.features import normalise
+    from workbench.model.features import normalise_audio
 
     fp32, trt, cpu, clips = tiny_variants
     for audio in clips:
-        x = {"input_values": normalise(audio)[None]}
+        x = {"input_values": normalise_audio(audio)[None]}
         (ref,), (q,), (c,) = run(fp32, x), run(trt, x), run(cpu, x)
         int8_error = np.abs(q - ref)
         # same arithmetic: only the float summation order differs, which now and then moves a value across

@@ -18,7 +18,8 @@ from workbench.errors import WorkbenchError
 from workbench.evaluate.latency import LatencyConfig
 from workbench.report.plots import pareto_front
 from workbench.report.record import load_record, require_unchanged_inputs
-from workbench.report.signoff import SignoffInputs, run_signoff
+from workbench.jobs.signoff import SignoffInputs
+from workbench.jobs.signoff import run as run_signoff
 
 TEXTS = ["HELLO WORLD", "HELLO WORLD AGAIN", "HELLO WORLD", "GOODBYE WORLD", "HELLO WORLD", "HELLO THERE WORLD"]
 
@@ -29,11 +30,11 @@ def signed(tmp_path, speech_like):
     fp32 = constant_ctc_onnx(tmp_path / "fp32.onnx", "HELLO WORLD")
     bad = constant_ctc_onnx(tmp_path / "int8.onnx", "HELLO")  # drops a word everywhere: must fail
     sens = tmp_path / "sensitivity.json"
-    sens.write_text(json.dumps({"layers": [{"name": f"encoder.layer.{i}", "score": 1.0 / (i + 1)} for i in range(6)]}))
+    sens.write_text(json.dumps({"format": "workbench-sensitivity/1", "layers": [{"name": f"encoder.layer.{i}", "score": 1.0 / (i + 1)} for i in range(6)]}))
     inputs = SignoffInputs(candidates=[("fp32", fp32), ("int8", bad)], eval_set=sset, out_dir=tmp_path / "report",
                            latency=LatencyConfig((1, 2), 1, 3), sensitivity=sens, threads=1, resamples=300)
-    record, paths = run_signoff(inputs, log=lambda _: None)
-    return tmp_path, record, paths
+    result = run_signoff(inputs, log=lambda _: None)
+    return tmp_path, result.record, result.paths
 
 
 def test_signoff_record_verdicts_and_provenance(signed):

@@ -103,7 +103,7 @@ def _check_bad_input_handling(clips, skipped, built, key) -> None:
     assert "unreadable or corrupt" in reasons[key("ann/corrupt.wav")]
     assert reasons[key("bob/empty_text.wav")] == "empty transcript"
     assert "digits" in reasons[key("dan/digits.wav")]
-    by_original = {c.record.extra["original"]: c.record for c in clips}
+    by_original = {c.utterance.extra["original"]: c.utterance for c in clips}
     stereo = by_original[key("bob/stereo_44k.wav")]
     assert "downmixed 2 channels to mono" in stereo.fixes and "resampled 44100 Hz to 16000 Hz" in stereo.fixes
     odd = by_original[key("cat/odd_chars.wav")]
@@ -197,7 +197,7 @@ def test_hf_dataset_on_disk(tmp_path, speech_like):
     moved.parent.mkdir()
     saved.rename(moved)
     again, _ = collect(HFDatasetSource(str(moved), "train", "audio", "sentence", "client", "accent"))
-    assert [c.record.id for c in again] == [c.record.id for c in clips]
+    assert [c.utterance.id for c in again] == [c.utterance.id for c in clips]
 
 
 def test_balance_with_external_clips(audio_folder, tmp_path):

@@ -18,9 +18,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.backends.tensorrt.calibrator import cache_algorithm
+from workbench.backends.tensorrt.cache_header import cache_algorithm, stamped
 from workbench.backends.tensorrt.profile import Range, batch_range, input_shapes, samples_from_durations
-from workbench.calibration.cache import stamped
 from workbench.errors import WorkbenchError
 from workbench.optional import has_module
 

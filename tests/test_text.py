@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.speech.text import ALPHABET, normalise, split_of
+from workbench.speech.text import ALPHABET, normalise_text, split_of
 
 
 @pytest.mark.parametrize("raw,expected", [
@@ -17,16 +17,16 @@ from workbench.speech.text import ALPHABET, normalise, split_of
     ("Привет world", "WORLD"),
 ])
 def test_normalise(raw, expected):
-    result = normalise(raw)
+    result = normalise_text(raw)
     assert result.text == expected
     assert set(result.text) <= ALPHABET
 
 
 def test_normalise_reports_what_it_changed():
-    result = normalise("Café au lait!")
+    result = normalise_text("Café au lait!")
     assert result.changed and "É" in result.dropped_chars and "!" in result.dropped_chars
-    assert normalise("ALREADY CLEAN").dropped_chars == ""
-    assert normalise("?!").text == ""
+    assert normalise_text("ALREADY CLEAN").dropped_chars == ""
+    assert normalise_text("?!").text == ""
 
 
 def test_split_is_deterministic_and_roughly_ten_percent():

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from workbench.config import DEMO_MODEL_DIR, NOISE_KINDS
-from workbench.model.export import normalise
+from workbench.model.features import normalise_audio
 from workbench.model.vocab import decode_ids
 from workbench.speech.conditions import mix_at_snr
 from workbench.speech.text import sentence_pool
@@ -35,7 +35,7 @@ def slices() -> dict[str, list]:
 
 
 def transcribe(model, audio: np.ndarray) -> str:
-    x = torch.from_numpy(normalise(audio))[None]
+    x = torch.from_numpy(normalise_audio(audio))[None]
     with torch.inference_mode():
         return decode_ids(model(x).logits[0].argmax(-1).tolist())
 

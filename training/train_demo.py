@@ -106,10 +106,10 @@ def augment(x: torch.Tensor, lens: torch.Tensor, aug: dict, gen: torch.Generator
     rms = torch.sqrt((y ** 2).sum(1) / lens + 1e-10)
     y = y * (10 ** (level / 20) / rms)[:, None]
     y = torch.round(y.clamp(-1, 1) * 32767) / 32767 * mask
-    return normalise(y, lens, mask)
+    return normalise_padded(y, lens, mask)
 
 
-def normalise(y: torch.Tensor, lens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def normalise_padded(y: torch.Tensor, lens: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     mean = (y * mask).sum(1) / lens
     var = (((y - mean[:, None]) * mask) ** 2).sum(1) / lens
     return (y - mean[:, None]) / torch.sqrt(var[:, None] + 1e-7) * mask
@@ -144,7 +144,7 @@ def validate(model, data: dict, device: torch.device) -> tuple[float, float, lis
     for idx in np.array_split(np.argsort(lengths), max(1, len(lengths) // 32)):
         x, lens, texts = collate(data, idx, device)
         mask = (torch.arange(x.shape[1], device=device)[None, :] < lens[:, None]).float()
-        logits = model(normalise(x, lens, mask)).logits
+        logits = model(normalise_padded(x, lens, mask)).logits
         out_lens = model._get_feat_extract_output_lengths(lens)
         for row in range(len(idx)):
             hyps.append(decode_ids(logits[row, : out_lens[row]].argmax(-1).tolist()))

@@ -1,4 +1,5 @@
-"""Artifact helpers: content hashes and atomic writes (temp file or folder, then rename)."""
+"""Artifact helpers: content hashes, atomic writes (temp file or folder, then rename) and the one reader
+of the workbench's JSON artifacts (format tag, version, a clear user error with a hint from the caller)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
+
+from workbench.errors import WorkbenchError
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -85,3 +88,27 @@ def atomic_directory(final: Path) -> Iterator[Path]:
         raise
     if backup is not None:
         shutil.rmtree(backup, ignore_errors=True)
+
+
+def read_json_artifact(path: Path | str, tag: str, hint: str, *, what: str | None = None, key: str = "format",
+                       version: int | None = None) -> dict[str, Any]:
+    """A JSON object written by the workbench whose ``key`` field is ``tag`` (and ``version``, when given).
+
+    Anything else (missing file, unreadable, not JSON, not UTF-8, another format or version) raises a
+    WorkbenchError naming the file and ending with ``hint``, which says what to do.
+    """
+    path = Path(path)
+    what = what or f"{tag} file"
+    if not path.is_file():
+        raise WorkbenchError(f"{what} {path} does not exist; {hint}")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bytes that are not UTF-8
+        raise WorkbenchError(f"cannot read {what} {path}: not readable JSON ({exc}); {hint}") from exc
+    found = data.get(key) if isinstance(data, dict) else None
+    if found != tag:
+        raise WorkbenchError(f"{path} is not a {what} ({key} {found!r}, expected {tag!r}); {hint}")
+    if version is not None and data.get("version") != version:
+        raise WorkbenchError(f"{path} is {what} version {data.get('version')!r}; this workbench reads version "
+                             f"{version}; {hint}")
+    return data

@@ -6,13 +6,8 @@ Sidecar ``<cache>.json``: the provenance keys (model hash, calibration set hash,
 parameters, tool version). ``load_matching`` returns a cache only when every key matches; a
 mismatch is reported, never used silently.
 
-The header is a compatibility stamp that TensorRT (<= 10, implicit INT8) checks before it uses the
-scales: the version number is TensorRT's ``NV_TENSORRT_VERSION`` — major*1000 + minor*100 + patch up
-to TensorRT 8 (``TRT-8600`` is 8.6.0), major*10000 + minor*100 + patch from TensorRT 10
-(``TRT-100300`` is 10.3.0) — and a cache stamped for another version or another calibrator
-algorithm is rejected and calibration is attempted again. Files are stamped for
-``DEFAULT_TRT_VERSION``; ``stamped`` re-stamps the same scales for another TensorRT (the TensorRT
-backend does that with the running version). Algorithms: ``entropy`` is exactly TensorRT's
+The header is TensorRT's compatibility stamp (``workbench.backends.tensorrt.cache_header``); files are
+stamped for ``DEFAULT_TRT_VERSION`` and the TensorRT backend re-stamps them for the running version. Algorithms: ``entropy`` is exactly TensorRT's
 ``EntropyCalibration2`` and ``max`` its ``MinMaxCalibration``. TensorRT has no percentile or MSE
 calibrator, so those caches carry the ``EntropyCalibration2`` stamp, the one TensorRT's default
 calibrator and ``trtexec --calib`` accept; the scales were not chosen by entropy, and the sidecar's
@@ -28,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench.artifacts import sha256_bytes, write_json_atomic, write_text_atomic
+from workbench.backends.tensorrt.cache_header import header
 from workbench.errors import WorkbenchError
 
 DEFAULT_TRT_VERSION = "10.3.0"  # the stamp written into cache files (TensorRT 10.3: JetPack 6, TAO caches)
@@ -35,30 +31,11 @@ ALGORITHMS = {"entropy": "EntropyCalibration2", "max": "MinMaxCalibration",
               "percentile": "EntropyCalibration2", "mse": "EntropyCalibration2"}
 
 
-def trt_version_number(version: str) -> int:
-    """TensorRT's ``NV_TENSORRT_VERSION`` for a version string such as ``"10.3.0.26"`` or ``"8.6.1"``."""
-    try:
-        major, minor, patch = (int(p) for p in (str(version).split(".") + ["0", "0"])[:3])
-    except ValueError as exc:
-        raise WorkbenchError(f"TensorRT version {version!r} is not like 10.3.0") from exc
-    return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
-
-
 def legacy_header(method: str, trt_version: str = DEFAULT_TRT_VERSION) -> str:
     """First line of a legacy cache holding ``method``'s scales, stamped for ``trt_version``."""
     if method not in ALGORITHMS:
         raise WorkbenchError(f"no legacy cache algorithm for method {method!r}; one of {', '.join(ALGORITHMS)}")
-    return f"TRT-{trt_version_number(trt_version)}-{ALGORITHMS[method]}"
-
-
-def stamped(text: bytes, trt_version: str, algorithm: str | None = None) -> bytes:
-    """The same cache with its header re-stamped for ``trt_version`` (and ``algorithm``, if given)."""
-    first, _, rest = text.partition(b"\n")
-    parts = first.decode("ascii", "replace").strip().split("-", 2)
-    if len(parts) < 3 or parts[0] != "TRT":
-        raise WorkbenchError(f"not a TensorRT calibration cache (first line {first[:60]!r})")
-    header = f"TRT-{trt_version_number(trt_version)}-{algorithm or parts[2]}"
-    return header.encode("ascii") + b"\n" + rest
+    return header(trt_version, ALGORITHMS[method])
 
 
 def scale_to_hex(scale: float) -> str:

@@ -34,11 +34,9 @@ class MaxCollector:
 
     amax: dict[str, float] = field(default_factory=dict)
 
-    def update(self, name: str, values: np.ndarray) -> None:
-        if values.size == 0:
-            return
-        current = float(np.max(np.abs(values)))
-        self.amax[name] = max(self.amax.get(name, 0.0), current)
+    def observe(self, name: str, top: float) -> None:
+        """Fold in the largest |x| of one batch of ``name``'s values."""
+        self.amax[name] = max(self.amax.get(name, 0.0), top)
 
 
 @dataclass
@@ -175,7 +173,7 @@ class StreamingStats:
         else:
             magnitudes = np.abs(values).ravel()  # computed once, shared by the max and the histogram
         top = float(magnitudes.max())
-        self.maxes.amax[name] = max(self.maxes.amax.get(name, 0.0), top)
+        self.maxes.observe(name, top)
         if self.with_histograms:
             hist = self.histograms.get(name)
             if hist is None:

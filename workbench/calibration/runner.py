@@ -27,7 +27,8 @@ from tqdm import tqdm
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec, compute_amax
 from workbench.errors import WorkbenchError
-from workbench.model.export import INPUT, normalise
+from workbench.model.export import INPUT
+from workbench.model.features import normalise_audio
 from workbench.quantize.plan import QUANTIZABLE_OPS
 
 
@@ -122,7 +123,7 @@ def collect_statistics(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray
     with ThreadPoolExecutor(max_workers=_workers()) as pool:
         pending: list = []
         for audio in tqdm(clips, total=count, desc="calibration (one pass)", unit="clip"):
-            values = session.run(names, {INPUT: normalise(audio)[None]})
+            values = session.run(names, {INPUT: normalise_audio(audio)[None]})
             for task in pending:
                 task.result()
             scratch = _unshared(values)

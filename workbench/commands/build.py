@@ -1,7 +1,8 @@
 """``python -m workbench build --backend tensorrt --onnx PATH``: ONNX variant -> cached TensorRT engine.
 
 The profile's lengths come from a calibration set's durations (``--set``) or explicit seconds;
-its batch range from ``--batch``. Prints the engine path, build time and precision summary counts.
+its batch range from ``--batch``. Prints the engine path, build time and precision summary counts
+(the build job, ``workbench.jobs.build``).
 """
 
 from __future__ import annotations
@@ -9,8 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.config import CALIB_SETS_DIR, ENGINES_DIR, SAMPLE_RATE, EngineProfile
-from workbench.commands.options import parse_positive_ints
+from workbench.commands.options import parse_positive_ints, print_lines
+from workbench.config import CALIB_SETS_DIR, ENGINES_DIR, EngineProfile
 from workbench.errors import WorkbenchError
 
 
@@ -33,34 +34,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
 
 
-def parse_batches(value: str) -> tuple[int, ...]:
-    return parse_positive_ints(value, "--batch")
-
-
 def run(args: argparse.Namespace) -> int:
-    from workbench.backends.tensorrt.builder import BuildSettings, build_engine
-    from workbench.backends.tensorrt.loader import load_tensorrt
-    from workbench.backends.tensorrt.profile import samples_from_durations, samples_from_set
+    from workbench.jobs import build
 
-    batches = parse_batches(args.batch)
-    provenance = None
-    if args.set_name:
-        samples, provenance = samples_from_set(args.set_name, args.root)
-    else:
+    batches = parse_positive_ints(args.batch, "--batch")
+    seconds = EngineProfile()
+    if not args.set_name:
         try:
-            EngineProfile(args.min_seconds, args.opt_seconds, args.max_seconds)
+            seconds = EngineProfile(args.min_seconds, args.opt_seconds, args.max_seconds)
         except ValueError as exc:
             raise WorkbenchError(str(exc)) from exc
-        samples = samples_from_durations([args.min_seconds, args.opt_seconds, args.max_seconds])
-    trt = load_tensorrt(None if args.flavour == "auto" else args.flavour)
-    settings = BuildSettings(batches=batches, samples=samples, optimization_level=args.opt_level,
-                             legacy_int8_cache=args.legacy_int8_cache, calibration_set=provenance)
-    result = build_engine(args.onnx, settings, args.engines_dir, trt=trt, force=args.force)
-    s = samples
-    print(f"engine: {result.engine_path}{'  (from engine cache)' if result.cached else ''}")
-    print(f"built with {trt.flavour} {trt.version} in {result.build_time_s:.2f} s, {result.engine_bytes} bytes")
-    print(f"profile: batch {'/'.join(map(str, settings.key_fields()['batches']))}, samples "
-          f"{s.min}/{s.opt}/{s.max} ({s.min / SAMPLE_RATE:.2f}-{s.max / SAMPLE_RATE:.2f} s)")
-    print(f"precision: {result.summary.counts_line()}")
-    print(f"layer summary: {result.summary_path}")
+    inputs = build.BuildInputs(args.onnx, batches, args.set_name, seconds, args.flavour, args.legacy_int8_cache,
+                               args.opt_level, args.engines_dir, args.force, args.root)
+    print_lines(build.run(inputs).lines())
     return 0

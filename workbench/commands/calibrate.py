@@ -1,12 +1,12 @@
-"""``python -m workbench calibrate``: export, calibrate with a method, cache, INT8 Q/DQ variant."""
+"""``python -m workbench calibrate``: export, calibrate with a method, cache, INT8 Q/DQ variant (the calibrate job)."""
 
 from __future__ import annotations
 
 import argparse
-
-from workbench.calibration.methods import METHODS
 from pathlib import Path
 
+from workbench.calibration.methods import METHODS
+from workbench.commands.options import print_lines
 from workbench.config import DEMO_MODEL_DIR, ENGINES_DIR
 
 
@@ -23,20 +23,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.calibrate_pipeline import run_calibrate
     from workbench.calibration.methods import MethodSpec
+    from workbench.jobs import calibrate
 
-    result = run_calibrate(args.model, args.set, MethodSpec(args.method, args.percentile, args.bins),
-                           root=args.engines, ort_cpu=args.ort_cpu)
-    p = result.parity
-    print(f"FP32 ONNX:    {result.fp32_onnx}")
-    print(f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
-          f"token agreement {p.token_agreement:.4f}, identical transcripts {p.transcripts_equal}/{p.clips}")
-    state = "reused (all provenance keys match)" if result.reused_cache else "computed"
-    print(f"cache:        {result.cache} ({result.tensors} tensors, {state})")
-    if result.cache_problems and result.cache_problems != ["no cache yet"]:
-        print("  previous cache not used: " + "; ".join(result.cache_problems))
-    print(f"INT8 variant: {result.int8_onnx}")
-    if result.int8_ort_cpu:
-        print(f"  ONNX Runtime CPU flavour: {result.int8_ort_cpu}")
+    result = calibrate.run(calibrate.CalibrateInputs(args.model, args.set, MethodSpec(args.method, args.percentile,
+                                                                                      args.bins),
+                                                     engines=args.engines, ort_cpu=args.ort_cpu))
+    print_lines(result.lines())
     return 0

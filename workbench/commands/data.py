@@ -1,10 +1,11 @@
-"""``python -m workbench data build|show|list``: balanced calibration/evaluation speech sets."""
+"""``python -m workbench data build|show|list``: balanced calibration/evaluation speech sets (the sets job)."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
+from workbench.commands.options import print_lines
 from workbench.config import CALIB_SETS_DIR, EngineProfile, SetBuildConfig
 from workbench.errors import WorkbenchError
 
@@ -51,65 +52,22 @@ def _config(args: argparse.Namespace) -> SetBuildConfig:
                           profile=profile, workers=max(1, args.workers))
 
 
-def _build(args: argparse.Namespace) -> int:
-    from workbench.speech import builder, sources
-
-    cfg = _config(args)
-    if args.source == "synthetic":
-        built = builder.build_synthetic_sets(cfg, root=args.root)
-    else:
-        if not args.path:
-            raise WorkbenchError(f"--source {args.source} needs --path")
-        source = {
-            "hf": lambda: sources.HFDatasetSource(args.path, args.split, args.audio_column, args.text_column,
-                                                  args.speaker_column, args.accent_column),
-            "folder": lambda: sources.AudioFolderSource(Path(args.path)),
-            "manifest": lambda: sources.ManifestSource(Path(args.path)),
-        }[args.source]()
-        clips, skipped = sources.collect(source)
-        built = builder.build_external_sets(cfg, clips, skipped, f"{args.source}:{args.path}", root=args.root)
-    print_built(built)
-    return 0
-
-
-def print_built(built) -> None:
-    """Print both sets of a build and the disjointness check."""
-    for speech_set in (built.calib, built.eval):
-        print_set(speech_set)
-    print(f"\ndisjoint by text: {built.checks['disjoint_by_text']}, by speaker: {built.checks['disjoint_by_speaker']}")
-
-
-def print_set(speech_set) -> None:
-    """Print a set's summary line, balance table, accents, noise kinds, SNR range and problems."""
-    from workbench.speech.store import balance_table
-
-    card = speech_set.card
-    print(f"\n{speech_set.name}  ({card['utterances']} utterances, {card['total_duration_s']:.0f} s, "
-          f"{card['speakers']} speakers, hash {card['content_hash'][:12]})  -> {speech_set.path}")
-    print(balance_table(card))
-    print("accents: " + ", ".join(f"{k} {v}" for k, v in card["accents"].items()))
-    print("noise:   " + ", ".join(f"{k} {v}" for k, v in card["noise_kinds"].items()))
-    if card["snr_db"]:
-        print(f"SNR dB:  {card['snr_db']['min']:.1f} .. {card['snr_db']['max']:.1f}")
-    short = card.get("checks", {}).get("shortfall")
-    if short:
-        print("short of the request: " + ", ".join(f"{k} {v}" for k, v in short.items()))
-    if card["skipped"]:
-        print(f"skipped: {len(card['skipped'])} (reasons in {speech_set.path / 'card.md'})")
-
-
 def run(args: argparse.Namespace) -> int:
+    from workbench.jobs import sets
     from workbench.speech.store import load_set
 
     if args.data_command == "build":
-        return _build(args)
-    if args.data_command == "show":
-        print_set(load_set(args.name, root=args.root))
+        inputs = sets.SetsInputs(_config(args), args.source, args.path, args.split, args.audio_column,
+                                 args.text_column, args.speaker_column, args.accent_column, root=args.root)
+        print_lines(sets.run(inputs).lines())
         return 0
-    sets = sorted(p for p in Path(args.root).glob("*") if (p / "card.json").exists())
-    if not sets:
+    if args.data_command == "show":
+        print_lines(sets.set_lines(load_set(args.name, root=args.root)))
+        return 0
+    listed = sorted(p for p in Path(args.root).glob("*") if (p / "card.json").exists())
+    if not listed:
         print("no sets yet; build one with: python -m workbench data build")
-    for path in sets:
+    for path in listed:
         s = load_set(path)
         print(f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}")
     return 0

@@ -1,7 +1,7 @@
 """``python -m workbench demo``: run the whole job on the embedded defaults.
 
-The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext`` that reads
-what earlier steps left in ``context.results``: build the default speech sets (``demo``: 100 utterances
+The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext`` that calls
+one job (``workbench.jobs``) and reads what earlier steps left in ``context.results``: build the default speech sets (``demo``: 100 utterances
 per condition for calibration, 100 per condition for evaluation), calibrate the demo model, compare it
 layer by layer against INT8 and rank the layer groups' sensitivity, search the mixed INT8/FP16 plan on
 the calibration set, and sign off FP32, FP16, INT8 and the mixed plan on the evaluation set.
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from workbench.commands.options import print_lines
 from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, REPORTS_DIR, SetBuildConfig
 from workbench.errors import WorkbenchError
 
@@ -49,93 +50,75 @@ class Step:
 
 
 def _speech_sets(ctx: DemoContext) -> None:
-    from workbench.commands.data import print_built
-    from workbench.speech.builder import build_synthetic_sets
+    from workbench.jobs import sets
 
-    built = build_synthetic_sets(ctx.sets, root=ctx.calib_root)
-    print_built(built)
-    ctx.results["speech_sets"] = built
+    result = sets.run(sets.SetsInputs(ctx.sets, root=ctx.calib_root))
+    print_lines(result.lines())
+    ctx.results["speech_sets"] = result.built
 
 
 def _calibrate(ctx: DemoContext) -> None:
-    from workbench.calibrate_pipeline import run_calibrate
     from workbench.calibration.methods import MethodSpec
+    from workbench.jobs import calibrate
 
     built = ctx.results["speech_sets"]
-    result = run_calibrate(DEMO_MODEL_DIR, str(built.calib.path), MethodSpec(DEMO_METHOD, DEMO_PERCENTILE),
-                           root=ctx.engines_root)
-    p = result.parity
-    print(f"FP32 ONNX {result.fp32_onnx} (parity: max |logit diff| {p.max_abs_logit_diff:.1e}, "
-          f"token agreement {p.token_agreement:.4f})")
-    print(f"cache {result.cache} ({result.tensors} tensors, {'reused' if result.reused_cache else 'computed'})")
-    print(f"INT8 model {result.int8_onnx}")
+    result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(built.calib.path),
+                                                     MethodSpec(DEMO_METHOD, DEMO_PERCENTILE),
+                                                     engines=ctx.engines_root))
+    print_lines(result.lines())
     ctx.results["calibrate"] = result
 
 
-def _prepared(ctx: DemoContext):
-    from workbench.compare.setup import prepare
-
+def _analysis(ctx: DemoContext) -> dict[str, Any]:
+    """The fields compare and search share: the demo model, its calibration set, method and cache."""
     built, calibrated = ctx.results["speech_sets"], ctx.results["calibrate"]
-    return prepare(DEMO_MODEL_DIR, str(built.calib.path), DEMO_METHOD, root=ctx.engines_root,
-                   cache_path=calibrated.cache)
+    return {"model": DEMO_MODEL_DIR, "calib_set": str(built.calib.path), "method": DEMO_METHOD,
+            "cache": calibrated.cache, "engines": ctx.engines_root}
 
 
 def _compare(ctx: DemoContext) -> None:
-    from workbench.commands.compare import print_files, print_layer_summary, print_ranking
-    from workbench.compare.jobs import run_compare
+    from workbench.jobs import compare
 
-    prepared = _prepared(ctx)
-    result = run_compare(prepared, prepared.calib_set, 1 if ctx.quick else 2)
-    print_layer_summary(result.layers)
-    print_ranking(result.sensitivity)
-    print_files(result.files)
+    result = compare.run(compare.CompareInputs(**_analysis(ctx), per_condition=1 if ctx.quick else 2))
+    print_lines(result.lines())
     ctx.results["compare"] = result
 
 
 def _search(ctx: DemoContext) -> None:
-    from workbench.commands.search import print_files, print_search_summary
-    from workbench.compare.jobs import run_search
-    from workbench.evaluate.gates import GateConfig
+    from workbench.jobs import search
 
-    prepared = _prepared(ctx)
-    print(f"dev set: the calibration set {prepared.calib_set.name} (the sign-off judges the found plan on "
-          f"{ctx.results['speech_sets'].eval.name})")
-    result = run_search(prepared, prepared.calib_set, GateConfig(),
-                        sensitivity=ctx.results["compare"].files["sensitivity_json"], refine=0,
-                        resamples=200 if ctx.quick else 1000, signoff_set=ctx.results["speech_sets"].eval)
-    print_search_summary(result.data)
-    print_files(result.files)
+    built = ctx.results["speech_sets"]
+    print(f"dev set: the calibration set {built.calib.name} (the sign-off judges the found plan on "
+          f"{built.eval.name})")
+    result = search.run(search.SearchInputs(**_analysis(ctx), signoff_set=str(built.eval.path),
+                                            sensitivity=ctx.results["compare"].files["sensitivity_json"], refine=0,
+                                            resamples=200 if ctx.quick else 1000))
+    print_lines(result.lines())
     ctx.results["search"] = result
 
 
 def _signoff(ctx: DemoContext) -> None:
-    from workbench.commands import signoff
-    from workbench.quantize.plan import FP16
-    from workbench.quantize.qdq import build_variant
+    from workbench.evaluate.latency import LatencyConfig
+    from workbench.jobs import signoff
 
     built = ctx.results["speech_sets"]
     calibrated = ctx.results["calibrate"]
-    fp16 = calibrated.fp32_onnx.with_name("model.fp16.onnx")
-    if not fp16.exists():
-        build_variant(calibrated.fp32_onnx, {}, FP16, fp16)
-    parser = argparse.ArgumentParser(prog="signoff")
-    signoff.add_arguments(parser)
-    argv = ["--eval-set", str(built.eval.path), "--calib-set", str(built.calib.path),
-            "--model", str(DEMO_MODEL_DIR), "--cache", str(calibrated.cache),
-            "--candidate", f"fp32={calibrated.fp32_onnx}", "--candidate", f"fp16={fp16}",
-            "--candidate", f"int8-{DEMO_METHOD}={calibrated.int8_onnx}",
-            "--out", str(ctx.reports_root / "demo-signoff")]
+    candidates = [("fp32", calibrated.fp32_onnx), ("fp16", signoff.fp16_variant(calibrated.fp32_onnx)),
+                  (f"int8-{DEMO_METHOD}", calibrated.int8_onnx)]
     search = ctx.results.get("search")
     found = search.data["found"] if search else None
     if found:
-        argv += ["--candidate", f"mixed={found['onnx_path']}"]
+        candidates.append(("mixed", Path(found["onnx_path"])))
         print(f"mixed candidate: {found['name']} ({found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)")
     elif search:
         print("no mixed plan met the budget on the dev set; signing off FP32, FP16 and INT8 only")
-    if "compare" in ctx.results:
-        argv += ["--sensitivity", str(ctx.results["compare"].files["sensitivity_json"])]
-    argv += ["--no-latency"] if ctx.quick else ["--batch-sizes", "1,8", "--repeats", "15", "--warmup", "2"]
-    signoff.run(parser.parse_args(argv))
+    compared = ctx.results.get("compare")
+    inputs = signoff.SignoffInputs(
+        eval_set=str(built.eval.path), out_dir=ctx.reports_root / "demo-signoff", candidates=candidates, model=DEMO_MODEL_DIR,
+        calib_set=str(built.calib.path), cache=calibrated.cache,
+        sensitivity=compared.files["sensitivity_json"] if compared else None,
+        latency=None if ctx.quick else LatencyConfig((1, 8), warmup=2, repeats=15))
+    print_lines(signoff.run(inputs).lines())
 
 
 STEPS: tuple[Step, ...] = (

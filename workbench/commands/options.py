@@ -1,7 +1,12 @@
-"""Option parsers shared by several CLI verbs."""
+"""Option parsers and option groups shared by several CLI verbs (no verb imports another)."""
 
 from __future__ import annotations
 
+import argparse
+from pathlib import Path
+from typing import Any
+
+from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR
 from workbench.errors import WorkbenchError
 
 
@@ -14,3 +19,33 @@ def parse_positive_ints(value: str, flag: str) -> tuple[int, ...]:
     if not sizes or min(sizes) < 1:
         raise WorkbenchError(f"{flag} needs positive integers, got {value!r}")
     return sizes
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``compare`` and ``search``: the fields of ``jobs.prepare.AnalysisInputs``."""
+    parser.add_argument("--model", default=str(DEMO_MODEL_DIR), help="HF Wav2Vec2ForCTC folder or hub id")
+    parser.add_argument("--calib-set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
+    parser.add_argument("--method", default="entropy", help="calibration method (entropy, max, percentile, mse)")
+    parser.add_argument("--cache", type=Path, help="calibration cache to use (checked against the model)")
+    parser.add_argument("--per-condition", type=int, default=2,
+                        help="clips per speech condition for the layer table and the sensitivity ranking")
+    parser.add_argument("--granularity", choices=("group", "node"), default="group",
+                        help="rank layer groups (conv layer, q/k/v, FFN, ...) or single MatMul/Conv nodes")
+    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--out", type=Path, help="output folder (default engines/<model hash>/compare)")
+    parser.add_argument("--engines", type=Path, default=ENGINES_DIR, help="artifact root (default: engines/)")
+    parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses)."""
+    return {"model": args.model, "calib_set": args.calib_set, "method": args.method, "cache": args.cache,
+            "per_condition": args.per_condition, "granularity": args.granularity, "threads": args.threads,
+            "out": args.out, "engines": args.engines, "calib_root": args.root, "progress": not args.no_progress}
+
+
+def print_lines(lines: list[str]) -> None:
+    """Print what a job reports, one line each."""
+    for line in lines:
+        print(line)

@@ -3,17 +3,15 @@
 WER is measured on a dev set (default: the calibration set; not the sign-off evaluation set) against
 FP32 with paired bootstrap intervals; the budget comes from the gate file (defaults +0.3 points overall,
 +1.0 per condition, on the upper end of the interval). Uses the sensitivity ranking (reused when its
-provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant.
+provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant; see ``workbench.jobs.search``.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from workbench.commands.compare import add_model_arguments, prepare_from_args, print_files, user_set
-from workbench.errors import WorkbenchError
+from workbench.commands.options import add_model_arguments, analysis_fields, print_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,44 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.compare.jobs import check_dev_apart, run_search
     from workbench.evaluate.gates import load_gate_config
+    from workbench.jobs import search
 
-    if args.dev_per_condition is not None and args.dev_per_condition < 1:
-        raise WorkbenchError("--dev-per-condition must be at least 1")
-    if args.resamples < 100:
-        raise WorkbenchError("--resamples must be at least 100")
-    if args.refine < 0:
-        raise WorkbenchError("--refine must be 0 or more")
-    if args.sensitivity is not None and not args.sensitivity.is_file():
-        raise WorkbenchError(f"--sensitivity {args.sensitivity} is not a file; give a sensitivity-*.json written by "
-                             "python -m workbench compare, or drop --sensitivity to reuse or compute one")
-    gates = load_gate_config(args.gates)
-    # the sets are read before the model is loaded or calibrated, so a bad set fails at once
-    dev_set = user_set(args.dev_set, "dev", args)
-    signoff_set = user_set(args.signoff_set, "sign-off", args)
-    check_dev_apart(dev_set or user_set(args.calib_set, "calibration", args), signoff_set)
-    prepared = prepare_from_args(args)
-    result = run_search(prepared, dev_set or prepared.calib_set, gates, sensitivity=args.sensitivity,
-                        per_condition=args.per_condition, dev_per_condition=args.dev_per_condition,
-                        strategy=args.strategy, refine=args.refine, keep=args.keep, resamples=args.resamples,
-                        seed=args.seed, granularity=args.granularity, out=args.out, threads=args.threads,
-                        progress=not args.no_progress, signoff_set=signoff_set)
-    print_search_summary(result.data)
-    print_files(result.files)
+    inputs = search.SearchInputs(**analysis_fields(args), gates=load_gate_config(args.gates), dev_set=args.dev_set,
+                                 dev_per_condition=args.dev_per_condition, signoff_set=args.signoff_set,
+                                 sensitivity=args.sensitivity, strategy=args.strategy, refine=args.refine,
+                                 keep=args.keep, resamples=args.resamples, seed=args.seed)
+    print_lines(search.run(inputs).lines())
     return 0
-
-
-def print_search_summary(data: dict[str, Any]) -> None:
-    """How many evaluations the search took and the plan it found."""
-    found = data["found"]
-    print(f"full WER evaluations: {data['evaluations']} (one group at a time in ranking order: "
-          f"{data['one_at_a_time_evaluations'] if data['one_at_a_time_evaluations'] is not None else 'n/a'}; "
-          f"every group on its own: {data['per_group_evaluations']})")
-    if data["int8_everywhere_passes"]:
-        print("INT8 everywhere already meets the budget on the dev set")
-    if found is None:
-        print("no plan meets the budget on the dev set (not even every group in FP16)")
-        return
-    print(f"found plan {found['name']}: INT8 share {found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv nodes, "
-          f"{len(found['fp16_groups'])} groups kept in FP16")

@@ -4,7 +4,7 @@ Candidates are ONNX files given as ``--candidate name=path.onnx``; the first is 
 Without ``--candidate``, FP32, FP16 and INT8 variants are built from ``--model`` and ``--calib-set``
 (export, calibration cache reused when its keys match, Q/DQ) and compared, together with the mixed plan
 of a finished ``search`` on the same export and cache (its sensitivity ranking is plotted) unless that
-search used the evaluation set as its dev set.
+search used the evaluation set as its dev set. See ``workbench.jobs.signoff``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import datetime as _dt
 from pathlib import Path
 
 from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, REPORTS_DIR
-from workbench.commands.options import parse_positive_ints
+from workbench.commands.options import parse_positive_ints, print_lines
 from workbench.errors import WorkbenchError
 
 
@@ -61,39 +61,17 @@ def parse_batch_sizes(value: str) -> tuple[int, ...]:
 def run(args: argparse.Namespace) -> int:
     from workbench.evaluate.gates import load_gate_config
     from workbench.evaluate.latency import LatencyConfig
-    from workbench.report.signoff import SignoffInputs, run_signoff
-    from workbench.speech.store import load_set
+    from workbench.jobs import signoff
 
     candidates = parse_candidates(args.candidate)
-    cache = args.cache
-    if not candidates:
-        if not args.calib_set:
-            raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
-                                 "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)")
-        from workbench.report.variants import build_default_variants
-
-        print(f"building FP32/FP16/INT8 variants of {args.model} calibrated on {args.calib_set} ({args.method})")
-        built = build_default_variants(args.model, args.calib_set, args.method, root=args.engines,
-                                       eval_hash=load_set(args.eval_set, root=args.root).content_hash)
-        candidates, cache = built.candidates, cache or built.cache
-        if built.mixed_note:
-            print(built.mixed_note)
-        args.sensitivity = args.sensitivity or built.sensitivity
     if args.repeats < 1 or args.warmup < 0:
         raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
     latency = None if args.no_latency else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
     out = args.out or REPORTS_DIR / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    inputs = SignoffInputs(
-        candidates=candidates, eval_set=load_set(args.eval_set, root=args.root), out_dir=out,
-        model=args.model if args.model and Path(args.model).exists() else None,
-        calib_set=load_set(args.calib_set, root=args.root) if args.calib_set else None, cache=cache,
-        gates=load_gate_config(args.gates), latency=latency, sensitivity=args.sensitivity, threads=args.threads,
-        providers=tuple(p for p in args.providers.split(",") if p), resamples=args.resamples, seed=args.seed,
-        limit=args.limit)
-    record, paths = run_signoff(inputs)
-    for v in record["verdicts"]:
-        print(f"  {v['candidate']:>12}: {v['summary']}")
-    print(f"report: {paths['html']}")
-    rec = record["recommendation"]
-    print(f"verdict: {'SHIP ' + rec if rec else 'no candidate passes'}")
+    inputs = signoff.SignoffInputs(
+        eval_set=args.eval_set, out_dir=out, candidates=candidates, model=args.model, calib_set=args.calib_set,
+        method=args.method, cache=args.cache, gates=load_gate_config(args.gates), latency=latency,
+        sensitivity=args.sensitivity, threads=args.threads, providers=tuple(p for p in args.providers.split(",") if p),
+        resamples=args.resamples, seed=args.seed, limit=args.limit, engines=args.engines, calib_root=args.root)
+    print_lines(signoff.run(inputs).lines())
     return 0

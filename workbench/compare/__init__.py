@@ -1,9 +1,8 @@
-"""FP32 vs quantized analysis: per-layer comparison (Polygraphy), sensitivity ranking, mixed-precision search.
+"""FP32 vs quantized analysis: per-layer comparison (Polygraphy) and the per-group sensitivity ranking.
 
 Modules, one job each: ``metrics`` (tensor error metrics and their streaming accumulation),
-``groups`` (which MatMul/Gemm/Conv nodes form a layer group), ``clips`` (a few clips per condition),
-``layers`` (Polygraphy layer-by-layer comparison), ``sensitivity`` (quantize one group at a time),
-``evaluator`` (full WER evaluation of a plan on a dev set), ``search`` (ranking + bisection for the plan
-with the most INT8 within a WER budget), ``outputs`` (JSON/CSV files and provenance), ``setup``
-(FP32 ONNX + calibration cache for a model and calibration set).
+``groups`` (which MatMul/Gemm/Conv nodes form a layer group), ``layers`` (Polygraphy layer-by-layer
+comparison), ``sensitivity`` (quantize one group at a time; ``VariantRunner`` builds and runs variants
+in memory), ``outputs`` (file names, headers, JSON and CSV). The mixed-precision search that uses the
+ranking is ``workbench.search``; the job that runs both is ``workbench.jobs.compare``.
 """

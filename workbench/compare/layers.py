@@ -19,10 +19,11 @@ import numpy as np
 import onnx
 from tqdm import tqdm
 
-from workbench.compare.clips import Clip
+from workbench.speech.records import Clip
 from workbench.compare.groups import group_of
 from workbench.compare.metrics import ErrorSums
-from workbench.model.export import INPUT, module_of, normalise
+from workbench.model.export import INPUT, module_of
+from workbench.model.features import normalise_audio
 from workbench.optional import import_optional
 from workbench.quantize.plan import QUANTIZABLE_OPS, PrecisionPlan
 
@@ -138,7 +139,7 @@ def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], pla
     try:
         with ref_runner, cand_runner:
             for clip in tqdm(clips, desc="layer comparison", unit="clip", disable=not progress):
-                feed = {INPUT: normalise(clip.audio)[None]}
+                feed = {INPUT: normalise_audio(clip.audio)[None]}
                 ref_out = ref_runner.infer(feed)
                 cand_out = cand_runner.infer(feed)
                 floats = [n for n in names if np.issubdtype(np.asarray(ref_out[n]).dtype, np.floating)]

@@ -1,9 +1,8 @@
-"""Files written by ``compare`` and ``search``: names, provenance, JSON and CSV (all atomic).
+"""Analysis result files: names, header (format tag, time, command, provenance), JSON and CSV (all atomic).
 
-Layout (``folder`` is ``engines/<model hash 12>/compare`` or ``--out``): ``layers-<candidate>.json/.csv``,
-``sensitivity-<method>-<calib12>-rest-<rest>.json/.csv``, ``search-<method>-<calib12>-dev-<dev12>.json/.csv``;
-the found plan and its ONNX variant go beside ``model.fp32.onnx`` (or into ``--out``). The field-by-field
-schema is in the README section "Layer comparison, sensitivity and mixed-precision search".
+Layout (``folder`` is ``engines/<model hash 12>/compare`` or ``--out``): ``layers-<candidate>.json/.csv``
+and ``sensitivity-<method>-<calib12>-rest-<rest>.json/.csv``; ``workbench.search.outputs`` adds the
+search's files with the same helpers. The field-by-field schema is in docs/compare-and-search.md.
 """
 
 from __future__ import annotations
@@ -13,17 +12,13 @@ import datetime as _dt
 import io
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from workbench import __version__
-from workbench.artifacts import sha256_file, write_json_atomic, write_text_atomic
-
-if TYPE_CHECKING:
-    from workbench.compare.setup import Prepared
+from workbench.artifacts import write_json_atomic, write_text_atomic
 
 LAYERS_FORMAT = "workbench-layers/1"
 SENSITIVITY_FORMAT = "workbench-sensitivity/1"
-SEARCH_FORMAT = "workbench-search/1"
 
 
 def versions() -> dict[str, str]:
@@ -43,12 +38,6 @@ def header(fmt: str, provenance: dict[str, Any], command: str | None = None) -> 
             "provenance": {**provenance, "versions": versions()}}
 
 
-def base_provenance(prepared: Prepared) -> dict[str, str]:
-    """Hashes of the model, FP32 ONNX, calibration cache and calibration set (a ``setup.Prepared``)."""
-    return {"model": prepared.model_hash, "fp32_onnx": sha256_file(prepared.fp32_onnx),
-            "cache": prepared.cache.content_hash, "calibration_set": prepared.calib_set.content_hash}
-
-
 def layers_path(folder: Path, candidate: str) -> Path:
     return folder / f"layers-{candidate}.json"
 
@@ -56,14 +45,6 @@ def layers_path(folder: Path, candidate: str) -> Path:
 def sensitivity_path(folder: Path, tag: str, rest: str, granularity: str = "group") -> Path:
     suffix = "" if granularity == "group" else f"-{granularity}"
     return folder / f"sensitivity-{tag}-rest-{rest}{suffix}.json"
-
-
-def search_path(folder: Path, tag: str, dev_hash: str) -> Path:
-    return folder / f"search-{tag}-dev-{dev_hash[:12]}.json"
-
-
-def mixed_name(tag: str, dev_hash: str) -> str:
-    return f"mixed-{tag}-dev-{dev_hash[:12]}"
 
 
 def write_json(path: Path, obj: dict[str, Any]) -> Path:
@@ -111,25 +92,6 @@ def sensitivity_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str
     if data.get("inverse"):
         columns += ["inverse_kl", "inverse_token_disagreement"]
     rows = [{**r, **{f"kl_{c}": v for c, v in r["kl_per_condition"].items()}} for r in data["layers"]]
-    return columns, rows
-
-
-def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    conditions = sorted(data["baseline"]["per_condition"])
-    columns = ["step", "phase", "k", "name", "passed", "int8_share", "fp16_groups", "wer", "wer_delta",
-               "wer_delta_high", "mean_ms_per_utterance"]
-    columns += [f"wer_{c}" for c in conditions] + [f"delta_high_{c}" for c in conditions]
-    rows = []
-    for cand in data["candidates"]:
-        row = {k: cand[k] for k in ("step", "phase", "k", "name", "passed", "int8_share", "fp16_groups")}
-        row["wer"] = cand["wer"]["overall"]["estimate"] * 100
-        row["wer_delta"] = cand["delta"]["overall"]["estimate"] * 100
-        row["wer_delta_high"] = cand["delta"]["overall"]["high"] * 100
-        row["mean_ms_per_utterance"] = cand["latency"]["mean_ms_per_utterance"]
-        for c in conditions:
-            row[f"wer_{c}"] = cand["wer"]["per_condition"][c]["estimate"] * 100
-            row[f"delta_high_{c}"] = cand["delta"]["per_condition"][c]["high"] * 100
-        rows.append(row)
     return columns, rows
 
 

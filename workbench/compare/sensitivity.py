@@ -18,12 +18,12 @@ import onnx
 from tqdm import tqdm
 
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
-from workbench.compare.clips import Clip
+from workbench.speech.records import Clip
 from workbench.compare.groups import Group, plan_for
 from workbench.compare.metrics import OutputDamage
 from workbench.errors import WorkbenchError
 from workbench.evaluate.transcribe import logits_of
-from workbench.model.export import normalise
+from workbench.model.features import normalise_audio
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import variant_model
 
@@ -101,7 +101,7 @@ class VariantRunner:
 
     def logits(self, plan: PrecisionPlan, clips: list[Clip]) -> list[np.ndarray]:
         with self.runner(plan) as run:
-            return [logits_of(run, normalise(c.audio)[None]) for c in clips]
+            return [logits_of(run, normalise_audio(c.audio)[None]) for c in clips]
 
 
 def damage_of(reference: list[np.ndarray], candidate: list[np.ndarray], clips: list[Clip]) -> Damage:

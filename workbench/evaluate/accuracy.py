@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from workbench.evaluate.bootstrap import Interval, blocks_for, paired_delta_interval, wer_interval
-from workbench.evaluate.normalise import NORMALISATION
+from workbench.speech.text import NORMALISATION
 from workbench.evaluate.wer import UtteranceErrors, score_utterances
 from workbench.speech.records import Utterance
 

@@ -17,7 +17,8 @@ import numpy as np
 
 from workbench.backends.base import Runner
 from workbench.config import SAMPLE_RATE
-from workbench.evaluate.transcribe import logits_of, prepare_input
+from workbench.evaluate.transcribe import logits_of
+from workbench.model.features import normalise_audio
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ def bucket_clips(speech_set, max_clips: int = 32) -> dict[str, tuple[float, list
 def make_batch(clips: list[np.ndarray], batch: int, seconds: float) -> np.ndarray:
     """[batch, samples] float32: clips cropped or tiled to ``seconds``, each row normalised."""
     samples = max(int(round(seconds * SAMPLE_RATE)), 400)
-    rows = [prepare_input(_fit(clips[i % len(clips)], samples)) for i in range(batch)]
+    rows = [normalise_audio(_fit(clips[i % len(clips)], samples)) for i in range(batch)]
     return np.stack(rows).astype(np.float32)
 
 

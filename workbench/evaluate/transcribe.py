@@ -10,21 +10,18 @@ import numpy as np
 
 from workbench.backends.base import Runner
 from workbench.errors import WorkbenchError
-from workbench.model.features import normalise as prepare_input  # what the feature extractor does; float32
+from workbench.model.export import INPUT, OUTPUT
+from workbench.model.features import normalise_audio
 from workbench.model.vocab import decode_ids
-
-INPUT_NAME = "input_values"
-OUTPUT_NAME = "logits"
-
 
 def logits_of(runner: Runner, batch: np.ndarray) -> np.ndarray:
     """Run a [batch, samples] float32 array; returns logits [batch, frames, vocab]."""
-    outputs = runner.infer({INPUT_NAME: batch})
-    if OUTPUT_NAME in outputs:
-        return np.asarray(outputs[OUTPUT_NAME])
+    outputs = runner.infer({INPUT: batch})
+    if OUTPUT in outputs:
+        return np.asarray(outputs[OUTPUT])
     if len(outputs) == 1:
         return np.asarray(next(iter(outputs.values())))
-    raise WorkbenchError(f"{runner.name}: model has no '{OUTPUT_NAME}' output (outputs: {sorted(outputs)})")
+    raise WorkbenchError(f"{runner.name}: model has no '{OUTPUT}' output (outputs: {sorted(outputs)})")
 
 
 @dataclass(frozen=True)
@@ -40,7 +37,7 @@ def transcribe(runner: Runner, audios: Iterable[np.ndarray], name: str | None = 
     start = time.perf_counter()
     with runner:
         for audio in audios:
-            logits = logits_of(runner, prepare_input(audio)[None, :])
+            logits = logits_of(runner, normalise_audio(audio)[None, :])
             if logits.ndim != 3:
                 raise WorkbenchError(f"{runner.name}: logits should be [batch, frames, vocab], got {logits.shape}")
             texts.append(decode_ids(logits[0].argmax(axis=-1).tolist()))

@@ -7,7 +7,7 @@ from typing import Sequence
 
 import jiwer
 
-from workbench.evaluate.normalise import normalise_transcript
+from workbench.speech.text import normalise_text
 
 
 @dataclass(frozen=True)
@@ -29,8 +29,8 @@ class UtteranceErrors:
 
 def score_utterance(utt_id: str, reference: str, hypothesis: str) -> UtteranceErrors:
     """Normalise both texts and count S/D/I with jiwer (an empty reference counts only insertions)."""
-    ref = normalise_transcript(reference)
-    hyp = normalise_transcript(hypothesis)
+    ref = normalise_text(reference).text
+    hyp = normalise_text(hypothesis).text
     ref_words = len(ref.split())
     if ref_words == 0 and not hyp:
         return UtteranceErrors(utt_id, ref, hyp, 0, 0, 0, 0)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from workbench.artifacts import write_bytes_atomic
-from workbench.model.features import normalise
+from workbench.model.features import normalise_audio
 from workbench.model.vocab import DEFAULT_VOCABULARY, Vocabulary
 
 OPSET = 17
@@ -21,7 +21,7 @@ INPUT = "input_values"
 OUTPUT = "logits"
 
 
-__all__ = ["INPUT", "OUTPUT", "OPSET", "Parity", "export_onnx", "module_of", "normalise", "parity_check"]
+__all__ = ["INPUT", "OUTPUT", "OPSET", "Parity", "export_onnx", "module_of", "parity_check"]
 
 
 def module_of(node_name: str) -> str:
@@ -70,7 +70,7 @@ def parity_check(model, onnx_path: Path, clips: list[np.ndarray],
     diffs, agree, total, equal = [], 0, 0, 0
     with OnnxRuntimeRunner(onnx_path) as runner:
         for audio in clips:
-            x = normalise(audio)[None]
+            x = normalise_audio(audio)[None]
             with torch.inference_mode():
                 ref = model(torch.from_numpy(x)).logits.numpy()
             out = runner.infer({INPUT: x})[OUTPUT]

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 
-def normalise(audio: np.ndarray) -> np.ndarray:
+def normalise_audio(audio: np.ndarray) -> np.ndarray:
     """Per-utterance zero mean, unit variance (``do_normalize=True``; same epsilon as transformers)."""
     audio = np.asarray(audio, dtype=np.float32).reshape(-1)
     return ((audio - audio.mean()) / np.sqrt(audio.var() + 1e-7)).astype(np.float32)

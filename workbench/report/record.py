@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workbench.artifacts import sha256_bytes, sha256_file, sha256_tree
+from workbench.artifacts import read_json_artifact, sha256_bytes, sha256_file, sha256_tree
 from workbench.errors import WorkbenchError
 
 RECORD_SCHEMA = "workbench.signoff-report"
@@ -64,18 +64,8 @@ def build_record(*, accuracy: dict, latency: dict, verdicts: list[dict], recomme
 
 def load_record(path: Path) -> dict[str, Any]:
     """Read and check a record: schema, a version this code renders, and its own digest."""
-    path = Path(path)
-    if not path.is_file():
-        raise WorkbenchError(f"report record {path} does not exist")
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bytes that are not UTF-8
-        raise WorkbenchError(f"report record {path} is not readable JSON ({exc}); run signoff again") from exc
-    if not isinstance(record, dict) or record.get("schema") != RECORD_SCHEMA:
-        raise WorkbenchError(f"{path} is not a sign-off record (schema {RECORD_SCHEMA!r} expected)")
-    if record.get("version") != RECORD_VERSION:
-        raise WorkbenchError(f"{path} is record version {record.get('version')}; this workbench renders "
-                             f"version {RECORD_VERSION}; run signoff again")
+    record = read_json_artifact(path, RECORD_SCHEMA, "run signoff again", what="sign-off record", key="schema",
+                                version=RECORD_VERSION)
     if record.get("record_sha256") != record_digest(record):
         raise WorkbenchError(f"{path} was edited after it was written (its record_sha256 does not match); "
                              "run signoff again")

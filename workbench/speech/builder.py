@@ -70,7 +70,7 @@ def shortfall(clips: list[Clip], per_condition: int, cfg: SetBuildConfig) -> dic
     buckets = [b for b, _, _ in cfg.profile.buckets()]
     have: dict[tuple[str, str], int] = {}
     for clip in clips:
-        key = (clip.record.condition, clip.record.bucket or "-")
+        key = (clip.utterance.condition, clip.utterance.bucket or "-")
         have[key] = have.get(key, 0) + 1
     out = {}
     for condition in CONDITIONS:
@@ -82,8 +82,8 @@ def shortfall(clips: list[Clip], per_condition: int, cfg: SetBuildConfig) -> dic
 
 
 def disjointness(calib: list[Clip], evaluation: list[Clip]) -> dict[str, Any]:
-    texts = {c.record.text for c in calib} & {c.record.text for c in evaluation}
-    speakers = {c.record.speaker for c in calib} & {c.record.speaker for c in evaluation}
+    texts = {c.utterance.text for c in calib} & {c.utterance.text for c in evaluation}
+    speakers = {c.utterance.speaker for c in calib} & {c.utterance.speaker for c in evaluation}
     return {
         "shared_texts": sorted(texts)[:20],
         "shared_text_count": len(texts),
@@ -194,31 +194,31 @@ def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list
     skipped: dict[str, list[Skipped]] = {r: list(skipped_in) if r == "calib" else [] for r in ROLES}
     usable: list[Clip] = []
     for clip in clips:
-        bucket = cfg.profile.bucket_of(clip.record.duration_s)
+        bucket = cfg.profile.bucket_of(clip.utterance.duration_s)
         if bucket is None:
-            where = "longer than" if clip.record.duration_s > cfg.profile.max_s else "shorter than"
-            limit = cfg.profile.max_s if clip.record.duration_s > cfg.profile.max_s else cfg.profile.min_s
-            skipped["calib"].append(Skipped(clip.record.extra.get("original", clip.record.id),
-                                            f"{clip.record.duration_s:.2f} s is {where} the engine profile's "
+            where = "longer than" if clip.utterance.duration_s > cfg.profile.max_s else "shorter than"
+            limit = cfg.profile.max_s if clip.utterance.duration_s > cfg.profile.max_s else cfg.profile.min_s
+            skipped["calib"].append(Skipped(clip.utterance.extra.get("original", clip.utterance.id),
+                                            f"{clip.utterance.duration_s:.2f} s is {where} the engine profile's "
                                             f"{limit} s; split the clip or change --min/--max-seconds"))
             continue
-        clip.record.bucket = bucket
+        clip.utterance.bucket = bucket
         usable.append(clip)
-    speakers = [c.record.speaker for c in usable]
+    speakers = [c.utterance.speaker for c in usable]
     if len(set(speakers)) >= 2:
-        roles = partition_speakers(speakers, lambda s: next(c.record.accent for c in usable if c.record.speaker == s))
-        role_of = lambda c: roles[c.record.speaker]  # noqa: E731
+        roles = partition_speakers(speakers, lambda s: next(c.utterance.accent for c in usable if c.utterance.speaker == s))
+        role_of = lambda c: roles[c.utterance.speaker]  # noqa: E731
     else:
         from workbench.speech.text import split_of
 
-        role_of = lambda c: "eval" if split_of(c.record.text) == "eval" else "calib"  # noqa: E731
+        role_of = lambda c: "eval" if split_of(c.utterance.text) == "eval" else "calib"  # noqa: E731
     # a text spoken in both roles would break disjointness: keep it in its first role only
     first_role: dict[str, str] = {}
     by_role: dict[str, list[Clip]] = {r: [] for r in ROLES}
     for clip in usable:
         role = role_of(clip)
-        if first_role.setdefault(clip.record.text, role) != role:
-            skipped[role].append(Skipped(clip.record.id, "text also used in the other set"))
+        if first_role.setdefault(clip.utterance.text, role) != role:
+            skipped[role].append(Skipped(clip.utterance.id, "text also used in the other set"))
             continue
         by_role[role].append(clip)
     out: dict[str, list[Clip]] = {}
@@ -243,33 +243,33 @@ def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfi
             for i in order:
                 if n >= wanted[bucket]:
                     break
-                if i not in taken and clips[i].record.bucket == bucket and pred(clips[i]):
+                if i not in taken and clips[i].utterance.bucket == bucket and pred(clips[i]):
                     taken.add(i)
                     picked.append(clips[i])
                     n += 1
         return picked
 
-    for clip in take(lambda c: c.record.accent != MAJORITY_ACCENT, targets):
-        clip.record.condition = "accented"
+    for clip in take(lambda c: c.utterance.accent != MAJORITY_ACCENT, targets):
+        clip.utterance.condition = "accented"
         chosen.append(clip)
-    labelled_noisy = take(lambda c: c.record.condition == "noisy", targets)
+    labelled_noisy = take(lambda c: c.utterance.condition == "noisy", targets)
     chosen.extend(labelled_noisy)
-    for clip in take(lambda c: c.record.accent == MAJORITY_ACCENT and c.record.condition != "noisy", targets):
-        clip.record.condition = "quiet"
+    for clip in take(lambda c: c.utterance.accent == MAJORITY_ACCENT and c.utterance.condition != "noisy", targets):
+        clip.utterance.condition = "quiet"
         chosen.append(clip)
-    have_noisy = {b: sum(1 for c in labelled_noisy if c.record.bucket == b) for b in buckets}
+    have_noisy = {b: sum(1 for c in labelled_noisy if c.utterance.bucket == b) for b in buckets}
     need_noisy = {b: max(0, targets[b] - have_noisy[b]) for b in buckets}
-    to_mix = take(lambda c: c.record.accent == MAJORITY_ACCENT, need_noisy)
+    to_mix = take(lambda c: c.utterance.accent == MAJORITY_ACCENT, need_noisy)
     for k, clip in enumerate(to_mix):
         kind = cfg.conditions.noise_kinds[k % len(cfg.conditions.noise_kinds)]
         if kind == "babble":
-            others = [c.samples for c in clips if c is not clip][:6]
+            others = [c.audio for c in clips if c is not clip][:6]
             if not others:
                 kind = "pink"
         snr = float(rng.uniform(*cfg.conditions.noisy_snr_db))
         level = float(rng.uniform(*cfg.conditions.level_dbfs))
-        mix = mix_at_snr(clip.samples, snr, level, kind, rng, others if kind == "babble" else None)
-        rec = clip.record
+        mix = mix_at_snr(clip.audio, snr, level, kind, rng, others if kind == "babble" else None)
+        rec = clip.utterance
         rec.condition, rec.noise_kind = "noisy", kind
         rec.snr_db, rec.requested_snr_db, rec.level_dbfs = round(mix.snr_db, 3), round(snr, 3), round(mix.level_dbfs, 3)
         rec.fixes = rec.fixes + [f"{kind} noise mixed at {snr:.1f} dB SNR"]

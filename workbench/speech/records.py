@@ -40,10 +40,20 @@ class Utterance:
 
 @dataclass
 class Clip:
-    """A decoded clip with its record; what the builder passes around before writing."""
+    """One utterance record with its audio (16 kHz mono float32): what sources yield, the builder mixes
+    and stores, and the analyses read back from a stored set."""
 
-    record: Utterance
-    samples: np.ndarray
+    utterance: Utterance
+    audio: np.ndarray
+
+    @property
+    def condition(self) -> str:
+        return self.utterance.condition or "-"
+
+    def to_json(self) -> dict[str, Any]:
+        """Id, condition and duration: how result files name the clips they used."""
+        return {"id": self.utterance.id, "condition": self.condition,
+                "duration_s": round(float(self.utterance.duration_s), 3)}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from workbench.config import MAJORITY_ACCENT
 from workbench.errors import WorkbenchError
 from workbench.speech.audio import AudioProblem, PreparedAudio, prepare, read_audio
 from workbench.speech.records import Clip, Skipped, Utterance
-from workbench.speech.text import normalise
+from workbench.speech.text import normalise_text
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif", ".au")
 Item = Union[Clip, Skipped]
@@ -46,7 +46,7 @@ def make_clip(
         # dropping digits would leave a transcript that no longer says what the audio says
         return Skipped(key, f"transcript has digits ({''.join(digits)}) the alphabet cannot spell; "
                             f"write numbers as words: {raw_text[:60]!r}")
-    norm = normalise(raw_text)
+    norm = normalise_text(raw_text)
     if not norm.text:
         return Skipped(key, f"transcript has no characters of the model's alphabet: {raw_text[:60]!r}")
     fixes = list(audio.fixes)

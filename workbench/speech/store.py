@@ -145,14 +145,14 @@ def _write_contents(tmp: Path, name: str, clips: list[Clip], made: dict[str, Any
     audio_hashes = []
     lines = []
     for clip in clips:
-        rel = f"audio/{clip.record.id}.flac"
-        write_flac(tmp / rel, clip.samples)
-        clip.record.audio = rel
+        rel = f"audio/{clip.utterance.id}.flac"
+        write_flac(tmp / rel, clip.audio)
+        clip.utterance.audio = rel
         audio_hashes.append(sha256_file(tmp / rel))
-        lines.append(json.dumps(clip.record.to_json(), sort_keys=True))
+        lines.append(json.dumps(clip.utterance.to_json(), sort_keys=True))
     manifest = ("\n".join(lines) + "\n").encode()
     (tmp / MANIFEST).write_bytes(manifest)
-    utts = [c.record for c in clips]
+    utts = [c.utterance for c in clips]
     card = build_card(utts, content_hash(manifest, audio_hashes), made, skipped, checks)
     write_json_atomic(tmp / CARD, card)
     (tmp / CARD_MD).write_text(render_card_markdown(name, card), encoding="utf-8")
@@ -185,7 +185,7 @@ def write_sets(specs: list[SetSpec]) -> list[SpeechSet]:
         for spec in specs:
             tmp = stack.enter_context(atomic_directory(spec.final))
             cards.append(_write_contents(tmp, spec.final.name, spec.clips, spec.made, spec.skipped, spec.checks))
-    return [SpeechSet(spec.final, card, [c.record for c in spec.clips]) for spec, card in zip(specs, cards)]
+    return [SpeechSet(spec.final, card, [c.utterance for c in spec.clips]) for spec, card in zip(specs, cards)]
 
 
 def write_set(final: Path, clips: list[Clip], made: dict[str, Any], skipped: list[Skipped],

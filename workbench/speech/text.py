@@ -1,7 +1,8 @@
-"""English text for synthetic speech, from WordNet (Debian/PyPI package data), and normalisation.
+"""English text for synthetic speech, from WordNet (Debian/PyPI package data), and the text normaliser.
 
 Sentences are WordNet's example sentences (the quoted parts of each gloss) and glosses. Each text is
-normalised to the model's alphabet and assigned to one split (train, calib or eval) by a hash of the
+normalised to the model's alphabet (``normalise_text``, also applied to references and
+hypotheses before WER) and assigned to one split (train, calib or eval) by a hash of the
 normalised text, so the splits are disjoint on every machine without coordination.
 """
 
@@ -26,6 +27,12 @@ _SPLIT_OF_BUCKET = {0: "eval", 1: "calib"}  # buckets 2..9 of 10 go to training
 _QUOTE = re.compile(r'"([^"]+)"')
 _NOT_ALPHABET = re.compile(r"[^A-Z' ]+")
 
+NORMALISATION = (
+    "upper-case; accents folded (É->E, ß->SS); '-', '_' and other separators -> space; every character "
+    "outside A-Z and the apostrophe removed; quote marks (apostrophes at word edges) removed; "
+    "whitespace collapsed; words are the space-separated tokens"
+)  # stated in every report
+
 
 @dataclass(frozen=True)
 class NormalisedText:
@@ -45,7 +52,7 @@ def _fold_accents(text: str) -> str:
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
 
 
-def normalise(text: str) -> NormalisedText:
+def normalise_text(text: str) -> NormalisedText:
     """Upper-case, fold accents, map separators to spaces, drop characters outside the alphabet.
 
     ``dropped_chars`` lists the characters that did not survive (accented letters are reported too,
@@ -105,7 +112,7 @@ def sentence_pool(min_words: int = 3, max_words: int = 22) -> dict[str, tuple[st
     for raw in _raw_sentences(_wordnet_dir()):
         if any(ch.isdigit() for ch in raw):
             continue
-        text = normalise(raw).text
+        text = normalise_text(raw).text
         words = text.split()
         if not (min_words <= len(words) <= max_words):
             continue

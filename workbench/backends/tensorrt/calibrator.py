@@ -12,18 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from workbench.calibration.cache import stamped
+from workbench.backends.tensorrt.cache_header import cache_algorithm, stamped
 from workbench.errors import WorkbenchError
-
-
-def cache_algorithm(blob: bytes) -> str:
-    """The calibration algorithm named in a legacy cache header (``TRT-<v>-EntropyCalibration2``)."""
-    first = blob.split(b"\n", 1)[0].decode("ascii", "replace").strip()
-    parts = first.split("-")
-    if len(parts) < 3 or parts[0] != "TRT":
-        raise WorkbenchError(f"not a TensorRT calibration cache (first line {first[:60]!r}); "
-                             "write one with the workbench's calibrate command")
-    return "-".join(parts[2:])
 
 
 def read_cache(path: Path) -> bytes:

@@ -1,17 +1,16 @@
 """Optimisation profile: min/opt/max shapes from batch sizes and audio lengths (no TensorRT import).
 
 Symbolic ONNX input dimensions are filled in: axis 0 is the batch, every other symbolic axis the
-length (samples). Lengths come from a calibration set's durations or are given explicitly.
+length (samples). Lengths come from durations (a calibration set's, read by the build job, or explicit).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Sequence
 
-from workbench.config import CALIB_SETS_DIR, SAMPLE_RATE
+from workbench.config import SAMPLE_RATE
 from workbench.errors import WorkbenchError
 
 
@@ -47,15 +46,6 @@ def samples_from_durations(durations_s: Sequence[float], sample_rate: int = SAMP
     median = values[len(values) // 2]
     return Range(max(1, math.floor(values[0] * sample_rate)), round(median * sample_rate),
                  math.ceil(values[-1] * sample_rate))
-
-
-def samples_from_set(name: str | Path, root: Path = CALIB_SETS_DIR) -> tuple[Range, dict[str, str]]:
-    """Samples range from a stored calibration set, plus the set's provenance (name, content hash)."""
-    from workbench.speech.store import load_set
-
-    speech_set = load_set(name, root)
-    durations = [u.duration_s for u in speech_set.utterances]
-    return samples_from_durations(durations), {"name": speech_set.name, "content_hash": speech_set.content_hash}
 
 
 def input_shapes(inputs: Sequence[tuple[str, Sequence[int | str | None]]], batch: Range,

@@ -9,7 +9,6 @@ import re
 import streamlit as st
 
 from workbench.calibration.methods import METHODS
-from workbench.cli import COMMANDS
 from workbench.config import DEMO_MODEL_DIR
 from workbench.dashboard import jobs, ui
 from workbench.dashboard.data.sets import set_names
@@ -149,9 +148,6 @@ def analysis_args(verb: str, model: str, calib: str, method: str, per_condition:
 
 
 def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
-    if verb not in COMMANDS:
-        st.info(f"This version of the workbench has no `{verb}` verb.")
-        return
     with st.form(verb):
         st.caption("Layer-by-layer FP32 vs INT8 table and per-group sensitivity ranking (Layers page)"
                    if verb == "compare" else

@@ -1,4 +1,4 @@
-"""Mixed-precision search: the plan with the most INT8 whose dev-set WER stays within the budget.
+"""Search strategies: the plan with the most INT8 whose dev-set WER stays within the budget.
 
 Candidates keep the k most sensitive groups (by the sensitivity ranking) in FP16 and put the rest in
 INT8. k = 0 (INT8 everywhere) is tried first. Strategy ``bisect`` (default) then tries k = all groups
@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from workbench.compare.evaluator import Evaluation
 from workbench.compare.groups import Group, plan_for
 from workbench.errors import WorkbenchError
 from workbench.quantize.plan import PrecisionPlan
+from workbench.search.evaluator import Evaluation
 
 STRATEGIES = ("bisect", "gallop")
 

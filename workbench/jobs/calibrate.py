@@ -1,31 +1,59 @@
-"""The calibrate job: export FP32 ONNX, calibrate (or reuse a matching cache), write the INT8 variant.
+"""The calibrate job: export (or reuse) the FP32 ONNX, calibrate (or reuse a matching cache), write the INT8 variant.
 
 Layout under ``engines/<model hash 12>/``: ``model.fp32.onnx``, ``calib-<set hash 12>-<method>.cache``
 (+ ``.json`` sidecar, + ``.hist.npz`` per-tensor histograms for histogram methods),
 ``model.int8-<method>-<set hash 12>.onnx`` (the TensorRT-bound Q/DQ graph) and, with ``ort_cpu``,
 ``model.int8-<method>-<set hash 12>.ort-cpu.onnx`` (the same arithmetic laid out for ONNX Runtime's CPU
-kernels, ``workbench.quantize.ort_cpu``).
+kernels, ``workbench.quantize.ort_cpu``). ``export_or_reuse`` is the one export step every job uses.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from workbench import __version__
-from workbench.artifacts import sha256_file
+from workbench.artifacts import sha256_file, write_bytes_atomic
 from workbench.calibration import cache as cache_mod
+from workbench.calibration import histograms
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
-from workbench.calibration import histograms
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
-from workbench.config import ENGINES_DIR
+from workbench.config import CALIB_SETS_DIR, ENGINES_DIR
 from workbench.model.export import Parity, export_onnx, parity_check
 from workbench.model.loading import artifact_folder_name, load_model, model_hash
 from workbench.model.vocab import DEFAULT_VOCABULARY, load_vocabulary
 from workbench.quantize.plan import INT8
 from workbench.quantize.qdq import build_variant
 from workbench.speech.store import load_set
+
+FP32_NAME = "model.fp32.onnx"
+
+
+def export_or_reuse(model_path: str | Path, mhash: str, root: Path, model: Any = None) -> Path:
+    """``<root>/<model hash 12>/model.fp32.onnx``: exported once, reused after.
+
+    ``model`` is the loaded PyTorch model when the caller has it; otherwise it is loaded only when an
+    export is needed.
+    """
+    fp32 = Path(root) / artifact_folder_name(mhash) / FP32_NAME
+    if not fp32.exists():
+        export_onnx(model if model is not None else load_model(model_path), fp32)
+    return fp32
+
+
+@dataclass(frozen=True)
+class CalibrateInputs:
+    """Model (folder or hub id), calibration set (name under ``calib_root`` or a path) and method."""
+
+    model: str | Path
+    calib_set: str | Path
+    method: MethodSpec
+    engines: Path = ENGINES_DIR
+    parity_clips: int = 6
+    ort_cpu: bool = False
+    calib_root: Path = CALIB_SETS_DIR
 
 
 @dataclass
@@ -41,20 +69,31 @@ class CalibrateResult:
     tensors: int
     int8_ort_cpu: Path | None = None
 
+    def lines(self) -> list[str]:
+        p = self.parity
+        state = "reused (all provenance keys match)" if self.reused_cache else "computed"
+        out = [f"FP32 ONNX:    {self.fp32_onnx}",
+               f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
+               f"token agreement {p.token_agreement:.4f}, identical transcripts {p.transcripts_equal}/{p.clips}",
+               f"cache:        {self.cache} ({self.tensors} tensors, {state})"]
+        if self.cache_problems and self.cache_problems != ["no cache yet"]:
+            out.append("  previous cache not used: " + "; ".join(self.cache_problems))
+        out.append(f"INT8 variant: {self.int8_onnx}")
+        if self.int8_ort_cpu:
+            out.append(f"  ONNX Runtime CPU flavour: {self.int8_ort_cpu}")
+        return out
 
-def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
-                  root: Path = ENGINES_DIR, parity_clips: int = 6, ort_cpu: bool = False) -> CalibrateResult:
+
+def run(inputs: CalibrateInputs) -> CalibrateResult:
     """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
-    speech_set = load_set(set_name)
-    mhash = model_hash(model_path)
-    model = load_model(model_path)  # before any folder is made: a model that fails to load leaves nothing
-    out = root / artifact_folder_name(mhash)
-    out.mkdir(parents=True, exist_ok=True)
-    fp32 = out / "model.fp32.onnx"
-    if not fp32.exists():
-        export_onnx(model, fp32)
-    clips = [speech_set.audio(u) for u in speech_set.utterances[:parity_clips]]
-    parity = parity_check(model, fp32, clips, load_vocabulary(model_path) if Path(model_path).is_dir()
+    spec = inputs.method
+    speech_set = load_set(inputs.calib_set, root=inputs.calib_root)
+    mhash = model_hash(inputs.model)
+    model = load_model(inputs.model)  # before any folder is made: a model that fails to load leaves nothing
+    fp32 = export_or_reuse(inputs.model, mhash, inputs.engines, model)
+    out = fp32.parent
+    clips = [speech_set.audio(u) for u in speech_set.utterances[:inputs.parity_clips]]
+    parity = parity_check(model, fp32, clips, load_vocabulary(inputs.model) if Path(inputs.model).is_dir()
                           else DEFAULT_VOCABULARY)
     keys = {"model": mhash, "onnx": sha256_file(fp32), "calibration_set": speech_set.content_hash,
             **spec.params(), "statistics": STATISTICS_SCHEME,
@@ -74,10 +113,9 @@ def run_calibrate(model_path: str | Path, set_name: str, spec: MethodSpec,
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}.onnx"
     build_variant(fp32, cache.amax(), INT8, int8)
     cpu = None
-    if ort_cpu:
+    if inputs.ort_cpu:
         import onnx
 
-        from workbench.artifacts import write_bytes_atomic
         from workbench.quantize.ort_cpu import cpu_flavour
 
         cpu = int8.with_suffix(".ort-cpu.onnx")

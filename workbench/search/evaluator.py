@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 
 from tqdm import tqdm
 
-from workbench.compare.clips import Clip
 from workbench.compare.sensitivity import VariantRunner
 from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_accuracy
 from workbench.evaluate.bootstrap import Interval
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.transcribe import transcribe
 from workbench.quantize.plan import PrecisionPlan
+from workbench.speech.records import Clip
 
 BASELINE = "fp32"
 
@@ -102,7 +102,7 @@ class DevEvaluator:
         return result.texts, result.seconds
 
     def _score(self, plan: PrecisionPlan, texts: list[str], seconds: float, count: bool = True) -> Evaluation:
-        name = plan.name if plan.name != BASELINE else BASELINE
+        name = plan.name
         hyps = {BASELINE: self.baseline_texts} if name == BASELINE else {BASELINE: self.baseline_texts, name: texts}
         accuracy = compare_accuracy(self.utterances, hyps, BASELINE, resamples=self.resamples, seed=self.seed,
                                     group_kinds=("condition",))

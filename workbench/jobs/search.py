@@ -1,107 +1,81 @@
-"""The ``compare`` and ``search`` jobs: inputs -> analyses -> files (what the CLI verbs and the demo call).
+"""The search job: the mixed INT8/FP16 plan with the most INT8 that meets the WER budget on a dev set.
 
-``run_compare``: layer-by-layer comparison of a quantized candidate (default INT8 everywhere) against
-FP32 on a few clips per condition, and the per-group sensitivity ranking. ``run_search``: the
-mixed-precision search on a dev set (default: the calibration set, never the sign-off evaluation set),
-reusing a sensitivity file whose provenance matches or computing one; writes the found plan and its
-ONNX variant.
+``run(SearchInputs)`` reads the sets first (dev set, sign-off set: a bad set fails before the model is
+loaded or calibrated; the dev set must not be the sign-off set), prepares the FP32 ONNX + cache and runs
+``run_search``: the sensitivity ranking is reused when its provenance matches (else computed by the
+compare job), the strategies of ``workbench.search.strategies`` evaluate plans with
+``workbench.search.evaluator``, and the search record, the found plan and its ONNX variant are written.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import onnx
 
-from workbench.artifacts import sha256_file
+from workbench.artifacts import read_json_artifact, sha256_file
 from workbench.compare import outputs
-from workbench.compare.clips import all_clips, clips_per_condition, require_utterances
-from workbench.compare.evaluator import DevEvaluator
 from workbench.compare.groups import node_groups
-from workbench.compare.layers import compare_layers
-from workbench.compare.search import describe, search_plan
-from workbench.compare.sensitivity import VariantRunner, rank_groups
-from workbench.compare.setup import Prepared
+from workbench.compare.sensitivity import VariantRunner
 from workbench.errors import WorkbenchError
 from workbench.evaluate.gates import GateConfig
-from workbench.quantize.plan import INT8, PrecisionPlan, quantizable_nodes
+from workbench.jobs import compare
+from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
+from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.quantize.qdq import build_variant
+from workbench.search import outputs as search_outputs
+from workbench.search.evaluator import DevEvaluator
+from workbench.search.strategies import describe, search_plan
+from workbench.speech.select import all_clips, clips_per_condition, require_utterances
 from workbench.speech.store import SpeechSet
 
 
-@dataclass
-class CompareOutputs:
-    files: dict[str, Path] = field(default_factory=dict)
-    layers: dict[str, Any] | None = None
-    sensitivity: dict[str, Any] | None = None
+@dataclass(frozen=True)
+class SearchInputs(AnalysisInputs):
+    """The WER budget, the dev set (default: the calibration set) and how the search runs."""
+
+    gates: GateConfig = field(default_factory=GateConfig)
+    dev_set: str | Path | None = None
+    dev_per_condition: int | None = None
+    signoff_set: str | Path | None = None  # only its size is read
+    sensitivity: Path | None = None  # default: reuse a matching ranking or compute one
+    strategy: str = "bisect"
+    refine: int = 2
+    keep: str = "fp16"
+    resamples: int = 1000
+    seed: int = 0
 
 
-def analysis_folder(prepared: Prepared, out: Path | None) -> Path:
-    return Path(out) if out else prepared.folder / "compare"
-
-
-def _candidate(prepared: Prepared, candidate: Path | None, plan: PrecisionPlan | None,
-               name: str | None) -> tuple[str, Path, PrecisionPlan | None]:
-    if candidate is not None:
-        if not Path(candidate).is_file():
-            raise WorkbenchError(f"candidate {candidate} does not exist")
-        return name or Path(candidate).stem.removeprefix("model."), Path(candidate), plan
-    plan = plan or INT8
-    label = f"{plan.name}-{prepared.tag}" if plan.name != "int8" else f"int8-{prepared.tag}"
-    path = prepared.int8_onnx if plan is INT8 and prepared.int8_onnx else prepared.folder / f"model.{label}.onnx"
-    if plan is not INT8 or not path.exists():  # a plan file may have changed under the same name: rebuild
-        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path)
-    return name or label, path, plan
-
-
-def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2, *, candidate: Path | None = None,
-                candidate_name: str | None = None, plan: PrecisionPlan | None = None, layers: bool = True,
-                sensitivity: bool = True, rest: str = "fp32", inverse: bool = False, granularity: str = "group",
-                out: Path | None = None, threads: int | None = None, atol: float = 1e-2, rtol: float = 1e-2,
-                progress: bool = True, log: Callable[[str], None] = print) -> CompareOutputs:
-    """Layer table and/or sensitivity ranking on ``per_condition`` clips of each condition of ``clips_set``."""
-    if not layers and not sensitivity:
-        raise WorkbenchError("nothing to do: both the layer comparison and the sensitivity ranking are off")
-    folder = analysis_folder(prepared, out)
-    clips = clips_per_condition(clips_set, per_condition)
-    prov = {**outputs.base_provenance(prepared), "clips_set": clips_set.content_hash}
-    result = CompareOutputs()
-    if layers:
-        name, path, cand_plan = _candidate(prepared, candidate, plan, candidate_name)
-        log(f"layer comparison: fp32 vs {name} on {len(clips)} clips of {clips_set.name}")
-        table = compare_layers(prepared.fp32_onnx, path, clips, cand_plan, atol=atol, rtol=rtol, progress=progress)
-        data = {**outputs.header(outputs.LAYERS_FORMAT, {**prov, "candidate_onnx": sha256_file(path)}),
-                "candidate": {"name": name, "path": str(path), "plan": cand_plan.to_json() if cand_plan else None},
-                **table.to_json()}
-        j, c = outputs.write_with_csv(outputs.layers_path(folder, name), data, outputs.layers_csv_rows)
-        result.files.update({"layers_json": j, "layers_csv": c})
-        result.layers = data
-    if sensitivity:
-        model = onnx.load(str(prepared.fp32_onnx))
-        groups = node_groups(model, granularity)
-        ranked = rank_groups(VariantRunner(model, prepared.cache.amax(), threads), groups, clips, rest, inverse,
-                             granularity, progress=progress, log=log)
-        data = {**outputs.header(outputs.SENSITIVITY_FORMAT, prov), **ranked.to_json()}
-        j, c = outputs.write_with_csv(outputs.sensitivity_path(folder, prepared.tag, rest, granularity), data,
-                                      outputs.sensitivity_csv_rows)
-        result.files.update({"sensitivity_json": j, "sensitivity_csv": c})
-        result.sensitivity = data
-    return result
+def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> "SearchOutputs":
+    """Check the options and sets, prepare the FP32 ONNX + cache, search, write the record and the found plan."""
+    if inputs.dev_per_condition is not None and inputs.dev_per_condition < 1:
+        raise WorkbenchError("--dev-per-condition must be at least 1")
+    if inputs.resamples < 100:
+        raise WorkbenchError("--resamples must be at least 100")
+    if inputs.refine < 0:
+        raise WorkbenchError("--refine must be 0 or more")
+    if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
+        raise WorkbenchError(f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
+                             "by python -m workbench compare, or drop --sensitivity to reuse or compute one")
+    # the sets are read before the model is loaded or calibrated, so a bad set fails at once
+    dev_set = named_set(inputs.dev_set, "dev", inputs.calib_root)
+    signoff_set = named_set(inputs.signoff_set, "sign-off", inputs.calib_root)
+    check_dev_apart(dev_set or named_set(inputs.calib_set, "calibration", inputs.calib_root), signoff_set)
+    prepared = inputs.prepare()
+    return run_search(prepared, dev_set or prepared.calib_set, inputs.gates, sensitivity=inputs.sensitivity,
+                      per_condition=inputs.per_condition, dev_per_condition=inputs.dev_per_condition,
+                      strategy=inputs.strategy, refine=inputs.refine, keep=inputs.keep, resamples=inputs.resamples,
+                      seed=inputs.seed, granularity=inputs.granularity, out=inputs.out, threads=inputs.threads,
+                      progress=inputs.progress, signoff_set=signoff_set, log=log)
 
 
 def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
     """A sensitivity file made from this model, FP32 export and cache; anything else is refused."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: bad JSON or bytes that are not UTF-8
-        raise WorkbenchError(f"cannot read sensitivity file {path} ({exc}); give a sensitivity-*.json written by "
-                             "python -m workbench compare, or drop --sensitivity to reuse or compute one") from exc
-    if not isinstance(data, dict) or data.get("format") != outputs.SENSITIVITY_FORMAT:
-        raise WorkbenchError(f"{path} is not a sensitivity file ({outputs.SENSITIVITY_FORMAT}); make one with "
-                             "python -m workbench compare")
+    data = read_json_artifact(path, outputs.SENSITIVITY_FORMAT, "give a sensitivity-*.json written by python -m "
+                              "workbench compare, or drop --sensitivity to reuse or compute one",
+                              what="sensitivity file")
     mismatched = sensitivity_mismatches(data, prepared)
     if mismatched:
         raise WorkbenchError(f"sensitivity file {path} was made from another {', '.join(mismatched)}; recompute it "
@@ -110,15 +84,20 @@ def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
 
 
 def sensitivity_mismatches(data: dict[str, Any], prepared: Prepared) -> list[str]:
-    expected = outputs.base_provenance(prepared)
+    expected = prepared.provenance()
     found = data.get("provenance", {})
     return [k for k in ("model", "fp32_onnx", "cache") if found.get(k) != expected[k]]
 
 
 @dataclass
 class SearchOutputs:
+    """Files written and the search record (``workbench-search/1``)."""
+
     files: dict[str, Path]
     data: dict[str, Any]
+
+    def lines(self) -> list[str]:
+        return summary_lines(self.data) + file_lines(self.files)
 
 
 def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
@@ -141,7 +120,7 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
     """
     check_dev_apart(dev_set, signoff_set)
     require_utterances(dev_set, "dev")
-    folder = analysis_folder(prepared, out)
+    folder = compare.analysis_folder(prepared, out)
     variant_folder = Path(out) if out else prepared.folder
     if dev_set.name.endswith("-eval"):
         log(f"warning: dev set {dev_set.name} looks like an evaluation set; judging the found plan on the same set "
@@ -157,7 +136,7 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
             except WorkbenchError as exc:
                 log(f"not reusing {default.name}: {exc}")
         if data is None:
-            made = run_compare(prepared, clips_set or prepared.calib_set, per_condition, layers=False, out=out,
+            made = compare.run_compare(prepared, clips_set or prepared.calib_set, per_condition, layers=False, out=out,
                                granularity=granularity, threads=threads, progress=progress, log=log)
             sensitivity, data = made.files["sensitivity_json"], made.sensitivity
     else:
@@ -177,7 +156,7 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
                              signoff_utterances=signoff_n)
     if evaluator.widen > 1.0:
         log(f"judging dev intervals widened x{evaluator.widen:.2f} to the sign-off set's {signoff_n} utterances")
-    name = outputs.mixed_name(prepared.tag, dev_set.content_hash)
+    name = search_outputs.mixed_name(prepared.tag, dev_set.content_hash)
     result = search_plan(ranking, groups, evaluator.evaluate, keep=keep, refine=refine, name=name,
                          strategy=strategy, log=log)
     nodes = quantizable_nodes(model)
@@ -195,10 +174,10 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
                       "fp16_groups": [g for g in ranking if g in result.found.kept], "k": result.found.k,
                       "step": result.found.step}
     base = evaluator.baseline
-    prov = {**outputs.base_provenance(prepared), "dev_set": dev_set.content_hash,
+    prov = {**prepared.provenance(), "dev_set": dev_set.content_hash,
             "sensitivity": sha256_file(sensitivity)}
     data_out = {
-        **outputs.header(outputs.SEARCH_FORMAT, prov),
+        **outputs.header(search_outputs.SEARCH_FORMAT, prov),
         "budget": {"max_wer_delta_points": gates.max_wer_delta_points,
                    "max_condition_wer_delta_points": gates.max_condition_wer_delta_points,
                    "judged_on": "upper end of the 95% paired bootstrap interval vs FP32",
@@ -222,7 +201,23 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
         "per_group_evaluations": len(groups), "int8_everywhere_passes": result.int8_everywhere_passes,
         "found": found_json,
     }
-    j, c = outputs.write_with_csv(outputs.search_path(folder, prepared.tag, dev_set.content_hash), data_out,
-                                  outputs.search_csv_rows)
+    j, c = outputs.write_with_csv(search_outputs.search_path(folder, prepared.tag, dev_set.content_hash), data_out,
+                                  search_outputs.search_csv_rows)
     files.update({"search_json": j, "search_csv": c, "sensitivity_json": Path(sensitivity)})
     return SearchOutputs(files, data_out)
+
+
+def summary_lines(data: dict[str, Any]) -> list[str]:
+    """How many evaluations the search took and the plan it found."""
+    found = data["found"]
+    out = [f"full WER evaluations: {data['evaluations']} (one group at a time in ranking order: "
+           f"{data['one_at_a_time_evaluations'] if data['one_at_a_time_evaluations'] is not None else 'n/a'}; "
+           f"every group on its own: {data['per_group_evaluations']})"]
+    if data["int8_everywhere_passes"]:
+        out.append("INT8 everywhere already meets the budget on the dev set")
+    if found is None:
+        out.append("no plan meets the budget on the dev set (not even every group in FP16)")
+        return out
+    out.append(f"found plan {found['name']}: INT8 share {found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv nodes, "
+               f"{len(found['fp16_groups'])} groups kept in FP16")
+    return out

@@ -8,13 +8,13 @@ evaluation set must not be judged on it).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.artifacts import sha256_file
+from workbench.artifacts import read_json_artifact, sha256_file
 from workbench.calibration import cache as cache_mod
-from workbench.compare.outputs import SEARCH_FORMAT
+from workbench.errors import WorkbenchError
+from workbench.search.outputs import SEARCH_FORMAT
 
 
 @dataclass(frozen=True)
@@ -38,10 +38,10 @@ def matching_search(fp32_onnx: Path, cache_path: Path, eval_hash: str | None = N
     best: tuple[str, FoundSearch] | None = None
     for path in folder.glob("search-*.json"):
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):  # unreadable, bad JSON or not UTF-8: not a search to offer
+            data = read_json_artifact(path, SEARCH_FORMAT, "skipped")
+        except WorkbenchError:  # unreadable, bad JSON, not UTF-8 or another format: not a search to offer
             continue
-        if not isinstance(data, dict) or data.get("format") != SEARCH_FORMAT or not data.get("found"):
+        if not data.get("found"):
             continue
         prov, found = data.get("provenance", {}), data["found"]
         if not isinstance(prov, dict) or not isinstance(found, dict):

@@ -1,30 +1,10 @@
-"""A few clips per speech condition from a stored set (first N of each condition, manifest order)."""
+"""Clips from a stored set for an analysis: a few per speech condition, or all of them, audio loaded once."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
 from workbench.errors import WorkbenchError
-from workbench.speech.records import Utterance
+from workbench.speech.records import Clip, Utterance
 from workbench.speech.store import SpeechSet
-
-
-@dataclass(frozen=True)
-class Clip:
-    """One utterance record with its audio (16 kHz float32)."""
-
-    utterance: Utterance
-    audio: np.ndarray
-
-    @property
-    def condition(self) -> str:
-        return self.utterance.condition or "-"
-
-    def to_json(self) -> dict:
-        return {"id": self.utterance.id, "condition": self.condition,
-                "duration_s": round(float(self.utterance.duration_s), 3)}
 
 
 def require_utterances(speech_set: SpeechSet, role: str) -> SpeechSet:

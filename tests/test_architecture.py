@@ -1,0 +1,104 @@
+"""Imports follow the module map in docs/architecture.md: every import of a workbench module is parsed (ast)
+and checked against the 'may import' column; a package missing from the map fails too."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "workbench"
+FOUNDATION = {"__init__", "config", "errors", "artifacts", "optional"}  # root modules: the "foundation" row
+ROW = re.compile(r"^\| `(?P<name>\w+)` \|[^|]*\| (?P<imports>[^|]*) \|$")
+
+
+def module_map() -> dict[str, set[str]]:
+    """package -> the packages it may import, read from the table in docs/architecture.md."""
+    rows = {}
+    for line in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        match = ROW.match(line.strip())
+        if match and match["name"] not in rows:
+            allowed = {p.strip().strip("`") for p in match["imports"].split(",")} - {"—", ""}
+            rows[match["name"]] = allowed
+    return rows
+
+
+def unit_of(module: str) -> str:
+    """The row a dotted module name belongs to: its top-level package, or ``foundation`` for the root modules."""
+    parts = module.split(".")
+    top = parts[1] if len(parts) > 1 else "__init__"
+    return "foundation" if top in FOUNDATION else top
+
+
+def workbench_imports(path: Path) -> list[tuple[int, str]]:
+    """(line, module) for every import of a workbench module in ``path``; relative imports count as violations."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "workbench"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                found.append((node.lineno, "relative:" + (node.module or "")))
+            elif node.module and node.module.split(".")[0] == "workbench":
+                names = [f"{node.module}.{a.name}" for a in node.names]
+                # ``from workbench import jobs`` imports the package ``workbench.jobs``
+                found += [(node.lineno, n if (PACKAGE / n.split(".")[1]).is_dir() and node.module == "workbench"
+                           else node.module) for n in names]
+    return found
+
+
+def violations(package: Path = PACKAGE) -> list[str]:
+    rules = module_map()
+    out = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package.parent).with_suffix("")
+        me = unit_of(".".join(rel.parts))
+        if me not in rules:
+            out.append(f"{rel}: package '{me}' is not in docs/architecture.md")
+            continue
+        for line, module in workbench_imports(path):
+            if module.startswith("relative:"):
+                out.append(f"{rel}:{line}: relative import; write it as 'from workbench....'")
+                continue
+            target = unit_of(module)
+            if target != me and target not in rules[me]:
+                out.append(f"{rel}:{line}: {me} may not import {target} ({module})")
+            if me == "commands" and target == "commands" and module not in ("workbench.commands",
+                                                                            "workbench.commands.options"):
+                out.append(f"{rel}:{line}: a verb imports another verb ({module}); call a job instead")
+    return out
+
+
+def test_every_import_follows_the_module_map() -> None:
+    assert violations() == []
+
+
+def test_the_map_lists_every_package_and_only_known_names() -> None:
+    rules = module_map()
+    packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    root_modules = {p.stem for p in PACKAGE.glob("*.py")} - FOUNDATION
+    assert packages | root_modules | {"foundation"} == set(rules)
+    for name, allowed in rules.items():
+        assert allowed <= set(rules), (name, allowed - set(rules))
+
+
+def test_the_check_catches_a_backwards_import(tmp_path: Path) -> None:
+    """A backend that imports calibration (the cycle this map forbids) and a verb that imports a verb."""
+    fake = tmp_path / "workbench"
+    for folder, text in {"backends": "from workbench.calibration.cache import legacy_header\n",
+                         "commands": "from workbench.commands.compare import run\n"}.items():
+        (fake / folder).mkdir(parents=True)
+        (fake / folder / "__init__.py").write_text("")
+        (fake / folder / "bad.py").write_text(text)
+    found = violations(fake)
+    assert any("backends may not import calibration" in v for v in found)
+    assert any("a verb imports another verb" in v for v in found)
+
+
+@pytest.mark.parametrize("module, unit", [("workbench.config", "foundation"), ("workbench", "foundation"),
+                                          ("workbench.jobs.search", "jobs"), ("workbench.cli", "cli")])
+def test_unit_of(module: str, unit: str) -> None:
+    assert unit_of(module) == unit

@@ -1,0 +1,115 @@
+"""Inputs every analysis needs: the FP32 ONNX model and a calibration cache that belongs to it.
+
+Without an explicit cache this is the calibrate job (export once, reuse a matching cache or calibrate).
+With ``cache_path`` the cache is loaded and checked against the model: a cache made for another model
+or another FP32 export is refused with a message that says what to do. The FP32 export is the
+calibrate job's ``export_or_reuse`` either way. ``AnalysisInputs`` holds what compare and search share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.artifacts import sha256_file
+from workbench.calibration import cache as cache_mod
+from workbench.calibration.methods import METHODS, MethodSpec
+from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR
+from workbench.errors import WorkbenchError
+from workbench.jobs import calibrate
+from workbench.model.loading import model_hash
+from workbench.speech.select import require_utterances
+from workbench.speech.store import SpeechSet, load_set
+
+
+@dataclass
+class Prepared:
+    """Model hash and folder, FP32 ONNX, cache (path + parsed), calibration set, INT8-everywhere ONNX."""
+
+    model: str
+    model_hash: str
+    folder: Path
+    fp32_onnx: Path
+    cache_path: Path
+    cache: cache_mod.CalibrationCache
+    calib_set: SpeechSet
+    method: str
+    int8_onnx: Path | None
+
+    @property
+    def tag(self) -> str:
+        """``<method>-<calibration set hash 12>``: names files made from this cache."""
+        return f"{self.method}-{self.calib_set.content_hash[:12]}"
+
+    def provenance(self) -> dict[str, str]:
+        """Hashes of the model, FP32 ONNX, calibration cache and calibration set (every analysis file records them)."""
+        return {"model": self.model_hash, "fp32_onnx": sha256_file(self.fp32_onnx),
+                "cache": self.cache.content_hash, "calibration_set": self.calib_set.content_hash}
+
+
+def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", root: Path = ENGINES_DIR,
+            cache_path: Path | None = None, calib_root: Path | None = None) -> Prepared:
+    """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
+    if method not in METHODS:
+        raise WorkbenchError(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+    calib_root = calib_root or CALIB_SETS_DIR
+    speech_set = require_utterances(load_set(calib_set, root=calib_root), "calibration")
+    if cache_path is None:
+        result = calibrate.run(calibrate.CalibrateInputs(model, str(speech_set.path), MethodSpec(method),
+                                                         engines=root, calib_root=calib_root))
+        cache = cache_mod.load(result.cache)
+        return Prepared(str(model), model_hash(model), result.fp32_onnx.parent, result.fp32_onnx, result.cache,
+                        cache, speech_set, method, result.int8_onnx)
+    if not Path(cache_path).is_file():
+        raise WorkbenchError(f"--cache {cache_path} is not a file; give a .cache written by python -m workbench "
+                             "calibrate for this model, or drop --cache to reuse or make one")
+    cache = cache_mod.load(Path(cache_path))
+    mhash = model_hash(model)
+    if cache.keys.get("model") != mhash:
+        raise WorkbenchError(f"calibration cache {cache_path} was made for another model (model hash "
+                             f"{str(cache.keys.get('model'))[:12]}, this model is {mhash[:12]}); run "
+                             f"python -m workbench calibrate --model {model} or drop --cache")
+    if cache.keys.get("calibration_set") != speech_set.content_hash:
+        raise WorkbenchError(f"calibration cache {cache_path} was made from another calibration set than "
+                             f"{speech_set.name}; give the matching --calib-set or drop --cache")
+    fp32 = calibrate.export_or_reuse(model, mhash, root)
+    if cache.keys.get("onnx") != sha256_file(fp32):
+        raise WorkbenchError(f"calibration cache {cache_path} was made for another ONNX export than {fp32}; "
+                             "recalibrate (python -m workbench calibrate)")
+    return Prepared(str(model), mhash, fp32.parent, fp32, Path(cache_path), cache, speech_set,
+                    str(cache.keys.get("method", method)), None)
+
+
+def named_set(name: str | Path | None, role: str, root: Path = CALIB_SETS_DIR) -> SpeechSet | None:
+    """The set named by an option (``None`` when not given), loaded and checked before any model work."""
+    return require_utterances(load_set(name, root=root), role) if name else None
+
+
+@dataclass(frozen=True)
+class AnalysisInputs:
+    """What the compare and search jobs share: the model, its calibration (set, method, optional cache),
+    clips per condition, layer-group granularity, threads and where files go."""
+
+    model: str | Path = DEMO_MODEL_DIR
+    calib_set: str | Path = "demo-calib"
+    method: str = "entropy"
+    cache: Path | None = None
+    per_condition: int = 2
+    granularity: str = "group"
+    threads: int | None = None
+    out: Path | None = None
+    engines: Path = ENGINES_DIR
+    calib_root: Path = CALIB_SETS_DIR
+    progress: bool = True
+
+    def prepare(self) -> Prepared:
+        """Check the shared options, then the FP32 ONNX + cache (see ``prepare``)."""
+        if self.per_condition < 1:
+            raise WorkbenchError("--per-condition must be at least 1")
+        return prepare(self.model, self.calib_set, self.method, root=self.engines, cache_path=self.cache,
+                       calib_root=self.calib_root)
+
+
+def file_lines(files: dict[str, Path]) -> list[str]:
+    """The files a job wrote, one per line."""
+    return [f"  {key:>16}: {path}" for key, path in files.items()]

@@ -1,0 +1,182 @@
+"""The sign-off job: candidates (ONNX files, FP32 baseline first) + evaluation set -> judged record -> report.
+
+Without candidates, FP32, FP16 and INT8 variants are built from the model and calibration set (the
+calibrate job: export, cache reused when its keys match, Q/DQ), together with the mixed plan of a
+finished search on the same export and cache (``workbench.search.found``) unless that search used the
+evaluation set as its dev set. Every candidate is transcribed, scored (WER with paired bootstrap
+intervals per condition), timed and judged by the gates; ``workbench.report`` renders the record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from workbench.artifacts import read_json_artifact
+from workbench.backends.onnxruntime import OnnxRuntimeRunner
+from workbench.calibration.methods import MethodSpec
+from workbench.compare.outputs import SENSITIVITY_FORMAT
+from workbench.config import CALIB_SETS_DIR, ENGINES_DIR
+from workbench.errors import WorkbenchError
+from workbench.evaluate.accuracy import compare_accuracy
+from workbench.evaluate.gates import GateConfig, judge, recommend
+from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_latency
+from workbench.evaluate.machine import machine_info, package_versions
+from workbench.evaluate.transcribe import transcribe_set
+from workbench.jobs import calibrate
+from workbench.quantize.plan import FP16
+from workbench.quantize.qdq import build_variant
+from workbench.report.record import artifact_entry, build_record
+from workbench.report.render import write_report
+from workbench.search.found import matching_search
+from workbench.speech.store import SpeechSet, load_set
+
+
+@dataclass
+class SignoffInputs:
+    """Candidates (name, ONNX path; the first is the baseline) or, when empty, the model + calibration set
+    their FP32/FP16/INT8 (+ mixed) variants are built from; the evaluation set; gates and timing."""
+
+    eval_set: SpeechSet | str | Path
+    out_dir: Path
+    candidates: list[tuple[str, Path]] = field(default_factory=list)
+    model: Path | str | None = None  # recorded in provenance when it is a local folder
+    calib_set: SpeechSet | str | Path | None = None
+    method: str = "entropy"  # calibration method of the built INT8 variant
+    cache: Path | None = None
+    gates: GateConfig = field(default_factory=GateConfig)
+    latency: LatencyConfig | None = field(default_factory=LatencyConfig)
+    sensitivity: Path | None = None
+    threads: int | None = None
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
+    resamples: int = 2000
+    seed: int = 0
+    limit: int | None = None
+    engines: Path = ENGINES_DIR
+    calib_root: Path = CALIB_SETS_DIR
+
+
+@dataclass
+class SignoffResult:
+    """The judged record and the report files (``record``, ``markdown``, ``html``)."""
+
+    record: dict[str, Any]
+    paths: dict[str, Path]
+
+    @property
+    def recommendation(self) -> str | None:
+        return self.record["recommendation"]
+
+    def lines(self) -> list[str]:
+        rec = self.recommendation
+        return ([f"  {v['candidate']:>12}: {v['summary']}" for v in self.record["verdicts"]]
+                + [f"report: {self.paths['html']}", f"verdict: {'SHIP ' + rec if rec else 'no candidate passes'}"])
+
+
+@dataclass(frozen=True)
+class DefaultVariants:
+    candidates: list[tuple[str, Path]]  # fp32 first
+    cache: Path
+    sensitivity: Path | None = None  # the ranking the mixed plan's search used, when there is one
+    mixed_note: str | None = None
+
+
+def build_default_variants(model: Path | str, calib_set: str | Path, method: str = "entropy",
+                           root: Path = ENGINES_DIR, eval_hash: str | None = None,
+                           calib_root: Path = CALIB_SETS_DIR) -> DefaultVariants:
+    """Export/calibrate (reusing a matching cache) and write FP16 beside FP32 and INT8; add the mixed plan
+    of a finished ``search`` on this export and cache (not searched on the evaluation set ``eval_hash``)."""
+    result = calibrate.run(calibrate.CalibrateInputs(model, calib_set, MethodSpec(method), engines=root,
+                                                     calib_root=calib_root))
+    fp16 = fp16_variant(result.fp32_onnx)
+    candidates = [("fp32", result.fp32_onnx), ("fp16", fp16), (f"int8-{method}", result.int8_onnx)]
+    found = matching_search(result.fp32_onnx, result.cache, eval_hash)
+    if found is None:
+        return DefaultVariants(candidates, result.cache)
+    note = f"mixed = {found.name}: {found.int8_share * 100:.1f}% INT8, from {found.search}"
+    return DefaultVariants(candidates + [("mixed", found.onnx)], result.cache, found.sensitivity, note)
+
+
+def fp16_variant(fp32_onnx: Path) -> Path:
+    """``model.fp16.onnx`` beside the FP32 export (written once)."""
+    fp16 = fp32_onnx.with_name("model.fp16.onnx")
+    if not fp16.exists():
+        build_variant(fp32_onnx, {}, FP16, fp16)
+    return fp16
+
+
+def _speech_set(value: SpeechSet | str | Path, root: Path) -> SpeechSet:
+    return value if isinstance(value, SpeechSet) else load_set(value, root=root)
+
+
+def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
+    """Build the default candidates if none are given; transcribe, score, time and judge every candidate;
+    write report.json/.md/.html."""
+    candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
+    eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
+    if not candidates:
+        if not inputs.calib_set:
+            raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
+                                 "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)")
+        if inputs.model is None:
+            raise WorkbenchError("give --model to build FP32/FP16/INT8 variants, or the candidates as --candidate")
+        calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
+        log(f"building FP32/FP16/INT8 variants of {inputs.model} calibrated on {calib_source} ({inputs.method})")
+        built = build_default_variants(inputs.model, calib_source, inputs.method, root=inputs.engines,
+                                       eval_hash=eval_set.content_hash, calib_root=inputs.calib_root)
+        candidates, cache = built.candidates, cache or built.cache
+        if built.mixed_note:
+            log(built.mixed_note)
+        sensitivity_path = sensitivity_path or built.sensitivity
+    calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
+    model = Path(inputs.model) if inputs.model and Path(inputs.model).exists() else None
+    if not candidates:
+        raise WorkbenchError("give at least one candidate (the FP32 baseline first)")
+    names = [n for n, _ in candidates]
+    if len(set(names)) != len(names):
+        raise WorkbenchError(f"candidate names must be unique, got {names}")
+    for name, path in candidates:
+        if not Path(path).is_file():
+            raise WorkbenchError(f"candidate {name}: {path} does not exist")
+    sensitivity = None
+    if sensitivity_path is not None:
+        sensitivity = read_json_artifact(sensitivity_path, SENSITIVITY_FORMAT, "give a sensitivity-*.json written "
+                                         "by python -m workbench compare, or drop --sensitivity",
+                                         what="sensitivity file")
+    utts = eval_set.utterances[: inputs.limit] if inputs.limit else eval_set.utterances
+    machine = machine_info()
+    hyps: dict[str, list[str]] = {}
+    latencies = {}
+    buckets = bucket_clips(eval_set) if inputs.latency else {}
+
+    def runner(path: Path, name: str) -> OnnxRuntimeRunner:
+        return OnnxRuntimeRunner(path, providers=inputs.providers, threads=inputs.threads, name=name)
+
+    for name, path in candidates:
+        log(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name}")
+        hyps[name] = transcribe_set(runner(path, name), eval_set, name, limit=inputs.limit).texts
+        if inputs.latency:
+            log(f"[{name}] timing batch sizes {list(inputs.latency.batch_sizes)} x buckets {list(buckets)}")
+            latencies[name] = measure_latency(runner(path, name), buckets, inputs.latency, name, machine)
+    accuracy = compare_accuracy(utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed)
+    verdicts = judge(accuracy, latencies, inputs.gates)
+    choice = recommend(verdicts, latencies, inputs.gates.latency_batch)
+    artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
+    if model is not None:
+        artifacts.insert(0, artifact_entry("model", model, "model"))
+    if calib_set is not None:
+        artifacts.append(artifact_entry("calibration set", calib_set.path, "speech set"))
+    if cache is not None:
+        artifacts.append(artifact_entry("calibration cache", cache, "cache"))
+    if sensitivity_path is not None:
+        artifacts.append(artifact_entry("sensitivity", sensitivity_path, "json"))
+    artifacts += [artifact_entry(f"candidate {n}", p, "onnx") for n, p in candidates]
+    notes = [f"evaluation set {eval_set.name} content hash {eval_set.content_hash}"]
+    if inputs.limit:
+        notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
+    record = build_record(accuracy=accuracy.to_json(), latency={n: r.to_json() for n, r in latencies.items()},
+                          verdicts=[v.to_json() for v in verdicts], recommendation=choice,
+                          gates=inputs.gates.to_json(), artifacts=artifacts, machine=machine,
+                          packages=package_versions(), sensitivity=sensitivity, notes=notes)
+    return SignoffResult(record, write_report(record, inputs.out_dir))
