@@ -16,7 +16,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from workbench.calibration import cache as cache_mod  # noqa: E402
-from workbench.dashboard import jobs  # noqa: E402
+from workbench.dashboard import background as jobs  # noqa: E402
 from workbench.dashboard.paths import ENV_VAR, ArtifactRoots, OutsideArtifacts, resolve  # noqa: E402
 from workbench.quantize.plan import quantizable_nodes  # noqa: E402
 from workbench.report.render import verdict_line  # noqa: E402
@@ -381,27 +381,37 @@ def test_progress_is_parsed_from_real_tqdm_output() -> None:
     assert jobs.error_lines("x\nerror: no speech set at foo\n") == ["error: no speech set at foo"]
 
 
-def test_run_page_commands_parse_with_the_cli_and_stay_in_the_artifact_root(artifacts) -> None:
-    from workbench.cli import build_parser
+def test_run_page_job_inputs_survive_the_job_file_and_stay_in_the_artifact_root(artifacts, tmp_path) -> None:
     from workbench.dashboard.pages import run
     from workbench.errors import WorkbenchError
+    from workbench.jobs import codec
 
     roots = ArtifactRoots(artifacts.root)
     model, calib, dev = str(artifacts.model), str(artifacts.calib.path), str(artifacts.eval.path)
-    commands = [run.calibrate_args(model, calib, "mse", 99.9, roots),
-                run.analysis_args("compare", model, calib, "entropy", 2, "group", None, roots),
-                run.analysis_args("search", model, calib, "entropy", 2, "node", calib, roots, dev),
-                run.signoff_args(model, calib, dev, "entropy", "ui-report", "1,8", 10, roots),
-                run.signoff_args(model, calib, dev, "entropy", "ui-report", None, 0, roots)]
-    parser = build_parser()
-    for argv in commands:
-        args = parser.parse_args(argv)
-        for name in ("engines", "out"):
-            if getattr(args, name, None) is not None:
-                assert Path(getattr(args, name)).resolve().is_relative_to(artifacts.root.resolve()), argv
+    made = [run.calibrate_inputs(model, calib, "mse", 99.9, roots),
+            run.analysis_inputs("compare", model, calib, "entropy", 2, "group", None, roots),
+            run.analysis_inputs("search", model, calib, "entropy", 2, "node", calib, roots, dev),
+            run.signoff_inputs(model, calib, dev, "entropy", "ui-report", "1,8", 10, roots),
+            run.signoff_inputs(model, calib, dev, "entropy", "ui-report", None, 0, roots)]
+    assert [codec.job_of(i) for i in made] == ["calibrate", "compare", "search", "signoff", "signoff"]
+    for number, inputs in enumerate(made):
+        path = tmp_path / f"job-{number}.json"
+        codec.write_job(path, inputs)
+        module, back = codec.read_job(path)
+        assert back == inputs and module.__name__ == f"workbench.jobs.{codec.job_of(inputs)}"
+        for name in ("engines", "out_dir", "calib_root"):
+            if getattr(inputs, name, None) is not None:
+                assert Path(getattr(inputs, name)).resolve().is_relative_to(artifacts.root.resolve()), inputs
+    assert made[3].latency.batch_sizes == (1, 8) and made[3].limit == 10 and made[4].latency is None
+    assert made[2].dev_set == calib and made[2].signoff_set == dev and made[2].granularity == "node"
     for bad in ("../x", "/tmp/x", "a/b", ""):
         with pytest.raises(WorkbenchError):
-            run.signoff_args(model, calib, dev, "entropy", bad, None, 0, roots)
+            run.signoff_inputs(model, calib, dev, "entropy", bad, None, 0, roots)
+    with pytest.raises(WorkbenchError, match="latency batch sizes"):
+        run.signoff_inputs(model, calib, dev, "entropy", "ui-report", "1,x", 0, roots)
+    (tmp_path / "not-a-job.json").write_text('{"format": "workbench-job/1", "job": "rm", "inputs": {}}')
+    with pytest.raises(WorkbenchError, match="names no known job"):
+        codec.read_job(tmp_path / "not-a-job.json")
     page_at = page("run")
     tabs = [t.label for t in page_at.tabs]
     assert tabs == ["Calibrate", "Compare layers", "Search", "Sign-off"]

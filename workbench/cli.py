@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 from typing import Callable, Sequence
 
 from workbench import __version__
-from workbench.errors import WorkbenchError
+from workbench.errors import exit_status
 
 # verb -> (module implementing it, one-line purpose). Modules import lazily, so --help is fast
 # and optional back-ends (TensorRT, Streamlit) are never needed to start the CLI.
@@ -52,11 +51,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is None:
         parser.print_help()
         return 0
-    try:
-        return int(run(args) or 0)
-    except WorkbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("interrupted; artifacts written so far are complete, partial ones were discarded", file=sys.stderr)
-        return 130
+    return exit_status(lambda: run(args))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.commands.options import parse_positive_ints, print_lines
+from workbench.commands.options import print_lines
 from workbench.config import CALIB_SETS_DIR, ENGINES_DIR, EngineProfile
 from workbench.errors import WorkbenchError
+from workbench.values import parse_positive_ints
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

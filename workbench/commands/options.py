@@ -7,18 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR
-from workbench.errors import WorkbenchError
-
-
-def parse_positive_ints(value: str, flag: str) -> tuple[int, ...]:
-    """``"1,8,32"`` -> ``(1, 8, 32)``; anything else is a user error naming ``flag``."""
-    try:
-        sizes = tuple(int(v) for v in value.split(",") if v.strip())
-    except ValueError as exc:
-        raise WorkbenchError(f"{flag} takes integers like 1,8,32, got {value!r}") from exc
-    if not sizes or min(sizes) < 1:
-        raise WorkbenchError(f"{flag} needs positive integers, got {value!r}")
-    return sizes
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,8 +14,9 @@ import datetime as _dt
 from pathlib import Path
 
 from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, REPORTS_DIR
-from workbench.commands.options import parse_positive_ints, print_lines
+from workbench.commands.options import print_lines
 from workbench.errors import WorkbenchError
+from workbench.values import parse_positive_ints
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

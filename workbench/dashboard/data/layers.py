@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,13 +11,12 @@ from typing import Any
 
 import pandas as pd
 
+from workbench.artifacts import read_json_artifact
+from workbench.compare.outputs import LAYERS_FORMAT, SENSITIVITY_FORMAT
 from workbench.dashboard.data.reports import on_pareto_front
 from workbench.dashboard.paths import ArtifactRoots, display, resolve
 from workbench.errors import WorkbenchError
 
-LAYERS_FORMAT = "workbench-layers/1"
-SENSITIVITY_FORMAT = "workbench-sensitivity/1"
-SEARCH_FORMAT = "workbench-search/1"
 SQNR_IDENTICAL = 999.0
 
 
@@ -39,16 +37,10 @@ def search_files(roots: ArtifactRoots) -> list[str]:
 
 
 def load_json(label: str, roots: ArtifactRoots, expected_format: str) -> tuple[Path, dict[str, Any]]:
-    """Read an issue-6 output through the resolver and check its format tag."""
+    """Read a compare/search output through the resolver and check its format tag."""
     path = resolve(roots.root / label, "engines", roots)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise WorkbenchError(f"{label} is not readable JSON ({exc}); run the command that wrote it again") from exc
-    if not isinstance(data, dict) or data.get("format") != expected_format:
-        raise WorkbenchError(f"{label} has format {data.get('format') if isinstance(data, dict) else None!r}, "
-                             f"expected {expected_format!r}")
-    return path, data
+    return path, read_json_artifact(path, expected_format, "run the command that wrote it again",
+                                    what=f"{expected_format} file")
 
 
 @dataclass

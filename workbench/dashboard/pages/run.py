@@ -1,19 +1,25 @@
-"""Run page: start a calibration, layer comparison, search or sign-off in the background (``python -m workbench ...``) for
-the demo model or any model folder under models/ (or a Hugging Face hub id) and any set under
-calib_sets/, then follow its progress and log; errors are shown as the CLI printed them."""
+"""Run page: start a calibration, layer comparison, search or sign-off job in the background (its typed inputs
+run by ``python -m workbench.jobs``) for the demo model or any model folder under models/ (or a Hugging
+Face hub id) and any set under calib_sets/, then follow its progress and log; errors are shown as the
+job printed them."""
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import streamlit as st
 
 from workbench.calibration.methods import METHODS
 from workbench.config import DEMO_MODEL_DIR
-from workbench.dashboard import jobs, ui
+from workbench.calibration.methods import MethodSpec
+from workbench.dashboard import background, ui
 from workbench.dashboard.data.sets import set_names
 from workbench.dashboard.paths import ArtifactRoots, OutsideArtifacts, resolve
 from workbench.errors import WorkbenchError
+from workbench.evaluate.latency import LatencyConfig
+from workbench.jobs import calibrate, compare, search, signoff
+from workbench.values import parse_positive_ints
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 REPORT_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,79}$")
@@ -68,27 +74,29 @@ def _index_of(preferred: str, names: list[str], fallback: int = 0) -> int:
     return names.index(preferred) if preferred in names else fallback
 
 
-def _start(kind: str, args: list[str], roots: ArtifactRoots) -> None:
-    job = jobs.start(kind, args, roots)
+def _start(inputs: Any, roots: ArtifactRoots) -> None:
+    job = background.start(inputs, roots)
     st.session_state["job"] = job.id
     st.query_params["job"] = job.id
-    st.toast(f"started {kind}: {job.id}")
+    st.toast(f"started {job.kind}: {job.id}")
 
 
-def calibrate_args(model: str, calib: str, method: str, percentile: float, roots: ArtifactRoots) -> list[str]:
-    return ["calibrate", "--model", model, "--set", calib, "--method", method, "--percentile", str(percentile),
-            "--engines", str(roots.engines)]
+def calibrate_inputs(model: str, calib: str, method: str, percentile: float,
+                     roots: ArtifactRoots) -> calibrate.CalibrateInputs:
+    return calibrate.CalibrateInputs(model, calib, MethodSpec(method, percentile), engines=roots.engines,
+                                     calib_root=roots.calib_sets)
 
 
-def signoff_args(model: str, calib: str, evaluation: str, method: str, name: str, batch_sizes: str | None,
-                 limit: int, roots: ArtifactRoots) -> list[str]:
+def signoff_inputs(model: str, calib: str, evaluation: str, method: str, name: str, batch_sizes: str | None,
+                   limit: int, roots: ArtifactRoots) -> signoff.SignoffInputs:
     """Sign-off of FP32/FP16/INT8 variants built from the model, report into reports/<name>."""
     if not REPORT_NAME.match(name):
         raise WorkbenchError("report name: letters, digits, '.', '_' or '-' (no folders)")
-    args = ["signoff", "--model", model, "--calib-set", calib, "--eval-set", evaluation, "--method", method,
-            "--engines", str(roots.engines), "--out", str(roots.reports / name)]
-    args += ["--no-latency"] if batch_sizes is None else ["--batch-sizes", batch_sizes.replace(" ", "")]
-    return args + (["--limit", str(limit)] if limit else [])
+    latency = None if batch_sizes is None else LatencyConfig(parse_positive_ints(batch_sizes.replace(" ", ""),
+                                                                                 "latency batch sizes"))
+    return signoff.SignoffInputs(eval_set=evaluation, out_dir=roots.reports / name, model=model, calib_set=calib,
+                                 method=method, latency=latency, limit=limit or None, engines=roots.engines,
+                                 calib_root=roots.calib_sets)
 
 
 def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
@@ -101,12 +109,12 @@ def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
                                      key="cal-percentile")
         if st.form_submit_button("Start calibration", type="primary", icon=":material/play_arrow:"):
             try:
-                args = calibrate_args(resolve_model(choice, typed, options, roots),
-                                      _set_path(calib, roots, "calibration"), method, percentile, roots)
+                inputs = calibrate_inputs(resolve_model(choice, typed, options, roots),
+                                          _set_path(calib, roots, "calibration"), method, percentile, roots)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
-            _start("calibrate", args, roots)
+            _start(inputs, roots)
 
 
 def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
@@ -126,25 +134,25 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
             try:
                 if calib == evaluation:
                     raise WorkbenchError("the evaluation set must differ from the calibration set")
-                args = signoff_args(resolve_model(choice, typed, options, roots),
-                                    _set_path(calib, roots, "calibration"), _set_path(evaluation, roots, "evaluation"),
-                                    method, name, None if no_latency else batch, int(limit), roots)
+                inputs = signoff_inputs(resolve_model(choice, typed, options, roots),
+                                        _set_path(calib, roots, "calibration"),
+                                        _set_path(evaluation, roots, "evaluation"),
+                                        method, name, None if no_latency else batch, int(limit), roots)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
-            _start("signoff", args, roots)
+            _start(inputs, roots)
 
 
-def analysis_args(verb: str, model: str, calib: str, method: str, per_condition: int, granularity: str,
-                  dev: str | None, roots: ArtifactRoots, signoff_set: str | None = None) -> list[str]:
-    """Arguments of ``compare`` (layer table + sensitivity) or ``search`` (mixed plan) for the CLI."""
-    args = [verb, "--model", model, "--calib-set", calib, "--method", method, "--engines", str(roots.engines),
-            "--per-condition", str(int(per_condition)), "--granularity", granularity]
-    if verb == "search" and dev:
-        args += ["--dev-set", dev]
-    if verb == "search" and signoff_set:
-        args += ["--signoff-set", signoff_set]
-    return args
+def analysis_inputs(verb: str, model: str, calib: str, method: str, per_condition: int, granularity: str,
+                    dev: str | None, roots: ArtifactRoots,
+                    signoff_set: str | None = None) -> compare.CompareInputs | search.SearchInputs:
+    """Inputs of the ``compare`` job (layer table + sensitivity) or the ``search`` job (mixed plan)."""
+    shared = {"model": model, "calib_set": calib, "method": method, "engines": roots.engines,
+              "per_condition": int(per_condition), "granularity": granularity, "calib_root": roots.calib_sets}
+    if verb == "compare":
+        return compare.CompareInputs(**shared)
+    return search.SearchInputs(**shared, dev_set=dev or None, signoff_set=signoff_set or None)
 
 
 def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
@@ -168,37 +176,38 @@ def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
                                        key="search-signoff-set")
         if st.form_submit_button(f"Start {verb}", type="primary", icon=":material/play_arrow:"):
             try:
-                args = analysis_args(verb, resolve_model(choice, typed, options, roots),
+                inputs = analysis_inputs(verb, resolve_model(choice, typed, options, roots),
                                      _set_path(calib, roots, "calibration"), method, per_condition, granularity,
                                      _set_path(dev, roots, "dev") if dev and dev in names else None, roots,
                                      _set_path(signoff_set, roots, "sign-off") if signoff_set in names else None)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
-            _start(verb, args, roots)
+            _start(inputs, roots)
 
 
 def _show_job(job_id: str) -> None:
     roots = ui.roots()
     try:
-        job = jobs.load(job_id, roots)
+        job = background.load(job_id, roots)
     except (WorkbenchError, OSError, ValueError, KeyError) as exc:
         st.error(f"cannot read job {job_id}: {exc}")
         return
-    raw = jobs.raw_tail(job)
-    log = jobs.tail(job)
+    raw = background.raw_tail(job)
+    log = background.tail(job)
     state = job.state
     st.markdown(f"**{job.kind}** · started {job.started} · **{state}**")
-    st.code("$ python -m workbench " + " ".join(job.argv[3:]), language="bash", wrap_lines=True)
+    st.code(f"$ python -m workbench.jobs {job.folder.name}/{background.INPUTS}\n{background.inputs_text(job)}",
+            language="bash", wrap_lines=True)
     if job.running:
-        prog = jobs.progress(raw)
+        prog = background.progress(raw)
         st.progress(prog.fraction if prog.fraction is not None else 0.0, text=prog.label)
         if st.button("Stop", key=f"stop-{job.id}", icon=":material/stop:"):
-            jobs.stop(job)
+            background.stop(job)
     elif job.returncode == 0:
         st.success(f"{job.kind} finished at {job.finished}", icon=":material/check_circle:")
     else:
-        errors = jobs.error_lines(log) or ["no error message in the log; see below"]
+        errors = background.error_lines(log) or ["no error message in the log; see below"]
         st.error("\n\n".join(errors), icon=":material/error:")
     st.code(log[-6000:] or "(no output yet)", language="text", wrap_lines=True)
     if not job.running and st.session_state.get("polling") == job.id:
@@ -224,7 +233,7 @@ def render() -> None:
         with tab_signoff:
             _signoff_form(roots, names)
     st.subheader("Jobs")
-    all_jobs = jobs.list_jobs(roots)
+    all_jobs = background.list_jobs(roots)
     if not all_jobs:
         st.caption("No job started from the dashboard yet.")
         return

@@ -9,6 +9,7 @@ from workbench.dashboard import charts, ui
 from workbench.dashboard.data import layers, plans
 from workbench.dashboard.data import reports as data
 from workbench.errors import WorkbenchError
+from workbench.search.outputs import SEARCH_FORMAT
 
 MEAN_P50 = "mean p50 over duration buckets (what 'fastest' is judged on)"
 
@@ -40,7 +41,7 @@ def _plan_view(plan, candidate: str) -> None:
 
 def _search(roots, searches: list[str]) -> None:
     opened = ui.open_picked("Search record", searches, "search", "engines",
-                            lambda label: layers.load_json(label, roots, layers.SEARCH_FORMAT),
+                            lambda label: layers.load_json(label, roots, SEARCH_FORMAT),
                             ui.Missing("search records", "python -m workbench search",
                                        "Search records live in `engines/<model hash>/compare/search-*.json`."))
     if opened is None:

@@ -1,6 +1,7 @@
-"""Background jobs for the Run page: ``python -m workbench <verb> ...`` as a subprocess whose output
-goes to a log file under ``reports/_jobs/<id>/``; progress is parsed from the log's tail (tqdm bars,
-demo step headers), so the UI never waits on a job.
+"""Background jobs for the Run page: a job's typed inputs are written to ``reports/_jobs/<id>/inputs.json``
+(``workbench.jobs.codec``) and ``python -m workbench.jobs`` runs it as a subprocess whose output goes to a
+log file beside it; progress is parsed from the log's tail (tqdm bars, demo step headers), so the UI
+never waits on a job.
 
 ``job.json`` holds the command, process id, start time and, once the process ends, its exit status
 (written by a watcher thread). A job whose process is gone without a recorded status (the dashboard
@@ -20,15 +21,18 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from workbench.artifacts import write_json_atomic
 from workbench.config import PROJECT_ROOT
 from workbench.dashboard.paths import ArtifactRoots, resolve
 from workbench.errors import WorkbenchError
+from workbench.jobs import codec
 
 JOBS_FOLDER = "_jobs"
 LOG = "log.txt"
 META = "job.json"
+INPUTS = "inputs.json"
 _PROCESSES: dict[str, subprocess.Popen] = {}
 _LOCK = threading.Lock()
 TQDM = re.compile(r"(?P<desc>[^\r\n|]*?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)")
@@ -85,15 +89,17 @@ def jobs_root(roots: ArtifactRoots) -> Path:
     return roots.reports / JOBS_FOLDER
 
 
-def start(kind: str, args: list[str], roots: ArtifactRoots) -> Job:
-    """Start ``python -m workbench <args>`` in the background; returns at once."""
+def start(inputs: Any, roots: ArtifactRoots) -> Job:
+    """Start the job whose typed inputs are ``inputs`` in the background (``python -m workbench.jobs``); returns at once."""
+    kind = codec.job_of(inputs)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
     folder = jobs_root(roots) / f"{stamp}-{kind}"
     folder.mkdir(parents=True)
-    argv = [sys.executable, "-m", "workbench", *args]
+    codec.write_job(folder / INPUTS, inputs)
+    argv = [sys.executable, "-m", "workbench.jobs", str(folder / INPUTS)]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with open(folder / LOG, "wb") as log:
-        log.write(("$ python -m workbench " + " ".join(args) + "\n").encode())
+        log.write(f"$ python -m workbench.jobs {folder / INPUTS}\n".encode())
         log.flush()
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 cwd=PROJECT_ROOT, env=env)
@@ -122,6 +128,16 @@ def load(job_id: str, roots: ArtifactRoots) -> Job:
     meta = json.loads(resolve(folder / META, "reports", roots).read_text())
     return Job(folder.name, folder, meta["argv"], meta["kind"], meta["started"], meta["pid"], meta["returncode"],
                meta.get("finished"))
+
+
+def inputs_text(job: Job) -> str:
+    """The job's inputs as written (JSON), read through the resolver; "" if unreadable."""
+    try:
+        data = json.loads(resolve(job.folder / INPUTS, "reports", ArtifactRoots(job.folder.parent.parent.parent))
+                          .read_text(encoding="utf-8"))
+    except (OSError, ValueError, WorkbenchError):
+        return ""
+    return json.dumps(data.get("inputs", data), indent=1) if isinstance(data, dict) else ""
 
 
 def list_jobs(roots: ArtifactRoots) -> list[Job]:
