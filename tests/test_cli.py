@@ -1,27 +1,55 @@
-"""Command line: --help lists every verb, user errors exit 1 with one line and no traceback,
+"""Command line: --help lists every verb the parser has, user errors exit 1 with one line and no traceback,
 ``data build/show/list`` and ``demo`` work end to end on small inputs."""
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from workbench.cli import COMMANDS, main
+from workbench.cli import COMMANDS, build_parser, main
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True, timeout=120)
 
 
-def test_help_lists_every_verb_with_its_purpose():
+def _verbs() -> dict[str, argparse.ArgumentParser]:
+    """The sub-commands the parser itself has (not a list kept beside it)."""
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_help_lists_every_verb_the_parser_has_with_its_purpose():
+    verbs = _verbs()
+    assert {"demo", "data", "calibrate", "compare", "search", "signoff", "report", "cache", "build"} <= set(verbs)
     proc = _run("--help")
     assert proc.returncode == 0, proc.stderr
     flat = " ".join(proc.stdout.split())  # argparse wraps long purposes over lines
-    for verb, (_, purpose) in COMMANDS.items():
-        assert verb in proc.stdout and " ".join(purpose.split()) in flat
-    assert {"demo", "data"} <= set(COMMANDS)
+    for verb, sub in verbs.items():
+        assert verb in proc.stdout and sub.description and " ".join(sub.description.split()) in flat
+        module_name, _ = COMMANDS[verb]
+        assert sub.get_default("_run") is importlib.import_module(module_name).run
+
+
+def test_readme_verb_table_names_exactly_the_parsers_verbs():
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("## CLI verbs"):readme.index("## Artifacts")]
+    named = {m.split()[0] for m in re.findall(r"^\| `([^`]+)`", table, flags=re.M)}
+    assert named == set(_verbs())
+
+
+@pytest.mark.parametrize("verb", sorted(COMMANDS))
+def test_every_verb_has_help(verb, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([verb, "--help"])
+    assert exit_info.value.code == 0 and f"python -m workbench {verb}" in capsys.readouterr().out
 
 
 def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
@@ -61,6 +89,7 @@ def test_data_show_and_list(tiny_sets, tiny_root, capsys):
     assert "tiny-calib" in out and "tiny-eval" in out
 
 
+@pytest.mark.slow
 def test_data_build_from_folder(tmp_path, write_wav, speech_like, capsys):
     folder = tmp_path / "audio"
     for i in range(12):
@@ -76,6 +105,7 @@ def test_data_build_from_folder(tmp_path, write_wav, speech_like, capsys):
     assert sorted(p.name for p in root.iterdir()) == ["fold-calib", "fold-eval"]
 
 
+@pytest.mark.slow
 def test_demo_runs_its_steps(tmp_path, capsys):
     from workbench.commands.demo import STEPS
     from workbench.speech.tts import available_voices

@@ -193,6 +193,7 @@ def test_search_keeps_the_planted_layer_out_of_int8(planted, tiny_sets) -> None:
 # ---- CLI
 
 
+@pytest.mark.slow
 def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_path, capsys) -> None:
     prepared, _, _, engines = planted
     gates = tmp_path / "gates.json"

@@ -26,6 +26,7 @@ def test_shipped_model_is_complete_and_small() -> None:
     assert size <= 25 * 2**20
 
 
+@pytest.mark.slow
 def test_demo_model_transcribes_held_out_quiet_speech() -> None:
     import torch
     from transformers import Wav2Vec2ForCTC

@@ -105,6 +105,7 @@ def _find_chromium() -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_html_renders_in_headless_chromium(signed):
     tmp_path, record, paths = signed
     html = paths["html"].read_text()

@@ -200,6 +200,7 @@ def test_unparseable_onnx_is_a_user_error(tmp_path: Path) -> None:
         _build(bad, tmp_path / "engines")
 
 
+@pytest.mark.slow
 @needs_builder
 def test_build_verb_prints_engine_and_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from workbench.cli import main

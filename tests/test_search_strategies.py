@@ -1,0 +1,97 @@
+"""The search strategies (bisect, gallop, greedy refinement) against a cheap evaluator: a plain function that
+passes a plan when it keeps a chosen set of groups out of INT8, so every path of the search is exercised
+without a model. The real evaluator is tested in test_compare.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from workbench.compare.groups import Group
+from workbench.errors import WorkbenchError
+from workbench.evaluate.accuracy import GroupScore
+from workbench.evaluate.bootstrap import Interval
+from workbench.quantize.plan import PrecisionPlan
+from workbench.search.evaluator import Evaluation
+from workbench.search.strategies import STRATEGIES, search_plan
+
+GROUPS = [Group(f"g{i}", (f"/g{i}/MatMul", f"/g{i}/Conv"), i) for i in range(12)]
+RANKING = [g.name for g in sorted(GROUPS, key=lambda g: (g.index * 7) % 12)]  # not graph order
+
+
+def _interval(value: float) -> Interval:
+    return Interval(value, value - 0.01, value + 0.01, 0.95, 200, "utterance", 10)
+
+
+class NeedsKept:
+    """Passes a plan when every group in ``needed`` is kept out of INT8 (more FP16 never hurts); counts calls."""
+
+    def __init__(self, needed: set[str]) -> None:
+        self.needed = needed
+        self.plans: list[PrecisionPlan] = []
+
+    def __call__(self, plan: PrecisionPlan) -> Evaluation:
+        self.plans.append(plan)
+        int8 = {g.name for g in GROUPS if plan.precision_of(g.nodes[0]) == "int8"}
+        missing = self.needed & int8
+        delta = 0.01 * len(missing)
+        score = GroupScore("overall", "all", 10, 100, 0, 0, 0, _interval(0.1 + delta), _interval(delta))
+        return Evaluation(plan, not missing, [f"{g} in INT8" for g in sorted(missing)], score, {}, 1.0, 10)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("k", [0, 1, 2, 5, 11, 12])
+def test_each_strategy_finds_the_smallest_passing_prefix(strategy: str, k: int) -> None:
+    evaluate = NeedsKept(set(RANKING[:k]))
+    result = search_plan(RANKING, GROUPS, evaluate, refine=0, strategy=strategy)
+    assert result.found is not None and result.found.passed and result.found.kept == frozenset(RANKING[:k])
+    assert result.bisection_k == k and result.int8_everywhere_passes == (k == 0)
+    assert len(evaluate.plans) == result.evaluations == len(result.candidates)  # every evaluation recorded
+    if k == 0:
+        assert result.evaluations == 1
+    elif strategy == "bisect":  # k = 0, k = all, then bisection over 12 groups
+        assert result.evaluations <= 2 + math.ceil(math.log2(len(GROUPS)))
+    else:  # k = 0, then 1, 2, 4, ... up to the first pass, then bisection below it
+        assert result.evaluations <= 2 + 2 * math.ceil(math.log2(k + 1))
+    kept_nodes = {n for g in GROUPS if g.name in result.found.kept for n in g.nodes}
+    plan = result.found.evaluation.plan
+    assert all(plan.precision_of(n) == ("fp16" if n in kept_nodes else "int8") for g in GROUPS for n in g.nodes)
+
+
+def test_gallop_is_cheaper_than_bisect_when_few_groups_must_stay_fp16() -> None:
+    costs = {s: search_plan(RANKING, GROUPS, NeedsKept({RANKING[0]}), refine=0, strategy=s).evaluations
+             for s in STRATEGIES}
+    assert costs["gallop"] < costs["bisect"]
+
+
+def test_refinement_moves_kept_groups_back_to_int8_when_the_ranking_was_wrong() -> None:
+    # the ranking's 2nd group matters, the 1st does not: bisection keeps both, refinement drops the 1st
+    evaluate = NeedsKept({RANKING[1]})
+    plain = search_plan(RANKING, GROUPS, NeedsKept({RANKING[1]}), refine=0)
+    refined = search_plan(RANKING, GROUPS, evaluate, refine=2)
+    assert plain.found.kept == frozenset(RANKING[:2])
+    assert refined.found.kept == frozenset({RANKING[1]}) and refined.found.phase == "refine"
+    assert [c.phase for c in refined.candidates].count("refine") <= 2
+
+
+def test_no_plan_when_even_all_fp16_fails() -> None:
+    def never(plan: PrecisionPlan) -> Evaluation:
+        score = GroupScore("overall", "all", 10, 100, 0, 0, 0, _interval(0.5), _interval(0.4))
+        return Evaluation(plan, False, ["always fails"], score, {}, 1.0, 10)
+
+    for strategy in STRATEGIES:
+        result = search_plan(RANKING, GROUPS, never, strategy=strategy)
+        assert result.found is None and result.bisection_k is None and result.one_at_a_time_evaluations is None
+
+
+@pytest.mark.parametrize("kwargs, message", [({"strategy": "random"}, "strategy"), ({"keep": "int4"}, "--keep"),
+                                             ({"refine": -1}, "--refine")])
+def test_bad_options_are_user_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(WorkbenchError, match=message):
+        search_plan(RANKING, GROUPS, NeedsKept(set()), **kwargs)
+
+
+def test_a_ranking_of_other_groups_is_refused() -> None:
+    with pytest.raises(WorkbenchError, match="does not cover"):
+        search_plan(RANKING[:-1] + ["elsewhere"], GROUPS, NeedsKept(set()))
