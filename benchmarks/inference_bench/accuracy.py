@@ -1,0 +1,48 @@
+"""Accuracy of the benchmark's variants on evaluation clips: logits vs FP32, CPU flavour vs its graph, WER."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from inference_bench.prep import Variant
+
+
+def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: int | None) -> dict:
+    """Logits of each variant vs FP32 and each ``-cpu`` flavour vs its TensorRT-bound graph; WER per variant."""
+    from workbench.backends.onnxruntime import OnnxRuntimeRunner
+    from workbench.evaluate.transcribe import logits_of
+    from workbench.model.features import normalise_audio
+    from workbench.evaluate.wer import corpus_wer, score_utterances
+    from workbench.model.vocab import decode_ids
+    from workbench.speech.store import load_set, set_path
+
+    if not set_path(eval_set).exists():
+        return {"skipped": f"evaluation set {eval_set} not found (python -m workbench data build)"}
+    speech_set = load_set(eval_set)
+    utts = speech_set.utterances[:count]
+    audio = [normalise_audio(speech_set.audio(u))[None] for u in utts]
+    logits: dict[str, list[np.ndarray]] = {}
+    for variant in variants:
+        with OnnxRuntimeRunner(Path(variant.path), threads=threads, name=variant.name) as runner:
+            logits[variant.name] = [logits_of(runner, x)[0] for x in audio]
+    refs = [u.text for u in utts]
+    ids = [u.id for u in utts]
+
+    def compare(a: str, b: str) -> dict:
+        diff = max(float(np.abs(x - y).max()) for x, y in zip(logits[a], logits[b]))
+        agree = sum(int((x.argmax(-1) == y.argmax(-1)).sum()) for x, y in zip(logits[a], logits[b]))
+        frames = sum(len(x) for x in logits[a])
+        return {"max_abs_logit_diff": diff, "token_agreement": agree / frames}
+
+    out: dict = {"set": speech_set.name, "set_hash": speech_set.content_hash, "clips": len(utts), "wer": {},
+                 "vs_fp32": {}, "cpu_flavour_vs_tensorrt_bound": {}}
+    for name, values in logits.items():
+        hyps = [decode_ids(v.argmax(-1).tolist()) for v in values]
+        out["wer"][name] = corpus_wer(score_utterances(ids, refs, hyps))
+        if name != "fp32" and "fp32" in logits:
+            out["vs_fp32"][name] = compare(name, "fp32")
+        if name.endswith("-cpu") and name.removesuffix("-cpu") in logits:
+            out["cpu_flavour_vs_tensorrt_bound"][name] = compare(name, name.removesuffix("-cpu"))
+    return out
