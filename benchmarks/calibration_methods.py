@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     for label, spec in methods:
         print(f"== {label}", flush=True)
         t0, c0 = time.perf_counter(), cpu_seconds()
-        result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(calib.path), spec, engines=args.root / label))
+        result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(calib.path), spec,
+                                                         engines=args.root / label))
         row: dict[str, Any] = {"method": label, "spec": spec.params(), "cache": str(result.cache),
                                "reused_cache": result.reused_cache,
                                "calibrate_wall_s": round(time.perf_counter() - t0, 1),

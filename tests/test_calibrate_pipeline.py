@@ -29,7 +29,8 @@ def test_demo_model_int8_transcripts_close_to_fp32(tiny_sets, tmp_path) -> None:
 
     if not (DEMO_MODEL_DIR / "config.json").exists():
         pytest.skip(f"demo model not present in {DEMO_MODEL_DIR}")
-    result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=tmp_path))
+    result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(tiny_sets.calib.path), MethodSpec("entropy"),
+                                                     engines=tmp_path))
     assert result.parity.max_abs_logit_diff < 1e-3 and result.parity.token_agreement > 0.999
     assert not result.reused_cache
     names = quantizable_nodes(onnx.load(str(result.fp32_onnx)))
@@ -42,6 +43,6 @@ def test_demo_model_int8_transcripts_close_to_fp32(tiny_sets, tmp_path) -> None:
     assert int8_wer <= fp32_wer + 0.10, (fp32_wer, int8_wer)
     assert jiwer.cer(fp32, int8) < 0.15
     before = result.cache.read_bytes()
-    again = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=tmp_path,
-                          parity_clips=1))
+    again = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(tiny_sets.calib.path), MethodSpec("entropy"),
+                                                    engines=tmp_path, parity_clips=1))
     assert again.reused_cache and again.cache.read_bytes() == before

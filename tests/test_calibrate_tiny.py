@@ -31,7 +31,8 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def calibrated(tiny_model: Path, tiny_sets, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("engines")
-    return root, calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root))
+    return root, calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"),
+                                                         engines=root))
 
 
 def run_model(path: Path, audio: np.ndarray) -> np.ndarray:
@@ -91,12 +92,14 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def test_cache_reused_only_when_keys_match(calibrated, tiny_model, tiny_sets) -> None:
     root, first = calibrated
     before = first.cache.read_bytes()
-    again = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root, parity_clips=1))
+    again = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"),
+                                                    engines=root, parity_clips=1))
     assert again.reused_cache and again.cache.read_bytes() == before
     # tamper with a provenance key: reported and recomputed, never used
     meta = cache_mod.load(first.cache)
     cache_mod.CalibrationCache(meta.scales, {**meta.keys, "calibration_set": "someone-else"}, meta.header).save(first.cache)
-    redo = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root, parity_clips=1))
+    redo = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"),
+                                                   engines=root, parity_clips=1))
     assert not redo.reused_cache and any("calibration_set" in p for p in redo.cache_problems)
     assert redo.cache.read_bytes() == before  # deterministic: recomputation gives the same bytes
 
@@ -203,7 +206,8 @@ def test_model_that_fails_to_load_leaves_no_folder(tmp_path, tiny_sets) -> None:
     (tmp_path / "no-weights" / "config.json").write_text("{}")
     engines = tmp_path / "engines"
     with pytest.raises(WorkbenchError):
-        calibrate.run(calibrate.CalibrateInputs(tmp_path / "no-weights", str(tiny_sets.calib.path), MethodSpec("max"), engines=engines))
+        calibrate.run(calibrate.CalibrateInputs(tmp_path / "no-weights", str(tiny_sets.calib.path), MethodSpec("max"),
+                                                engines=engines))
     assert not engines.exists() or not any(engines.iterdir())
 
 

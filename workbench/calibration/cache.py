@@ -7,11 +7,11 @@ parameters, tool version). ``load_matching`` returns a cache only when every key
 mismatch is reported, never used silently.
 
 The header is TensorRT's compatibility stamp (``workbench.backends.tensorrt.cache_header``); files are
-stamped for ``DEFAULT_TRT_VERSION`` and the TensorRT backend re-stamps them for the running version. Algorithms: ``entropy`` is exactly TensorRT's
-``EntropyCalibration2`` and ``max`` its ``MinMaxCalibration``. TensorRT has no percentile or MSE
-calibrator, so those caches carry the ``EntropyCalibration2`` stamp, the one TensorRT's default
-calibrator and ``trtexec --calib`` accept; the scales were not chosen by entropy, and the sidecar's
-``method`` key (shown by ``python -m workbench cache show``) records the true method.
+stamped for ``DEFAULT_TRT_VERSION`` and the TensorRT backend re-stamps them for the running version.
+Algorithms: ``entropy`` is exactly TensorRT's ``EntropyCalibration2`` and ``max`` its
+``MinMaxCalibration``. TensorRT has no percentile or MSE calibrator, so those caches carry the
+``EntropyCalibration2`` stamp, the one TensorRT's default calibrator and ``trtexec --calib`` accept;
+the scales were not chosen by entropy, and the sidecar's ``method`` key (shown by ``python -m workbench cache show``) records the true method.
 """
 
 from __future__ import annotations

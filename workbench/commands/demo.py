@@ -1,8 +1,9 @@
 """``python -m workbench demo``: run the whole job on the embedded defaults.
 
 The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext`` that calls
-one job (``workbench.jobs``) and reads what earlier steps left in ``context.results``: build the default speech sets (``demo``: 100 utterances
-per condition for calibration, 100 per condition for evaluation), calibrate the demo model, compare it
+one job (``workbench.jobs``) and reads what earlier steps left in ``context.results``: build the
+default speech sets (``demo``: 100 utterances per condition for calibration, 100 per condition for
+evaluation), calibrate the demo model, compare it
 layer by layer against INT8 and rank the layer groups' sensitivity, search the mixed INT8/FP16 plan on
 the calibration set, and sign off FP32, FP16, INT8 and the mixed plan on the evaluation set.
 """
@@ -114,8 +115,8 @@ def _signoff(ctx: DemoContext) -> None:
         print("no mixed plan met the budget on the dev set; signing off FP32, FP16 and INT8 only")
     compared = ctx.results.get("compare")
     inputs = signoff.SignoffInputs(
-        eval_set=str(built.eval.path), out_dir=ctx.reports_root / "demo-signoff", candidates=candidates, model=DEMO_MODEL_DIR,
-        calib_set=str(built.calib.path), cache=calibrated.cache,
+        eval_set=str(built.eval.path), out_dir=ctx.reports_root / "demo-signoff", candidates=candidates,
+        model=DEMO_MODEL_DIR, calib_set=str(built.calib.path), cache=calibrated.cache,
         sensitivity=compared.files["sensitivity_json"] if compared else None,
         latency=None if ctx.quick else LatencyConfig((1, 8), warmup=2, repeats=15))
     print_lines(signoff.run(inputs).lines())

@@ -3,7 +3,8 @@
 WER is measured on a dev set (default: the calibration set; not the sign-off evaluation set) against
 FP32 with paired bootstrap intervals; the budget comes from the gate file (defaults +0.3 points overall,
 +1.0 per condition, on the upper end of the interval). Uses the sensitivity ranking (reused when its
-provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant; see ``workbench.jobs.search``.
+provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant;
+see ``workbench.jobs.search``.
 """
 
 from __future__ import annotations

@@ -90,7 +90,8 @@ def jobs_root(roots: ArtifactRoots) -> Path:
 
 
 def start(inputs: Any, roots: ArtifactRoots) -> Job:
-    """Start the job whose typed inputs are ``inputs`` in the background (``python -m workbench.jobs``); returns at once."""
+    """Start the job whose typed inputs are ``inputs`` in the background (``python -m workbench.jobs``);
+    returns at once."""
     kind = codec.job_of(inputs)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
     folder = jobs_root(roots) / f"{stamp}-{kind}"
