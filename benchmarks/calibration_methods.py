@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.jobs.search import run_search
     from workbench.compare.sensitivity import VariantRunner
     from workbench.jobs.prepare import prepare
-    from workbench.config import DEMO_MODEL_DIR
+    from workbench.resources import demo_model_dir
     from workbench.evaluate.gates import GateConfig
     from workbench.model.loading import model_hash
     from workbench.quantize.plan import FP32, PrecisionPlan, quantizable_nodes
@@ -146,13 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     for label, spec in methods:
         print(f"== {label}", flush=True)
         t0, c0 = time.perf_counter(), cpu_seconds()
-        result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(calib.path), spec,
+        result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), str(calib.path), spec,
                                                          engines=args.root / label))
         row: dict[str, Any] = {"method": label, "spec": spec.params(), "cache": str(result.cache),
                                "reused_cache": result.reused_cache,
                                "calibrate_wall_s": round(time.perf_counter() - t0, 1),
                                "calibrate_cpu_s": round(cpu_seconds() - c0, 1)}
-        prepared = prepare(DEMO_MODEL_DIR, str(calib.path), root=args.root / label, cache_path=result.cache)
+        prepared = prepare(demo_model_dir(), str(calib.path), root=args.root / label, cache_path=result.cache)
         amax = prepared.cache.amax()
         if model is None:
             model = onnx.load(str(prepared.fp32_onnx))
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "benchmark": "calibration methods (demo model, INT8 everywhere + mixed search)",
         "command": "python benchmarks/calibration_methods.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "model": str(DEMO_MODEL_DIR), "model_hash": model_hash(DEMO_MODEL_DIR),
+        "model": str(demo_model_dir()), "model_hash": model_hash(demo_model_dir()),
         "calib_set": {"name": calib.name, "content_hash": calib.content_hash, "utterances": len(calib.utterances)},
         "eval_set": {"name": evalset.name, "content_hash": evalset.content_hash, "utterances": len(eval_clips)},
         "budget": gates.to_json(), "resamples": args.resamples, "quantizable_nodes": len(quantizable_nodes(model)),

@@ -1,6 +1,6 @@
 """PyTorch eager latency on a CUDA GPU: FP32 and FP16, demo model and a Wav2Vec2-base-sized model.
 
-Run on the GPU machine: ``python benchmarks/gpu_torch.py --model models/demo-wav2vec2-ctc --out X.json``.
+Run on the GPU machine: ``python benchmarks/gpu_torch.py --model workbench/demo_model --out X.json``.
 Clips of 4 s and 10 s, batch 1/8/32; median/p99 latency from CUDA events after warm-up, clips/s,
 peak GPU memory. Random weights are fine for the base-sized model (speed only).
 """

@@ -113,6 +113,18 @@ def test_app_navigation_opens_the_overview(artifacts) -> None:
     assert counts["speech sets"] == "2" and counts["calibration caches"] == "1" and counts["sign-off reports"] == "1"
     assert counts["layer comparisons"] == "1"
     assert verdict_line(artifacts.record).split(":")[0].replace("SHIP ", "") in texts(at.success) + texts(at.error)
+    assert f"Workspace: `{artifacts.root.resolve()}`" in texts(at.caption)
+
+
+def test_overview_shows_the_current_directory_as_the_workspace_by_default(tmp_path, monkeypatch) -> None:
+    from workbench.workspace import LEGACY_ENV_VAR
+
+    monkeypatch.delenv(ENV_VAR, raising=False)
+    monkeypatch.delenv(LEGACY_ENV_VAR, raising=False)
+    monkeypatch.chdir(tmp_path)
+    at = page("home")
+    assert not at.exception
+    assert f"Workspace: `{tmp_path.resolve()}`" in texts(at.caption)
 
 
 def test_empty_artifact_folders_say_which_command_to_run(tmp_path, monkeypatch) -> None:

@@ -9,7 +9,7 @@ import jiwer
 import numpy as np
 import pytest
 
-from workbench.config import DEMO_MODEL_DIR
+from workbench.resources import demo_model_dir
 from workbench.model.features import normalise_audio
 from workbench.model.vocab import VOCAB, decode_ids
 from workbench.speech.text import sentence_pool
@@ -20,9 +20,9 @@ pytestmark = pytest.mark.skipif(not any(v.engine == "espeak" for v in available_
 
 
 def test_shipped_model_is_complete_and_small() -> None:
-    files = {p.name for p in DEMO_MODEL_DIR.iterdir()}
+    files = {p.name for p in demo_model_dir().iterdir()}
     assert {"config.json", "model.safetensors", "vocab.json", "preprocessor_config.json", "README.md"} <= files
-    size = sum(p.stat().st_size for p in DEMO_MODEL_DIR.iterdir())
+    size = sum(p.stat().st_size for p in demo_model_dir().iterdir())
     assert size <= 25 * 2**20
 
 
@@ -31,7 +31,7 @@ def test_demo_model_transcribes_held_out_quiet_speech() -> None:
     import torch
     from transformers import Wav2Vec2ForCTC
 
-    model = Wav2Vec2ForCTC.from_pretrained(str(DEMO_MODEL_DIR)).eval()
+    model = Wav2Vec2ForCTC.from_pretrained(str(demo_model_dir())).eval()
     assert model.config.vocab_size == len(VOCAB)
     voices = [v for v in available_voices() if v.engine == "espeak" and v.name == "en-us"]
     texts = [t for t in sentence_pool()["eval"] if 4 <= len(t.split()) <= 10]
@@ -46,5 +46,5 @@ def test_demo_model_transcribes_held_out_quiet_speech() -> None:
         refs.append(text)
     wer = jiwer.wer(refs, hyps)
     # these 12 clips: 4.8 % with the shipped weights; 12.3 % on 60 quiet clips of varied prosody
-    # (models/demo-wav2vec2-ctc/README.md); random weights give ~100 %
+    # (workbench/demo_model/README.md); random weights give ~100 %
     assert wer < 0.25, list(zip(refs, hyps))

@@ -239,11 +239,11 @@ def test_runner_executes_engine(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def demo_fp32(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("workbench.quantize.qdq", reason="the quantize module has not landed")
-    from workbench.config import DEMO_MODEL_DIR
+    from workbench.resources import demo_model_dir
     from workbench.model.export import export_onnx
     from workbench.model.loading import load_model
 
-    return export_onnx(load_model(DEMO_MODEL_DIR), tmp_path_factory.mktemp("demo") / "demo.onnx")
+    return export_onnx(load_model(demo_model_dir()), tmp_path_factory.mktemp("demo") / "demo.onnx")
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 Texts come from the ``eval`` split only (never used in training). Slices: quiet / noisy (0-20 dB,
 white/pink/brown/babble/hum) / accented, each for voices seen in training; plus quiet speech by
 voices never used in training (festival kal_diphone, ked_diphone). Writes JSON; the model card
-quotes it. ``python -m training.evaluate_demo --per-slice 60 --out models/demo-wav2vec2-ctc/eval.json``
+quotes it. ``python -m training.evaluate_demo --per-slice 60 --out workbench/demo_model/eval.json``
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ import jiwer
 import numpy as np
 import torch
 
-from workbench.config import DEMO_MODEL_DIR, NOISE_KINDS
+from workbench.config import NOISE_KINDS
+from workbench.resources import demo_model_dir
 from workbench.model.features import normalise_audio
 from workbench.model.vocab import decode_ids
 from workbench.speech.conditions import mix_at_snr
@@ -42,7 +43,7 @@ def transcribe(model, audio: np.ndarray) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", type=Path, default=DEMO_MODEL_DIR)
+    ap.add_argument("--model", type=Path, default=demo_model_dir())
     ap.add_argument("--per-slice", type=int, default=60)
     ap.add_argument("--seed", type=int, default=123)
     ap.add_argument("--out", type=Path)

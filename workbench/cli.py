@@ -3,16 +3,20 @@
 ``build_parser`` is separate from ``main`` so it can be tested. User errors raise WorkbenchError,
 which ``main`` prints as one line and turns into exit status 1 (no traceback).
 Verbs register themselves through ``COMMANDS``: each module exposes ``add_arguments`` and ``run``.
+The ``workbench`` console script and ``python -m workbench`` both call ``main``. ``--workspace DIR``
+(before or after the verb) picks where artifacts go; see ``workbench.workspace``.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from typing import Callable, Sequence
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
-from workbench import __version__
-from workbench.errors import exit_status
+from workbench.errors import WorkbenchError, exit_status
+from workbench.workspace import active, add_workspace_option, fill_defaults, resolve_workspace
 
 # verb -> (module implementing it, one-line purpose). Modules import lazily, so --help is fast
 # and optional back-ends (TensorRT, Streamlit) are never needed to start the CLI.
@@ -29,26 +33,77 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _VersionAction(argparse.Action):
+    """``--version``: the version, where the package runs from, the workspace and the back-ends found."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and the TensorRT / ONNX Runtime flavours found, then exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        from workbench.about import version_text
+
+        try:
+            workspace = resolve_workspace(getattr(namespace, "workspace", None)).root
+        except WorkbenchError as exc:
+            parser.exit(1, f"error: {exc}\n")
+        print(version_text(workspace))
+        parser.exit()
+
+
+def program_name(argv0: str | None = None) -> str:
+    """``python -m workbench`` when run as a module, else ``workbench`` (the console script)."""
+    name = Path(argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")).name
+    return "python -m workbench" if name in ("__main__.py", "-m", "") else "workbench"
+
+
+def _add_workspace_to_verbs(parser: argparse.ArgumentParser) -> None:
+    """``--workspace`` on every verb and sub-action too, so it may also follow the verb."""
+    for action in parser._actions:  # argparse keeps sub-parsers only here
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                add_workspace_option(sub, top_level=False)
+                _add_workspace_to_verbs(sub)
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m workbench",
-        description="Precision sign-off workbench for Wav2Vec2-style CTC speech models.",
+        prog=prog or program_name(),
+        description="Precision sign-off workbench for Wav2Vec2-style CTC speech models. Artifacts "
+                    "(calib_sets/, engines/, reports/) go under the workspace: --workspace DIR, else "
+                    "$WORKBENCH_WORKSPACE, else the current directory.",
     )
-    parser.add_argument("--version", action="version", version=f"workbench {__version__}")
+    parser.add_argument("--version", action=_VersionAction)
+    add_workspace_option(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     for verb, (module_name, purpose) in COMMANDS.items():
         cmd = sub.add_parser(verb, help=purpose, description=purpose)
         module = importlib.import_module(module_name)
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
+    _add_workspace_to_verbs(parser)
     return parser
+
+
+def parse_args(argv: Sequence[str] | None = None,
+               parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """Parse ``argv`` and fill the artifact-folder defaults from the workspace (``args.workspace``).
+    A workspace that is not a folder is a WorkbenchError."""
+    args = (parser or build_parser()).parse_args(argv)
+    return fill_defaults(args, resolve_workspace(args.workspace))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    run: Callable[[argparse.Namespace], int | None] | None = getattr(args, "_run", None)
-    if run is None:
-        parser.print_help()
-        return 0
-    return exit_status(lambda: run(args))
+
+    def run_verb() -> int | None:
+        args = parse_args(argv, parser)
+        run: Callable[[argparse.Namespace], int | None] | None = getattr(args, "_run", None)
+        if run is None:
+            parser.print_help()
+            return 0
+        with active(args.workspace):  # library defaults inside the verb follow --workspace too
+            return run(args)
+
+    return exit_status(run_verb)

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 SAMPLE_RATE = 16_000
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CALIB_SETS_DIR = PROJECT_ROOT / "calib_sets"
-ENGINES_DIR = PROJECT_ROOT / "engines"
-REPORTS_DIR = PROJECT_ROOT / "reports"
-MODELS_DIR = PROJECT_ROOT / "models"
-DEMO_MODEL_DIR = MODELS_DIR / "demo-wav2vec2-ctc"
+# Where artifacts go is the workspace (workbench/workspace.py: --workspace, $WORKBENCH_WORKSPACE, else the
+# current directory), never the package's own folder. The demo model is package data under this name
+# (workbench/resources.py reads it through importlib.resources).
+DEMO_MODEL_RESOURCE = "demo_model"
 
 CONDITIONS: tuple[str, ...] = ("quiet", "noisy", "accented")
 NOISE_KINDS: tuple[str, ...] = ("white", "pink", "brown", "babble", "hum")

@@ -19,9 +19,16 @@ def import_optional(module: str, install_hint: str) -> ModuleType:
         ) from exc
 
 
-def has_module(module: str) -> bool:
+def try_import(module: str) -> tuple[ModuleType | None, str | None]:
+    """``(module, None)`` when it imports, else ``(None, why)``: not installed, or installed but broken
+    (a missing shared library raises OSError, some native packages RuntimeError)."""
     try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
+        return importlib.import_module(module), None
+    except ImportError as exc:
+        return None, f"not installed ({exc})" if exc.name != module else "not installed"
+    except (OSError, RuntimeError) as exc:
+        return None, f"installed but does not import: {exc}"
+
+
+def has_module(module: str) -> bool:
+    return try_import(module)[0] is not None

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 
 from workbench.artifacts import sha256_bytes, sha256_file
-from workbench.config import DEMO_MODEL_DIR, PROJECT_ROOT
+from workbench.config import DEMO_MODEL_RESOURCE
 from workbench.errors import WorkbenchError
+from workbench.resources import demo_model_dir
 
 CPU_VARIANTS = ("fp32", "fp16", "int8", "int8-cpu", "mixed", "mixed-cpu")
 CUDA_VARIANTS = ("fp32", "fp16", "fp16-ort")
@@ -32,9 +33,9 @@ def fixed_mixed_plan(model) -> "PrecisionPlan":
 
 def clip_source(set_name: str | None, count: int, seed: int = 0) -> tuple[list[np.ndarray], dict]:
     """``count`` clips of a stored speech set when it exists, else speech-like synthetic clips."""
-    from workbench.config import CALIB_SETS_DIR
+    from workbench.workspace import resolve_workspace
 
-    if set_name and (CALIB_SETS_DIR / set_name).exists():  # (the GPU machine has no soundfile, and no sets)
+    if set_name and (resolve_workspace().calib_sets / set_name).exists():  # (the GPU machine has no soundfile, and no sets)
         from workbench.speech.store import load_set
 
         speech_set = load_set(set_name)
@@ -64,8 +65,8 @@ def _export(model_name: str, out: Path) -> tuple[Path, dict]:
     if model_name == "demo":
         from workbench.model.loading import load_model, model_hash
 
-        export_onnx(load_model(DEMO_MODEL_DIR), out)
-        return out, {"source": str(DEMO_MODEL_DIR.relative_to(PROJECT_ROOT)), "model_hash": model_hash(DEMO_MODEL_DIR)}
+        export_onnx(load_model(demo_model_dir()), out)
+        return out, {"source": f"workbench/{DEMO_MODEL_RESOURCE}", "model_hash": model_hash(demo_model_dir())}
     from workbench.model.synthetic import SIZES, random_wav2vec2
 
     export_onnx(random_wav2vec2(model_name, seed=0), out)

@@ -11,9 +11,10 @@ import argparse
 from pathlib import Path
 
 from workbench.commands.options import print_lines
-from workbench.config import CALIB_SETS_DIR, ENGINES_DIR, EngineProfile
+from workbench.config import EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.values import parse_positive_ints
+from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,9 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--legacy-int8-cache", type=Path,
                         help="TensorRT <= 10 only: implicit INT8 from this calibration cache (FP32 ONNX)")
     parser.add_argument("--opt-level", type=int, help="builder optimisation level (0-5)")
-    parser.add_argument("--engines-dir", type=Path, default=ENGINES_DIR, help="engine cache folder")
+    parser.add_argument("--engines-dir", type=Path, default=area_default("engines"),
+                        help="engine cache folder (default: engines/ of the workspace)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the engine cache has it")
-    parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -6,12 +6,13 @@ import argparse
 import json
 from pathlib import Path
 
-from workbench.config import ENGINES_DIR
 from workbench.errors import WorkbenchError
+from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=ENGINES_DIR, help="engines folder (default: engines/)")
+    parser.add_argument("--root", type=Path, default=area_default("engines"),
+                        help="engines folder (default: engines/ of the workspace)")
     sub = parser.add_subparsers(dest="cache_command", metavar="<action>", required=True)
     sub.add_parser("list", help="list caches and their provenance")
     show = sub.add_parser("show", help="print one cache's keys and its first scales")

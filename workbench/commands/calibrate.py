@@ -7,16 +7,20 @@ from pathlib import Path
 
 from workbench.calibration.methods import METHODS
 from workbench.commands.options import print_lines
-from workbench.config import DEMO_MODEL_DIR, ENGINES_DIR
+from workbench.resources import demo_model_dir
+from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=str(DEMO_MODEL_DIR), help="HF Wav2Vec2ForCTC folder or hub id")
+    parser.add_argument("--model", default=str(demo_model_dir()),
+                        help="HF Wav2Vec2ForCTC folder or hub id (default: the demo model shipped in the package)")
     parser.add_argument("--set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
+    parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--method", default="entropy", choices=METHODS)
     parser.add_argument("--percentile", type=float, default=99.99)
     parser.add_argument("--bins", type=int, default=2048, help="histogram bins (TensorRT uses 2048)")
-    parser.add_argument("--engines", type=Path, default=ENGINES_DIR, help="artifact root (default: engines/)")
+    parser.add_argument("--engines", type=Path, default=area_default("engines"),
+                        help="artifact root (default: engines/ of the workspace)")
     parser.add_argument("--ort-cpu", action="store_true",
                         help="also write the INT8 variant's ONNX Runtime CPU flavour (same arithmetic, fused by "
                              "ORT's CPU kernels; the TensorRT-bound graph is unchanged)")
@@ -28,6 +32,6 @@ def run(args: argparse.Namespace) -> int:
 
     result = calibrate.run(calibrate.CalibrateInputs(args.model, args.set, MethodSpec(args.method, args.percentile,
                                                                                       args.bins),
-                                                     engines=args.engines, ort_cpu=args.ort_cpu))
+                                                     engines=args.engines, ort_cpu=args.ort_cpu, calib_root=args.root))
     print_lines(result.lines())
     return 0

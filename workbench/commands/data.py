@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from workbench.commands.options import print_lines
-from workbench.config import CALIB_SETS_DIR, EngineProfile, SetBuildConfig
+from workbench.config import EngineProfile, SetBuildConfig
 from workbench.errors import WorkbenchError
+from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -30,12 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--max-seconds", type=float, default=profile.max_s)
     build.add_argument("--seed", type=int, default=defaults.seed)
     build.add_argument("--workers", type=int, default=defaults.workers)
-    build.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    build.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     show = sub.add_parser("show", help="print a set's balance table and card summary")
     show.add_argument("name", help="set name under calib_sets/ or a path")
-    show.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    show.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     listing = sub.add_parser("list", help="list the sets under calib_sets/")
-    listing.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    listing.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
 
 
 def _config(args: argparse.Namespace) -> SetBuildConfig:

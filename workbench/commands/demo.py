@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.commands.options import print_lines
-from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, REPORTS_DIR, SetBuildConfig
+from workbench.config import SetBuildConfig
 from workbench.errors import WorkbenchError
+from workbench.resources import demo_model_dir
+from workbench.workspace import area_default
 
 # The demo's calibration method. Percentile 99.99 rather than TensorRT's entropy: on the demo model entropy
 # clips every attention-probability (Softmax output) range to ~0.12 and INT8-everywhere loses +8.2 WER
@@ -31,12 +33,13 @@ DEMO_PERCENTILE = 99.99
 
 @dataclass
 class DemoContext:
-    """What the steps share: the set configuration, where artifacts go, and each step's results."""
+    """What the steps share: the set configuration, where artifacts go (the workspace's folders unless
+    overridden), and each step's results."""
 
     sets: SetBuildConfig
     calib_root: Path
-    engines_root: Path = ENGINES_DIR
-    reports_root: Path = REPORTS_DIR
+    engines_root: Path
+    reports_root: Path
     quick: bool = False
     results: dict[str, Any] = field(default_factory=dict)
 
@@ -63,9 +66,9 @@ def _calibrate(ctx: DemoContext) -> None:
     from workbench.jobs import calibrate
 
     built = ctx.results["speech_sets"]
-    result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(built.calib.path),
+    result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), str(built.calib.path),
                                                      MethodSpec(DEMO_METHOD, DEMO_PERCENTILE),
-                                                     engines=ctx.engines_root))
+                                                     engines=ctx.engines_root, calib_root=ctx.calib_root))
     print_lines(result.lines())
     ctx.results["calibrate"] = result
 
@@ -73,8 +76,8 @@ def _calibrate(ctx: DemoContext) -> None:
 def _analysis(ctx: DemoContext) -> dict[str, Any]:
     """The fields compare and search share: the demo model, its calibration set, method and cache."""
     built, calibrated = ctx.results["speech_sets"], ctx.results["calibrate"]
-    return {"model": DEMO_MODEL_DIR, "calib_set": str(built.calib.path), "method": DEMO_METHOD,
-            "cache": calibrated.cache, "engines": ctx.engines_root}
+    return {"model": demo_model_dir(), "calib_set": str(built.calib.path), "method": DEMO_METHOD,
+            "cache": calibrated.cache, "engines": ctx.engines_root, "calib_root": ctx.calib_root}
 
 
 def _compare(ctx: DemoContext) -> None:
@@ -116,7 +119,8 @@ def _signoff(ctx: DemoContext) -> None:
     compared = ctx.results.get("compare")
     inputs = signoff.SignoffInputs(
         eval_set=str(built.eval.path), out_dir=ctx.reports_root / "demo-signoff", candidates=candidates,
-        model=DEMO_MODEL_DIR, calib_set=str(built.calib.path), cache=calibrated.cache,
+        model=demo_model_dir(), calib_set=str(built.calib.path), cache=calibrated.cache, engines=ctx.engines_root,
+        calib_root=ctx.calib_root,
         sensitivity=compared.files["sensitivity_json"] if compared else None,
         latency=None if ctx.quick else LatencyConfig((1, 8), warmup=2, repeats=15))
     print_lines(signoff.run(inputs).lines())
@@ -149,9 +153,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # smaller runs for tests and quick looks; the documented demo uses the defaults
     parser.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition, help=argparse.SUPPRESS)
     parser.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS)
-    parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
-    parser.add_argument("--engines-root", type=Path, default=ENGINES_DIR, help=argparse.SUPPRESS)
-    parser.add_argument("--reports-root", type=Path, default=REPORTS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    parser.add_argument("--engines-root", type=Path, default=area_default("engines"), help=argparse.SUPPRESS)
+    parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
     parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: no latency runs
 
 
@@ -160,7 +164,10 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
     sets = replace(SetBuildConfig(), calib_per_condition=args.calib_per_condition,
                    eval_per_condition=args.eval_per_condition, workers=max(1, args.workers))
+    print(f"workspace: {args.workspace.root} (sets -> {args.root}, engines -> {args.engines_root}, "
+          f"reports -> {args.reports_root})")
     ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root), engines_root=Path(args.engines_root),
                                 reports_root=Path(args.reports_root), quick=args.quick))
-    print(f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}")
+    print(f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}, report under "
+          f"{ctx.reports_root / 'demo-signoff'}")
     return 0

@@ -6,12 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR
+from workbench.resources import demo_model_dir
+from workbench.workspace import area_default
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``compare`` and ``search``: the fields of ``jobs.prepare.AnalysisInputs``."""
-    parser.add_argument("--model", default=str(DEMO_MODEL_DIR), help="HF Wav2Vec2ForCTC folder or hub id")
+    parser.add_argument("--model", default=str(demo_model_dir()),
+                        help="HF Wav2Vec2ForCTC folder or hub id (default: the demo model shipped in the package)")
     parser.add_argument("--calib-set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
     parser.add_argument("--method", default="entropy", help="calibration method (entropy, max, percentile, mse)")
     parser.add_argument("--cache", type=Path, help="calibration cache to use (checked against the model)")
@@ -21,8 +23,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="rank layer groups (conv layer, q/k/v, FFN, ...) or single MatMul/Conv nodes")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
     parser.add_argument("--out", type=Path, help="output folder (default engines/<model hash>/compare)")
-    parser.add_argument("--engines", type=Path, default=ENGINES_DIR, help="artifact root (default: engines/)")
-    parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--engines", type=Path, default=area_default("engines"),
+                        help="artifact root (default: engines/ of the workspace)")
+    parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 

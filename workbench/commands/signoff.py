@@ -13,10 +13,11 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
-from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR, REPORTS_DIR
 from workbench.commands.options import print_lines
 from workbench.errors import WorkbenchError
+from workbench.resources import demo_model_dir
 from workbench.values import parse_positive_ints
+from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default="entropy", help="calibration method for the built INT8 variant")
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
     parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
-    parser.add_argument("--model", type=Path, default=DEMO_MODEL_DIR, help="source model folder (provenance)")
+    parser.add_argument("--model", type=Path, default=demo_model_dir(),
+                        help="source model folder (provenance; default: the demo model shipped in the package)")
     parser.add_argument("--cache", type=Path, help="calibration cache file (provenance)")
     parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
     parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
@@ -39,10 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
-    parser.add_argument("--out", type=Path, help="report folder (default reports/signoff-<time>)")
-    parser.add_argument("--engines", type=Path, default=ENGINES_DIR,
-                        help="where variants built from --model go (default: engines/)")
-    parser.add_argument("--root", type=Path, default=CALIB_SETS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help="report folder (default: reports/signoff-<time> of the workspace)")
+    parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
+    parser.add_argument("--engines", type=Path, default=area_default("engines"),
+                        help="where variants built from --model go (default: engines/ of the workspace)")
+    parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
 
 
 def parse_candidates(values: list[str]) -> list[tuple[str, Path]]:
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repeats < 1 or args.warmup < 0:
         raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
     latency = None if args.no_latency else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
-    out = args.out or REPORTS_DIR / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     inputs = signoff.SignoffInputs(
         eval_set=args.eval_set, out_dir=out, candidates=candidates, model=args.model, calib_set=args.calib_set,
         method=args.method, cache=args.cache, gates=load_gate_config(args.gates), latency=latency,

@@ -1,6 +1,7 @@
 """Background jobs for the Run page: a job's typed inputs are written to ``reports/_jobs/<id>/inputs.json``
-(``workbench.jobs.codec``) and ``python -m workbench.jobs`` runs it as a subprocess whose output goes to a
-log file beside it; progress is parsed from the log's tail (tqdm bars, demo step headers), so the UI
+(``workbench.jobs.codec``) and ``python -m workbench.jobs`` runs it as a subprocess (with the dashboard's
+workspace as ``$WORKBENCH_WORKSPACE``, so anything the inputs leave to a default lands there too) whose
+output goes to a log file beside it; progress is parsed from the log's tail (tqdm bars, demo step headers), so the UI
 never waits on a job.
 
 ``job.json`` holds the command, process id, start time and, once the process ends, its exit status
@@ -24,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from workbench.artifacts import write_json_atomic
-from workbench.config import PROJECT_ROOT
 from workbench.dashboard.paths import ArtifactRoots, resolve
 from workbench.errors import WorkbenchError
 from workbench.jobs import codec
+from workbench.workspace import ENV_VAR
 
 JOBS_FOLDER = "_jobs"
 LOG = "log.txt"
@@ -98,12 +99,11 @@ def start(inputs: Any, roots: ArtifactRoots) -> Job:
     folder.mkdir(parents=True)
     codec.write_job(folder / INPUTS, inputs)
     argv = [sys.executable, "-m", "workbench.jobs", str(folder / INPUTS)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_VAR: str(roots.root)}
     with open(folder / LOG, "wb") as log:
         log.write(f"$ python -m workbench.jobs {folder / INPUTS}\n".encode())
         log.flush()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=PROJECT_ROOT, env=env)
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     job = Job(folder.name, folder, argv, kind, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
               proc.pid, None, None)
     _save(job)

@@ -1,7 +1,8 @@
 """Artifact folders the dashboard may read, and the one resolver every user-supplied path goes through.
 
-The artifact root is the project folder, or ``$WORKBENCH_ARTIFACTS`` when set (a folder holding
-``calib_sets/``, ``engines/``, ``reports/`` and ``models/``). ``resolve`` turns a name or path from a
+The artifact root is the workspace, found like the CLI's (``workbench.workspace``): ``streamlit run app.py
+-- --workspace DIR``, else ``$WORKBENCH_WORKSPACE`` (or the older ``$WORKBENCH_ARTIFACTS``), else the
+current directory; it holds ``calib_sets/``, ``engines/``, ``reports/`` and ``models/``. ``resolve`` turns a name or path from a
 query parameter, form field or record into a real path and refuses anything that, after following
 every symlink, lies outside the allowed artifact folder(s): ``..`` segments, absolute paths elsewhere,
 symlinks that lead out, NUL bytes. Pages never open a path that did not come through it.
@@ -10,48 +11,18 @@ symlinks that lead out, NUL bytes. Pages never open a path that did not come thr
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
-from workbench.config import PROJECT_ROOT
 from workbench.errors import WorkbenchError
+from workbench.workspace import AREAS, ENV_VAR, Workspace, resolve_workspace
 
-ENV_VAR = "WORKBENCH_ARTIFACTS"
-AREAS: tuple[str, ...] = ("calib_sets", "engines", "reports", "models")
-
-
-@dataclass(frozen=True)
-class ArtifactRoots:
-    """The four artifact folders under one root."""
-
-    root: Path
-
-    def area(self, name: str) -> Path:
-        if name not in AREAS:
-            raise ValueError(f"unknown artifact area {name!r}")
-        return self.root / name
-
-    @property
-    def calib_sets(self) -> Path:
-        return self.area("calib_sets")
-
-    @property
-    def engines(self) -> Path:
-        return self.area("engines")
-
-    @property
-    def reports(self) -> Path:
-        return self.area("reports")
-
-    @property
-    def models(self) -> Path:
-        return self.area("models")
+ArtifactRoots = Workspace  # the dashboard's name for the workspace's folders
+__all__ = ["AREAS", "ENV_VAR", "ArtifactRoots", "OutsideArtifacts", "artifact_roots", "display", "resolve"]
 
 
 def artifact_roots() -> ArtifactRoots:
-    """Read ``$WORKBENCH_ARTIFACTS`` now (not at import), so tests and servers can point it anywhere."""
-    value = os.environ.get(ENV_VAR)
-    return ArtifactRoots(Path(value).expanduser().resolve() if value else PROJECT_ROOT)
+    """The workspace, read now (not at import), so tests and servers can point it anywhere."""
+    return resolve_workspace()
 
 
 class OutsideArtifacts(WorkbenchError):

@@ -6,15 +6,16 @@ batch range from ``batches``. The result carries the engine path, build time and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.backends.tensorrt.builder import BuildResult, BuildSettings, build_engine
 from workbench.backends.tensorrt.loader import TensorRT, load_tensorrt
 from workbench.backends.tensorrt.profile import Range, samples_from_durations
-from workbench.config import CALIB_SETS_DIR, ENGINES_DIR, SAMPLE_RATE, EngineProfile
+from workbench.config import SAMPLE_RATE, EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.speech.store import load_set
+from workbench.workspace import default_area
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,9 @@ class BuildInputs:
     flavour: str = "auto"  # auto: tensorrt, else TensorRT-RTX
     legacy_int8_cache: Path | None = None
     opt_level: int | None = None
-    engines_dir: Path = ENGINES_DIR
+    engines_dir: Path = field(default_factory=default_area("engines"))
     force: bool = False
-    calib_root: Path = CALIB_SETS_DIR
+    calib_root: Path = field(default_factory=default_area("calib_sets"))
 
 
 @dataclass
@@ -51,7 +52,7 @@ class BuildJobResult:
                 f"layer summary: {r.summary_path}"]
 
 
-def samples_from_set(name: str | Path, root: Path = CALIB_SETS_DIR) -> tuple[Range, dict[str, str]]:
+def samples_from_set(name: str | Path, root: Path | None = None) -> tuple[Range, dict[str, str]]:
     """Samples range from a stored calibration set, plus the set's provenance (name, content hash)."""
     speech_set = load_set(name, root)
     durations = [u.duration_s for u in speech_set.utterances]

@@ -9,7 +9,7 @@ kernels, ``workbench.quantize.ort_cpu``). ``export_or_reuse`` is the one export 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,13 +20,13 @@ from workbench.calibration import histograms
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
-from workbench.config import CALIB_SETS_DIR, ENGINES_DIR
 from workbench.model.export import Parity, export_onnx, parity_check
 from workbench.model.loading import artifact_folder_name, load_model, model_hash
 from workbench.model.vocab import DEFAULT_VOCABULARY, load_vocabulary
 from workbench.quantize.plan import INT8
 from workbench.quantize.qdq import build_variant
 from workbench.speech.store import load_set
+from workbench.workspace import default_area
 
 FP32_NAME = "model.fp32.onnx"
 
@@ -50,10 +50,10 @@ class CalibrateInputs:
     model: str | Path
     calib_set: str | Path
     method: MethodSpec
-    engines: Path = ENGINES_DIR
+    engines: Path = field(default_factory=default_area("engines"))
     parity_clips: int = 6
     ort_cpu: bool = False
-    calib_root: Path = CALIB_SETS_DIR
+    calib_root: Path = field(default_factory=default_area("calib_sets"))
 
 
 @dataclass

@@ -8,18 +8,19 @@ calibrate job's ``export_or_reuse`` either way. ``AnalysisInputs`` holds what co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.artifacts import sha256_file
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import METHODS, MethodSpec
-from workbench.config import CALIB_SETS_DIR, DEMO_MODEL_DIR, ENGINES_DIR
 from workbench.errors import WorkbenchError
 from workbench.jobs import calibrate
 from workbench.model.loading import model_hash
+from workbench.resources import demo_model_dir
 from workbench.speech.select import require_utterances
 from workbench.speech.store import SpeechSet, load_set
+from workbench.workspace import area_path, default_area
 
 
 @dataclass
@@ -47,12 +48,12 @@ class Prepared:
                 "cache": self.cache.content_hash, "calibration_set": self.calib_set.content_hash}
 
 
-def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", root: Path = ENGINES_DIR,
+def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", root: Path | None = None,
             cache_path: Path | None = None, calib_root: Path | None = None) -> Prepared:
     """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
     if method not in METHODS:
         raise WorkbenchError(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
-    calib_root = calib_root or CALIB_SETS_DIR
+    root, calib_root = area_path("engines", root), area_path("calib_sets", calib_root)
     speech_set = require_utterances(load_set(calib_set, root=calib_root), "calibration")
     if cache_path is None:
         result = calibrate.run(calibrate.CalibrateInputs(model, str(speech_set.path), MethodSpec(method),
@@ -80,7 +81,7 @@ def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", r
                     str(cache.keys.get("method", method)), None)
 
 
-def named_set(name: str | Path | None, role: str, root: Path = CALIB_SETS_DIR) -> SpeechSet | None:
+def named_set(name: str | Path | None, role: str, root: Path | None = None) -> SpeechSet | None:
     """The set named by an option (``None`` when not given), loaded and checked before any model work."""
     return require_utterances(load_set(name, root=root), role) if name else None
 
@@ -90,7 +91,7 @@ class AnalysisInputs:
     """What the compare and search jobs share: the model, its calibration (set, method, optional cache),
     clips per condition, layer-group granularity, threads and where files go."""
 
-    model: str | Path = DEMO_MODEL_DIR
+    model: str | Path = field(default_factory=demo_model_dir)
     calib_set: str | Path = "demo-calib"
     method: str = "entropy"
     cache: Path | None = None
@@ -98,8 +99,8 @@ class AnalysisInputs:
     granularity: str = "group"
     threads: int | None = None
     out: Path | None = None
-    engines: Path = ENGINES_DIR
-    calib_root: Path = CALIB_SETS_DIR
+    engines: Path = field(default_factory=default_area("engines"))
+    calib_root: Path = field(default_factory=default_area("calib_sets"))
     progress: bool = True
 
     def prepare(self) -> Prepared:

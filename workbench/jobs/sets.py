@@ -10,11 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.config import CALIB_SETS_DIR, SetBuildConfig
+from workbench.config import SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.speech import builder, sources
 from workbench.speech.builder import BuiltSets
 from workbench.speech.store import SpeechSet, balance_table
+from workbench.workspace import default_area
 
 SOURCES = ("synthetic", "hf", "folder", "manifest")
 
@@ -31,7 +32,7 @@ class SetsInputs:
     text_column: str = "text"
     speaker_column: str | None = None
     accent_column: str | None = None
-    root: Path = CALIB_SETS_DIR
+    root: Path = field(default_factory=default_area("calib_sets"))
 
 
 @dataclass

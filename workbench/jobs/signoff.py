@@ -17,7 +17,6 @@ from workbench.artifacts import read_json_artifact
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
 from workbench.calibration.methods import MethodSpec
 from workbench.compare.outputs import SENSITIVITY_FORMAT
-from workbench.config import CALIB_SETS_DIR, ENGINES_DIR
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.gates import GateConfig, judge, recommend
@@ -31,6 +30,7 @@ from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
 from workbench.speech.store import SpeechSet, load_set
+from workbench.workspace import area_path, default_area
 
 
 @dataclass
@@ -53,8 +53,8 @@ class SignoffInputs:
     resamples: int = 2000
     seed: int = 0
     limit: int | None = None
-    engines: Path = ENGINES_DIR
-    calib_root: Path = CALIB_SETS_DIR
+    engines: Path = field(default_factory=default_area("engines"))
+    calib_root: Path = field(default_factory=default_area("calib_sets"))
 
 
 @dataclass
@@ -83,12 +83,13 @@ class DefaultVariants:
 
 
 def build_default_variants(model: Path | str, calib_set: str | Path, method: str = "entropy",
-                           root: Path = ENGINES_DIR, eval_hash: str | None = None,
-                           calib_root: Path = CALIB_SETS_DIR) -> DefaultVariants:
+                           root: Path | None = None, eval_hash: str | None = None,
+                           calib_root: Path | None = None) -> DefaultVariants:
     """Export/calibrate (reusing a matching cache) and write FP16 beside FP32 and INT8; add the mixed plan
     of a finished ``search`` on this export and cache (not searched on the evaluation set ``eval_hash``)."""
-    result = calibrate.run(calibrate.CalibrateInputs(model, calib_set, MethodSpec(method), engines=root,
-                                                     calib_root=calib_root))
+    result = calibrate.run(calibrate.CalibrateInputs(model, calib_set, MethodSpec(method),
+                                                     engines=area_path("engines", root),
+                                                     calib_root=area_path("calib_sets", calib_root)))
     fp16 = fp16_variant(result.fp32_onnx)
     candidates = [("fp32", result.fp32_onnx), ("fp16", fp16), (f"int8-{method}", result.int8_onnx)]
     found = matching_search(result.fp32_onnx, result.cache, eval_hash)

@@ -19,14 +19,15 @@ import numpy as np
 from tqdm import tqdm
 
 from workbench import __version__
-from workbench.config import CALIB_SETS_DIR, CONDITIONS, MAJORITY_ACCENT, SetBuildConfig
+from workbench.config import CONDITIONS, MAJORITY_ACCENT, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.speech.conditions import mix_at_snr
 from workbench.speech.records import Clip, Skipped
 from workbench.speech.store import SetSpec, SpeechSet, write_sets
 from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
 from workbench.speech.text import sentence_pool
-from workbench.speech.tts import Voice, require_voices
+from workbench.speech.tts import INSTALL_HINT, Voice, require_voices
+from workbench.workspace import area_path
 
 ROLES = ("calib", "eval")
 
@@ -109,7 +110,7 @@ def _made(cfg: SetBuildConfig, role: str, source: str, extra: dict[str, Any]) ->
 
 def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Clip],
                      skipped: dict[str, list[Skipped]], source: str, extra: dict[str, Any],
-                     root: Path) -> BuiltSets:
+                     root: Path | None) -> BuiltSets:
     checks = disjointness(calib, evaluation)
     if not (checks["disjoint_by_text"] and checks["disjoint_by_speaker"]):
         raise WorkbenchError(f"calibration and evaluation sets overlap: {checks}; nothing written")
@@ -119,7 +120,7 @@ def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Cl
         set_checks = {**checks, "paired_with": f"{cfg.name}-{'eval' if role == 'calib' else 'calib'}",
                       "requested_per_condition": per_condition,
                       "shortfall": shortfall(clips, per_condition, cfg)}
-        specs.append(SetSpec(Path(root) / f"{cfg.name}-{role}", clips, _made(cfg, role, source, extra),
+        specs.append(SetSpec(area_path("calib_sets", root) / f"{cfg.name}-{role}", clips, _made(cfg, role, source, extra),
                              skipped[role], set_checks))
     calib_set, eval_set = write_sets(specs)  # both replaced together, or neither
     return BuiltSets(calib_set, eval_set, checks)
@@ -148,7 +149,8 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
         for condition in CONDITIONS:
             cond_voices = tuple(v for v in role_voices if v.is_majority_accent == (condition != "accented"))
             if not cond_voices:
-                raise WorkbenchError(f"no {role} voices for condition {condition}; install more TTS voices")
+                raise WorkbenchError(f"no {role} voices for condition {condition} among the text-to-speech "
+                                     f"programs found; install the Debian packages: {INSTALL_HINT}")
             for bucket, count in bucket_targets(per_condition, buckets).items():
                 for index in range(count):
                     texts = texts_by_bucket[bucket][cursor[bucket]: cursor[bucket] + ATTEMPTS]
@@ -168,7 +170,8 @@ def run_jobs(jobs: list[SlotJob], workers: int, desc: str) -> list[Clip | Skippe
         return list(tqdm(pool.map(synthesize_slot, jobs, chunksize=4), total=len(jobs), desc=desc, unit="utt"))
 
 
-def build_synthetic_sets(cfg: SetBuildConfig, root: Path = CALIB_SETS_DIR) -> BuiltSets:
+def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> BuiltSets:
+    """Synthesise both sets of ``cfg`` under ``root`` (default: the workspace's calib_sets/)."""
     voices = require_voices()
     jobs = _slot_jobs(cfg, voices)
     results = run_jobs(jobs, cfg.workers, f"synthesising {cfg.name}")
@@ -187,7 +190,7 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path = CALIB_SETS_DIR) -> Bu
 
 
 def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list[Skipped],
-                        source: str, root: Path = CALIB_SETS_DIR) -> BuiltSets:
+                        source: str, root: Path | None = None) -> BuiltSets:
     """Stratify clips from a real source. Majority-accent clean clips fill 'quiet', non-majority
     accents fill 'accented', and 'noisy' gets copies of other majority clips with noise mixed in
     (unless the source labels clips noisy itself)."""

@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from workbench.artifacts import atomic_directory, sha256_file, write_json_atomic
-from workbench.config import CALIB_SETS_DIR, CONDITIONS, EngineProfile
+from workbench.config import CONDITIONS, EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.speech.audio import load_flac, write_flac
 from workbench.speech.records import Clip, Skipped, Utterance
+from workbench.workspace import area_path
 
 MANIFEST = "manifest.jsonl"
 CARD = "card.json"
@@ -52,11 +53,13 @@ class SpeechSet:
             yield utt, self.audio(utt)
 
 
-def set_path(name_or_path: str | Path, root: Path = CALIB_SETS_DIR) -> Path:
+def set_path(name_or_path: str | Path, root: Path | None = None) -> Path:
+    """A set's folder: ``name_or_path`` itself when it is a path, else that name under ``root`` (default: the
+    workspace's calib_sets/)."""
     path = Path(name_or_path)
     if path.exists() or path.is_absolute() or "/" in str(name_or_path):
         return path
-    return root / str(name_or_path)
+    return area_path("calib_sets", root) / str(name_or_path)
 
 
 def content_hash(manifest_bytes: bytes, audio_hashes: list[str]) -> str:
@@ -194,8 +197,10 @@ def write_set(final: Path, clips: list[Clip], made: dict[str, Any], skipped: lis
     return write_sets([SetSpec(Path(final), clips, made, skipped, checks)])[0]
 
 
-def load_set(name_or_path: str | Path, root: Path = CALIB_SETS_DIR) -> SpeechSet:
-    """Load a stored set by name (under ``root``) or path; a missing or incomplete set is a user error."""
+def load_set(name_or_path: str | Path, root: Path | None = None) -> SpeechSet:
+    """Load a stored set by name (under ``root``, default the workspace's calib_sets/) or path; a missing or
+    incomplete set is a user error."""
+    root = area_path("calib_sets", root)
     path = set_path(name_or_path, root)
     if not (path / MANIFEST).exists() or not (path / CARD).exists():
         known = sorted(p.name for p in Path(root).glob("*") if (p / CARD).exists())

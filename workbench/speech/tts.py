@@ -2,6 +2,8 @@
 
 A ``Voice`` is one synthetic speaker: engine, voice name, variant, accent. ``synthesize`` runs the
 engine in a subprocess and returns 16 kHz mono float32 audio with leading/trailing silence trimmed.
+The programs are looked up on ``PATH`` (``shutil.which``) only when voices are asked for, so every other
+verb works without them; when none is found, ``require_voices`` names the Debian packages to install.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ ESPEAK_ACCENTS: dict[str, str] = {
 ESPEAK_VARIANTS: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f5")
 FLITE_VOICES: dict[str, str] = {"kal": "us", "slt": "us", "rms": "us", "awb": "scottish"}
 FESTIVAL_VOICES: dict[str, str] = {"kal_diphone": "us", "ked_diphone": "us"}
+# Debian packages giving the programs above (espeak-ng, flite, festival's text2wave) and festival's voices
+TTS_DEBIAN_PACKAGES: tuple[str, ...] = ("espeak-ng", "flite", "festival", "festvox-kallpc16k", "festvox-kdlpc16k")
+INSTALL_HINT = "sudo apt-get install " + " ".join(TTS_DEBIAN_PACKAGES)
 # Voices the demo model never hears in training, to report WER on unseen voices.
 HELD_OUT_FROM_TRAINING = frozenset({"festival:kal_diphone", "festival:ked_diphone"})
 
@@ -115,8 +120,9 @@ def require_voices() -> tuple[Voice, ...]:
     voices = available_voices()
     if not voices:
         raise WorkbenchError(
-            "no text-to-speech engine found. Install them: "
-            "apt-get install espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k"
+            "the synthetic source needs a text-to-speech program (espeak-ng, flite or festival's text2wave) on "
+            f"PATH and found none; install the Debian packages: {INSTALL_HINT} (or build sets from real audio "
+            "with --source folder, manifest or hf)"
         )
     return voices
 

@@ -20,8 +20,8 @@ from workbench.artifacts import sha256_bytes, sha256_file, write_bytes_atomic, w
 from workbench.backends.tensorrt.loader import TensorRT, load_tensorrt
 from workbench.backends.tensorrt.profile import Range, batch_range, input_shapes
 from workbench.backends.tensorrt.summary import PrecisionSummary, summarise_network, summary_from_json
-from workbench.config import ENGINES_DIR
 from workbench.errors import WorkbenchError
+from workbench.workspace import area_path
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def cache_key(onnx_sha: str, settings: BuildSettings, trt: TensorRT) -> str:
     return sha256_bytes(json.dumps(payload, sort_keys=True).encode())
 
 
-def build_engine(onnx_path: Path, settings: BuildSettings = BuildSettings(), engines_dir: Path = ENGINES_DIR,
+def build_engine(onnx_path: Path, settings: BuildSettings = BuildSettings(), engines_dir: Path | None = None,
                  trt: TensorRT | None = None, force: bool = False) -> BuildResult:
     """Build (or reuse from the engine cache) a TensorRT engine for ``onnx_path``."""
     onnx_path = Path(onnx_path)
@@ -113,7 +113,8 @@ def build_engine(onnx_path: Path, settings: BuildSettings = BuildSettings(), eng
     onnx_sha = onnx_content_hash(onnx_path)
     key = cache_key(onnx_sha, settings, trt)
     stem = f"{onnx_path.stem}-{key[:16]}"
-    engine_path = Path(engines_dir) / f"{stem}.engine"
+    engines_dir = area_path("engines", engines_dir)
+    engine_path = engines_dir / f"{stem}.engine"
     sidecar_path = engine_path.with_suffix(".json")
     summary_path = engine_path.with_suffix(".layers.json")
     if not force:

@@ -6,6 +6,7 @@ import streamlit as st
 
 from workbench.dashboard import ui
 from workbench.dashboard.data import calibration, layers, reports, sets
+from workbench.dashboard.paths import ENV_VAR
 from workbench.errors import WorkbenchError
 
 # (what the step makes, the command that makes it), in the order the steps run
@@ -21,7 +22,8 @@ def render() -> None:
     """Counts per artifact kind, the next command for each missing kind, and the latest sign-off verdict."""
     st.title("Speech precision workbench")
     roots = ui.roots()
-    st.caption(f"Artifacts under `{roots.root}` (set `WORKBENCH_ARTIFACTS` to look elsewhere)")
+    st.caption(f"Workspace: `{roots.root}` (artifacts under its calib_sets/, engines/, reports/; start with "
+               f"`streamlit run app.py -- --workspace DIR` or set `{ENV_VAR}` to look elsewhere)")
     counts = [len(sets.set_names(roots)), len(calibration.list_caches(roots)), len(layers.layer_runs(roots)),
               len(reports.report_names(roots))]
     cols = st.columns(len(STEPS))

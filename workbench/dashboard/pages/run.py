@@ -1,6 +1,6 @@
 """Run page: start a calibration, layer comparison, search or sign-off job in the background (its typed inputs
-run by ``python -m workbench.jobs``) for the demo model or any model folder under models/ (or a Hugging
-Face hub id) and any set under calib_sets/, then follow its progress and log; errors are shown as the
+run by ``python -m workbench.jobs``) for the demo model shipped in the package or any model folder under
+the workspace's models/ (or a Hugging Face hub id) and any set under calib_sets/, then follow its progress and log; errors are shown as the
 job printed them."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 import streamlit as st
 
 from workbench.calibration.methods import METHODS
-from workbench.config import DEMO_MODEL_DIR
 from workbench.calibration.methods import MethodSpec
 from workbench.dashboard import background, ui
 from workbench.dashboard.data.sets import set_names
@@ -19,20 +18,24 @@ from workbench.dashboard.paths import ArtifactRoots, OutsideArtifacts, resolve
 from workbench.errors import WorkbenchError
 from workbench.evaluate.latency import LatencyConfig
 from workbench.jobs import calibrate, compare, search, signoff
+from workbench.resources import demo_model_dir
 from workbench.values import parse_positive_ints
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 REPORT_NAME = re.compile(r"^[A-Za-z0-9][\w.-]{0,79}$")
+DEMO_LABEL = "demo model (shipped with the package)"
 
 
 def model_options(roots: ArtifactRoots) -> dict[str, str]:
-    """label -> model path: the shipped demo model and every folder under models/ with a config.json."""
+    """label -> model path: the shipped demo model and every folder under the workspace's models/ with a
+    config.json."""
     out = {}
-    if (DEMO_MODEL_DIR / "config.json").is_file():
-        out["demo model (models/demo-wav2vec2-ctc)"] = str(DEMO_MODEL_DIR)
+    demo = demo_model_dir()
+    if (demo / "config.json").is_file():
+        out[DEMO_LABEL] = str(demo)
     if roots.models.is_dir():
         for folder in sorted(roots.models.iterdir()):
-            if (folder / "config.json").is_file() and folder.resolve() != DEMO_MODEL_DIR.resolve():
+            if (folder / "config.json").is_file() and folder.resolve() != demo.resolve():
                 out[f"models/{folder.name}"] = str(folder)
     return out
 
