@@ -2,7 +2,8 @@
 
 The package builds balanced calibration/evaluation speech sets, calibrates activation ranges,
 writes Q/DQ ONNX variants and TensorRT engines, measures WER and latency, and writes sign-off
-reports. Entry point: ``python -m workbench``.
+reports. Entry points: the ``workbench`` console script, same as ``python -m workbench``; artifacts go
+under the workspace (``workbench.workspace``), the demo model is package data (``workbench.resources``).
 """
 
 __version__ = "0.1.0"
