@@ -1,6 +1,6 @@
 """Inference benchmark: latency p50/p99, clips/s and peak memory of every precision variant, CPU or CUDA.
 
-Models: the demo model (``workbench/demo_model``, shipped in the package) and a Wav2Vec2-base-sized model with random weights
+Models: the demo model (``workbench/demo_model``, package data) and a Wav2Vec2-base-sized model with random weights
 (``workbench.model.synthetic``). Clips of 4 s and 10 s, batch sizes 1, 8, 32. Each (model, variant) is
 timed in its own subprocess by ``workbench.evaluate.latency.measure_latency`` through the workbench's
 ``OnnxRuntimeRunner`` (so peak memory is that variant's alone); points run in ascending size.

@@ -11,7 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "workbench"
-FOUNDATION = {"__init__", "config", "errors", "artifacts", "optional", "values", "workspace", "resources"}  # root modules: the "foundation" row
+# root modules: the "foundation" row
+FOUNDATION = {"__init__", "config", "errors", "artifacts", "optional", "values", "workspace", "resources"}
 ROW = re.compile(r"^\| `(?P<name>\w+)` \|[^|]*\| (?P<imports>[^|]*) \|$")
 
 

@@ -35,7 +35,8 @@ def clip_source(set_name: str | None, count: int, seed: int = 0) -> tuple[list[n
     """``count`` clips of a stored speech set when it exists, else speech-like synthetic clips."""
     from workbench.workspace import resolve_workspace
 
-    if set_name and (resolve_workspace().calib_sets / set_name).exists():  # (the GPU machine has no soundfile, and no sets)
+    # (the GPU machine has no soundfile, and no sets)
+    if set_name and (resolve_workspace().calib_sets / set_name).exists():
         from workbench.speech.store import load_set
 
         speech_set = load_set(set_name)

@@ -1,8 +1,8 @@
 """Background jobs for the Run page: a job's typed inputs are written to ``reports/_jobs/<id>/inputs.json``
 (``workbench.jobs.codec``) and ``python -m workbench.jobs`` runs it as a subprocess (with the dashboard's
 workspace as ``$WORKBENCH_WORKSPACE``, so anything the inputs leave to a default lands there too) whose
-output goes to a log file beside it; progress is parsed from the log's tail (tqdm bars, demo step headers), so the UI
-never waits on a job.
+output goes to a log file beside it; progress is parsed from the log's tail (tqdm bars, demo step
+headers), so the UI never waits on a job.
 
 ``job.json`` holds the command, process id, start time and, once the process ends, its exit status
 (written by a watcher thread). A job whose process is gone without a recorded status (the dashboard

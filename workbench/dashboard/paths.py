@@ -2,10 +2,10 @@
 
 The artifact root is the workspace, found like the CLI's (``workbench.workspace``): ``streamlit run app.py
 -- --workspace DIR``, else ``$WORKBENCH_WORKSPACE`` (or the older ``$WORKBENCH_ARTIFACTS``), else the
-current directory; it holds ``calib_sets/``, ``engines/``, ``reports/`` and ``models/``. ``resolve`` turns a name or path from a
-query parameter, form field or record into a real path and refuses anything that, after following
-every symlink, lies outside the allowed artifact folder(s): ``..`` segments, absolute paths elsewhere,
-symlinks that lead out, NUL bytes. Pages never open a path that did not come through it.
+current directory; it holds ``calib_sets/``, ``engines/``, ``reports/`` and ``models/``. ``resolve`` turns a
+name or path from a query parameter, form field or record into a real path and refuses anything that,
+after following every symlink, lies outside the allowed artifact folder(s): ``..`` segments, absolute
+paths elsewhere, symlinks that lead out, NUL bytes. Pages never open a path that did not come through it.
 """
 
 from __future__ import annotations

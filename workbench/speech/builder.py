@@ -120,7 +120,8 @@ def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Cl
         set_checks = {**checks, "paired_with": f"{cfg.name}-{'eval' if role == 'calib' else 'calib'}",
                       "requested_per_condition": per_condition,
                       "shortfall": shortfall(clips, per_condition, cfg)}
-        specs.append(SetSpec(area_path("calib_sets", root) / f"{cfg.name}-{role}", clips, _made(cfg, role, source, extra),
+        folder = area_path("calib_sets", root) / f"{cfg.name}-{role}"
+        specs.append(SetSpec(folder, clips, _made(cfg, role, source, extra),
                              skipped[role], set_checks))
     calib_set, eval_set = write_sets(specs)  # both replaced together, or neither
     return BuiltSets(calib_set, eval_set, checks)

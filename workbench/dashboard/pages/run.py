@@ -1,7 +1,7 @@
 """Run page: start a calibration, layer comparison, search or sign-off job in the background (its typed inputs
 run by ``python -m workbench.jobs``) for the demo model shipped in the package or any model folder under
-the workspace's models/ (or a Hugging Face hub id) and any set under calib_sets/, then follow its progress and log; errors are shown as the
-job printed them."""
+the workspace's models/ (or a Hugging Face hub id) and any set under calib_sets/, then follow its progress
+and log; errors are shown as the job printed them."""
 
 from __future__ import annotations
 
