@@ -8,10 +8,13 @@ import shutil
 
 import pytest
 
-from workbench.config import CONDITIONS, MAJORITY_ACCENT, SetBuildConfig
+from workbench.config import CONDITIONS, MAJORITY_ACCENT, EngineProfile, SetBuildConfig
 from workbench.errors import WorkbenchError
-from workbench.speech.builder import bucket_targets, build_synthetic_sets, disjointness, partition_speakers
-from workbench.speech.records import Clip, Utterance
+from workbench.speech.builder import bucket_targets, build_synthetic_sets
+from workbench.speech.overlap import overlap
+from workbench.speech.profiles import card_profile
+from workbench.speech.split import partition_speakers
+from workbench.speech.records import Utterance
 from workbench.speech.store import load_set, verify_set
 from workbench.speech.text import sentence_pool, split_of
 
@@ -32,8 +35,10 @@ def test_bucket_targets_split_odd_counts():
 
 
 def test_utterances_match_their_stratum_and_condition(tiny_sets, tiny_config):
-    profile, ranges = tiny_config.profile, tiny_config.conditions
+    ranges = tiny_config.conditions
     for speech_set in (tiny_sets.calib, tiny_sets.eval):
+        profile = card_profile(speech_set.card)  # synthetic speech is made to fit the default profile
+        assert profile == EngineProfile() and "fixed" in speech_set.card["profile"]["how"]
         for utt, audio in speech_set.iter_audio():
             assert abs(len(audio) / 16_000 - utt.duration_s) < 1e-3
             assert profile.bucket_of(utt.duration_s) == utt.bucket
@@ -68,14 +73,12 @@ def test_text_pools_are_disjoint_and_large():
     assert not set(pools["calib"]) & set(pools["eval"])
 
 
-def _clip(text: str, speaker: str) -> Clip:
-    import numpy as np
-
-    return Clip(Utterance("x", text, speaker, speaker, "us", "quiet", 1.0, "t"), np.zeros(1, dtype="float32"))
+def _utt(text: str, speaker: str) -> Utterance:
+    return Utterance("x", text, speaker, speaker, "us", "quiet", 1.0, "t")
 
 
 def test_disjointness_detects_overlap():
-    report = disjointness([_clip("A B", "s1"), _clip("C D", "s2")], [_clip("A B", "s3"), _clip("E F", "s2")])
+    report = overlap([_utt("A B", "s1"), _utt("C D", "s2")], [_utt("A B", "s3"), _utt("E F", "s2")])
     assert report["shared_texts"] == ["A B"] and report["shared_speakers"] == ["s2"]
     assert not report["disjoint_by_text"] and not report["disjoint_by_speaker"]
 

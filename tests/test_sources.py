@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from workbench.config import SetBuildConfig
+from workbench.config import EngineProfile, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.speech.builder import build_external_sets
 from workbench.speech.sources import AudioFolderSource, HFDatasetSource, ManifestSource, collect
@@ -126,7 +126,7 @@ def _check_bad_input_handling(clips, skipped, built, key) -> None:
 
 
 def _build(clips, skipped, tmp_path, name):
-    cfg = SetBuildConfig(name=name, calib_per_condition=4, eval_per_condition=2, workers=1)
+    cfg = SetBuildConfig(name=name, calib_per_condition=4, eval_per_condition=2, workers=1, profile=EngineProfile())
     return build_external_sets(cfg, clips, skipped, name, root=tmp_path / "sets")
 
 
@@ -203,7 +203,7 @@ def test_hf_dataset_on_disk(tmp_path, speech_like):
 def test_balance_with_external_clips(audio_folder, tmp_path):
     """Every condition x bucket stratum holds the requested count; noisy copies carry measured SNR."""
     clips, skipped = collect(AudioFolderSource(audio_folder))
-    cfg = SetBuildConfig(name="bal", calib_per_condition=3, eval_per_condition=2, workers=1)
+    cfg = SetBuildConfig(name="bal", calib_per_condition=3, eval_per_condition=2, workers=1, profile=EngineProfile())
     built = build_external_sets(cfg, clips, skipped, "folder", root=tmp_path / "sets")
     assert built.calib.card["strata"] == {c: {"long": 1, "short": 2} for c in ("accented", "noisy", "quiet")}
     assert built.calib.card["checks"]["shortfall"] == {}
@@ -216,7 +216,7 @@ def test_balance_with_external_clips(audio_folder, tmp_path):
 
 def test_shortfall_is_reported(audio_folder, tmp_path):
     clips, skipped = collect(AudioFolderSource(audio_folder))
-    cfg = SetBuildConfig(name="short", calib_per_condition=20, eval_per_condition=2, workers=1)
+    cfg = SetBuildConfig(name="short", calib_per_condition=20, eval_per_condition=2, workers=1, profile=EngineProfile())
     built = build_external_sets(cfg, clips, skipped, "folder", root=tmp_path / "sets")
     assert built.calib.card["checks"]["shortfall"]  # not enough clips for 10 per stratum
     assert "accented/short" in built.calib.card["checks"]["shortfall"]

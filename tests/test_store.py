@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import workbench.speech.store as store
-from workbench.config import SetBuildConfig
+from workbench.config import EngineProfile, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.speech.builder import build_external_sets
 from workbench.speech.records import Clip, Utterance
@@ -54,7 +54,7 @@ def test_failed_build_leaves_existing_sets_untouched(existing, speech_like, monk
         real_write(path, samples)
 
     monkeypatch.setattr(store, "write_flac", flaky_write)
-    cfg = SetBuildConfig(name="tiny", calib_per_condition=2, eval_per_condition=2, workers=1)
+    cfg = SetBuildConfig(name="tiny", calib_per_condition=2, eval_per_condition=2, workers=1, profile=EngineProfile())
     with pytest.raises(error):
         build_external_sets(cfg, _clips(speech_like), [], "test", root=existing)
     assert calls["n"] == fail_at
@@ -64,7 +64,7 @@ def test_failed_build_leaves_existing_sets_untouched(existing, speech_like, monk
 
 def test_successful_rebuild_replaces_both_and_leaves_no_temp(existing, speech_like):
     old_hashes = {p.name: store.load_set(p).content_hash for p in existing.iterdir()}
-    cfg = SetBuildConfig(name="tiny", calib_per_condition=2, eval_per_condition=2, workers=1)
+    cfg = SetBuildConfig(name="tiny", calib_per_condition=2, eval_per_condition=2, workers=1, profile=EngineProfile())
     built = build_external_sets(cfg, _clips(speech_like), [], "test", root=existing)
     assert sorted(p.name for p in existing.iterdir()) == ["tiny-calib", "tiny-eval"]
     assert built.calib.content_hash != old_hashes["tiny-calib"]

@@ -3,6 +3,8 @@ of the workbench's JSON artifacts (format tag, version, a clear user error with 
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import hashlib
 import json
 import os
@@ -60,9 +62,34 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def exchange_paths(a: Path, b: Path) -> bool:
+    """Swap two existing paths atomically (Linux ``renameat2`` with ``RENAME_EXCHANGE``).
+
+    Returns False where the C library or the file system cannot (the caller then falls back to two
+    renames); other failures raise ``OSError``.
+    """
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(str(a)), _AT_FDCWD, os.fsencode(str(b)), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
 @contextmanager
 def atomic_directory(final: Path) -> Iterator[Path]:
-    """Yield a temporary folder beside ``final``; on success it replaces ``final`` in one rename.
+    """Yield a temporary folder beside ``final``; on success it replaces ``final`` in one rename (an
+    atomic swap where the system has one, so even a process killed at that moment leaves the old or the
+    new folder at ``final``, never neither).
 
     On any exception the temporary folder is removed and an existing ``final`` is untouched.
     """
@@ -74,6 +101,9 @@ def atomic_directory(final: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if final.is_dir() and exchange_paths(tmp, final):  # one atomic swap: no moment without a set at ``final``
+        shutil.rmtree(tmp, ignore_errors=True)  # ``tmp`` now holds the old contents
+        return
     backup = None
     if final.exists():
         backup = final.with_name(f".{final.name}.old")

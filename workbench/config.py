@@ -12,6 +12,11 @@ SAMPLE_RATE = 16_000
 DEMO_MODEL_RESOURCE = "demo_model"
 
 CONDITIONS: tuple[str, ...] = ("quiet", "noisy", "accented")
+LAYOUTS: tuple[str, ...] = ("librispeech", "commonvoice", "folder", "manifest", "hf")  # sources of real speech
+NOISY_CONDITION = "noisy"
+REVERBERANT_CONDITION = "noisy-reverberant"  # the noisy condition after a room impulse response (--rir-dir)
+UNLABELLED_ACCENT = "unknown"  # Common Voice clips whose speaker gave no accent
+UNLABELLED_ACCENT_CONDITION = "accent-unknown"  # their own condition row, neither quiet nor accented
 NOISE_KINDS: tuple[str, ...] = ("white", "pink", "brown", "babble", "hum")
 MAJORITY_ACCENT = "us"
 
@@ -58,7 +63,11 @@ class ConditionRanges:
 
 @dataclass(frozen=True)
 class SetBuildConfig:
-    """How ``data build`` makes a calibration set and an evaluation set."""
+    """How ``data build`` makes a calibration set and an evaluation set.
+
+    ``profile`` None: derived from the source's durations (shortest, median, longest); synthetic
+    speech, which is made to fit a profile, uses ``EngineProfile()`` then.
+    """
 
     name: str = "demo"
     calib_per_condition: int = 100
@@ -66,6 +75,23 @@ class SetBuildConfig:
     # speaker-block WER-delta interval past the default 0.3-point gate (seen with 40 per condition)
     eval_per_condition: int = 100
     seed: int = 0
-    profile: EngineProfile = field(default_factory=EngineProfile)
+    profile: EngineProfile | None = None
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
     workers: int = 2
+    noise_dir: Path | None = None  # recorded noise for the noisy condition (else generated noise)
+    rir_dir: Path | None = None  # room impulse responses: adds the reverberant noisy condition
+
+
+@dataclass(frozen=True)
+class ImportDefaults:
+    """Defaults of ``data import`` (a whole source stored as one calibration or evaluation set)."""
+
+    role: str = "eval"
+    workers: int = 2
+    noisy_share: float = 0.0  # share of quiet clips that also get a noisy copy (0: none)
+    in_flight_per_worker: int = 4  # decoded clips queued per worker: bounds memory, keeps workers busy
+
+
+# Sign-off: what to do with evaluation clips outside the deployment profile (refuse, score, skip)
+OUTSIDE_PROFILE_POLICIES: tuple[str, ...] = ("refuse", "score", "skip")
+OUTSIDE_PROFILE_DEFAULT = "refuse"

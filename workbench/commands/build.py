@@ -1,6 +1,6 @@
 """``python -m workbench build --backend tensorrt --onnx PATH``: ONNX variant -> cached TensorRT engine.
 
-The profile's lengths come from a calibration set's durations (``--set``) or explicit seconds;
+The profile's lengths come from a calibration set's recorded profile (``--set``) or explicit seconds;
 its batch range from ``--batch``. Prints the engine path, build time and precision summary counts
 (the build job, ``workbench.jobs.build``).
 """
@@ -21,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = EngineProfile()
     parser.add_argument("--backend", choices=["tensorrt"], default="tensorrt", help="engine back-end")
     parser.add_argument("--onnx", type=Path, required=True, help="ONNX model (FP32, FP16, Q/DQ INT8 or mixed)")
-    parser.add_argument("--set", dest="set_name", help="calibration set whose durations give min/opt/max length")
+    parser.add_argument("--set", dest="set_name",
+                        help="calibration set whose engine profile (or durations) gives min/opt/max length")
     parser.add_argument("--batch", default="1,8,32", help="batch sizes, comma separated (min/opt/max of them)")
     parser.add_argument("--min-seconds", type=float, default=defaults.min_s, help="shortest audio (without --set)")
     parser.add_argument("--opt-seconds", type=float, default=defaults.opt_s, help="typical audio (without --set)")

@@ -1,4 +1,8 @@
-"""``python -m workbench data build|show|list``: balanced calibration/evaluation speech sets (the sets job)."""
+"""``python -m workbench data build|import|show|list``: calibration and evaluation speech sets.
+
+``build`` makes a balanced calibration/evaluation pair (the sets job); ``import`` stores a whole source
+as one calibration-only or evaluation-only set (the import_set job).
+"""
 
 from __future__ import annotations
 
@@ -6,32 +10,65 @@ import argparse
 from pathlib import Path
 
 from workbench.commands.options import print_lines
-from workbench.config import EngineProfile, SetBuildConfig
+from workbench.config import LAYOUTS, ImportDefaults, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.workspace import area_default
+
+LAYOUT_HELP = ("where --path points: librispeech (a split folder, <speaker>/<chapter>/*.flac + *.trans.txt), "
+               "commonvoice (the folder with clips/ and the TSVs), folder (audio + .txt), manifest (JSONL), "
+               "hf (hub id or save_to_disk folder)")
+
+
+def _source_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--path", help="the source: see --source")
+    parser.add_argument("--split", help="hf: dataset split (default train); commonvoice: the TSV, "
+                                        "train|dev|test|validated or a .tsv path (default test)")
+    parser.add_argument("--audio-column", default="audio", help="hf: audio column")
+    parser.add_argument("--text-column", default="text", help="hf: transcript column")
+    parser.add_argument("--speaker-column", help="hf: speaker column")
+    parser.add_argument("--accent-column", help="hf: accent column")
+
+
+def _profile_and_noise_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--min-seconds", type=float, help="fix the engine profile's shortest clip "
+                                                          "(default: derived from the data)")
+    parser.add_argument("--opt-seconds", type=float, help="fix the profile's typical clip (default: the median)")
+    parser.add_argument("--max-seconds", type=float, help="fix the profile's longest clip (default: the longest)")
+    parser.add_argument("--noise-dir", type=Path, help="recorded noise (MUSAN/DEMAND style, a sub-folder per "
+                                                       "kind) for the noisy condition instead of generated noise")
+    parser.add_argument("--rir-dir", type=Path, help="room impulse responses: adds a reverberant noisy condition")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="data_command", metavar="<action>", required=True)
     build = sub.add_parser("build", help="make a calibration set and an evaluation set")
     defaults = SetBuildConfig()
-    profile = EngineProfile()
     build.add_argument("--name", default=defaults.name, help="sets are written as calib_sets/NAME-calib and NAME-eval")
-    build.add_argument("--source", default="synthetic", choices=["synthetic", "hf", "folder", "manifest"])
-    build.add_argument("--path", help="hub id or saved dataset (hf), folder (folder) or JSONL file (manifest)")
-    build.add_argument("--split", default="train", help="dataset split (hf)")
-    build.add_argument("--audio-column", default="audio")
-    build.add_argument("--text-column", default="text")
-    build.add_argument("--speaker-column")
-    build.add_argument("--accent-column")
+    build.add_argument("--source", default="synthetic", choices=["synthetic", *LAYOUTS],
+                       help="synthetic speech, or " + LAYOUT_HELP)
+    _source_arguments(build)
     build.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition)
     build.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition)
-    build.add_argument("--min-seconds", type=float, default=profile.min_s)
-    build.add_argument("--opt-seconds", type=float, default=profile.opt_s)
-    build.add_argument("--max-seconds", type=float, default=profile.max_s)
+    _profile_and_noise_arguments(build)
     build.add_argument("--seed", type=int, default=defaults.seed)
     build.add_argument("--workers", type=int, default=defaults.workers)
     build.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    imp = sub.add_parser("import", help="store a whole source as one evaluation or calibration set")
+    idef = ImportDefaults()
+    imp.add_argument("--name", required=True, help="the set is written as calib_sets/NAME")
+    imp.add_argument("--role", choices=["eval", "calib"], default=idef.role, help="evaluation or calibration set")
+    imp.add_argument("--source", required=True, choices=LAYOUTS, help=LAYOUT_HELP)
+    _source_arguments(imp)
+    _profile_and_noise_arguments(imp)
+    imp.add_argument("--noisy-share", type=float, default=idef.noisy_share,
+                     help="share of quiet clips that also get a noisy copy (and a reverberant one with --rir-dir)")
+    imp.add_argument("--take", type=int, help="keep a seeded sample of N usable utterances (default: all)")
+    imp.add_argument("--disjoint-from", metavar="SET",
+                     help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)")
+    imp.add_argument("--seed", type=int, default=0)
+    imp.add_argument("--workers", type=int, default=idef.workers, help="decoding processes")
+    imp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    imp.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     show = sub.add_parser("show", help="print a set's balance table and card summary")
     show.add_argument("name", help="set name under calib_sets/ or a path")
     show.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
@@ -40,17 +77,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args: argparse.Namespace) -> SetBuildConfig:
+    from workbench.speech.profiles import fixed_profile
+
     if args.calib_per_condition < 1 or args.eval_per_condition < 1:
         raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
-    try:
-        profile = EngineProfile(args.min_seconds, args.opt_seconds, args.max_seconds)
-    except ValueError as exc:
-        raise WorkbenchError(str(exc)) from exc
     if not args.name.replace("-", "").replace("_", "").isalnum():
         raise WorkbenchError(f"set name {args.name!r} may hold only letters, digits, '-' and '_'")
     return SetBuildConfig(name=args.name, calib_per_condition=args.calib_per_condition,
                           eval_per_condition=args.eval_per_condition, seed=args.seed,
-                          profile=profile, workers=max(1, args.workers))
+                          profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
+                          workers=max(1, args.workers), noise_dir=args.noise_dir, rir_dir=args.rir_dir)
+
+
+def _source_fields(args: argparse.Namespace) -> dict:
+    return {"source": args.source, "path": args.path, "split": args.split, "audio_column": args.audio_column,
+            "text_column": args.text_column, "speaker_column": args.speaker_column,
+            "accent_column": args.accent_column, "root": args.root}
+
+
+def _import(args: argparse.Namespace) -> list[str]:
+    from workbench.jobs import import_set
+    from workbench.speech.importer import ImportConfig
+    from workbench.speech.profiles import fixed_profile
+
+    config = ImportConfig(name=args.name, role=args.role, workers=args.workers, seed=args.seed, take=args.take,
+                          profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
+                          noisy_share=args.noisy_share, noise_dir=args.noise_dir, rir_dir=args.rir_dir,
+                          disjoint_from=args.disjoint_from)
+    inputs = import_set.ImportInputs(config, progress=not args.no_progress, **_source_fields(args))
+    return import_set.run(inputs).lines()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,14 +113,15 @@ def run(args: argparse.Namespace) -> int:
     from workbench.speech.store import load_set
 
     if args.data_command == "build":
-        inputs = sets.SetsInputs(_config(args), args.source, args.path, args.split, args.audio_column,
-                                 args.text_column, args.speaker_column, args.accent_column, root=args.root)
-        print_lines(sets.run(inputs).lines())
+        print_lines(sets.run(sets.SetsInputs(_config(args), **_source_fields(args))).lines())
+        return 0
+    if args.data_command == "import":
+        print_lines(_import(args))
         return 0
     if args.data_command == "show":
         print_lines(sets.set_lines(load_set(args.name, root=args.root)))
         return 0
-    listed = sorted(p for p in Path(args.root).glob("*") if (p / "card.json").exists())
+    listed = sorted(p for p in Path(args.root).glob("*") if not p.name.startswith(".") and (p / "card.json").exists())
     if not listed:
         print("no sets yet; build one with: python -m workbench data build")
     for path in listed:

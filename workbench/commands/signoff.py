@@ -13,6 +13,7 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
+from workbench.config import OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
 from workbench.commands.options import print_lines
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
@@ -45,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
     parser.add_argument("--engines", type=Path, default=area_default("engines"),
                         help="where variants built from --model go (default: engines/ of the workspace)")
+    parser.add_argument("--outside-profile", choices=OUTSIDE_PROFILE_POLICIES, default=OUTSIDE_PROFILE_DEFAULT,
+                        help="evaluation clips outside the deployment profile: refuse (default), score them "
+                             "anyway, or skip them; the report says which")
+    parser.add_argument("--min-seconds", type=float, help="deployment profile's shortest clip "
+                                                          "(default: the calibration set's profile)")
+    parser.add_argument("--max-seconds", type=float, help="deployment profile's longest clip "
+                                                          "(default: the calibration set's profile)")
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
 
 
@@ -76,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         eval_set=args.eval_set, out_dir=out, candidates=candidates, model=args.model, calib_set=args.calib_set,
         method=args.method, cache=args.cache, gates=load_gate_config(args.gates), latency=latency,
         sensitivity=args.sensitivity, threads=args.threads, providers=tuple(p for p in args.providers.split(",") if p),
-        resamples=args.resamples, seed=args.seed, limit=args.limit, engines=args.engines, calib_root=args.root)
+        resamples=args.resamples, seed=args.seed, limit=args.limit, engines=args.engines, calib_root=args.root,
+        outside_profile=args.outside_profile, profile_min_s=args.min_seconds, profile_max_s=args.max_seconds)
     print_lines(signoff.run(inputs).lines())
     return 0

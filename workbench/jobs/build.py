@@ -1,7 +1,7 @@
 """The build job: an ONNX variant (FP32, FP16, Q/DQ INT8 or mixed) -> a cached TensorRT engine.
 
-The profile's lengths come from a calibration set's durations (``set_name``) or explicit seconds; its
-batch range from ``batches``. The result carries the engine path, build time and precision summary.
+The profile's lengths come from a calibration set's recorded profile (``set_name``; its durations for
+sets that record none) or explicit seconds; its batch range from ``batches``. The result carries the engine path, build time and precision summary.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from workbench.backends.tensorrt.loader import TensorRT, load_tensorrt
 from workbench.backends.tensorrt.profile import Range, samples_from_durations
 from workbench.config import SAMPLE_RATE, EngineProfile
 from workbench.errors import WorkbenchError
+from workbench.speech.profiles import card_profile
 from workbench.speech.store import load_set
 from workbench.workspace import default_area
 
@@ -53,10 +54,14 @@ class BuildJobResult:
 
 
 def samples_from_set(name: str | Path, root: Path | None = None) -> tuple[Range, dict[str, str]]:
-    """Samples range from a stored calibration set, plus the set's provenance (name, content hash)."""
+    """Samples range from a stored calibration set's engine profile (its durations for sets that record
+    none), plus the set's provenance (name, content hash)."""
     speech_set = load_set(name, root)
-    durations = [u.duration_s for u in speech_set.utterances]
-    return samples_from_durations(durations), {"name": speech_set.name, "content_hash": speech_set.content_hash}
+    provenance = {"name": speech_set.name, "content_hash": speech_set.content_hash}
+    profile = card_profile(speech_set.card)
+    if profile is not None:
+        return samples_from_durations([profile.min_s, profile.opt_s, profile.max_s]), provenance
+    return samples_from_durations([u.duration_s for u in speech_set.utterances]), provenance
 
 
 def run(inputs: BuildInputs) -> BuildJobResult:

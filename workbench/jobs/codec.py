@@ -23,6 +23,7 @@ FORMAT = "workbench-job/1"
 # job name -> (module, input dataclass)
 JOBS: dict[str, tuple[str, str]] = {
     "sets": ("workbench.jobs.sets", "SetsInputs"),
+    "import_set": ("workbench.jobs.import_set", "ImportInputs"),
     "calibrate": ("workbench.jobs.calibrate", "CalibrateInputs"),
     "compare": ("workbench.jobs.compare", "CompareInputs"),
     "search": ("workbench.jobs.search", "SearchInputs"),

@@ -1,33 +1,38 @@
 """The sets job: build a balanced calibration set and a disjoint evaluation set (``<name>-calib``, ``<name>-eval``).
 
-The source is synthetic speech (the embedded TTS voices and WordNet text) or the user's speech: a
-Hugging Face dataset, an audio folder or a JSONL manifest. ``set_lines`` describes a stored set (its
-balance table, accents, noise kinds, SNR range and what was skipped).
+The source is synthetic speech (the embedded TTS voices and WordNet text) or the user's speech in one
+of the layouts of ``workbench.speech.layouts`` (LibriSpeech, Common Voice, a Hugging Face dataset, an
+audio folder or a JSONL manifest). ``set_lines`` describes a stored set (its balance table, accents,
+noise kinds, SNR range and what was skipped); ``profile_lines`` its engine profile and what a fixed
+profile left out.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from workbench.config import SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.speech import builder, sources
 from workbench.speech.builder import BuiltSets
+from workbench.speech.layouts import LAYOUTS, SourceOptions, open_source
 from workbench.speech.store import SpeechSet, balance_table
 from workbench.workspace import default_area
 
-SOURCES = ("synthetic", "hf", "folder", "manifest")
+SOURCES = ("synthetic", *LAYOUTS)
 
 
 @dataclass(frozen=True)
 class SetsInputs:
-    """How many utterances per condition, the engine profile and seed (``config``), and where speech comes from."""
+    """How many utterances per condition, the engine profile, noise folders and seed (``config``), and where
+    speech comes from."""
 
     config: SetBuildConfig = field(default_factory=SetBuildConfig)
     source: str = "synthetic"
-    path: str | None = None  # hub id or saved dataset (hf), folder (folder) or JSONL file (manifest)
-    split: str = "train"
+    path: str | None = None  # see workbench.speech.layouts.LAYOUTS
+    split: str | None = None  # hf: dataset split (default train); commonvoice: the TSV (default test)
     audio_column: str = "audio"
     text_column: str = "text"
     speaker_column: str | None = None
@@ -43,8 +48,10 @@ class SetsResult:
 
     def lines(self) -> list[str]:
         b = self.built
+        card = b.calib.card
         return (set_lines(b.calib) + set_lines(b.eval)
-                + [f"\ndisjoint by text: {b.checks['disjoint_by_text']}, by speaker: {b.checks['disjoint_by_speaker']}"])
+                + [f"\ndisjoint by text: {b.checks['disjoint_by_text']}, by speaker: {b.checks['disjoint_by_speaker']}"]
+                + profile_lines(card, card["made"].get("profile_fit")))
 
 
 def run(inputs: SetsInputs) -> SetsResult:
@@ -54,17 +61,28 @@ def run(inputs: SetsInputs) -> SetsResult:
         raise WorkbenchError(f"--source must be one of {', '.join(SOURCES)}, not {inputs.source!r}")
     if inputs.source == "synthetic":
         return SetsResult(builder.build_synthetic_sets(cfg, root=inputs.root))
-    if not inputs.path:
-        raise WorkbenchError(f"--source {inputs.source} needs --path")
-    source = {
-        "hf": lambda: sources.HFDatasetSource(inputs.path, inputs.split, inputs.audio_column, inputs.text_column,
-                                              inputs.speaker_column, inputs.accent_column),
-        "folder": lambda: sources.AudioFolderSource(Path(inputs.path)),
-        "manifest": lambda: sources.ManifestSource(Path(inputs.path)),
-    }[inputs.source]()
-    clips, skipped = sources.collect(source)
+    clips, skipped = sources.collect(open_source(inputs.source, inputs.path, source_options(inputs)))
     return SetsResult(builder.build_external_sets(cfg, clips, skipped, f"{inputs.source}:{inputs.path}",
                                                   root=inputs.root))
+
+
+def source_options(inputs: Any) -> SourceOptions:
+    """The layout options of ``SetsInputs`` (or any inputs with the same fields)."""
+    return SourceOptions(inputs.split, inputs.audio_column, inputs.text_column, inputs.speaker_column,
+                         inputs.accent_column)
+
+
+def profile_lines(card: dict[str, Any], fit: dict[str, Any] | None) -> list[str]:
+    """The set's engine profile, and what a fixed profile left out with the flags that would keep it."""
+    p = card.get("profile")
+    if not p:
+        return []
+    out = [f"engine profile: {p['min_s']:g} / {p['opt_s']:g} / {p['max_s']:g} s (min/opt/max), {p['how']}"]
+    if fit and fit["outside"]:
+        out.append(f"left out by the fixed profile: {fit['outside']} of {fit['total']} clips ({fit['shorter']} shorter, "
+                   f"{fit['longer']} longer; clips run {fit['shortest_s']:.2f}-{fit['longest_s']:.2f} s); to keep "
+                   f"them pass {fit['to_keep_them_pass']}, or leave out --min/--max-seconds to derive the profile")
+    return out
 
 
 def set_lines(speech_set: SpeechSet) -> list[str]:

@@ -3,7 +3,9 @@
 Without candidates, FP32, FP16 and INT8 variants are built from the model and calibration set (the
 calibrate job: export, cache reused when its keys match, Q/DQ), together with the mixed plan of a
 finished search on the same export and cache (``workbench.search.found``) unless that search used the
-evaluation set as its dev set. Every candidate is transcribed, scored (WER with paired bootstrap
+evaluation set as its dev set. A calibration set that shares speakers or texts with the evaluation set is
+refused, and evaluation clips outside the deployment profile are refused, scored or skipped as asked,
+never silently (``select_utterances``). Every candidate is transcribed, scored (WER with paired bootstrap
 intervals per condition), timed and judged by the gates; ``workbench.report`` renders the record.
 """
 
@@ -17,18 +19,22 @@ from workbench.artifacts import read_json_artifact
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
 from workbench.calibration.methods import MethodSpec
 from workbench.compare.outputs import SENSITIVITY_FORMAT
+from workbench.config import OUTSIDE_PROFILE_DEFAULT
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.gates import GateConfig, judge, recommend
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_latency
 from workbench.evaluate.machine import machine_info, package_versions
-from workbench.evaluate.transcribe import transcribe_set
+from workbench.evaluate.transcribe import transcribe
 from workbench.jobs import calibrate
 from workbench.quantize.plan import FP16
 from workbench.quantize.qdq import build_variant
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
+from workbench.speech.overlap import require_disjoint
+from workbench.speech.profiles import deployment_profile, select_in_profile
+from workbench.speech.records import Utterance
 from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import area_path, default_area
 
@@ -55,6 +61,9 @@ class SignoffInputs:
     limit: int | None = None
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
+    outside_profile: str = OUTSIDE_PROFILE_DEFAULT  # refuse, score or skip clips outside the deployment profile
+    profile_min_s: float | None = None  # deployment profile (default: the calibration set's)
+    profile_max_s: float | None = None
 
 
 @dataclass
@@ -111,11 +120,32 @@ def _speech_set(value: SpeechSet | str | Path, root: Path) -> SpeechSet:
     return value if isinstance(value, SpeechSet) else load_set(value, root=root)
 
 
+def select_utterances(eval_set: SpeechSet, calib_set: SpeechSet | None, policy: str = OUTSIDE_PROFILE_DEFAULT,
+                      min_s: float | None = None, max_s: float | None = None,
+                      limit: int | None = None) -> tuple[list[Utterance], list[str]]:
+    """The evaluation utterances to score and the notes they need: refuses a calibration set that shares
+    speakers or texts with the evaluation set, and applies ``policy`` to clips outside the deployment
+    profile (explicit seconds, else the calibration set's profile)."""
+    if calib_set is not None:
+        require_disjoint(calib_set, eval_set)
+    profile, origin = deployment_profile(calib_set.card if calib_set is not None else None,
+                                         [u.duration_s for u in calib_set.utterances] if calib_set is not None else None,
+                                         min_s, max_s)
+    utts = eval_set.utterances[:limit] if limit else eval_set.utterances
+    return select_in_profile(utts, profile, policy, origin)
+
+
 def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
     """Build the default candidates if none are given; transcribe, score, time and judge every candidate;
     write report.json/.md/.html."""
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
+    calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
+    # an overlapping pair or out-of-profile clips are refused before anything is built
+    utts, profile_notes = select_utterances(eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s,
+                                            inputs.profile_max_s, inputs.limit)
+    for note in profile_notes:
+        log(f"note: {note}")
     if not candidates:
         if not inputs.calib_set:
             raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
@@ -130,7 +160,6 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         if built.mixed_note:
             log(built.mixed_note)
         sensitivity_path = sensitivity_path or built.sensitivity
-    calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     model = Path(inputs.model) if inputs.model and Path(inputs.model).exists() else None
     if not candidates:
         raise WorkbenchError("give at least one candidate (the FP32 baseline first)")
@@ -145,7 +174,6 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         sensitivity = read_json_artifact(sensitivity_path, SENSITIVITY_FORMAT, "give a sensitivity-*.json written "
                                          "by python -m workbench compare, or drop --sensitivity",
                                          what="sensitivity file")
-    utts = eval_set.utterances[: inputs.limit] if inputs.limit else eval_set.utterances
     machine = machine_info()
     hyps: dict[str, list[str]] = {}
     latencies = {}
@@ -156,7 +184,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
 
     for name, path in candidates:
         log(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name}")
-        hyps[name] = transcribe_set(runner(path, name), eval_set, name, limit=inputs.limit).texts
+        hyps[name] = transcribe(runner(path, name), (eval_set.audio(u) for u in utts), name).texts
         if inputs.latency:
             log(f"[{name}] timing batch sizes {list(inputs.latency.batch_sizes)} x buckets {list(buckets)}")
             latencies[name] = measure_latency(runner(path, name), buckets, inputs.latency, name, machine)
@@ -176,6 +204,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     notes = [f"evaluation set {eval_set.name} content hash {eval_set.content_hash}"]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
+    notes += profile_notes
     record = build_record(accuracy=accuracy.to_json(), latency={n: r.to_json() for n, r in latencies.items()},
                           verdicts=[v.to_json() for v in verdicts], recommendation=choice,
                           gates=inputs.gates.to_json(), artifacts=artifacts, machine=machine,

@@ -7,29 +7,28 @@ check that the two sets are disjoint, and write both atomically under ``calib_se
 
 from __future__ import annotations
 
-import hashlib
-import platform
-import sys
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 from tqdm import tqdm
 
-from workbench import __version__
-from workbench.config import CONDITIONS, MAJORITY_ACCENT, SetBuildConfig
+from workbench.config import (CONDITIONS, MAJORITY_ACCENT, NOISY_CONDITION, REVERBERANT_CONDITION, EngineProfile,
+                              SetBuildConfig)
 from workbench.errors import WorkbenchError
-from workbench.speech.conditions import mix_at_snr
+from workbench.speech.noise_files import files_for_role
+from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
+from workbench.speech.overlap import overlap, overlap_message
+from workbench.speech.profiles import derive_profile, outside_reason, profile_fit, profile_json
 from workbench.speech.records import Clip, Skipped
-from workbench.speech.store import SetSpec, SpeechSet, write_sets
+from workbench.speech.split import ROLES, partition_speakers, stable_hash
+from workbench.speech.store import SetSpec, SpeechSet, made_record, write_sets
 from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
 from workbench.speech.text import sentence_pool
 from workbench.speech.tts import INSTALL_HINT, Voice, require_voices
 from workbench.workspace import area_path
-
-ROLES = ("calib", "eval")
 
 
 @dataclass
@@ -39,42 +38,22 @@ class BuiltSets:
     checks: dict[str, Any]
 
 
-def _stable_hash(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
-
-
-def partition_speakers(speakers: list[str], group_of: Callable[[str], str]) -> dict[str, str]:
-    """Assign each speaker to calib or eval: per group, a third (at least one) goes to eval.
-
-    Groups with a single speaker stay in calibration only. Deterministic, seed independent.
-    """
-    groups: dict[str, list[str]] = {}
-    for spk in sorted(set(speakers)):
-        groups.setdefault(group_of(spk), []).append(spk)
-    roles: dict[str, str] = {}
-    for members in groups.values():
-        ordered = sorted(members, key=_stable_hash)
-        n_eval = 0 if len(ordered) < 2 else max(1, len(ordered) // 3)
-        for i, spk in enumerate(ordered):
-            roles[spk] = "eval" if i < n_eval else "calib"
-    return roles
-
-
 def bucket_targets(per_condition: int, buckets: list[str]) -> dict[str, int]:
     """Utterances per duration bucket for one condition: an even split, the remainder to the first."""
     return {b: per_condition // len(buckets) + (1 if i < per_condition % len(buckets) else 0)
             for i, b in enumerate(buckets)}
 
 
-def shortfall(clips: list[Clip], per_condition: int, cfg: SetBuildConfig) -> dict[str, str]:
+def shortfall(clips: list[Clip], per_condition: int, cfg: SetBuildConfig,
+              conditions: tuple[str, ...] = CONDITIONS) -> dict[str, str]:
     """Strata (``condition/bucket``) holding fewer utterances than requested, as ``"have of wanted"``."""
-    buckets = [b for b, _, _ in cfg.profile.buckets()]
+    buckets = [b for b, _, _ in _profile(cfg).buckets()]
     have: dict[tuple[str, str], int] = {}
     for clip in clips:
         key = (clip.utterance.condition, clip.utterance.bucket or "-")
         have[key] = have.get(key, 0) + 1
     out = {}
-    for condition in CONDITIONS:
+    for condition in conditions:
         for bucket, want in bucket_targets(per_condition, buckets).items():
             got = have.get((condition, bucket), 0)
             if got < want:
@@ -82,47 +61,38 @@ def shortfall(clips: list[Clip], per_condition: int, cfg: SetBuildConfig) -> dic
     return out
 
 
-def disjointness(calib: list[Clip], evaluation: list[Clip]) -> dict[str, Any]:
-    texts = {c.utterance.text for c in calib} & {c.utterance.text for c in evaluation}
-    speakers = {c.utterance.speaker for c in calib} & {c.utterance.speaker for c in evaluation}
-    return {
-        "shared_texts": sorted(texts)[:20],
-        "shared_text_count": len(texts),
-        "shared_speakers": sorted(speakers)[:20],
-        "shared_speaker_count": len(speakers),
-        "disjoint_by_text": not texts,
-        "disjoint_by_speaker": not speakers,
-    }
+def _profile(cfg: SetBuildConfig) -> EngineProfile:
+    """The build's profile; synthetic speech is made to fit the default one when none is fixed."""
+    return cfg.profile or EngineProfile()
 
 
-def _made(cfg: SetBuildConfig, role: str, source: str, extra: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "role": role,
-        "source": source,
-        "config": asdict(cfg),
-        "workbench": __version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "command": " ".join(sys.argv),
-        **extra,
-    }
+def _noise_plans(cfg: SetBuildConfig) -> dict[str, NoisePlan]:
+    """Per role: recorded noise (and impulse responses) of that role's share of the folders, if given."""
+    plans = {}
+    for role in ROLES:
+        noise = files_for_role(cfg.noise_dir, role, "noise") if cfg.noise_dir else ()
+        rirs = files_for_role(cfg.rir_dir, role, "impulse response") if cfg.rir_dir else ()
+        plans[role] = NoisePlan(cfg.conditions, noise, rirs)
+    return plans
 
 
 def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Clip],
                      skipped: dict[str, list[Skipped]], source: str, extra: dict[str, Any],
-                     root: Path | None) -> BuiltSets:
-    checks = disjointness(calib, evaluation)
+                     root: Path | None, conditions: tuple[str, ...] = CONDITIONS, derived: bool = False,
+                     plans: dict[str, NoisePlan] | None = None) -> BuiltSets:
+    checks = overlap([c.utterance for c in calib], [c.utterance for c in evaluation])
     if not (checks["disjoint_by_text"] and checks["disjoint_by_speaker"]):
-        raise WorkbenchError(f"calibration and evaluation sets overlap: {checks}; nothing written")
+        raise WorkbenchError(f"{overlap_message(checks, f'{cfg.name}-calib', f'{cfg.name}-eval')}; nothing written")
     specs = []
     for role, clips in (("calib", calib), ("eval", evaluation)):
         per_condition = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
         set_checks = {**checks, "paired_with": f"{cfg.name}-{'eval' if role == 'calib' else 'calib'}",
                       "requested_per_condition": per_condition,
-                      "shortfall": shortfall(clips, per_condition, cfg)}
+                      "shortfall": shortfall(clips, per_condition, cfg, conditions)}
+        made_extra = {**extra, "noise": plans[role].describe()} if plans else extra
         folder = area_path("calib_sets", root) / f"{cfg.name}-{role}"
-        specs.append(SetSpec(folder, clips, _made(cfg, role, source, extra),
-                             skipped[role], set_checks))
+        specs.append(SetSpec(folder, clips, made_record(role, source, asdict(cfg), made_extra),
+                             skipped[role], set_checks, profile_json(_profile(cfg), derived)))
     calib_set, eval_set = write_sets(specs)  # both replaced together, or neither
     return BuiltSets(calib_set, eval_set, checks)
 
@@ -131,6 +101,7 @@ def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Cl
 
 
 def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
+    plans = _noise_plans(cfg)
     roles = partition_speakers([v.speaker for v in voices], lambda s: next(v.accent for v in voices if v.speaker == s))
     pools = sentence_pool()
     babble_voices = tuple(v for v in voices if v.engine == "espeak") or voices
@@ -140,7 +111,7 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
         per_condition = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
         role_voices = [v for v in voices if roles[v.speaker] == role]
         texts_by_bucket: dict[str, list[str]] = {}
-        rng = np.random.default_rng(_stable_hash(f"{cfg.seed}|{role}|texts"))
+        rng = np.random.default_rng(stable_hash(f"{cfg.seed}|{role}|texts"))
         for bucket, _, _ in cfg.profile.buckets():
             lo, hi = word_range(cfg.profile, bucket)
             cands = [t for t in pools[role] if lo <= len(t.split()) <= hi]
@@ -159,8 +130,8 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
                     slot = Slot(role, condition, bucket, index, cfg.seed)
                     jobs.append(SlotJob(slot, cond_voices, tuple(texts), babble_voices,
                                         tuple(babble_texts[i % len(babble_texts)] for i in
-                                              np.random.default_rng(_stable_hash(slot.key)).integers(0, len(babble_texts), 4)),
-                                        cfg.profile, cfg.conditions))
+                                              np.random.default_rng(stable_hash(slot.key)).integers(0, len(babble_texts), 4)),
+                                        cfg.profile, cfg.conditions, plans[role].noise_files))
     return jobs
 
 
@@ -173,6 +144,10 @@ def run_jobs(jobs: list[SlotJob], workers: int, desc: str) -> list[Clip | Skippe
 
 def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> BuiltSets:
     """Synthesise both sets of ``cfg`` under ``root`` (default: the workspace's calib_sets/)."""
+    if cfg.rir_dir:
+        raise WorkbenchError("--rir-dir makes reverberant copies of recorded speech: use it with --source "
+                             "folder/manifest/hf/librispeech/commonvoice or 'data import', not synthetic speech")
+    cfg = replace(cfg, profile=_profile(cfg))
     voices = require_voices()
     jobs = _slot_jobs(cfg, voices)
     results = run_jobs(jobs, cfg.workers, f"synthesising {cfg.name}")
@@ -184,7 +159,8 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
         else:
             skipped[job.slot.role].append(result)
     extra = {"voices": [v.speaker for v in voices], "text_source": "WordNet (wordnet-base) glosses and examples"}
-    return _check_and_write(cfg, split["calib"], split["eval"], skipped, "synthetic", extra, root)
+    plans = _noise_plans(cfg) if cfg.noise_dir else None
+    return _check_and_write(cfg, split["calib"], split["eval"], skipped, "synthetic", extra, root, plans=plans)
 
 
 # ---------------------------------------------------------------- external
@@ -193,21 +169,28 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
 def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list[Skipped],
                         source: str, root: Path | None = None) -> BuiltSets:
     """Stratify clips from a real source. Majority-accent clean clips fill 'quiet', non-majority
-    accents fill 'accented', and 'noisy' gets copies of other majority clips with noise mixed in
-    (unless the source labels clips noisy itself)."""
+    accents fill 'accented', conditions the source names (a manifest's ``condition``, e.g. telephone)
+    fill their own rows, and 'noisy' gets copies of other quiet clips with noise mixed in (unless the
+    source labels clips noisy itself); with ``cfg.rir_dir`` each of those also gets a reverberant copy.
+    Without a fixed ``cfg.profile`` the profile is derived from the clips' durations."""
+    derived = cfg.profile is None
+    if derived:
+        cfg = replace(cfg, profile=derive_profile([c.utterance.duration_s for c in clips]) if clips else EngineProfile())
+    plans = _noise_plans(cfg)
     skipped: dict[str, list[Skipped]] = {r: list(skipped_in) if r == "calib" else [] for r in ROLES}
     usable: list[Clip] = []
     for clip in clips:
         bucket = cfg.profile.bucket_of(clip.utterance.duration_s)
         if bucket is None:
-            where = "longer than" if clip.utterance.duration_s > cfg.profile.max_s else "shorter than"
-            limit = cfg.profile.max_s if clip.utterance.duration_s > cfg.profile.max_s else cfg.profile.min_s
+            reason = outside_reason(clip.utterance.duration_s, cfg.profile)
             skipped["calib"].append(Skipped(clip.utterance.extra.get("original", clip.utterance.id),
-                                            f"{clip.utterance.duration_s:.2f} s is {where} the engine profile's "
-                                            f"{limit} s; split the clip or change --min/--max-seconds"))
+                                            f"{reason}; split the clip or change --min/--max-seconds"))
             continue
         clip.utterance.bucket = bucket
         usable.append(clip)
+    fit = profile_fit([c.utterance.duration_s for c in clips], cfg.profile)
+    extras = tuple(sorted({c.utterance.condition for c in usable} - set(CONDITIONS) - {REVERBERANT_CONDITION}))
+    conditions = CONDITIONS + extras + ((REVERBERANT_CONDITION,) if cfg.rir_dir else ())
     speakers = [c.utterance.speaker for c in usable]
     if len(set(speakers)) >= 2:
         roles = partition_speakers(speakers, lambda s: next(c.utterance.accent for c in usable if c.utterance.speaker == s))
@@ -228,12 +211,14 @@ def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list
     out: dict[str, list[Clip]] = {}
     for role in ROLES:
         target = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
-        out[role] = _stratify_external(by_role[role], target, cfg, np.random.default_rng(_stable_hash(f"{cfg.seed}|{role}")))
-    return _check_and_write(cfg, out["calib"], out["eval"], skipped, source, {}, root)
+        out[role] = _stratify_external(by_role[role], target, cfg, extras, plans[role],
+                                       np.random.default_rng(stable_hash(f"{cfg.seed}|{role}")))
+    extra = {"profile_fit": fit.to_json()} if fit.outside else {}
+    return _check_and_write(cfg, out["calib"], out["eval"], skipped, source, extra, root, conditions, derived, plans)
 
 
-def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfig,
-                       rng: np.random.Generator) -> list[Clip]:
+def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfig, extras: tuple[str, ...],
+                       plan: NoisePlan, rng: np.random.Generator) -> list[Clip]:
     buckets = [b for b, _, _ in cfg.profile.buckets()]
     targets = bucket_targets(per_condition, buckets)
     order = list(rng.permutation(len(clips)))
@@ -253,29 +238,24 @@ def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfi
                     n += 1
         return picked
 
-    for clip in take(lambda c: c.utterance.accent != MAJORITY_ACCENT, targets):
-        clip.utterance.condition = "accented"
+    def quiet(c: Clip) -> bool:
+        return c.utterance.condition == "quiet" and c.utterance.accent == MAJORITY_ACCENT
+
+    for clip in take(lambda c: c.utterance.condition in ("quiet", "accented") and not quiet(c), targets):
+        clip.utterance.condition = "accented"  # a non-majority accent, whatever the source called it
         chosen.append(clip)
-    labelled_noisy = take(lambda c: c.utterance.condition == "noisy", targets)
+    for condition in extras:  # conditions the source names itself (telephone, far-field, ...)
+        chosen.extend(take(lambda c, cond=condition: c.utterance.condition == cond, targets))
+    labelled_noisy = take(lambda c: c.utterance.condition == NOISY_CONDITION, targets)
     chosen.extend(labelled_noisy)
-    for clip in take(lambda c: c.utterance.accent == MAJORITY_ACCENT and c.utterance.condition != "noisy", targets):
-        clip.utterance.condition = "quiet"
-        chosen.append(clip)
+    chosen.extend(take(quiet, targets))
     have_noisy = {b: sum(1 for c in labelled_noisy if c.utterance.bucket == b) for b in buckets}
     need_noisy = {b: max(0, targets[b] - have_noisy[b]) for b in buckets}
-    to_mix = take(lambda c: c.utterance.accent == MAJORITY_ACCENT, need_noisy)
+    to_mix = take(quiet, need_noisy)
     for k, clip in enumerate(to_mix):
-        kind = cfg.conditions.noise_kinds[k % len(cfg.conditions.noise_kinds)]
-        if kind == "babble":
-            others = [c.audio for c in clips if c is not clip][:6]
-            if not others:
-                kind = "pink"
-        snr = float(rng.uniform(*cfg.conditions.noisy_snr_db))
-        level = float(rng.uniform(*cfg.conditions.level_dbfs))
-        mix = mix_at_snr(clip.audio, snr, level, kind, rng, others if kind == "babble" else None)
-        rec = clip.utterance
-        rec.condition, rec.noise_kind = "noisy", kind
-        rec.snr_db, rec.requested_snr_db, rec.level_dbfs = round(mix.snr_db, 3), round(snr, 3), round(mix.level_dbfs, 3)
-        rec.fixes = rec.fixes + [f"{kind} noise mixed at {snr:.1f} dB SNR"]
-        chosen.append(Clip(rec, mix.audio))
+        others = [c.audio for c in clips if c is not clip][:6]
+        chosen.append(noisy_copy(clip, plan, rng, kind_index=k, others=others))
+        if plan.rir_files:
+            chosen.append(noisy_copy(clip, plan, clip_rng(cfg.seed, clip.utterance.id, "reverberant"),
+                                     new_id=f"{clip.utterance.id}-rev", reverberant=True))
     return chosen

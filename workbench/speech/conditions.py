@@ -1,7 +1,9 @@
 """Speech conditions: speech level, noise kinds and mixing at a requested SNR, measured afterwards.
 
-``apply_condition`` scales the clean speech to a level (dBFS), adds noise of one kind at a target
-SNR, and returns the mix with the SNR and level *measured* on the result (after any peak limiting).
+``mix_with_noise`` scales the clean speech to a level (dBFS), adds a noise signal at a target SNR,
+and returns the mix with the SNR and level *measured* on the result (after any peak limiting);
+``mix_at_snr`` does the same with generated noise of one kind. Recorded noise and room impulse
+responses come from ``noise_files.py``.
 """
 
 from __future__ import annotations
@@ -92,11 +94,21 @@ def mix_at_snr(
     others: list[np.ndarray] | None = None,
     peak_limit: float = 0.99,
 ) -> MixResult:
-    """Scale speech to ``level_dbfs``, add ``noise_kind`` at ``snr_db``; limit peaks by scaling both."""
+    """Scale speech to ``level_dbfs``, add generated ``noise_kind`` noise at ``snr_db``."""
+    noise = make_noise(noise_kind, len(speech), rng, others)
+    return mix_with_noise(speech, noise, snr_db, level_dbfs, peak_limit)
+
+
+def mix_with_noise(speech: np.ndarray, noise: np.ndarray, snr_db: float, level_dbfs: float,
+                   peak_limit: float = 0.99) -> MixResult:
+    """Scale speech to ``level_dbfs``, add ``noise`` (same length) at ``snr_db``; limit peaks by
+    scaling both parts. SNR and level are measured on the 16-bit signal that will be written."""
     speech = np.asarray(speech, dtype=np.float64)
+    noise = np.array(noise, dtype=np.float64)
+    if noise.shape != speech.shape:
+        raise ValueError(f"noise has {noise.shape} samples, speech {speech.shape}")
     gain = 10 ** ((level_dbfs - rms_dbfs(speech)) / 20.0)
     clean = speech * gain
-    noise = make_noise(noise_kind, len(clean), rng, others)
     p_clean = np.mean(clean**2)
     p_noise = np.mean(noise**2) + _EPS
     noise *= np.sqrt(p_clean / (p_noise * 10 ** (snr_db / 10.0)))

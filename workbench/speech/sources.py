@@ -1,82 +1,47 @@
 """External speech sources: Hugging Face datasets, a folder of audio files, a JSONL manifest.
 
-Each source yields ``Clip`` objects (16 kHz mono float32 plus an ``Utterance`` record) and reports
-inputs it could not use as ``Skipped`` with a reason. Fixes (resampling, downmixing, text
-normalisation) are recorded on the utterance. The synthetic TTS source lives in ``synthetic.py``.
+Each source lists its utterances as undecoded ``Entry`` objects (``entries()``); iterating a source
+yields ``Clip`` objects (16 kHz mono float32 plus an ``Utterance`` record) and reports inputs it could
+not use as ``Skipped`` with a reason. Fixes (resampling, downmixing, text normalisation) are recorded
+on the utterance. Corpus layouts (LibriSpeech, Common Voice) live in ``layouts/``; the synthetic TTS
+source in ``synthetic.py``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Union
+from typing import Any, Iterable, Iterator
 
-from workbench.config import MAJORITY_ACCENT
 from workbench.errors import WorkbenchError
-from workbench.speech.audio import AudioProblem, PreparedAudio, prepare, read_audio
-from workbench.speech.records import Clip, Skipped, Utterance
-from workbench.speech.text import normalise_text
+from workbench.speech.entries import AudioRef, Entry, Item, load_entry
+from workbench.speech.records import Clip, Skipped
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3", ".aiff", ".aif", ".au")
-Item = Union[Clip, Skipped]
 
 
-def _clip_id(source: str, key: str) -> str:
-    return hashlib.sha256(f"{source}|{key}".encode()).hexdigest()[:12]
+def _missing(path: Path) -> str | None:
+    return None if path.is_file() else f"unreadable or corrupt audio (no file {path})"
 
 
-def make_clip(
-    audio: PreparedAudio,
-    raw_text: str | None,
-    source: str,
-    key: str,
-    speaker: str | None = None,
-    accent: str | None = None,
-    condition: str | None = None,
-) -> Item:
-    """Normalise text, attach metadata; an empty transcript becomes a Skipped item."""
-    if raw_text is not None and not isinstance(raw_text, str):
-        raw_text = str(raw_text)
-    if raw_text is None or not raw_text.strip():
-        return Skipped(key, "empty transcript")
-    digits = sorted({ch for ch in raw_text if ch.isdigit()})
-    if digits:
-        # dropping digits would leave a transcript that no longer says what the audio says
-        return Skipped(key, f"transcript has digits ({''.join(digits)}) the alphabet cannot spell; "
-                            f"write numbers as words: {raw_text[:60]!r}")
-    norm = normalise_text(raw_text)
-    if not norm.text:
-        return Skipped(key, f"transcript has no characters of the model's alphabet: {raw_text[:60]!r}")
-    fixes = list(audio.fixes)
-    if norm.dropped_chars:
-        fixes.append(f"folded or dropped characters outside the alphabet: {norm.dropped_chars!r}")
-    accent = (accent or MAJORITY_ACCENT).strip().lower()
-    record = Utterance(
-        id=_clip_id(source, key),
-        text=norm.text,
-        speaker=speaker or f"{source}:{key}",
-        voice=speaker or "unknown",
-        accent=accent,
-        condition=condition or ("quiet" if accent == MAJORITY_ACCENT else "accented"),
-        duration_s=round(audio.duration_s, 4),
-        source=source,
-        fixes=fixes,
-        extra={"original": key},
-    )
-    return Clip(record, audio.samples)
+class EntrySource:
+    """Base of every source: ``entries()`` lists the utterances undecoded; iterating decodes them.
 
+    ``light_entries``: entries point at files (cheap to list all at once); False when they carry audio.
+    """
 
-def _read(path: Path) -> PreparedAudio | Skipped:
-    try:
-        return read_audio(path)
-    except AudioProblem as exc:
-        return Skipped(str(path), str(exc))
+    light_entries = True
+
+    def entries(self) -> Iterator[Entry]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Item]:
+        return (load_entry(entry) for entry in self.entries())
 
 
 @dataclass
-class AudioFolderSource:
+class AudioFolderSource(EntrySource):
     """Audio files with transcripts: ``x.wav`` + ``x.txt``, or a ``transcripts.tsv`` (file<TAB>text).
 
     Optional ``speakers.tsv`` (file<TAB>speaker<TAB>accent) supplies speakers and accents; else the
@@ -95,7 +60,7 @@ class AudioFolderSource:
                     table[parts[0]] = parts[1:]
         return table
 
-    def __iter__(self) -> Iterator[Item]:
+    def entries(self) -> Iterator[Entry]:
         if not self.root.is_dir():
             raise WorkbenchError(f"audio folder {self.root} does not exist or is not a folder")
         transcripts = self._table("transcripts.tsv")
@@ -107,26 +72,23 @@ class AudioFolderSource:
             rel = path.relative_to(self.root).as_posix()
             sidecar = path.with_suffix(".txt")
             text = sidecar.read_text(encoding="utf-8") if sidecar.exists() else (transcripts.get(rel) or [None])[0]
-            audio = _read(path)
-            if isinstance(audio, Skipped):
-                yield Skipped(rel, audio.reason)
-                continue
             spk = speakers.get(rel, [])
             speaker = spk[0] if spk else (rel.split("/")[0] if "/" in rel else None)
             accent = spk[1] if len(spk) > 1 else None
-            yield make_clip(audio, text, f"folder:{self.root.name}", rel, speaker, accent)
+            yield Entry(f"folder:{self.root.name}", rel, path, text, speaker, accent)
 
 
 @dataclass
-class ManifestSource:
+class ManifestSource(EntrySource):
     """JSONL lines with ``audio`` (path, relative to the manifest) and ``text``; optional
     ``speaker``, ``accent``, ``condition``."""
 
     path: Path
 
-    def __iter__(self) -> Iterator[Item]:
+    def entries(self) -> Iterator[Entry]:
         if not self.path.exists():
             raise WorkbenchError(f"manifest {self.path} not found")
+        source = f"manifest:{self.path.name}"
         for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
@@ -134,24 +96,22 @@ class ManifestSource:
             try:
                 obj: dict[str, Any] = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield Skipped(key, f"not valid JSON: {exc}")
+                yield Entry(source, key, None, None, problem=f"not valid JSON: {exc}")
                 continue
-            if "audio" not in obj:
-                yield Skipped(key, "no 'audio' field")
+            if not isinstance(obj, dict) or "audio" not in obj:
+                yield Entry(source, key, None, None, problem="no 'audio' field")
                 continue
-            audio_path = Path(obj["audio"])
+            audio_path = Path(str(obj["audio"]))
             if not audio_path.is_absolute():
                 audio_path = self.path.parent / audio_path
-            audio = _read(audio_path)
-            if isinstance(audio, Skipped):
-                yield Skipped(f"{key} ({obj['audio']})", audio.reason)
-                continue
-            yield make_clip(audio, obj.get("text"), f"manifest:{self.path.name}", str(obj["audio"]),
-                            obj.get("speaker"), obj.get("accent"), obj.get("condition"))
+            condition = obj.get("condition")
+            yield Entry(source, str(obj["audio"]), audio_path, obj.get("text"), obj.get("speaker"),
+                        obj.get("accent"), str(condition).strip().lower() if condition else None,
+                        problem=_missing(audio_path), where=f"{key} ({obj['audio']})")
 
 
 @dataclass
-class HFDatasetSource:
+class HFDatasetSource(EntrySource):
     """A Hugging Face dataset: a hub id (online) or a folder made by ``save_to_disk``.
 
     Audio is decoded here with soundfile from the stored bytes or path, so ``datasets``' own
@@ -164,6 +124,7 @@ class HFDatasetSource:
     text_column: str = "text"
     speaker_column: str | None = None
     accent_column: str | None = None
+    light_entries = False  # rows carry their audio bytes
 
     def _load(self) -> Any:
         try:
@@ -195,32 +156,27 @@ class HFDatasetSource:
             ds = ds.cast_column(self.audio_column, datasets.Audio(decode=False))
         return ds
 
-    def __iter__(self) -> Iterator[Item]:
+    def entries(self) -> Iterator[Entry]:
         ds = self._load()
         label = Path(self.name).name if Path(self.name).exists() else self.name
+        source = f"hf:{Path(self.name).name}"
         for index, row in enumerate(ds):
             key = f"{label}[{index}]"  # independent of where a saved dataset lives: ids stay stable
-            cell = row[self.audio_column]
-            audio = self._decode(cell, key)
-            if isinstance(audio, Skipped):
-                yield audio
-                continue
+            audio = self._audio_ref(row[self.audio_column])
             speaker = str(row[self.speaker_column]) if self.speaker_column else None
             accent = str(row[self.accent_column]) if self.accent_column else None
-            yield make_clip(audio, row[self.text_column], f"hf:{Path(self.name).name}", key, speaker, accent)
+            yield Entry(source, key, audio, row[self.text_column], speaker, accent,
+                        problem=None if audio is not None else "audio cell has neither bytes, path nor array")
 
     @staticmethod
-    def _decode(cell: Any, key: str) -> PreparedAudio | Skipped:
-        try:
-            if isinstance(cell, dict) and cell.get("bytes"):
-                return read_audio(cell["bytes"])
-            if isinstance(cell, dict) and cell.get("path"):
-                return read_audio(Path(cell["path"]))
-            if isinstance(cell, dict) and "array" in cell:
-                return prepare(cell["array"], int(cell["sampling_rate"]))
-        except AudioProblem as exc:
-            return Skipped(key, str(exc))
-        return Skipped(key, "audio cell has neither bytes, path nor array")
+    def _audio_ref(cell: Any) -> AudioRef | None:
+        if isinstance(cell, dict) and cell.get("bytes"):
+            return bytes(cell["bytes"])
+        if isinstance(cell, dict) and cell.get("path"):
+            return Path(cell["path"])
+        if isinstance(cell, dict) and "array" in cell:
+            return (cell["array"], int(cell["sampling_rate"]))
+        return None
 
 
 def collect(items: Iterable[Item]) -> tuple[list[Clip], list[Skipped]]:

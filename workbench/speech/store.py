@@ -8,6 +8,8 @@ the content hash and how the set was made.
 from __future__ import annotations
 
 import json
+import platform
+import sys
 from collections import Counter
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from workbench import __version__
 from workbench.artifacts import atomic_directory, sha256_file, write_json_atomic
 from workbench.config import CONDITIONS, EngineProfile
 from workbench.errors import WorkbenchError
@@ -84,8 +87,22 @@ def strata_counts(utts: list[Utterance]) -> dict[str, dict[str, int]]:
     return {c: dict(sorted(b.items())) for c, b in sorted(table.items())}
 
 
+def made_record(role: str, source: str, config: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The card's "how it was made": role, source, configuration, versions and command line."""
+    return {
+        "role": role,
+        "source": source,
+        "config": json.loads(json.dumps(config, default=str)),  # paths as text, as the card stores them
+        "workbench": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "command": " ".join(sys.argv),
+        **(extra or {}),
+    }
+
+
 def build_card(utts: list[Utterance], chash: str, made: dict[str, Any], skipped: list[Skipped],
-               checks: dict[str, Any]) -> dict[str, Any]:
+               checks: dict[str, Any], profile: dict[str, Any] | None = None) -> dict[str, Any]:
     snrs = [u.snr_db for u in utts if u.snr_db is not None]
     return {
         "format": "workbench-speech-set/1",
@@ -97,6 +114,7 @@ def build_card(utts: list[Utterance], chash: str, made: dict[str, Any], skipped:
         "accents": dict(sorted(Counter(u.accent for u in utts).items())),
         "noise_kinds": dict(sorted(Counter(u.noise_kind or "none" for u in utts).items())),
         "speakers": len({u.speaker for u in utts}),
+        "profile": profile,
         "snr_db": {"min": min(snrs), "max": max(snrs), "mean": float(np.mean(snrs))} if snrs else None,
         "duration_histogram": duration_histogram([u.duration_s for u in utts]),
         "fixed": sum(1 for u in utts if u.fixes),
@@ -109,6 +127,7 @@ def build_card(utts: list[Utterance], chash: str, made: dict[str, Any], skipped:
 def render_card_markdown(name: str, card: dict[str, Any]) -> str:
     lines = [f"# Speech set `{name}`", "", f"- content hash: `{card['content_hash']}`",
              f"- utterances: {card['utterances']} ({card['total_duration_s']:.0f} s), speakers: {card['speakers']}",
+             f"- engine profile: {_profile_line(card.get('profile'))}",
              "", "## Balance (condition x duration bucket)", "", balance_table(card), "",
              "## Duration histogram (s)", ""]
     peak = max(card["duration_histogram"].values(), default=1)
@@ -121,6 +140,12 @@ def render_card_markdown(name: str, card: dict[str, Any]) -> str:
     lines += [f"- {s['item']}: {s['reason']}" for s in card["skipped"][:200]]
     lines += ["", "## How it was made", "", "```", json.dumps(card["made"], indent=2), "```", ""]
     return "\n".join(lines)
+
+
+def _profile_line(profile: dict[str, Any] | None) -> str:
+    if not profile:
+        return "not recorded"
+    return f"{profile['min_s']:g} / {profile['opt_s']:g} / {profile['max_s']:g} s (min/opt/max), {profile['how']}"
 
 
 def balance_table(card: dict[str, Any]) -> str:
@@ -140,26 +165,38 @@ def balance_table(card: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def _write_contents(tmp: Path, name: str, clips: list[Clip], made: dict[str, Any], skipped: list[Skipped],
-                    checks: dict[str, Any]) -> dict[str, Any]:
-    """Write audio, manifest and card of one set into the (temporary) folder ``tmp``; returns the card."""
+def write_clip_audio(folder: Path, clip: Clip) -> str:
+    """Write one clip's FLAC into a set folder being made; sets ``record.audio``, returns the file's hash."""
+    rel = f"audio/{clip.utterance.id}.flac"
+    write_flac(folder / rel, clip.audio)
+    clip.utterance.audio = rel
+    return sha256_file(folder / rel)
+
+
+def start_set(tmp: Path) -> None:
+    """Prepare a (temporary) folder to receive a set's files."""
     tmp.chmod(0o755)  # mkdtemp makes the folder private; a set is an ordinary shared artifact
-    (tmp / "audio").mkdir()
-    audio_hashes = []
-    lines = []
-    for clip in clips:
-        rel = f"audio/{clip.utterance.id}.flac"
-        write_flac(tmp / rel, clip.audio)
-        clip.utterance.audio = rel
-        audio_hashes.append(sha256_file(tmp / rel))
-        lines.append(json.dumps(clip.utterance.to_json(), sort_keys=True))
+    (tmp / "audio").mkdir(exist_ok=True)
+
+
+def finish_set(tmp: Path, name: str, utts: list[Utterance], audio_hashes: list[str], made: dict[str, Any],
+               skipped: list[Skipped], checks: dict[str, Any], profile: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write the manifest and card of a set whose audio is in ``tmp``; returns the card."""
+    lines = [json.dumps(u.to_json(), sort_keys=True) for u in utts]
     manifest = ("\n".join(lines) + "\n").encode()
     (tmp / MANIFEST).write_bytes(manifest)
-    utts = [c.utterance for c in clips]
-    card = build_card(utts, content_hash(manifest, audio_hashes), made, skipped, checks)
+    card = build_card(utts, content_hash(manifest, audio_hashes), made, skipped, checks, profile)
     write_json_atomic(tmp / CARD, card)
     (tmp / CARD_MD).write_text(render_card_markdown(name, card), encoding="utf-8")
     return card
+
+
+def _write_contents(tmp: Path, spec: "SetSpec") -> dict[str, Any]:
+    """Write audio, manifest and card of one set into the (temporary) folder ``tmp``; returns the card."""
+    start_set(tmp)
+    hashes = [write_clip_audio(tmp, clip) for clip in spec.clips]
+    return finish_set(tmp, spec.final.name, [c.utterance for c in spec.clips], hashes, spec.made, spec.skipped,
+                      spec.checks, spec.profile)
 
 
 @dataclass
@@ -171,6 +208,7 @@ class SetSpec:
     made: dict[str, Any]
     skipped: list[Skipped]
     checks: dict[str, Any]
+    profile: dict[str, Any] | None = None
 
 
 def write_sets(specs: list[SetSpec]) -> list[SpeechSet]:
@@ -187,7 +225,7 @@ def write_sets(specs: list[SetSpec]) -> list[SpeechSet]:
     with ExitStack() as stack:
         for spec in specs:
             tmp = stack.enter_context(atomic_directory(spec.final))
-            cards.append(_write_contents(tmp, spec.final.name, spec.clips, spec.made, spec.skipped, spec.checks))
+            cards.append(_write_contents(tmp, spec))
     return [SpeechSet(spec.final, card, [c.utterance for c in spec.clips]) for spec, card in zip(specs, cards)]
 
 

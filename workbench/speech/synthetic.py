@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from workbench.config import ConditionRanges, EngineProfile
-from workbench.speech.conditions import mix_at_snr
+from workbench.speech.conditions import mix_at_snr, mix_with_noise
+from workbench.speech.noise_files import NoiseBank, NoiseFile
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.speech.tts import Prosody, Voice, synthesize
 
@@ -47,6 +48,7 @@ class SlotJob:
     babble_texts: tuple[str, ...]
     profile: EngineProfile
     ranges: ConditionRanges
+    noise_files: tuple[NoiseFile, ...] = ()  # recorded noise of this slot's role (else generated noise)
 
 
 def word_range(profile: EngineProfile, bucket: str) -> tuple[int, int]:
@@ -90,12 +92,18 @@ def _apply_condition(job: SlotJob, voice: Voice, text: str, prosody: Prosody,
     else:
         kind = QUIET_FLOOR_NOISE
         snr = float(rng.uniform(*ranges.quiet_snr_db))
-    others = []
-    if kind == "babble":
-        for k in range(4):
-            bv = job.babble_voices[int(rng.integers(len(job.babble_voices)))]
-            others.append(synthesize(bv, job.babble_texts[k % len(job.babble_texts)]))
-    mix = mix_at_snr(speech, snr, level, kind, rng, others)
+    extra = {}
+    if slot.condition == "noisy" and job.noise_files:
+        noise_file, noise = NoiseBank(job.noise_files).draw(len(speech), rng)
+        kind, extra["noise_file"] = noise_file.kind, noise_file.name
+        mix = mix_with_noise(speech, noise, snr, level)
+    else:
+        others = []
+        if kind == "babble":
+            for k in range(4):
+                bv = job.babble_voices[int(rng.integers(len(job.babble_voices)))]
+                others.append(synthesize(bv, job.babble_texts[k % len(job.babble_texts)]))
+        mix = mix_at_snr(speech, snr, level, kind, rng, others)
     record = Utterance(
         id=slot.key,
         text=text,
@@ -111,6 +119,6 @@ def _apply_condition(job: SlotJob, voice: Voice, text: str, prosody: Prosody,
         level_dbfs=round(mix.level_dbfs, 3),
         bucket=slot.bucket,
         extra={"rate": round(prosody.rate, 3), "pitch": round(prosody.pitch, 1),
-               "seen_in_training": voice.seen_in_training},
+               "seen_in_training": voice.seen_in_training, **extra},
     )
     return Clip(record, mix.audio)

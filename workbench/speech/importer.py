@@ -1,0 +1,278 @@
+"""Whole-set import: a source stored as one evaluation-only or calibration-only set.
+
+Every usable utterance is kept with its speaker, accent, condition and labels (``take`` keeps a
+seeded sample of N instead, for calibrating on part of a large corpus). The import streams: the
+source lists undecoded entries, worker processes decode, check and write one clip at a time straight
+into the set's temporary folder and hand back only the record and the audio hash, so memory stays flat
+whatever the corpus size; results come back in source order, so the set does not depend on the worker
+count. The set gets the same card, content hash, skip reasons and atomic replacement as ``data
+build``. Its engine profile is derived from its durations unless fixed; a fixed profile's misfits are
+skipped, counted and the flags that would keep them named. Optional noisy (and reverberant noisy)
+copies of a share of the quiet clips use the set role's half of a noise folder, and ``disjoint_from``
+drops the speakers and texts of another set (the calibration set of a sign-off pair).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+from tqdm import tqdm
+
+from workbench.artifacts import atomic_directory
+from workbench.config import MAJORITY_ACCENT, ConditionRanges, EngineProfile, ImportDefaults
+from workbench.errors import WorkbenchError
+from workbench.speech.entries import Entry, load_entry
+from workbench.speech.noise_files import files_for_role
+from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
+from workbench.speech.profiles import ProfileFit, derive_profile, outside_reason, profile_fit, profile_json
+from workbench.speech.records import Clip, Skipped, Utterance
+from workbench.speech.split import ROLES, stable_fraction, stable_hash
+from workbench.speech.store import SpeechSet, finish_set, load_set, made_record, start_set, write_clip_audio
+from workbench.workspace import area_path
+
+_DEFAULTS = ImportDefaults()
+
+
+@dataclass(frozen=True)
+class ImportConfig:
+    """What ``data import`` stores: one set ``name`` of role ``role`` from one source."""
+
+    name: str
+    role: str = _DEFAULTS.role
+    profile: EngineProfile | None = None  # None: derived from the set's durations
+    workers: int = _DEFAULTS.workers
+    seed: int = 0
+    take: int | None = None  # keep a seeded sample of this many usable utterances (None: all)
+    noisy_share: float = _DEFAULTS.noisy_share
+    noise_dir: Path | None = None
+    rir_dir: Path | None = None
+    disjoint_from: str | None = None  # a stored set whose speakers and texts this set must not have
+    conditions: ConditionRanges = field(default_factory=ConditionRanges)
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise WorkbenchError(f"--role takes {' or '.join(ROLES)}, not {self.role!r}")
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise WorkbenchError(f"set name {self.name!r} may hold only letters, digits, '-' and '_'")
+        if not 0.0 <= self.noisy_share <= 1.0:
+            raise WorkbenchError(f"--noisy-share is a fraction between 0 and 1, not {self.noisy_share}")
+        if (self.noise_dir or self.rir_dir) and self.noisy_share == 0.0:
+            raise WorkbenchError("--noise-dir/--rir-dir make noisy copies of quiet clips: also give "
+                                 "--noisy-share (e.g. 0.25 gives a quarter of the quiet clips a noisy copy)")
+        if self.take is not None and self.take < 1:
+            raise WorkbenchError("--take must be at least 1")
+        if self.workers < 1:
+            raise WorkbenchError("--workers must be at least 1")
+
+
+@dataclass
+class ImportResult:
+    speech_set: SpeechSet
+    fit: ProfileFit  # how the source's clips fit the set's profile (none outside when it was derived)
+    derived_profile: bool
+    listed: int  # entries the source listed
+
+
+@dataclass
+class _Outcome:
+    """What a worker hands back for one entry: stored records with their audio hashes, or a skip."""
+
+    stored: list[tuple[Utterance, str]] = field(default_factory=list)
+    skipped: Skipped | None = None
+    outside_s: float | None = None  # duration of a clip the fixed profile left out
+    excluded: str | None = None  # "speaker" or "text" when ``disjoint_from`` dropped it
+
+
+@dataclass(frozen=True)
+class _Context:
+    folder: Path
+    cfg: ImportConfig
+    plan: NoisePlan
+    exclude_name: str = ""
+    exclude_speakers: frozenset[str] = frozenset()
+    exclude_texts: frozenset[str] = frozenset()
+
+
+_CONTEXT: _Context | None = None
+
+
+def _init_worker(context: _Context | None) -> None:
+    global _CONTEXT
+    _CONTEXT = context
+
+
+def _init_pool_worker(context: _Context) -> None:
+    """A worker process leaves Ctrl-C to the main process, which stops the import and waits for the
+    workers to finish their clip (a worker killed by it mid-task can leave the pool hanging)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _init_worker(context)
+
+
+def _process(entry: Entry) -> _Outcome:
+    """Decode, check and store one entry (and its noisy copies) in the set folder being made."""
+    ctx = _CONTEXT
+    assert ctx is not None, "worker context not initialised"
+    cfg = ctx.cfg
+    item = load_entry(entry)
+    if isinstance(item, Skipped):
+        return _Outcome(skipped=item)
+    rec = item.utterance
+    if cfg.profile is not None and (reason := outside_reason(rec.duration_s, cfg.profile)):
+        return _Outcome(skipped=Skipped(entry.key, f"{reason}; widen --min/--max-seconds or leave them out to "
+                                                   "derive the profile from the data"), outside_s=rec.duration_s)
+    if rec.speaker in ctx.exclude_speakers:
+        return _Outcome(skipped=Skipped(entry.key, f"speaker {rec.speaker} is also in {ctx.exclude_name}"),
+                        excluded="speaker")
+    if rec.text in ctx.exclude_texts:
+        return _Outcome(skipped=Skipped(entry.key, f"text also in {ctx.exclude_name}: {rec.text[:60]!r}"),
+                        excluded="text")
+    out = _Outcome(stored=[(rec, write_clip_audio(ctx.folder, item))])
+    if _gets_noisy_copy(rec, cfg):
+        kinds = len(ctx.plan.ranges.noise_kinds)
+        noisy = noisy_copy(item, ctx.plan, clip_rng(cfg.seed, rec.id, "noisy"), new_id=f"{rec.id}-noisy",
+                           kind_index=stable_hash(rec.id) % kinds)
+        out.stored.append((noisy.utterance, write_clip_audio(ctx.folder, noisy)))
+        if ctx.plan.rir_files:
+            reverb = noisy_copy(item, ctx.plan, clip_rng(cfg.seed, rec.id, "reverberant"), new_id=f"{rec.id}-rev",
+                                reverberant=True)
+            out.stored.append((reverb.utterance, write_clip_audio(ctx.folder, reverb)))
+    return out
+
+
+def _gets_noisy_copy(rec: Utterance, cfg: ImportConfig) -> bool:
+    return (cfg.noisy_share > 0 and rec.condition == "quiet" and rec.accent == MAJORITY_ACCENT
+            and stable_fraction(f"{cfg.seed}|{rec.id}|noisy-share") < cfg.noisy_share)
+
+
+def ordered_map(fn: Callable[[Entry], _Outcome], items: Iterable[Entry], workers: int, window: int,
+                context: _Context) -> Iterator[_Outcome]:
+    """``fn`` over ``items`` in worker processes, results in input order, at most ``window`` in flight.
+
+    Closing the iterator early cancels what has not started and waits for what has.
+    """
+    if workers <= 1:
+        _init_worker(context)
+        try:
+            yield from (fn(item) for item in items)
+        finally:
+            _init_worker(None)
+        return
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_pool_worker, initargs=(context,))
+    pending: deque[Future] = deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _plan(cfg: ImportConfig) -> NoisePlan:
+    noise = files_for_role(cfg.noise_dir, cfg.role, "noise") if cfg.noise_dir else ()
+    rirs = files_for_role(cfg.rir_dir, cfg.role, "impulse response") if cfg.rir_dir else ()
+    ranges = cfg.conditions
+    if not noise:  # generated noise, clip by clip: babble needs other clips, which a worker does not hold
+        kinds = tuple(k for k in ranges.noise_kinds if k != "babble") or ("pink",)
+        ranges = replace(ranges, noise_kinds=kinds)
+    return NoisePlan(ranges, noise, rirs)
+
+
+def _context(folder: Path, cfg: ImportConfig, root: Path) -> _Context:
+    if not cfg.disjoint_from:
+        return _Context(folder, cfg, _plan(cfg))
+    other = load_set(cfg.disjoint_from, root)
+    return _Context(folder, cfg, _plan(cfg), other.name, frozenset(u.speaker for u in other.utterances),
+                    frozenset(u.text for u in other.utterances))
+
+
+def _ordered_entries(entries: Iterator[Entry], cfg: ImportConfig, light: bool) -> tuple[Iterable[Entry], int | None]:
+    """The entries in the order they are processed, and how many there are when known."""
+    if not light:  # entries that carry their audio (a Hugging Face dataset): stream them in source order
+        return entries, None
+    listed = list(entries)
+    if cfg.take is not None:  # a seeded sample: hash order spreads it over speakers and chapters
+        listed.sort(key=lambda e: stable_hash(f"{cfg.seed}|{e.source}|{e.key}"))
+    return listed, len(listed)
+
+
+def import_set(source, cfg: ImportConfig, source_label: str, root: Path | None = None,
+               progress: bool = True) -> ImportResult:
+    """Store ``source`` (any ``EntrySource``) as set ``root/cfg.name`` (default root: the workspace's
+    calib_sets/); an existing set of that name is replaced only when the new one is complete."""
+    root = area_path("calib_sets", root)
+    final = root / cfg.name
+    if cfg.disjoint_from and load_set(cfg.disjoint_from, root).path.resolve() == final.resolve():
+        raise WorkbenchError(f"--disjoint-from {cfg.disjoint_from} names the set being imported")
+    entries, total = _ordered_entries(source.entries(), cfg, getattr(source, "light_entries", True))
+    window = cfg.workers * _DEFAULTS.in_flight_per_worker
+    stored: list[tuple[Utterance, str]] = []
+    skipped: list[Skipped] = []
+    outside: list[float] = []
+    excluded = {"speaker": 0, "text": 0}
+    seen: set[str] = set()
+    listed = kept = 0
+    with atomic_directory(final) as tmp:
+        start_set(tmp)
+        context = _context(tmp, cfg, root)
+        bar = tqdm(total=total, desc=f"importing {cfg.name}", unit="utt", disable=not progress)
+        results = ordered_map(_process, entries, cfg.workers, window, context)
+        try:
+            for outcome in results:
+                listed += 1
+                bar.update(1)
+                if outcome.skipped is not None:
+                    skipped.append(outcome.skipped)
+                    if outcome.outside_s is not None:
+                        outside.append(outcome.outside_s)
+                    if outcome.excluded:
+                        excluded[outcome.excluded] += 1
+                    continue
+                if outcome.stored[0][0].id in seen:
+                    skipped.append(Skipped(outcome.stored[0][0].extra.get("original", ""), "listed twice; kept once"))
+                    continue
+                seen.add(outcome.stored[0][0].id)
+                stored.extend(outcome.stored)
+                kept += 1
+                if cfg.take is not None and kept >= cfg.take:
+                    break
+        finally:
+            results.close()
+            bar.close()
+        if not stored:
+            raise WorkbenchError(f"no usable utterances for {cfg.name}; nothing written ({len(skipped)} inputs "
+                                 f"skipped, e.g. {skipped[0].item}: {skipped[0].reason})" if skipped else
+                                 f"the source listed no utterances for {cfg.name}; nothing written")
+        _remove_unlisted_audio(tmp, {rec.audio for rec, _ in stored})
+        derived = cfg.profile is None
+        clean = [rec.duration_s for rec, _ in stored]
+        profile = derive_profile(clean) if derived else cfg.profile
+        for rec, _ in stored:
+            rec.bucket = profile.bucket_of(rec.duration_s)
+        fit = profile_fit(clean + outside, profile)
+        checks: dict[str, Any] = {"role": cfg.role, "whole_source": cfg.take is None,
+                                  "profile_fit": fit.to_json()}
+        if cfg.take is not None:
+            checks["take"] = {"requested": cfg.take, "kept": kept}
+        if cfg.disjoint_from:
+            checks["disjoint_from"] = {"set": context.exclude_name, "dropped_for_speaker": excluded["speaker"],
+                                       "dropped_for_text": excluded["text"]}
+        made = made_record(cfg.role, source_label, asdict(cfg), {"import": True, "noise": context.plan.describe()})
+        utts = [rec for rec, _ in stored]
+        card = finish_set(tmp, cfg.name, utts, [h for _, h in stored], made, skipped, checks,
+                          profile_json(profile, derived))
+    return ImportResult(SpeechSet(final, card, utts), fit, derived, listed)
+
+
+def _remove_unlisted_audio(folder: Path, kept: set[str]) -> None:
+    """Delete audio written by workers for entries past a ``take`` (they finished after the stop)."""
+    for path in (folder / "audio").iterdir():
+        if f"audio/{path.name}" not in kept:
+            path.unlink()

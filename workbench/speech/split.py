@@ -1,0 +1,39 @@
+"""Deterministic role assignment: stable hashes, and a third of each group's members to evaluation.
+
+Used for speakers (per accent) and for noise and impulse-response files (per kind), so that the
+calibration and evaluation sets never share a speaker or a recording, on every machine and seed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Callable
+
+ROLES: tuple[str, ...] = ("calib", "eval")
+
+
+def stable_hash(text: str) -> int:
+    """A 64-bit hash of ``text`` that does not change between runs or machines."""
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+def stable_fraction(text: str) -> float:
+    """``stable_hash`` mapped to [0, 1): for deterministic 'one in N' choices."""
+    return stable_hash(text) / 2.0**64
+
+
+def partition_speakers(speakers: list[str], group_of: Callable[[str], str]) -> dict[str, str]:
+    """Assign each member to calib or eval: per group, a third (at least one) goes to eval.
+
+    Groups with a single member stay in calibration only. Deterministic, seed independent.
+    """
+    groups: dict[str, list[str]] = {}
+    for spk in sorted(set(speakers)):
+        groups.setdefault(group_of(spk), []).append(spk)
+    roles: dict[str, str] = {}
+    for members in groups.values():
+        ordered = sorted(members, key=stable_hash)
+        n_eval = 0 if len(ordered) < 2 else max(1, len(ordered) // 3)
+        for i, spk in enumerate(ordered):
+            roles[spk] = "eval" if i < n_eval else "calib"
+    return roles
