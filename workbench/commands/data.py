@@ -90,9 +90,10 @@ def _config(args: argparse.Namespace) -> SetBuildConfig:
 
 
 def _source_fields(args: argparse.Namespace) -> dict:
-    return {"source": args.source, "path": args.path, "split": args.split, "audio_column": args.audio_column,
-            "text_column": args.text_column, "speaker_column": args.speaker_column,
-            "accent_column": args.accent_column, "root": args.root}
+    from workbench.speech.layouts import SourceOptions
+
+    options = SourceOptions(args.split, args.audio_column, args.text_column, args.speaker_column, args.accent_column)
+    return {"source": args.source, "path": args.path, "options": options, "root": args.root}
 
 
 def _import(args: argparse.Namespace) -> list[str]:

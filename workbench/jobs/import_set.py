@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from workbench.jobs.sets import profile_lines, set_lines, source_options
+from workbench.jobs.sets import profile_lines, set_lines
 from workbench.speech.importer import ImportConfig, ImportResult, import_set
-from workbench.speech.layouts import open_source
+from workbench.speech.layouts import SourceOptions, open_source
 from workbench.workspace import default_area
 
 
@@ -23,12 +23,8 @@ class ImportInputs:
 
     config: ImportConfig
     source: str
-    path: str | None = None
-    split: str | None = None  # hf: dataset split (default train); commonvoice: the TSV (default test)
-    audio_column: str = "audio"
-    text_column: str = "text"
-    speaker_column: str | None = None
-    accent_column: str | None = None
+    path: str | None = None  # see workbench.config.LAYOUTS
+    options: SourceOptions = field(default_factory=SourceOptions)  # split, hf columns
     root: Path = field(default_factory=default_area("calib_sets"))
     progress: bool = True
 
@@ -44,6 +40,6 @@ class ImportJobResult:
 
 def run(inputs: ImportInputs) -> ImportJobResult:
     """Open the source and import it (an existing set of that name is replaced only by a complete one)."""
-    source = open_source(inputs.source, inputs.path, source_options(inputs))
+    source = open_source(inputs.source, inputs.path, inputs.options)
     return ImportJobResult(import_set(source, inputs.config, f"{inputs.source}:{inputs.path}", root=inputs.root,
                                       progress=inputs.progress))

@@ -31,12 +31,8 @@ class SetsInputs:
 
     config: SetBuildConfig = field(default_factory=SetBuildConfig)
     source: str = "synthetic"
-    path: str | None = None  # see workbench.speech.layouts.LAYOUTS
-    split: str | None = None  # hf: dataset split (default train); commonvoice: the TSV (default test)
-    audio_column: str = "audio"
-    text_column: str = "text"
-    speaker_column: str | None = None
-    accent_column: str | None = None
+    path: str | None = None  # see workbench.config.LAYOUTS
+    options: SourceOptions = field(default_factory=SourceOptions)  # split, hf columns
     root: Path = field(default_factory=default_area("calib_sets"))
 
 
@@ -61,15 +57,9 @@ def run(inputs: SetsInputs) -> SetsResult:
         raise WorkbenchError(f"--source must be one of {', '.join(SOURCES)}, not {inputs.source!r}")
     if inputs.source == "synthetic":
         return SetsResult(builder.build_synthetic_sets(cfg, root=inputs.root))
-    clips, skipped = sources.collect(open_source(inputs.source, inputs.path, source_options(inputs)))
+    clips, skipped = sources.collect(open_source(inputs.source, inputs.path, inputs.options))
     return SetsResult(builder.build_external_sets(cfg, clips, skipped, f"{inputs.source}:{inputs.path}",
                                                   root=inputs.root))
-
-
-def source_options(inputs: Any) -> SourceOptions:
-    """The layout options of ``SetsInputs`` (or any inputs with the same fields)."""
-    return SourceOptions(inputs.split, inputs.audio_column, inputs.text_column, inputs.speaker_column,
-                         inputs.accent_column)
 
 
 def profile_lines(card: dict[str, Any], fit: dict[str, Any] | None) -> list[str]:
