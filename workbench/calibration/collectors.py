@@ -5,7 +5,9 @@
 range arrives, the width doubles (as often as needed) and adjacent bin pairs are summed. Because
 ``|x| / 2**e`` is exact in floating point, ``floor(|x| / 2**(e+1)) == floor(floor(|x| / 2**e) / 2)``,
 so the counts after any sequence of updates equal the counts of binning every value once at the
-final width: the result depends only on the multiset of values, not on batching or order. Memory is
+final width: the result depends only on the multiset of values, not on batching or order. Float32
+arrays are counted by a compiled one-pass kernel (``kernels``) when numba is installed, others (and
+every array without numba) by numpy passes; both give the same counts. Memory is
 one float plus ``bins * refine`` int64 counts per tensor, whatever the number of clips.
 
 ``GrowingHistogram.finish`` then merges whole groups of fine bins into the ``bins``-bin histogram
@@ -21,6 +23,8 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from workbench.calibration import kernels
 
 DEFAULT_BINS = 2048
 DEFAULT_REFINE = 32
@@ -116,6 +120,16 @@ class GrowingHistogram:
         if magnitudes.size:
             self.add_magnitudes(magnitudes, float(magnitudes.max()))
 
+    def _cover(self, top: float) -> None:
+        """Start the histogram, or grow it, so that ``top`` (> 0, finite) has a bin."""
+        needed = _exponent_for(top, self.fine_bins)
+        if self.counts is None:
+            self.counts = np.zeros(self.fine_bins, dtype=np.int64)
+            self.counts[0] = self.zeros
+            self.exponent = needed
+        elif needed > self.exponent:
+            self._grow_to(needed)
+
     def add_magnitudes(self, magnitudes: np.ndarray, top: float) -> None:
         """Count |x| values (1-D, ``top`` their max); ``magnitudes`` may be overwritten."""
         if not math.isfinite(top):
@@ -126,13 +140,7 @@ class GrowingHistogram:
             else:
                 self.counts[0] += magnitudes.size
             return
-        needed = _exponent_for(top, self.fine_bins)
-        if self.counts is None:
-            self.counts = np.zeros(self.fine_bins, dtype=np.int64)
-            self.counts[0] = self.zeros
-            self.exponent = needed
-        elif needed > self.exponent:
-            self._grow_to(needed)
+        self._cover(top)
         assert self.exponent is not None
         inverse = 2.0 ** -self.exponent
         if magnitudes.dtype == np.float32 and abs(self.exponent) < 120:
@@ -143,6 +151,29 @@ class GrowingHistogram:
         index = _index_buffer(scaled.size)
         np.copyto(index, scaled, casting="unsafe")
         self.counts += np.bincount(index, minlength=self.fine_bins)
+
+    def add_compiled(self, values: np.ndarray) -> float | None:
+        """Count a contiguous 1-D float32 array with the compiled kernel; its max |x|, or None when the
+        numpy path must do it (all zeros, a NaN/inf, a range beyond float32 scaling, no numba)."""
+        if self.counts is None:
+            top = max(float(values.max()), -float(values.min()))  # NaN propagates
+            if not (math.isfinite(top) and top > 0.0):
+                return None
+            self._cover(top)
+        assert self.exponent is not None
+        if abs(self.exponent) >= 120:
+            return None
+        top, counted = kernels.count_float32(values, np.float32(2.0 ** -self.exponent), self.fine_bins, self.counts)
+        if counted:
+            return top
+        top = max(float(values.max()), -float(values.min()))  # a value beyond the range: grow and count again
+        if not math.isfinite(top):
+            return None
+        self._cover(top)
+        if abs(self.exponent) >= 120:
+            return None
+        top, counted = kernels.count_float32(values, np.float32(2.0 ** -self.exponent), self.fine_bins, self.counts)
+        return top if counted else None
 
     def finish(self) -> Histogram | None:
         """The ``bins``-bin histogram over the smallest covering range, or None if only zeros were seen."""
@@ -168,16 +199,23 @@ class StreamingStats:
         """Add one tensor's values; with ``overwrite`` the array is used as scratch space (no copies)."""
         if values.size == 0:
             return
+        hist = None
+        if self.with_histograms:
+            hist = self.histograms.get(name)
+            if hist is None:
+                hist = self.histograms[name] = GrowingHistogram(self.bins, self.refine)
+            if values.dtype == np.float32 and values.flags.c_contiguous and kernels.available():
+                top = hist.add_compiled(values.reshape(-1))
+                if top is not None:
+                    self.maxes.observe(name, top)
+                    return
         if overwrite and values.flags.writeable and values.flags.c_contiguous:
             magnitudes = np.abs(values, out=values).reshape(-1)
         else:
             magnitudes = np.abs(values).ravel()  # computed once, shared by the max and the histogram
         top = float(magnitudes.max())
         self.maxes.observe(name, top)
-        if self.with_histograms:
-            hist = self.histograms.get(name)
-            if hist is None:
-                hist = self.histograms[name] = GrowingHistogram(self.bins, self.refine)
+        if hist is not None:
             hist.add_magnitudes(magnitudes, top)
 
     def histogram(self, name: str) -> Histogram | None:

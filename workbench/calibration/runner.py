@@ -6,8 +6,9 @@ activations go straight into running maxima and exact growing histograms and are
 memory does not grow with the number of clips and neither batching nor clip order changes the result.
 Statistics of clip n are accumulated by a thread pool (one task per tensor) while ONNX Runtime runs
 clip n+1 (it releases the GIL, and its thread pool does not spin), so at most two clips' activations
-are alive at a time. ONNX Runtime's output buffers serve as the scratch space for |x| and its scaling
-(no copies) unless two outputs share memory.
+are alive at a time. The histograms are counted by a compiled one-pass kernel (``kernels``); without
+numba, ONNX Runtime's output buffers serve as the scratch space of the numpy passes (no copies)
+unless two outputs share memory. Thresholds are then searched for all tensors in parallel.
 """
 
 from __future__ import annotations
@@ -15,21 +16,41 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 import onnx
 from onnx.external_data_helper import load_external_data_for_model
 from tqdm import tqdm
 
+from workbench.calibration import kernels
 from workbench.calibration.collectors import StreamingStats
+from workbench.calibration.graph_structure import read_structure
 from workbench.calibration.methods import MethodSpec, compute_amax
 from workbench.errors import WorkbenchError
 from workbench.model.export import INPUT
 from workbench.model.features import normalise_audio
 from workbench.quantize.plan import QUANTIZABLE_OPS
+
+
+@dataclass
+class PhaseClock:
+    """Wall seconds per named phase of a calibration run (summed over repeats), for profiles."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
 
 def activation_tensors(model: onnx.ModelProto) -> list[str]:
@@ -98,41 +119,52 @@ def calibration_session(model: onnx.ModelProto | Path, names: list[str], threads
 
 
 def collect_statistics(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray], count: int | None,
-                       with_histograms: bool = True, bins: int = 2048) -> StreamingStats:
+                       with_histograms: bool = True, bins: int = 2048,
+                       clock: PhaseClock | None = None) -> StreamingStats:
     """One pass over raw 16 kHz clips (each normalised like the feature extractor does).
 
-    Given a path, the model is read only for the names of the tensors to calibrate and then dropped;
-    the session comes from the file itself (see ``calibration_session``), so the weights are not held
-    twice (once by Python, once by ONNX Runtime) during the pass. External data files are loaded.
+    Given a path, only the graph structure is read (``graph_structure.read_structure``: the weights
+    are skipped) and the session comes from the file itself (see ``calibration_session``), so the
+    weights are parsed once, by ONNX Runtime. External data files are loaded. The compiled histogram
+    kernel is imported in the background meanwhile. ``clock`` (optional) receives the wall time of
+    each phase: graph, session, inference (the runs), statistics_wait (waiting for the previous
+    clip's statistics) and statistics_tail (the last clip's statistics, after the last run).
     """
-    proto = onnx.load(str(model), load_external_data=False) if isinstance(model, Path) else model
-    names = activation_tensors(proto)
+    clock = clock or PhaseClock()
+    if with_histograms:
+        kernels.warm_up()
+    with clock.phase("graph"):
+        proto = read_structure(model) if isinstance(model, Path) else model
+        names = activation_tensors(proto)
     if not names:
         raise WorkbenchError("the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate")
-    source: onnx.ModelProto | Path = proto
-    if isinstance(model, Path):
-        if _uses_external_data(proto):  # weights in files beside it: they cannot follow a copied graph file
-            load_external_data_for_model(proto, str(model.parent))
-        else:
-            source = model
-    del proto
-    session = calibration_session(source, names)
-    del source
+    with clock.phase("session"):
+        source: onnx.ModelProto | Path = model
+        if isinstance(model, Path) and _uses_external_data(proto):
+            # weights in files beside it: they cannot follow a copied graph file
+            source = onnx.load(str(model), load_external_data=False)
+            load_external_data_for_model(source, str(model.parent))
+        del proto
+        session = calibration_session(source, names)
+        del source
     stats = StreamingStats(with_histograms=with_histograms, bins=bins)
     seen = 0
     with ThreadPoolExecutor(max_workers=_workers()) as pool:
         pending: list = []
         for audio in tqdm(clips, total=count, desc="calibration (one pass)", unit="clip"):
-            values = session.run(names, {INPUT: normalise_audio(audio)[None]})
-            for task in pending:
-                task.result()
+            with clock.phase("inference"):
+                values = session.run(names, {INPUT: normalise_audio(audio)[None]})
+            with clock.phase("statistics_wait"):
+                for task in pending:
+                    task.result()
             scratch = _unshared(values)
             pending = [pool.submit(stats.update, name, value, own)
                        for name, value, own in zip(names, values, scratch)]
             del values
             seen += 1
-        for task in pending:
-            task.result()
+        with clock.phase("statistics_tail"):
+            for task in pending:
+                task.result()
     if seen == 0:
         raise WorkbenchError("the calibration set has no clips")
     return stats
@@ -160,21 +192,21 @@ def _workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def ranges_from_statistics(stats: StreamingStats, spec: MethodSpec) -> dict[str, float]:
-    """amax per tensor with the chosen method."""
+def ranges_from_statistics(stats: StreamingStats, spec: MethodSpec, clock: PhaseClock | None = None) -> dict[str, float]:
+    """amax per tensor with the chosen method (tensors in parallel: numpy releases the GIL)."""
     names = list(stats.maxes.amax)
 
     def one(name: str) -> float:
         return compute_amax(spec, stats.maxes.amax[name], stats.histogram(name) if spec.name != "max" else None)
 
-    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+    with (clock or PhaseClock()).phase("thresholds"), ThreadPoolExecutor(max_workers=_workers()) as pool:
         values = list(tqdm(pool.map(one, names), total=len(names), desc=f"{spec.name} thresholds",
                            unit="tensor", leave=False))
     return dict(zip(names, values))
 
 
 def calibrate_ranges(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray], count: int | None,
-                     spec: MethodSpec) -> dict[str, float]:
+                     spec: MethodSpec, clock: PhaseClock | None = None) -> dict[str, float]:
     """amax per activation tensor that feeds a MatMul/Gemm/Conv, symmetric, per tensor."""
-    stats = collect_statistics(model, clips, count, with_histograms=spec.name != "max", bins=spec.bins)
-    return ranges_from_statistics(stats, spec)
+    stats = collect_statistics(model, clips, count, with_histograms=spec.name != "max", bins=spec.bins, clock=clock)
+    return ranges_from_statistics(stats, spec, clock)

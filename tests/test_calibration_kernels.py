@@ -1,0 +1,90 @@
+"""The compiled histogram kernel counts exactly what the numpy passes count; the weight-free graph reader
+sees the same structure as ``onnx.load``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from workbench.calibration import kernels
+from workbench.calibration.collectors import StreamingStats
+from workbench.calibration.graph_structure import read_structure
+from workbench.calibration.runner import activation_tensors
+
+pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba is not installed: only the numpy passes run")
+
+
+def clips(seed: int) -> list[dict[str, np.ndarray]]:
+    """Six 'clips' of tensors that grow, start at zero, sit at extreme exponents, or are not float32."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for c in range(6):
+        out.append({
+            "growing": (rng.standard_normal((3, 700)) * 3.0 ** c).astype(np.float32),
+            "shrinking": (rng.laplace(0, 1, 900) / 4.0 ** c).astype(np.float32),
+            "zeros_then_values": (np.zeros(64) if c < 3 else rng.laplace(0, 1e-3, 64)).astype(np.float32),
+            "relu": np.maximum(rng.standard_normal(800), 0).astype(np.float32),
+            "tiny": (rng.standard_normal(300) * 1e-36).astype(np.float32),
+            "huge": (rng.standard_normal(300) * 1e36).astype(np.float32),
+            "float64": rng.standard_normal(200) * (c + 1),
+            "transposed": rng.standard_normal((40, 30)).astype(np.float32).T,
+            "one_value": np.full(50, -2.5 if c % 2 else 2.5, dtype=np.float32),
+        })
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kernel_counts_equal_the_numpy_passes(monkeypatch, seed: int) -> None:
+    results = []
+    for enabled in (True, False):
+        monkeypatch.setattr(kernels, "enabled", enabled)
+        stats = StreamingStats()
+        for clip in clips(seed):
+            for name, values in clip.items():
+                stats.update(name, values.copy(), overwrite=True)
+        results.append(stats)
+    fast, slow = results
+    assert fast.maxes.amax == slow.maxes.amax
+    for name in clips(seed)[0]:
+        a, b = fast.histograms[name], slow.histograms[name]
+        assert (a.exponent, a.zeros) == (b.exponent, b.zeros), name
+        assert np.array_equal(a.counts, b.counts), name
+
+
+def test_kernel_takes_back_a_partial_count_and_leaves_the_input() -> None:
+    counts = np.zeros(8, dtype=np.int64)
+    values = np.array([0.5, 3.2, 7.9, 9.0, 1.0], dtype=np.float32)
+    before = values.copy()
+    top, done = kernels.count_float32(values, np.float32(1.0), 8, counts)
+    assert not done and top == np.float32(9.0) and not counts.any()
+    assert np.array_equal(values, before)
+    top, done = kernels.count_float32(values[:3], np.float32(1.0), 8, counts)
+    assert done and top == np.float32(7.9) and counts.tolist() == [1, 0, 0, 1, 0, 0, 0, 1]
+
+
+def test_nan_is_still_an_error() -> None:
+    stats = StreamingStats()
+    stats.update("t", np.ones(10, dtype=np.float32))
+    with pytest.raises(ValueError, match="non-finite"):
+        stats.update("t", np.array([1.0, np.nan, 2.0], dtype=np.float32))
+    with pytest.raises(ValueError, match="non-finite"):
+        StreamingStats().update("u", np.array([np.inf, 1.0], dtype=np.float32))
+
+
+def test_structure_reader_equals_onnx_load(tmp_path: Path) -> None:
+    from tests.test_calibration_runner import small_graph
+
+    path = tmp_path / "small.onnx"
+    onnx.save(small_graph(), str(path))
+    full, light = onnx.load(str(path)), read_structure(path)
+    assert activation_tensors(light) == activation_tensors(full)
+    assert light.graph.node == full.graph.node and light.opset_import == full.opset_import
+    assert [(t.name, list(t.dims), t.data_type) for t in light.graph.initializer] == \
+        [(t.name, list(t.dims), t.data_type) for t in full.graph.initializer]
+    assert all(not t.raw_data for t in light.graph.initializer)
+    external = tmp_path / "ext.onnx"
+    onnx.save(small_graph(), str(external), save_as_external_data=True, location="ext.data", size_threshold=0)
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in read_structure(external).graph.initializer)

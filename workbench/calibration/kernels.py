@@ -1,0 +1,71 @@
+"""Compiled counting kernel for the calibration histograms (numba), with numpy as the fallback.
+
+Counting |x| into the fine bins is the calibration pass's per-element cost. numpy needs six passes
+over every activation (abs, max, scale, float->int, and bincount's own min/max scan and count), about
+3.5 ns per value; the kernel here does it in one pass, about 1 ns: for each value it takes |x|, keeps
+the running max, scales by the bin width's inverse (a power of two, so exact in float32) and
+increments the bin ``trunc(|x| * inverse)``, the same bin numpy's ``copyto(intp)`` + ``bincount``
+gives. At a value at or beyond the current range (or a NaN) the kernel takes back what it counted
+and says so; the caller grows the histogram (or reports the NaN) and counts the array again.
+
+numba is imported on first use (``warm_up`` does it in a background thread while ONNX Runtime builds
+its session); the compiled code is cached on disk by numba. Without numba (``available()`` is
+False) the collectors use the numpy passes; both give the same counts (tests/test_calibration_kernels.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+import numpy as np
+
+enabled = True  # False: the numpy passes (tests compare both; a user never needs to switch)
+_lock = threading.Lock()
+_kernel: Callable | None = None
+_tried = False
+
+
+def _compile() -> Callable | None:
+    try:
+        from workbench.calibration._compiled import count_into
+    except ImportError:
+        return None
+    return count_into
+
+
+def kernel() -> Callable | None:
+    """The compiled ``count_into(values, inverse, limit, counts) -> (top, counted)``, or None."""
+    global _kernel, _tried
+    if not _tried:
+        with _lock:
+            if not _tried:
+                _kernel = _compile()
+                if _kernel is not None:  # compile (or load from numba's cache) for the one signature used
+                    _kernel(np.zeros(1, np.float32), np.float32(1.0), np.float32(2.0), np.zeros(2, np.int64))
+                _tried = True
+    return _kernel
+
+
+def available() -> bool:
+    return enabled and kernel() is not None
+
+
+def warm_up() -> threading.Thread:
+    """Import and compile in a daemon thread (returns it); ``kernel()`` then waits on the lock."""
+    thread = threading.Thread(target=kernel, name="workbench-kernel-warm-up", daemon=True)
+    thread.start()
+    return thread
+
+
+def count_float32(values: np.ndarray, inverse: np.float32, limit: int, counts: np.ndarray) -> tuple[float, bool]:
+    """Add ``trunc(|v| * inverse)`` of every value to ``counts`` (int64, ``limit`` bins).
+
+    Returns (max |v|, True) when every value fitted. On a value beyond the range or a NaN it returns
+    (max so far, False) with ``counts`` as they were. ``values`` is a contiguous 1-D float32 array;
+    it is not modified.
+    """
+    count_into = kernel()
+    assert count_into is not None, "numba is not available"
+    top, counted = count_into(values, inverse, np.float32(limit), counts)
+    return float(top), counted == values.size
