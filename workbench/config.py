@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# ops whose float inputs get INT8 Q/DQ, and so the tensors calibration measures (the inputs of these)
+QUANTIZABLE_OPS = ("MatMul", "Gemm", "Conv")
+
 SAMPLE_RATE = 16_000
 
 # Where artifacts go is the workspace (workbench/workspace.py: --workspace, $WORKBENCH_WORKSPACE, else the

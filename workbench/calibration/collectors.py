@@ -204,7 +204,7 @@ class StreamingStats:
             hist = self.histograms.get(name)
             if hist is None:
                 hist = self.histograms[name] = GrowingHistogram(self.bins, self.refine)
-            if values.dtype == np.float32 and values.flags.c_contiguous and kernels.available():
+            if values.dtype == np.float32 and values.flags.c_contiguous and kernels.ready():
                 top = hist.add_compiled(values.reshape(-1))
                 if top is not None:
                     self.maxes.observe(name, top)

@@ -30,7 +30,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from scipy.special import rel_entr
 
 LEVELS = 128  # 8-bit signed: 128 magnitude levels
 SEARCH = "modelopt-reference/1"  # recorded with the method: which entropy rules chose the thresholds
@@ -115,6 +114,8 @@ def reference_divergence(bins: np.ndarray, i: int, levels: int = LEVELS) -> floa
     both distributions are divided by their own float sums, and the ``rel_entr`` terms are summed by
     numpy; the same steps, on the same arrays, as the reference and ``scipy.stats.entropy``.
     """
+    from scipy.special import rel_entr  # only for near-ties; importing scipy costs half a second
+
     head = bins[:i]
     level = (np.arange(i) * levels) // i
     keep = head != 0

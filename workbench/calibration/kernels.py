@@ -8,9 +8,10 @@ increments the bin ``trunc(|x| * inverse)``, the same bin numpy's ``copyto(intp)
 gives. At a value at or beyond the current range (or a NaN) the kernel takes back what it counted
 and says so; the caller grows the histogram (or reports the NaN) and counts the array again.
 
-numba is imported on first use (``warm_up`` does it in a background thread while ONNX Runtime builds
-its session); the compiled code is cached on disk by numba. Without numba (``available()`` is
-False) the collectors use the numpy passes; both give the same counts (tests/test_calibration_kernels.py).
+Importing numba and loading the compiled code (cached on disk by numba) costs about a second, so the
+calibration pass starts it in a background thread (``warm_up``) while ONNX Runtime builds its session,
+and the collectors use the numpy passes until ``ready()``; without numba they always do. Both give
+the same counts (tests/test_calibration_kernels.py), so which path counted a clip never shows.
 """
 
 from __future__ import annotations
@@ -48,14 +49,26 @@ def kernel() -> Callable | None:
 
 
 def available() -> bool:
+    """Whether the compiled kernel can be used (imports and compiles it first if needed: blocks)."""
     return enabled and kernel() is not None
 
 
-def warm_up() -> threading.Thread:
-    """Import and compile in a daemon thread (returns it); ``kernel()`` then waits on the lock."""
-    thread = threading.Thread(target=kernel, name="workbench-kernel-warm-up", daemon=True)
-    thread.start()
-    return thread
+def ready() -> bool:
+    """Whether the kernel is compiled already (never blocks: while it loads, callers use numpy)."""
+    return enabled and _tried and _kernel is not None
+
+
+_warming: threading.Thread | None = None
+
+
+def warm_up() -> None:
+    """Import and compile in a daemon thread, once; ``ready()`` turns True when done."""
+    global _warming
+    with _lock:
+        if _tried or _warming is not None:
+            return
+        _warming = threading.Thread(target=kernel, name="workbench-kernel-warm-up", daemon=True)
+    _warming.start()
 
 
 def count_float32(values: np.ndarray, inverse: np.float32, limit: int, counts: np.ndarray) -> tuple[float, bool]:

@@ -21,21 +21,22 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import numpy as np
-import onnx
-from onnx.external_data_helper import load_external_data_for_model
 from tqdm import tqdm
 
 from workbench.calibration import kernels
 from workbench.calibration.collectors import StreamingStats
-from workbench.calibration.graph_structure import read_structure
+from workbench.calibration.graph_structure import GraphSummary, outputs_fragment, read_structure
 from workbench.calibration.methods import MethodSpec, compute_amax
+from workbench.config import QUANTIZABLE_OPS
 from workbench.errors import WorkbenchError
 from workbench.model.export import INPUT
 from workbench.model.features import normalise_audio
-from workbench.quantize.plan import QUANTIZABLE_OPS
+
+if TYPE_CHECKING:  # onnx is imported only where a ModelProto is handled: it costs about a second of CPU
+    import onnx
 
 
 @dataclass
@@ -53,39 +54,24 @@ class PhaseClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
 
-def activation_tensors(model: onnx.ModelProto) -> list[str]:
+def activation_tensors(model: "onnx.ModelProto | GraphSummary") -> list[str]:
     """Float activation inputs of MatMul/Gemm/Conv (initializers and constants excluded), graph order."""
-    inits = {i.name for i in model.graph.initializer}
-    consts = {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    graph = model if isinstance(model, GraphSummary) else GraphSummary.of_model(model)
+    consts = {o for n in graph.nodes if n.op_type == "Constant" for o in n.outputs}
     names: list[str] = []
-    for node in model.graph.node:
+    for node in graph.nodes:
         if node.op_type in QUANTIZABLE_OPS:
-            for name in node.input[:2]:
-                if name and name not in inits and name not in consts and name not in names:
+            for name in node.inputs[:2]:
+                if name and name not in graph.initializers and name not in consts and name not in names:
                     names.append(name)
     return names
 
 
-def _uses_external_data(model: onnx.ModelProto) -> bool:
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
-
-
-def _outputs_fragment(names: list[str]) -> bytes:
-    """Serialised ModelProto holding only a graph with ``names`` as outputs.
-
-    Protobuf merges a repeated occurrence of an embedded message field, so appending these bytes to a
-    serialised model adds ``names`` to its graph outputs without parsing or re-serialising its weights.
-    """
-    graph = onnx.GraphProto()
-    graph.output.extend(onnx.ValueInfoProto(name=name) for name in names)
-    return onnx.ModelProto(graph=graph).SerializeToString()
-
-
-def calibration_session(model: onnx.ModelProto | Path, names: list[str], threads: int | None = None):
+def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threads: int | None = None):
     """An ORT CPU session that also returns every tensor in ``names`` (graph outputs added).
 
     From a path (weights inside the file) the model is copied by the kernel to a temporary file with
-    the extra outputs appended (see ``_outputs_fragment``) and ONNX Runtime loads that file: about
+    the extra outputs appended (see ``graph_structure.outputs_fragment``) and ONNX Runtime loads that file: about
     three times faster than handing it the re-serialised model as bytes, and no Python copy of the
     weights. A ModelProto, or a model with external data, is re-serialised with the outputs swapped.
     Thread-pool spinning is off so the statistics threads get the cores while ONNX Runtime waits.
@@ -102,8 +88,10 @@ def calibration_session(model: onnx.ModelProto | Path, names: list[str], threads
             copy = Path(tmp) / model.name
             shutil.copyfile(model, copy)
             with open(copy, "ab") as handle:
-                handle.write(_outputs_fragment(names))
+                handle.write(outputs_fragment(names))
             return ort.InferenceSession(str(copy), options, providers=providers)
+    import onnx
+
     # swap the outputs in place for serialisation (a deep copy would hold the weights twice more)
     original = [onnx.ValueInfoProto.FromString(o.SerializeToString()) for o in model.graph.output]
     del model.graph.output[:]
@@ -118,7 +106,7 @@ def calibration_session(model: onnx.ModelProto | Path, names: list[str], threads
     return session
 
 
-def collect_statistics(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray], count: int | None,
+def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarray], count: int | None,
                        with_histograms: bool = True, bins: int = 2048,
                        clock: PhaseClock | None = None) -> StreamingStats:
     """One pass over raw 16 kHz clips (each normalised like the feature extractor does).
@@ -134,17 +122,19 @@ def collect_statistics(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray
     if with_histograms:
         kernels.warm_up()
     with clock.phase("graph"):
-        proto = read_structure(model) if isinstance(model, Path) else model
-        names = activation_tensors(proto)
+        structure = read_structure(model) if isinstance(model, Path) else GraphSummary.of_model(model)
+        names = activation_tensors(structure)
     if not names:
         raise WorkbenchError("the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate")
     with clock.phase("session"):
-        source: onnx.ModelProto | Path = model
-        if isinstance(model, Path) and _uses_external_data(proto):
+        source: "onnx.ModelProto | Path" = model
+        if isinstance(model, Path) and structure.external_data:
             # weights in files beside it: they cannot follow a copied graph file
+            import onnx
+            from onnx.external_data_helper import load_external_data_for_model
+
             source = onnx.load(str(model), load_external_data=False)
             load_external_data_for_model(source, str(model.parent))
-        del proto
         session = calibration_session(source, names)
         del source
     stats = StreamingStats(with_histograms=with_histograms, bins=bins)
@@ -205,7 +195,7 @@ def ranges_from_statistics(stats: StreamingStats, spec: MethodSpec, clock: Phase
     return dict(zip(names, values))
 
 
-def calibrate_ranges(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray], count: int | None,
+def calibrate_ranges(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarray], count: int | None,
                      spec: MethodSpec, clock: PhaseClock | None = None) -> dict[str, float]:
     """amax per activation tensor that feeds a MatMul/Gemm/Conv, symmetric, per tensor."""
     stats = collect_statistics(model, clips, count, with_histograms=spec.name != "max", bins=spec.bins, clock=clock)

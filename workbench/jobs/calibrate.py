@@ -16,7 +16,7 @@ from typing import Any
 from workbench import __version__
 from workbench.artifacts import sha256_file, write_bytes_atomic
 from workbench.calibration import cache as cache_mod
-from workbench.calibration import histograms
+from workbench.calibration import histograms, kernels
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
@@ -87,6 +87,8 @@ class CalibrateResult:
 def run(inputs: CalibrateInputs) -> CalibrateResult:
     """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
     spec = inputs.method
+    if spec.name != "max":
+        kernels.warm_up()  # the histogram kernel loads in the background during export and parity
     speech_set = load_set(inputs.calib_set, root=inputs.calib_root)
     mhash = model_hash(inputs.model)
     model = load_model(inputs.model)  # before any folder is made: a model that fails to load leaves nothing

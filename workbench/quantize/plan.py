@@ -10,10 +10,10 @@ from pathlib import Path
 import onnx
 
 from workbench.artifacts import write_json_atomic
+from workbench.config import QUANTIZABLE_OPS
 from workbench.errors import WorkbenchError
 
 PRECISIONS = ("int8", "fp16", "fp32")
-QUANTIZABLE_OPS = ("MatMul", "Gemm", "Conv")
 PLAN_NAME = re.compile(r"[A-Za-z0-9][\w.+-]{0,119}")
 
 
