@@ -205,6 +205,8 @@ def test_amax_is_the_chosen_bin_edge() -> None:
     assert compute_amax(MethodSpec("entropy"), 3.6, hist) == hist.edges()[entropy.threshold_bin(counts)]
     with pytest.raises(ValueError, match="edges"):
         entropy.threshold(counts, edges[:-1])
+    with pytest.raises(ValueError, match="at least 128 bins"):
+        entropy.threshold_bin(np.ones(64, dtype=np.int64))
 
 
 def test_entropy_is_in_the_cache_keys() -> None:

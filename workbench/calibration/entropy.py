@@ -81,6 +81,8 @@ def divergences(counts: np.ndarray, levels: int = LEVELS) -> tuple[np.ndarray, n
     """
     bins = reference_counts(counts)
     n = len(bins)
+    if n < levels:
+        raise ValueError(f"an entropy search over {levels} levels needs at least {levels} bins, got {n}")
     candidates, index, width_max = _plan(n, levels)
     cumulative = np.concatenate([[0], np.cumsum(bins)])
     total = int(cumulative[-1])
