@@ -87,11 +87,11 @@ class CalibrateResult:
 def run(inputs: CalibrateInputs) -> CalibrateResult:
     """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
     spec = inputs.method
-    if spec.name != "max":
-        kernels.warm_up()  # the histogram kernel loads in the background during export and parity
     speech_set = load_set(inputs.calib_set, root=inputs.calib_root)
     mhash = model_hash(inputs.model)
     model = load_model(inputs.model)  # before any folder is made: a model that fails to load leaves nothing
+    if spec.name != "max":
+        kernels.warm_up()  # the histogram kernel loads in the background during export and parity
     fp32 = export_or_reuse(inputs.model, mhash, inputs.engines, model)
     out = fp32.parent
     clips = [speech_set.audio(u) for u in speech_set.utterances[:inputs.parity_clips]]
