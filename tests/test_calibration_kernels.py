@@ -12,6 +12,7 @@ import pytest
 from workbench.calibration import kernels
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.graph_structure import GraphSummary, outputs_fragment, read_structure
+from workbench.calibration.methods import MethodSpec, compute_amax
 from workbench.calibration.runner import activation_tensors
 
 pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba is not installed: only the numpy passes run")
@@ -53,6 +54,9 @@ def test_kernel_counts_equal_the_numpy_passes(monkeypatch, seed: int) -> None:
         a, b = fast.histograms[name], slow.histograms[name]
         assert (a.exponent, a.zeros) == (b.exponent, b.zeros), name
         assert np.array_equal(a.counts, b.counts), name
+        for spec in (MethodSpec("entropy"), MethodSpec("max"), MethodSpec("percentile"), MethodSpec("mse")):
+            assert compute_amax(spec, fast.maxes.amax[name], fast.histogram(name)) == \
+                compute_amax(spec, slow.maxes.amax[name], slow.histogram(name)), (name, spec.name)
 
 
 def test_kernel_takes_back_a_partial_count_and_leaves_the_input() -> None:
