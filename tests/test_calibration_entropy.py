@@ -253,14 +253,15 @@ def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like
     """Every calibrated tensor of the demo model (58 MatMul/Conv inputs, 3 clips, 2048 bins): the fast
     search equals the literal loop on all of them and ModelOpt's function on every fourth."""
     from workbench.calibration.runner import collect_statistics
-    from workbench.config import DEMO_MODEL_DIR
+    from workbench.resources import demo_model_dir
     from workbench.model.export import export_onnx
     from workbench.model.loading import load_model
 
-    if not (DEMO_MODEL_DIR / "config.json").exists():
-        pytest.skip(f"demo model not present in {DEMO_MODEL_DIR}")
+    demo = demo_model_dir()
+    if not (demo / "config.json").exists():
+        pytest.skip(f"demo model not present in {demo}")
     path = tmp_path / "demo.onnx"
-    export_onnx(load_model(DEMO_MODEL_DIR), path)
+    export_onnx(load_model(demo), path)
     clips = [speech_like(seconds, seed=seed) for seed, seconds in enumerate((2.0, 3.5, 1.2))]
     stats = collect_statistics(path, clips, len(clips))
     names = [n for n in stats.maxes.amax if stats.histogram(n) is not None]
