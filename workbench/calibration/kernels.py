@@ -1,8 +1,9 @@
 """Compiled counting kernel for the calibration histograms (numba), with numpy as the fallback.
 
 Counting |x| into the fine bins is the calibration pass's per-element cost. numpy needs six passes
-over every activation (abs, max, scale, float->int, and bincount's own min/max scan and count), about
-3.5 ns per value; the kernel here does it in one pass, about 1 ns: for each value it takes |x|, keeps
+over every activation (abs, max, scale, float->int, and bincount's own min/max scan and count), 3.5 ns
+per value on Gaussian data; the kernel does it in one pass, 1.2 ns (both measured on a busy 2-core
+machine; on Wav2Vec2-base activations 110-130 ms per clip instead of 190-320): for each value it takes |x|, keeps
 the running max, scales by the bin width's inverse (a power of two, so exact in float32) and
 increments the bin ``trunc(|x| * inverse)``, the same bin numpy's ``copyto(intp)`` + ``bincount``
 gives. At a value at or beyond the current range (or a NaN) the kernel takes back what it counted
