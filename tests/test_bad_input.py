@@ -382,7 +382,7 @@ CASES = [
          "key 'duration_s': must be a finite number > 0"),
     Case("sensitivity-not-an-object", "traceback",
          lambda ws: (ws.user("sens.json").write_text("[1, 2]"),
-                     ws.signoff("--sensitivity", str(ws.user("sens.json"))))[1], "must be an object"),
+                     ws.signoff("--sensitivity", str(ws.user("sens.json"))))[1], "is not a sensitivity file"),
 ]
 
 
@@ -476,7 +476,7 @@ def test_record_paths_are_not_hashed_outside_the_workspace(ws: Workspace, capsys
 
 def test_search_record_paths_outside_the_model_folder_are_ignored(ws: Workspace) -> None:
     """A search JSON naming a plan ONNX outside its model's folder is not offered (nor hashed) to the sign-off."""
-    from workbench.compare.found import matching_search
+    from workbench.search.found import matching_search
 
     search = next((ws.run / "compare").glob("search-*.json"))
     data = json.loads(search.read_text())
