@@ -86,3 +86,23 @@ def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashA
     if main(["compare", *common]) != 0 or main(["search", *common, "--resamples", "200"]) != 0:
         raise RuntimeError("compare/search failed on the dashboard fixture")
     return DashArtifacts(root, calib, evaluation, model, calibrated, fp16, record, report_dir)
+
+
+def copy_artifacts(src: Path, root: Path, edit: Callable[[dict], None] | None = None) -> Path:
+    """A private copy of the fixture artifacts whose record points at the copy (re-digested like signoff does);
+    ``edit`` may change each provenance entry of the copy's record."""
+    import json
+    import shutil
+
+    from workbench.report.record import record_digest
+
+    shutil.copytree(src, root, symlinks=True)
+    record_path = root / "reports" / "unit-signoff" / "report.json"
+    record = json.loads(record_path.read_text())
+    for entry in record["provenance"]["artifacts"]:
+        entry["path"] = entry["path"].replace(str(src), str(root))
+        if edit is not None:
+            edit(entry)
+    record["record_sha256"] = record_digest(record)
+    record_path.write_text(json.dumps(record))
+    return root

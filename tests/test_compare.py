@@ -293,17 +293,17 @@ def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothin
     for name, text in plans.items():
         (tmp_path / f"{name}.json").write_text(text)
     cases = [
-        (["compare", *common, "--plan", str(tmp_path / "corrupt.json")], "is not valid JSON"),
-        (["compare", *common, "--plan", str(tmp_path / "list.json")], "is not a plan"),
+        (["compare", *common, "--plan", str(tmp_path / "corrupt.json")], "not valid JSON"),
+        (["compare", *common, "--plan", str(tmp_path / "list.json")], "must be an object"),
         (["compare", *common, "--plan", str(tmp_path / "escape.json")], "names the variant's file"),
         (["compare", *common, "--plan", str(tmp_path / "unknown.json")], "a plan must name this model's"),
-        (["compare", *common, "--plan", str(tmp_path / "missing.json")], "cannot read precision plan"),
+        (["compare", *common, "--plan", str(tmp_path / "missing.json")], "missing.json: does not exist"),
         (["compare", *common, "--clips-set", str(empty)], "clips set empty-set"),
         (["compare", *common, "--per-condition", "0"], "--per-condition must be at least 1"),
         (["compare", *common, "--candidate", str(tmp_path / "none.onnx")], "is not a file"),
         (["compare", *common, "--cache", str(tmp_path / "none.cache")], "is not a file"),
         (["search", *common[:-1], "--dev-set", str(empty)], "dev set empty-set"),
-        (["search", *common[:-1], "--sensitivity", str(tmp_path / "corrupt.json")], "cannot read sensitivity file"),
+        (["search", *common[:-1], "--sensitivity", str(tmp_path / "corrupt.json")], "corrupt.json, line 1: not valid JSON"),
     ]
     before = _files_and_hashes(engines)
     for argv, expected in cases:

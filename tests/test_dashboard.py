@@ -16,6 +16,7 @@ pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from workbench.calibration import cache as cache_mod  # noqa: E402
+from dashkit import copy_artifacts  # noqa: E402
 from workbench.dashboard import background as jobs  # noqa: E402
 from workbench.dashboard.paths import ENV_VAR, ArtifactRoots, OutsideArtifacts, resolve  # noqa: E402
 from workbench.quantize.plan import quantizable_nodes  # noqa: E402
@@ -264,22 +265,6 @@ def test_signoff_page_verdict_downloads_and_input_check(artifacts) -> None:
     assert len(at.get("iframe")) == 1
 
 
-def _copy_artifacts(src: Path, root: Path, edit=None) -> Path:
-    """A private copy of the fixture artifacts whose record points at the copy (re-digested like signoff does)."""
-    from workbench.report.record import record_digest
-
-    shutil.copytree(src, root, symlinks=True)
-    record_path = root / "reports" / "unit-signoff" / "report.json"
-    record = json.loads(record_path.read_text())
-    for entry in record["provenance"]["artifacts"]:
-        entry["path"] = entry["path"].replace(str(src), str(root))
-        if edit is not None:
-            edit(entry)
-    record["record_sha256"] = record_digest(record)
-    record_path.write_text(json.dumps(record))
-    return root
-
-
 def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(artifacts, tmp_path, monkeypatch) -> None:
     outside = tmp_path / "outside.onnx"
     outside.write_bytes(b"x")
@@ -288,7 +273,7 @@ def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(arti
         if entry["role"] == "candidate fp16":
             entry["path"] = str(outside)
 
-    root = _copy_artifacts(artifacts.root, tmp_path / "art", move_fp16_out)
+    root = copy_artifacts(artifacts.root, tmp_path / "art", move_fp16_out)
     (root / "calib_sets" / "unit-eval" / "card.md").write_text("edited")
     monkeypatch.setenv(ENV_VAR, str(root))
     at = page("signoff")
@@ -306,7 +291,7 @@ def test_signoff_page_offers_engines_built_from_a_candidate(artifacts, tmp_path,
     from workbench.backends.tensorrt.profile import Range
     from workbench.errors import WorkbenchError
 
-    root = _copy_artifacts(artifacts.root, tmp_path / "art")
+    root = copy_artifacts(artifacts.root, tmp_path / "art")
     int8 = next((root / "engines").glob("*/model.int8-*.onnx"))
     try:
         built = build_engine(int8, BuildSettings(batches=(1,), samples=Range(16_000, 32_000, 80_000)),

@@ -20,19 +20,24 @@ from workbench.report.plots import pareto_front
 from workbench.report.record import load_record, require_unchanged_inputs
 from workbench.jobs.signoff import SignoffInputs
 from workbench.jobs.signoff import run as run_signoff
+from workbench.workspace import ENV_VAR
 
 TEXTS = ["HELLO WORLD", "HELLO WORLD AGAIN", "HELLO WORLD", "GOODBYE WORLD", "HELLO WORLD", "HELLO THERE WORLD"]
 
 
 @pytest.fixture
-def signed(tmp_path, speech_like):
-    sset = write_small_set(tmp_path / "sets", TEXTS, speech_like)
-    fp32 = constant_ctc_onnx(tmp_path / "fp32.onnx", "HELLO WORLD")
-    bad = constant_ctc_onnx(tmp_path / "int8.onnx", "HELLO")  # drops a word everywhere: must fail
-    sens = tmp_path / "sensitivity.json"
+def signed(tmp_path, speech_like, monkeypatch):
+    """A record made in a workspace at ``tmp_path`` (sets in calib_sets/, ONNX files in engines/); ``report``
+    only reads a record's inputs inside the workspace, so ``$WORKBENCH_ARTIFACTS`` points there."""
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    (tmp_path / "engines").mkdir()
+    sset = write_small_set(tmp_path / "calib_sets", TEXTS, speech_like)
+    fp32 = constant_ctc_onnx(tmp_path / "engines" / "fp32.onnx", "HELLO WORLD")
+    bad = constant_ctc_onnx(tmp_path / "engines" / "int8.onnx", "HELLO")  # drops a word everywhere: must fail
+    sens = tmp_path / "engines" / "sensitivity.json"
     sens.write_text(json.dumps({"format": "workbench-sensitivity/1", "layers": [{"name": f"encoder.layer.{i}", "score": 1.0 / (i + 1)} for i in range(6)]}))
-    inputs = SignoffInputs(candidates=[("fp32", fp32), ("int8", bad)], eval_set=sset, out_dir=tmp_path / "report",
-                           latency=LatencyConfig((1, 2), 1, 3), sensitivity=sens, threads=1, resamples=300)
+    inputs = SignoffInputs(candidates=[("fp32", fp32), ("int8", bad)], eval_set=sset,
+                           out_dir=tmp_path / "reports" / "signoff", latency=LatencyConfig((1, 2), 1, 3), sensitivity=sens, threads=1, resamples=300)
     result = run_signoff(inputs, log=lambda _: None)
     return tmp_path, result.record, result.paths
 
@@ -60,7 +65,7 @@ def test_report_rerenders_and_refuses_changed_inputs(signed, capsys):
     assert main(["report", "--record", str(paths["record"])]) == 0
     assert paths["html"].is_file() and "SHIP fp32" in capsys.readouterr().out
     # change one input artifact: a candidate ONNX file
-    constant_ctc_onnx(tmp_path / "int8.onnx", "GOODBYE")
+    constant_ctc_onnx(tmp_path / "engines" / "int8.onnx", "GOODBYE")
     with pytest.raises(WorkbenchError, match="candidate int8.*changed"):
         require_unchanged_inputs(load_record(paths["record"]))
     assert main(["report", "--record", str(paths["record"])]) == 1
@@ -74,7 +79,7 @@ def test_report_refuses_edited_record_and_missing_input(signed, capsys):
     assert main(["report", "--record", str(paths["record"])]) == 1
     assert "edited" in capsys.readouterr().err
     paths["record"].write_text(json.dumps(record))
-    shutil.rmtree(tmp_path / "sets" / "unit-eval")
+    shutil.rmtree(tmp_path / "calib_sets" / "unit-eval")
     assert main(["report", "--record", str(paths["record"])]) == 1
     assert "missing" in capsys.readouterr().err
 

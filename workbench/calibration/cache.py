@@ -16,7 +16,7 @@ the scales were not chosen by entropy, and the sidecar's ``method`` key (shown b
 
 from __future__ import annotations
 
-import json
+import math
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,9 @@ from typing import Any
 from workbench.artifacts import sha256_bytes, write_json_atomic, write_text_atomic
 from workbench.backends.tensorrt.cache_header import header
 from workbench.errors import WorkbenchError
+from workbench.inputs.cache import FIX, cache_lines, check_sidecar
+from workbench.inputs.problem import Where
+from workbench.inputs.read import read_json, read_text
 
 DEFAULT_TRT_VERSION = "10.3.0"  # the stamp written into cache files (TensorRT 10.3: JetPack 6, TAO caches)
 ALGORITHMS = {"entropy": "EntropyCalibration2", "max": "MinMaxCalibration",
@@ -69,17 +72,18 @@ class CalibrationCache:
         return "\n".join([self.header] + [f"{n}: {scale_to_hex(s)}" for n, s in self.scales.items()]) + "\n"
 
     @classmethod
-    def parse(cls, text: str, keys: dict[str, Any] | None = None) -> "CalibrationCache":
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        if not lines or not lines[0].startswith("TRT-"):
-            raise WorkbenchError("not a TensorRT calibration cache (first line must start with 'TRT-')")
+    def parse(cls, text: str, keys: dict[str, Any] | None = None,
+              where: Where = Where("calibration cache", FIX)) -> "CalibrationCache":
+        """Scales from a cache's text; a line that is not ``name: 8 hex digits`` or a scale that is not a
+        finite number >= 0 is a ``BadInput`` naming the line."""
+        header, values = cache_lines(text, where)
         scales = {}
-        for number, line in enumerate(lines[1:], 2):
-            name, sep, value = line.rpartition(": ")
-            if not sep or len(value.strip()) != 8:
-                raise WorkbenchError(f"calibration cache line {number} is not 'name: 8 hex digits': {line[:80]!r}")
-            scales[name] = hex_to_scale(value.strip())
-        return cls(scales, dict(keys or {}), lines[0])
+        for name, value in values.items():
+            scale = hex_to_scale(value)
+            if not (math.isfinite(scale) and scale >= 0):
+                raise where.key(name).fail(f"scale {value} is {scale}, not a finite number >= 0")
+            scales[name] = scale
+        return cls(scales, dict(keys or {}), header)
 
     @property
     def content_hash(self) -> str:
@@ -96,15 +100,19 @@ def sidecar(path: Path) -> Path:
 
 
 def load(path: Path) -> CalibrationCache:
+    """A cache and its sidecar, checked (``workbench.inputs.cache``); anything damaged is a ``BadInput``."""
+    path = Path(path)
     if not path.exists():
         raise WorkbenchError(f"calibration cache {path} not found")
     meta_path = sidecar(path)
     if not meta_path.exists():
         raise WorkbenchError(f"calibration cache {path} has no provenance sidecar {meta_path.name}; "
                              "it cannot be checked against the model, so it is not used")
-    meta = json.loads(meta_path.read_text())
-    cache = CalibrationCache.parse(path.read_text(), meta.get("keys"))
-    if cache.content_hash != meta.get("content_hash"):
+    meta_where = Where(f"calibration cache sidecar {meta_path}", FIX)
+    meta = check_sidecar(read_json(meta_path, meta_where), meta_where)
+    where = Where(f"calibration cache {path}", FIX)
+    cache = CalibrationCache.parse(read_text(path, where), meta["keys"], where)
+    if cache.content_hash != meta["content_hash"]:
         raise WorkbenchError(f"calibration cache {path} was edited after it was written (hash mismatch)")
     return cache
 

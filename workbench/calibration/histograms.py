@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -95,8 +96,29 @@ def load(path: Path) -> TensorHistograms:
             meta = json.loads(str(npz["meta"]))
             names = [str(n) for n in npz["names"]]
             data = TensorHistograms(names, npz["amax"], npz["range_max"], npz["counts"], meta)
-    except (OSError, KeyError, ValueError) as exc:
-        raise WorkbenchError(f"histogram file {path} is damaged ({exc}); calibrate again to rewrite it") from exc
-    if meta.get("format") != FORMAT:
-        raise WorkbenchError(f"histogram file {path} has format {meta.get('format')!r}, expected {FORMAT!r}")
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise WorkbenchError(f"histogram file {path} is damaged ({type(exc).__name__}: {str(exc)[:100]}); "
+                             "calibrate again to rewrite it") from exc
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise WorkbenchError(f"histogram file {path} is not in format {FORMAT!r}; calibrate again to rewrite it")
+    shapes_ok = (data.counts.ndim == 2 and data.counts.shape[0] == len(names) == len(data.amax) == len(data.range_max))
+    if not shapes_ok:
+        raise WorkbenchError(f"histogram file {path} is damaged (its arrays disagree in length); calibrate again")
     return data
+
+
+def histograms_problem(cache_path: Path, cache: Any) -> str | None:
+    """Why the histogram sidecar of a loaded histogram-method cache cannot be used (missing, damaged, or made
+    for another cache), or None when it is fine or the method keeps none (``max``)."""
+    if cache.keys.get("method") == "max":
+        return None
+    path = histogram_path(cache_path)
+    if not path.exists():
+        return f"{path.name} is missing"
+    try:
+        data = load(path)
+    except WorkbenchError as exc:
+        return str(exc)
+    if data.meta.get("cache_sha256") != cache.content_hash:
+        return f"{path.name} belongs to another run of this cache"
+    return None

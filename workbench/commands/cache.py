@@ -22,30 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     prune.add_argument("--yes", action="store_true", help="really delete (default: only list)")
 
 
-def caches(root: Path) -> list[Path]:
-    return sorted(Path(root).glob("*/*.cache"))
-
-
-def stale_reason(path: Path) -> str | None:
-    """Why a cache can no longer be used, or None when it still matches the ONNX model beside it."""
-    from workbench.artifacts import sha256_file
-    from workbench.calibration import cache as cache_mod
-
-    try:
-        cache = cache_mod.load(path)
-    except WorkbenchError as exc:
-        return str(exc)
-    onnx_path = path.parent / "model.fp32.onnx"
-    if not onnx_path.exists():
-        return "its model.fp32.onnx is gone"
-    if cache.keys.get("onnx") != sha256_file(onnx_path):
-        return "model.fp32.onnx beside it has changed since calibration"
-    return None
-
-
 def run(args: argparse.Namespace) -> int:
     from workbench.calibration import cache as cache_mod
-    from workbench.calibration.histograms import histogram_path
+    from workbench.calibration.histograms import histograms_problem
+    from workbench.calibration.prune import caches, delete_cache, load_inside, stale_reason
 
     found = caches(args.root)
     if args.cache_command == "list":
@@ -53,9 +33,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"no calibration caches under {args.root}; make one with: python -m workbench calibrate")
         for path in found:
             try:
-                c = cache_mod.load(path)
+                c = load_inside(path, args.root)
                 print(f"{path}  {len(c.scales)} tensors  method={c.keys.get('method')}  "
                       f"set={str(c.keys.get('calibration_set'))[:12]}  model={str(c.keys.get('model'))[:12]}")
+                problem = histograms_problem(path, c)
+                if problem:
+                    print(f"  histograms: {problem}")
             except WorkbenchError as exc:
                 print(f"{path}  UNUSABLE: {exc}")
         return 0
@@ -69,13 +52,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.all and len(items) > 20:
             print(f"  ... {len(items) - 20} more (--all)")
         return 0
-    stale = [(p, r) for p in found if (r := stale_reason(p)) is not None]
+    stale = [(p, r) for p in found if (r := stale_reason(p, args.root)) is not None]
     for path, reason in stale:
         print(("deleting " if args.yes else "would delete ") + f"{path} ({reason})")
         if args.yes:
-            path.unlink()
-            cache_mod.sidecar(path).unlink(missing_ok=True)
-            histogram_path(path).unlink(missing_ok=True)
+            delete_cache(path, args.root)
     if not stale:
         print("nothing to prune")
     elif not args.yes:

@@ -111,7 +111,8 @@ def _import(args: argparse.Namespace) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.jobs import sets
-    from workbench.speech.store import load_set
+    from workbench.journal import recover
+    from workbench.speech.store import load_set, set_names
 
     if args.data_command == "build":
         print_lines(sets.run(sets.SetsInputs(_config(args), **_source_fields(args))).lines())
@@ -122,10 +123,11 @@ def run(args: argparse.Namespace) -> int:
     if args.data_command == "show":
         print_lines(sets.set_lines(load_set(args.name, root=args.root)))
         return 0
-    listed = sorted(p for p in Path(args.root).glob("*") if not p.name.startswith(".") and (p / "card.json").exists())
+    print_lines(recover(args.root))  # a killed build's pair is completed (or discarded) before listing
+    listed = set_names(args.root)
     if not listed:
         print("no sets yet; build one with: python -m workbench data build")
-    for path in listed:
-        s = load_set(path)
+    for name in listed:
+        s = load_set(Path(args.root) / name)
         print(f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}")
     return 0

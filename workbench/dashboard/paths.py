@@ -1,72 +1,7 @@
-"""Artifact folders the dashboard may read, and the one resolver every user-supplied path goes through.
+"""The dashboard's name for the resolver: the artifact folders and the one path resolver live in
+``workbench.artifact_paths`` (the library resolves the paths records name through it too)."""
 
-The artifact root is the workspace, found like the CLI's (``workbench.workspace``): ``streamlit run app.py
--- --workspace DIR``, else ``$WORKBENCH_WORKSPACE`` (or the older ``$WORKBENCH_ARTIFACTS``), else the
-current directory; it holds ``calib_sets/``, ``engines/``, ``reports/`` and ``models/``. ``resolve`` turns a
-name or path from a query parameter, form field or record into a real path and refuses anything that,
-after following every symlink, lies outside the allowed artifact folder(s): ``..`` segments, absolute
-paths elsewhere, symlinks that lead out, NUL bytes. Pages never open a path that did not come through it.
-"""
+from workbench.artifact_paths import (AREAS, ENV_VAR, ArtifactRoots, OutsideArtifacts, artifact_roots, display,
+                                      inside, resolve)
 
-from __future__ import annotations
-
-import os
-from pathlib import Path
-
-from workbench.errors import WorkbenchError
-from workbench.workspace import AREAS, ENV_VAR, Workspace, resolve_workspace
-
-ArtifactRoots = Workspace  # the dashboard's name for the workspace's folders
-__all__ = ["AREAS", "ENV_VAR", "ArtifactRoots", "OutsideArtifacts", "artifact_roots", "display", "resolve"]
-
-
-def artifact_roots() -> ArtifactRoots:
-    """The workspace, read now (not at import), so tests and servers can point it anywhere."""
-    return resolve_workspace()
-
-
-class OutsideArtifacts(WorkbenchError):
-    """A path that is not inside the artifact folders the dashboard may read."""
-
-
-def resolve(value: str | os.PathLike[str], areas: tuple[str, ...] | str = AREAS,
-            roots: ArtifactRoots | None = None, must_exist: bool = True) -> Path:
-    """The real path of ``value`` if it lies inside one of ``areas``; raises ``OutsideArtifacts`` otherwise.
-
-    A relative ``value`` is taken relative to the first area (so a set's name works as is). Symlinks
-    are followed before the check, so a link inside an area that points elsewhere is refused too.
-    """
-    roots = roots or artifact_roots()
-    areas = (areas,) if isinstance(areas, str) else tuple(areas)
-    text = os.fspath(value)
-    if not text or "\x00" in text:
-        raise OutsideArtifacts(f"refused an empty or malformed path {text!r}")
-    allowed = [roots.area(a).resolve() for a in areas]
-    candidate = Path(text)
-    if not candidate.is_absolute():
-        candidate = roots.area(areas[0]) / candidate
-    refusal = (f"refused {text!r}: the dashboard only reads files under "
-               f"{', '.join(a + '/' for a in areas)} of {roots.root}")
-    lexical = Path(os.path.normpath(candidate))  # '..' escapes are refused before touching the file system
-    if not any(_inside(lexical, base) for base in allowed + [roots.area(a) for a in areas]):
-        raise OutsideArtifacts(refusal)
-    try:
-        real = candidate.resolve(strict=must_exist)
-    except (OSError, RuntimeError) as exc:  # missing, or a symlink loop
-        raise OutsideArtifacts(f"{text!r} does not exist under {', '.join(areas)}/") from exc
-    if not any(_inside(real, base) for base in allowed):  # after following every symlink
-        raise OutsideArtifacts(refusal)
-    return real
-
-
-def _inside(path: Path, base: Path) -> bool:
-    return path == base or path.is_relative_to(base)
-
-
-def display(path: Path, roots: ArtifactRoots | None = None) -> str:
-    """``path`` relative to the artifact root when inside it (shorter labels), else as is."""
-    roots = roots or artifact_roots()
-    try:
-        return path.resolve().relative_to(roots.root.resolve()).as_posix()
-    except ValueError:
-        return str(path)
+__all__ = ["AREAS", "ENV_VAR", "ArtifactRoots", "OutsideArtifacts", "artifact_roots", "display", "inside", "resolve"]

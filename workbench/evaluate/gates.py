@@ -10,13 +10,13 @@ Example (TOML)::
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import AccuracyComparison
 from workbench.evaluate.latency import LatencyResult
+from workbench.inputs.gates import FIX, check_gate_values, read_gate_file
+from workbench.inputs.problem import Where
 
 
 @dataclass(frozen=True)
@@ -28,42 +28,18 @@ class GateConfig:
     latency_percentile: str = "p90"
 
     def __post_init__(self) -> None:
-        if self.latency_percentile not in ("p50", "p90", "p99"):
-            raise WorkbenchError(f"latency_percentile must be p50, p90 or p99, not {self.latency_percentile!r}")
-        if self.latency_batch < 1:
-            raise WorkbenchError("latency_batch must be at least 1")
+        check_gate_values(asdict(self), Where("gates", FIX))
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
 def load_gate_config(path: Path | None) -> GateConfig:
-    """Read a gate file (``.json`` or ``.toml``); missing keys take the defaults, unknown keys are errors."""
+    """Read a gate file (``.json`` or ``.toml``); missing keys take the defaults, unknown keys and values of
+    the wrong type are errors (``workbench.inputs.gates``)."""
     if path is None:
         return GateConfig()
-    path = Path(path)
-    if not path.is_file():
-        raise WorkbenchError(f"gate file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
-    try:
-        if path.suffix.lower() == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        else:
-            data = json.loads(text)
-    except (ValueError, json.JSONDecodeError) as exc:
-        raise WorkbenchError(f"gate file {path} could not be parsed: {exc}") from exc
-    if not isinstance(data, dict):
-        raise WorkbenchError(f"gate file {path} must hold a table/object of limits")
-    known = {f.name for f in fields(GateConfig)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise WorkbenchError(f"gate file {path}: unknown keys {unknown}; known keys are {sorted(known)}")
-    try:
-        return GateConfig(**data)
-    except TypeError as exc:
-        raise WorkbenchError(f"gate file {path}: {exc}") from exc
+    return GateConfig(**read_gate_file(Path(path), [f.name for f in fields(GateConfig)]))
 
 
 @dataclass(frozen=True)

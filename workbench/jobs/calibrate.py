@@ -103,6 +103,8 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             "workbench": __version__}
     cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}.cache"
     cache, problems = cache_mod.load_matching(cache_path, keys)
+    if cache is not None and (gone := histograms.histograms_problem(cache_path, cache)):
+        cache, problems = None, [f"its histograms are not usable ({gone}); recalibrated to rewrite them"]
     reused = cache is not None
     if cache is None:
         stats = collect_statistics(fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances),

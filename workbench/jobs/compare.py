@@ -23,6 +23,7 @@ from workbench.compare.layers import compare_layers
 from workbench.compare.sensitivity import VariantRunner, rank_groups
 from workbench.errors import WorkbenchError
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
+from workbench.inputs.candidates import check_candidate
 from workbench.quantize.plan import INT8, PrecisionPlan
 from workbench.quantize.qdq import build_variant
 from workbench.speech.select import clips_per_condition
@@ -67,6 +68,8 @@ def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareOut
     if inputs.candidate is not None and not Path(inputs.candidate).is_file():
         raise WorkbenchError(f"--candidate {inputs.candidate} is not a file; give a quantized ONNX model "
                              "(or drop --candidate to compare INT8 everywhere)")
+    if inputs.candidate is not None:
+        check_candidate("--candidate", Path(inputs.candidate))
     clips_set = named_set(inputs.clips_set, "clips", inputs.calib_root)
     prepared = inputs.prepare()
     return run_compare(prepared, clips_set or prepared.calib_set, inputs.per_condition, candidate=inputs.candidate,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from workbench import journal
 from workbench.config import SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.speech import builder, sources
@@ -41,11 +42,12 @@ class SetsResult:
     """Both sets and the disjointness checks."""
 
     built: BuiltSets
+    recovered: list[str] = field(default_factory=list)  # what was done about an earlier build that was killed
 
     def lines(self) -> list[str]:
         b = self.built
         card = b.calib.card
-        return (set_lines(b.calib) + set_lines(b.eval)
+        return (self.recovered + set_lines(b.calib) + set_lines(b.eval)
                 + [f"\ndisjoint by text: {b.checks['disjoint_by_text']}, by speaker: {b.checks['disjoint_by_speaker']}"]
                 + profile_lines(card, card["made"].get("profile_fit")))
 
@@ -55,11 +57,12 @@ def run(inputs: SetsInputs) -> SetsResult:
     cfg = inputs.config
     if inputs.source not in SOURCES:
         raise WorkbenchError(f"--source must be one of {', '.join(SOURCES)}, not {inputs.source!r}")
+    recovered = journal.recover(inputs.root)  # a build that was killed: finish or discard it first
     if inputs.source == "synthetic":
-        return SetsResult(builder.build_synthetic_sets(cfg, root=inputs.root))
+        return SetsResult(builder.build_synthetic_sets(cfg, root=inputs.root), recovered)
     clips, skipped = sources.collect(open_source(inputs.source, inputs.path, inputs.options))
     return SetsResult(builder.build_external_sets(cfg, clips, skipped, f"{inputs.source}:{inputs.path}",
-                                                  root=inputs.root))
+                                                  root=inputs.root), recovered)
 
 
 def profile_lines(card: dict[str, Any], fit: dict[str, Any] | None) -> list[str]:

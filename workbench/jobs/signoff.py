@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from workbench.artifacts import read_json_artifact
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
+from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
 from workbench.compare.outputs import SENSITIVITY_FORMAT
 from workbench.config import OUTSIDE_PROFILE_DEFAULT
@@ -26,6 +27,7 @@ from workbench.evaluate.gates import GateConfig, judge, recommend
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_latency
 from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import transcribe
+from workbench.inputs.candidates import check_candidate
 from workbench.jobs import calibrate
 from workbench.quantize.plan import FP16
 from workbench.quantize.qdq import build_variant
@@ -135,15 +137,44 @@ def select_utterances(eval_set: SpeechSet, calib_set: SpeechSet | None, policy: 
     return select_in_profile(utts, profile, policy, origin)
 
 
+def check_candidates(candidates: list[tuple[str, Path]]) -> None:
+    """Unique names, and every file the ONNX speech model the workbench runs (``workbench.inputs.candidates``)."""
+    if not candidates:
+        raise WorkbenchError("give at least one candidate (the FP32 baseline first)")
+    names = [n for n, _ in candidates]
+    if len(set(names)) != len(names):
+        raise WorkbenchError(f"candidate names must be unique, got {names}")
+    for name, path in candidates:
+        check_candidate(f"candidate {name}", Path(path))
+
+
+def check_cache_apart(eval_set: SpeechSet, cache: Path | None) -> None:
+    """Refuse a calibration cache whose scales were computed on the evaluation set itself."""
+    if cache is not None and load_cache(Path(cache)).keys.get("calibration_set") == eval_set.content_hash:
+        raise WorkbenchError(f"the calibration cache {cache} was made from the evaluation set {eval_set.name}; judge "
+                             "on an evaluation set the model was not calibrated on (data build writes a disjoint pair)")
+
+
+def read_sensitivity(path: Path) -> dict[str, Any]:
+    return read_json_artifact(path, SENSITIVITY_FORMAT, "give a sensitivity-*.json written by python -m workbench "
+                              "compare, or drop --sensitivity", what="sensitivity file")
+
+
 def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
-    """Build the default candidates if none are given; transcribe, score, time and judge every candidate;
-    write report.json/.md/.html."""
+    """Check every input (an overlapping pair, a cache made from the evaluation set, out-of-profile clips, the
+    candidate files and the sensitivity file; the gates were checked when the ``GateConfig`` was made), build
+    the default candidates if none are given, then transcribe, score, time and judge every candidate and write
+    report.json/.md/.html."""
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
-    # an overlapping pair or out-of-profile clips are refused before anything is built
+    # an overlapping pair, out-of-profile clips or a bad file are refused before anything is built
     utts, profile_notes = select_utterances(eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s,
                                             inputs.profile_max_s, inputs.limit)
+    check_cache_apart(eval_set, cache)
+    if candidates:
+        check_candidates(candidates)
+    sensitivity = read_sensitivity(sensitivity_path) if sensitivity_path is not None else None
     for note in profile_notes:
         log(f"note: {note}")
     if not candidates:
@@ -159,21 +190,11 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         candidates, cache = built.candidates, cache or built.cache
         if built.mixed_note:
             log(built.mixed_note)
-        sensitivity_path = sensitivity_path or built.sensitivity
+        if sensitivity_path is None and built.sensitivity is not None:
+            sensitivity_path, sensitivity = built.sensitivity, read_sensitivity(built.sensitivity)
+        check_candidates(candidates)
     model = Path(inputs.model) if inputs.model and Path(inputs.model).exists() else None
-    if not candidates:
-        raise WorkbenchError("give at least one candidate (the FP32 baseline first)")
     names = [n for n, _ in candidates]
-    if len(set(names)) != len(names):
-        raise WorkbenchError(f"candidate names must be unique, got {names}")
-    for name, path in candidates:
-        if not Path(path).is_file():
-            raise WorkbenchError(f"candidate {name}: {path} does not exist")
-    sensitivity = None
-    if sensitivity_path is not None:
-        sensitivity = read_json_artifact(sensitivity_path, SENSITIVITY_FORMAT, "give a sensitivity-*.json written "
-                                         "by python -m workbench compare, or drop --sensitivity",
-                                         what="sensitivity file")
     machine = machine_info()
     hyps: dict[str, list[str]] = {}
     latencies = {}

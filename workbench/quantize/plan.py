@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,9 +10,11 @@ import onnx
 from workbench.artifacts import write_json_atomic
 from workbench.config import QUANTIZABLE_OPS
 from workbench.errors import WorkbenchError
+from workbench.inputs.plan import FIX as PLAN_FIX
+from workbench.inputs.plan import PRECISIONS, check_plan
+from workbench.inputs.problem import Where
+from workbench.inputs.read import read_json
 
-PRECISIONS = ("int8", "fp16", "fp32")
-PLAN_NAME = re.compile(r"[A-Za-z0-9][\w.+-]{0,119}")
 
 
 def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
@@ -60,21 +60,9 @@ class PrecisionPlan:
     def load(cls, path: Path) -> "PrecisionPlan":
         """A plan file given by the user: a JSON object with a file-name-safe ``name``, ``default`` and
         ``overrides`` (node -> precision), as ``search`` writes it (``plan.<name>.json``)."""
-        shape = ('give a JSON object {"name": ..., "default": "int8", "overrides": {"<node>": "fp16"}}, '
-                 "like the plan.<name>.json that python -m workbench search writes")
-        try:
-            obj = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise WorkbenchError(f"cannot read precision plan {path}: {exc.strerror or exc}; {shape}") from exc
-        except ValueError as exc:
-            raise WorkbenchError(f"precision plan {path} is not valid JSON ({exc}); {shape}") from exc
-        if (not isinstance(obj, dict) or not isinstance(obj.get("name"), str)
-                or not isinstance(obj.get("overrides", {}), dict)):
-            raise WorkbenchError(f"precision plan {path} is not a plan; {shape}")
-        if not PLAN_NAME.fullmatch(obj["name"]):
-            raise WorkbenchError(f"precision plan {path}: name {obj['name']!r} must be letters, digits, '.', '_', "
-                                 "'+' or '-' (it names the variant's file); rename it in the file")
-        return cls.from_json(obj)
+        where = Where(f"precision plan {path}", PLAN_FIX)
+        obj = check_plan(read_json(Path(path), where), where)
+        return cls(obj["name"], obj.get("default", "fp32"), dict(obj.get("overrides", {})))
 
 
 FP32 = PrecisionPlan("fp32", "fp32")

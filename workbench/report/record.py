@@ -1,8 +1,9 @@
 """The sign-off record: versioned JSON with results and provenance, and its verification.
 
 Provenance lists every input artifact (model, calibration set, evaluation set, calibration cache,
-candidate ONNX files/engines) with its path and SHA-256. ``verify_inputs`` recomputes them; a record
-whose inputs changed is refused on re-render. The record also carries ``record_sha256`` over its own
+candidate ONNX files/engines) with its path and SHA-256. ``verify_inputs`` recomputes them, reading only
+paths that the workspace resolver (``workbench.workspace.resolve``) places inside the artifact folders; a
+record whose inputs changed, or that names a path outside the workspace, is refused on re-render. The record also carries ``record_sha256`` over its own
 canonical JSON so that edits to the record itself are caught.
 """
 
@@ -15,6 +16,10 @@ from typing import Any
 
 from workbench.artifacts import read_json_artifact, sha256_bytes, sha256_file, sha256_tree
 from workbench.errors import WorkbenchError
+from workbench.inputs.problem import Where
+from workbench.inputs.record import FIX as RECORD_FIX
+from workbench.inputs.record import check_artifacts, check_record
+from workbench.artifact_paths import AREAS, ENV_VAR, ArtifactRoots, OutsideArtifacts, artifact_roots, resolve
 
 RECORD_SCHEMA = "workbench.signoff-report"
 RECORD_VERSION = 1
@@ -30,8 +35,7 @@ def artifact_entry(role: str, path: Path | str, kind: str | None = None) -> dict
     raise WorkbenchError(f"{role}: {path} does not exist")
 
 
-def _hash_now(entry: dict[str, str]) -> str | None:
-    path = Path(entry["path"])
+def _hash_now(path: Path) -> str | None:
     if path.is_dir():
         return sha256_tree(path)
     if path.is_file():
@@ -63,20 +67,30 @@ def build_record(*, accuracy: dict, latency: dict, verdicts: list[dict], recomme
 
 
 def load_record(path: Path) -> dict[str, Any]:
-    """Read and check a record: schema, a version this code renders, and its own digest."""
-    record = read_json_artifact(path, RECORD_SCHEMA, "run signoff again", what="sign-off record", key="schema",
+    """Read and check a record: schema, a version this code renders (``artifacts.read_json_artifact``), its own
+    digest, then its shape (``workbench.inputs.record``)."""
+    record = read_json_artifact(path, RECORD_SCHEMA, RECORD_FIX, what="sign-off record", key="schema",
                                 version=RECORD_VERSION)
     if record.get("record_sha256") != record_digest(record):
         raise WorkbenchError(f"{path} was edited after it was written (its record_sha256 does not match); "
                              "run signoff again")
-    return record
+    return check_record(record, Where(f"sign-off record {path}", RECORD_FIX))
 
 
-def verify_inputs(record: dict[str, Any]) -> list[str]:
-    """Recompute every input artifact's hash; returns one line per artifact that is missing or changed."""
+def verify_inputs(record: dict[str, Any], roots: ArtifactRoots | None = None) -> list[str]:
+    """Recompute every input artifact's hash; returns one line per artifact that is missing, changed, or named
+    outside the workspace ``roots`` (default: ``$WORKBENCH_ARTIFACTS`` or the project folder). A path outside
+    it is never read or hashed: a record cannot make the workbench look at other files."""
     problems = []
-    for entry in record.get("provenance", {}).get("artifacts", []):
-        now = _hash_now(entry)
+    for entry in check_artifacts(record, Where("report record", RECORD_FIX)):
+        try:
+            path = resolve(entry["path"], AREAS, roots, must_exist=False)
+        except OutsideArtifacts:
+            problems.append(f"{entry['role']}: {entry['path']} lies outside the workspace "
+                            f"({', '.join(a + '/' for a in AREAS)} of {(roots or artifact_roots()).root}); not read "
+                            f"(set {ENV_VAR} to the folder holding them)")
+            continue
+        now = _hash_now(path)
         if now is None:
             problems.append(f"{entry['role']}: {entry['path']} is missing")
         elif now != entry["sha256"]:
@@ -88,5 +102,5 @@ def verify_inputs(record: dict[str, Any]) -> list[str]:
 def require_unchanged_inputs(record: dict[str, Any]) -> None:
     problems = verify_inputs(record)
     if problems:
-        raise WorkbenchError("refusing to render: the report's input artifacts changed since it was made:\n  "
-                             + "\n  ".join(problems) + "\nrun `python -m workbench signoff` again")
+        raise WorkbenchError("refusing to render: input artifacts missing, changed since the report was made, or "
+                             "outside the workspace: " + "; ".join(problems) + "; run `python -m workbench signoff` again")

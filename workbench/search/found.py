@@ -15,6 +15,7 @@ from workbench.artifacts import read_json_artifact, sha256_file
 from workbench.calibration import cache as cache_mod
 from workbench.errors import WorkbenchError
 from workbench.search.outputs import SEARCH_FORMAT
+from workbench.artifact_paths import inside
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,12 @@ def matching_search(fp32_onnx: Path, cache_path: Path, eval_hash: str | None = N
             continue
         if eval_hash is not None and prov.get("dev_set") == eval_hash:
             continue
-        onnx_path = Path(found["onnx_path"])
-        if not onnx_path.is_file() or sha256_file(onnx_path) != found.get("onnx_sha256"):
+        # paths a search file names are read only inside this model's folder (never elsewhere on its say-so)
+        onnx_path = inside(found["onnx_path"], folder.parent) if isinstance(found.get("onnx_path"), str) else None
+        if onnx_path is None or not onnx_path.is_file() or sha256_file(onnx_path) != found.get("onnx_sha256"):
             continue
-        sens = Path(data["sensitivity_path"]) if data.get("sensitivity_path") else None
+        named = data.get("sensitivity_path")
+        sens = inside(named, folder.parent) if isinstance(named, str) and named else None
         if sens is not None and (not sens.is_file() or sha256_file(sens) != prov.get("sensitivity")):
             sens = None
         item = FoundSearch(path, onnx_path, found["name"], float(found["int8_share"]), sens)

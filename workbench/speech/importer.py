@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
-from workbench.artifacts import atomic_directory
+from workbench import journal
 from workbench.config import MAJORITY_ACCENT, ConditionRanges, EngineProfile, ImportDefaults
 from workbench.errors import WorkbenchError
 from workbench.speech.entries import Entry, load_entry
@@ -219,7 +219,7 @@ def import_set(source, cfg: ImportConfig, source_label: str, root: Path | None =
     excluded = {"speaker": 0, "text": 0}
     seen: set[str] = set()
     listed = kept = 0
-    with atomic_directory(final) as tmp:
+    with journal.one_folder(final) as tmp:
         start_set(tmp)
         context = _context(tmp, cfg, root)
         bar = tqdm(total=total, desc=f"importing {cfg.name}", unit="utt", disable=not progress)

@@ -9,12 +9,13 @@ source in ``synthetic.py``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from workbench.errors import WorkbenchError
+from workbench.inputs.manifest import read_manifest
+from workbench.inputs.transcripts import read_table, read_transcript
 from workbench.speech.entries import AudioRef, Entry, Item, load_entry
 from workbench.speech.records import Clip, Skipped
 
@@ -50,28 +51,20 @@ class AudioFolderSource(EntrySource):
 
     root: Path
 
-    def _table(self, name: str) -> dict[str, list[str]]:
-        path = self.root / name
-        table: dict[str, list[str]] = {}
-        if path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
-                parts = line.rstrip("\n").split("\t")
-                if parts and parts[0]:
-                    table[parts[0]] = parts[1:]
-        return table
-
     def entries(self) -> Iterator[Entry]:
         if not self.root.is_dir():
             raise WorkbenchError(f"audio folder {self.root} does not exist or is not a folder")
-        transcripts = self._table("transcripts.tsv")
-        speakers = self._table("speakers.tsv")
+        transcripts = read_table(self.root / "transcripts.tsv")
+        speakers = read_table(self.root / "speakers.tsv")
         files = sorted(p for p in self.root.rglob("*") if p.suffix.lower() in AUDIO_SUFFIXES)
         if not files:
             raise WorkbenchError(f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under {self.root}")
+        # every transcript is read (and checked: UTF-8) before the first entry is handed on
+        texts = {path: read_transcript(path.with_suffix(".txt")) if path.with_suffix(".txt").exists()
+                 else (transcripts.get(path.relative_to(self.root).as_posix()) or [None])[0] for path in files}
         for path in files:
             rel = path.relative_to(self.root).as_posix()
-            sidecar = path.with_suffix(".txt")
-            text = sidecar.read_text(encoding="utf-8") if sidecar.exists() else (transcripts.get(rel) or [None])[0]
+            text = texts[path]
             spk = speakers.get(rel, [])
             speaker = spk[0] if spk else (rel.split("/")[0] if "/" in rel else None)
             accent = spk[1] if len(spk) > 1 else None
@@ -89,25 +82,15 @@ class ManifestSource(EntrySource):
         if not self.path.exists():
             raise WorkbenchError(f"manifest {self.path} not found")
         source = f"manifest:{self.path.name}"
-        for number, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.strip():
-                continue
-            key = f"line {number}"
-            try:
-                obj: dict[str, Any] = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield Entry(source, key, None, None, problem=f"not valid JSON: {exc}")
-                continue
-            if not isinstance(obj, dict) or "audio" not in obj:
-                yield Entry(source, key, None, None, problem="no 'audio' field")
-                continue
-            audio_path = Path(str(obj["audio"]))
+        records, skipped = read_manifest(self.path)  # the whole file is checked before any entry is handed on
+        for key, reason in skipped:
+            yield Entry(source, key, None, None, problem=reason)
+        for record in records:
+            audio_path = Path(record.audio)
             if not audio_path.is_absolute():
                 audio_path = self.path.parent / audio_path
-            condition = obj.get("condition")
-            yield Entry(source, str(obj["audio"]), audio_path, obj.get("text"), obj.get("speaker"),
-                        obj.get("accent"), str(condition).strip().lower() if condition else None,
-                        problem=_missing(audio_path), where=f"{key} ({obj['audio']})")
+            yield Entry(source, record.audio, audio_path, record.text, record.speaker, record.accent,
+                        record.condition, problem=_missing(audio_path), where=f"line {record.line} ({record.audio})")
 
 
 @dataclass

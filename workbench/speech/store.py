@@ -1,7 +1,9 @@
 """Speech set storage: ``calib_sets/<name>/`` with manifest.jsonl, audio/*.flac and a card.
 
-Sets are written into a temporary folder and renamed into place, so a failed build leaves no half
-set and never damages an existing one. The card holds counts per stratum, a duration histogram,
+Sets are written into a temporary folder and moved into place (a calibration/evaluation pair together,
+through ``workbench.journal``), so a failed or killed build leaves no half set, never a mixed pair,
+and never damages an existing one. ``load_set`` checks the card and every manifest line
+(``workbench.inputs.sets``). The card holds counts per stratum, a duration histogram,
 the content hash and how the set was made.
 """
 
@@ -11,7 +13,6 @@ import json
 import platform
 import sys
 from collections import Counter
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,14 @@ from typing import Any
 import numpy as np
 
 from workbench import __version__
-from workbench.artifacts import atomic_directory, sha256_file, write_json_atomic
+from workbench import journal
+from workbench.artifacts import sha256_file, write_json_atomic
 from workbench.config import CONDITIONS, EngineProfile
 from workbench.errors import WorkbenchError
+from workbench.inputs.problem import Where
+from workbench.inputs.read import parse_json, read_json, read_text
+from workbench.inputs.sets import FIX as SET_FIX
+from workbench.inputs.sets import check_card, check_utterance
 from workbench.speech.audio import load_flac, write_flac
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.workspace import area_path
@@ -195,6 +201,7 @@ def _write_contents(tmp: Path, spec: "SetSpec") -> dict[str, Any]:
     """Write audio, manifest and card of one set into the (temporary) folder ``tmp``; returns the card."""
     start_set(tmp)
     hashes = [write_clip_audio(tmp, clip) for clip in spec.clips]
+    journal.step(f"wrote the audio of {spec.final.name}")  # a kill here leaves a half-written set
     return finish_set(tmp, spec.final.name, [c.utterance for c in spec.clips], hashes, spec.made, spec.skipped,
                       spec.checks, spec.profile)
 
@@ -212,20 +219,24 @@ class SetSpec:
 
 
 def write_sets(specs: list[SetSpec]) -> list[SpeechSet]:
-    """Write several sets (a calibration/evaluation pair) so that they are replaced together.
+    """Write several sets (a calibration/evaluation pair, siblings in one folder) so that they are replaced together.
 
-    Every set is written into its own temporary folder first; only when all of them are complete are
-    they renamed into place. Any failure while writing leaves every existing set untouched.
+    Every set is written into one temporary parent first; only when all of them are complete are they moved
+    into place, under a journal that the next run completes if this one is killed (``workbench.journal``).
+    Any failure while writing leaves every existing set untouched.
     """
     for spec in specs:
         if not spec.clips:
             raise WorkbenchError(f"no usable utterances for {spec.final.name}; nothing written "
                                  f"({len(spec.skipped)} inputs skipped)")
+    root = specs[0].final.parent
+    if any(spec.final.parent != root for spec in specs):
+        raise ValueError("sets written together must be siblings")
     cards: list[dict[str, Any]] = []
-    with ExitStack() as stack:
+    with journal.folders_together(root, [spec.final.name for spec in specs], specs[0].final.name) as folders:
         for spec in specs:
-            tmp = stack.enter_context(atomic_directory(spec.final))
-            cards.append(_write_contents(tmp, spec))
+            cards.append(_write_contents(folders[spec.final.name], spec))
+            journal.step(f"wrote {spec.final.name}")
     return [SpeechSet(spec.final, card, [c.utterance for c in spec.clips]) for spec, card in zip(specs, cards)]
 
 
@@ -235,24 +246,47 @@ def write_set(final: Path, clips: list[Clip], made: dict[str, Any], skipped: lis
     return write_sets([SetSpec(Path(final), clips, made, skipped, checks)])[0]
 
 
+def set_names(root: Path) -> list[str]:
+    """Folders under ``root`` holding a set (hidden temporary folders are never listed)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and (p / CARD).is_file())
+
+
 def load_set(name_or_path: str | Path, root: Path | None = None) -> SpeechSet:
-    """Load a stored set by name (under ``root``, default the workspace's calib_sets/) or path; a missing or
-    incomplete set is a user error."""
+    """Load a stored set by name (under ``root``, default the workspace's calib_sets/) or path, its card and
+    manifest checked (``workbench.inputs.sets``); a missing, incomplete or damaged set is a user error. A set
+    write that was killed is completed or discarded first (``workbench.journal.recover``)."""
     root = area_path("calib_sets", root)
     path = set_path(name_or_path, root)
-    if not (path / MANIFEST).exists() or not (path / CARD).exists():
-        known = sorted(p.name for p in Path(root).glob("*") if (p / CARD).exists())
+    if path.parent.is_dir():
+        journal.recover(path.parent)
+    if not (path / MANIFEST).is_file() or not (path / CARD).is_file():
         raise WorkbenchError(f"no speech set at {path} (need {MANIFEST} and {CARD}). "
-                             f"Known sets: {', '.join(known) or 'none'}; build one with "
+                             f"Known sets: {', '.join(set_names(root)) or 'none'}; build one with "
                              "'python -m workbench data build'.")
-    try:
-        card = json.loads((path / CARD).read_text())
-        utts = [Utterance.from_json(json.loads(line))
-                for line in (path / MANIFEST).read_text().splitlines() if line.strip()]
-    except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as exc:
-        raise WorkbenchError(f"speech set at {path} is damaged ({type(exc).__name__}: {exc}); rebuild it "
-                             "with 'python -m workbench data build'.") from exc
+    card_where = Where(f"speech set card {path / CARD}", SET_FIX)
+    card = check_card(read_json(path / CARD, card_where), card_where)
+    where = Where(f"speech set manifest {path / MANIFEST}", SET_FIX)
+    utts = []
+    for number, line in enumerate(read_text(path / MANIFEST, where).splitlines(), 1):
+        if line.strip():
+            at = where.line(number)
+            utts.append(Utterance.from_json(check_utterance(parse_json(line, at, name_line=False), at)))
     return SpeechSet(path, card, utts)
+
+
+def repeats(first: SpeechSet, second: SpeechSet) -> str | None:
+    """How ``second`` repeats ``first`` (the same folder, a copy of its content, or shared utterances), or None."""
+    if first.path.resolve() == second.path.resolve():
+        return "they are the same folder"
+    if first.content_hash == second.content_hash:
+        return f"they hold the same content (hash {first.content_hash[:12]}: a copy)"
+    shared = sorted({u.id for u in first.utterances} & {u.id for u in second.utterances})
+    if shared:
+        return f"they share {len(shared)} utterance(s) (ids such as {shared[0]})"
+    return None
 
 
 def verify_set(speech_set: SpeechSet) -> str:

@@ -132,7 +132,9 @@ def _cached(engine_path: Path, sidecar_path: Path, summary_path: Path, key: str)
     try:
         meta = json.loads(sidecar_path.read_text())
         summary = summary_from_json(json.loads(summary_path.read_text()))
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):  # damaged sidecars: rebuild
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("build_time_s"), (int, float)):
         return None
     if meta.get("key") != key or meta.get("engine_sha256") != sha256_file(engine_path):
         return None  # stale or damaged: rebuild rather than use it silently

@@ -22,6 +22,7 @@ import soundfile as sf
 
 from workbench.config import UNLABELLED_ACCENT, UNLABELLED_ACCENT_CONDITION
 from workbench.errors import WorkbenchError
+from workbench.inputs.problem import Where
 from workbench.speech.entries import Entry
 from workbench.speech.sources import EntrySource
 
@@ -79,6 +80,14 @@ class CommonVoiceSource(EntrySource):
             have = sorted(p.name for p in root.glob("*.tsv"))
             raise WorkbenchError(f"no {tsv.name} in {root} (it has {', '.join(have) or 'no .tsv files'}); "
                                  f"pick one with --split ({', '.join(SPLITS)}) or give the .tsv path")
+        lines_read = [1]
+        try:
+            yield from self._rows(root, tsv, lines_read)
+        except UnicodeDecodeError as exc:  # read in blocks: the bad byte is somewhere after the last whole line
+            raise Where(f"Common Voice table {tsv}", "save it as UTF-8").fail(
+                f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} after line {lines_read[0]})") from exc
+
+    def _rows(self, root: Path, tsv: Path, lines_read: list[int]) -> Iterator[Entry]:
         with open(tsv, encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
             missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
@@ -89,6 +98,7 @@ class CommonVoiceSource(EntrySource):
             source = f"commonvoice:{root.name}"
             checked_mp3 = False
             for number, row in enumerate(reader, 2):
+                lines_read[0] = number
                 clip = (row.get("path") or "").strip()
                 if not clip:
                     yield Entry(source, f"{tsv.name} line {number}", None, None, problem="no clip path")
