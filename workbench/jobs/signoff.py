@@ -27,6 +27,7 @@ from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_late
 from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import transcribe
 from workbench.jobs import calibrate
+from workbench.model.loading import check_model_source
 from workbench.quantize.plan import FP16
 from workbench.quantize.qdq import build_variant
 from workbench.report.record import artifact_entry, build_record
@@ -135,9 +136,41 @@ def select_utterances(eval_set: SpeechSet, calib_set: SpeechSet | None, policy: 
     return select_in_profile(utts, profile, policy, origin)
 
 
+def check(inputs: SignoffInputs) -> None:
+    """The input checks that need no model work: the sets (disjoint, clips inside the deployment profile or
+    a policy for them), and the given candidates or what builds them (model folder, calibration set,
+    method). ``run`` starts with them; so does the dashboard's Run page."""
+    eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
+    calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
+    select_utterances(eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s, inputs.profile_max_s,
+                      inputs.limit)
+    if inputs.candidates:
+        _check_candidates(inputs.candidates)
+        return
+    if not inputs.calib_set:
+        raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
+                             "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)")
+    if inputs.model is None:
+        raise WorkbenchError("give --model to build FP32/FP16/INT8 variants, or the candidates as --candidate")
+    check_model_source(inputs.model)
+    MethodSpec(inputs.method)
+
+
+def _check_candidates(candidates: list[tuple[str, Path]]) -> None:
+    if not candidates:
+        raise WorkbenchError("give at least one candidate (the FP32 baseline first)")
+    names = [n for n, _ in candidates]
+    if len(set(names)) != len(names):
+        raise WorkbenchError(f"candidate names must be unique, got {names}")
+    for name, path in candidates:
+        if not Path(path).is_file():
+            raise WorkbenchError(f"candidate {name}: {path} does not exist")
+
+
 def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
     """Build the default candidates if none are given; transcribe, score, time and judge every candidate;
     write report.json/.md/.html."""
+    check(inputs)
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
@@ -147,11 +180,6 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     for note in profile_notes:
         log(f"note: {note}")
     if not candidates:
-        if not inputs.calib_set:
-            raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
-                                 "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)")
-        if inputs.model is None:
-            raise WorkbenchError("give --model to build FP32/FP16/INT8 variants, or the candidates as --candidate")
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
         log(f"building FP32/FP16/INT8 variants of {inputs.model} calibrated on {calib_source} ({inputs.method})")
         built = build_default_variants(inputs.model, calib_source, inputs.method, root=inputs.engines,
@@ -161,14 +189,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
             log(built.mixed_note)
         sensitivity_path = sensitivity_path or built.sensitivity
     model = Path(inputs.model) if inputs.model and Path(inputs.model).exists() else None
-    if not candidates:
-        raise WorkbenchError("give at least one candidate (the FP32 baseline first)")
-    names = [n for n, _ in candidates]
-    if len(set(names)) != len(names):
-        raise WorkbenchError(f"candidate names must be unique, got {names}")
-    for name, path in candidates:
-        if not Path(path).is_file():
-            raise WorkbenchError(f"candidate {name}: {path} does not exist")
+    _check_candidates(candidates)  # the built ones too
     sensitivity = None
     if sensitivity_path is not None:
         sensitivity = read_json_artifact(sensitivity_path, SENSITIVITY_FORMAT, "give a sensitivity-*.json written "
