@@ -190,6 +190,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         sensitivity_path = sensitivity_path or built.sensitivity
     model = Path(inputs.model) if inputs.model and Path(inputs.model).exists() else None
     _check_candidates(candidates)  # the built ones too
+    names = [n for n, _ in candidates]
     sensitivity = None
     if sensitivity_path is not None:
         sensitivity = read_json_artifact(sensitivity_path, SENSITIVITY_FORMAT, "give a sensitivity-*.json written "
