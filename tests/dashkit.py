@@ -1,13 +1,23 @@
 """Artifacts for the dashboard tests, made by the real code paths under one temporary artifact root:
 two small speech sets (the store's writer), a tiny random Wav2Vec2ForCTC, its calibration (export,
 entropy cache + histogram sidecar, INT8 variant) and FP16 variant, a sign-off record of the three, and the
-``compare`` (layer table, sensitivity ranking) and ``search`` outputs, made by those verbs in this process."""
+``compare`` (layer table, sensitivity ranking) and ``search`` outputs, made by those verbs in this process.
+
+``serve`` starts a real Streamlit server (``streamlit run`` or ``python -m workbench dashboard``) as a
+subprocess in its own session, waits for its health endpoint and always kills its process group."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -106,3 +116,58 @@ def copy_artifacts(src: Path, root: Path, edit: Callable[[dict], None] | None = 
     record["record_sha256"] = record_digest(record)
     record_path.write_text(json.dumps(record))
     return root
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM the server's whole process group, SIGKILL it if it lingers."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    except ProcessLookupError:
+        pass
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen
+    url: str
+    log: Path
+
+
+@contextlib.contextmanager
+def serve(argv: list[str], port: int, cwd: Path, env: dict[str, str], log: Path,
+          timeout_s: float = 90) -> Iterator[Server]:
+    """Run ``argv`` (a Streamlit server on ``port``) until its health endpoint answers; kill it afterwards.
+
+    The health check goes to 127.0.0.1, so it only succeeds for a server that listens there.
+    """
+    handle = open(log, "wb")
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                handle.flush()
+                raise RuntimeError("streamlit did not start:\n" + log.read_text()[-3000:])
+            time.sleep(0.3)
+        yield Server(proc, url, log)
+    finally:
+        stop(proc)
+        handle.close()

@@ -1,9 +1,12 @@
 """Dashboard pages under Streamlit's AppTest on artifacts made by the real code paths (tests/dashkit.py):
 widgets present, no exceptions, the numbers shown equal the artifacts'; the path resolver refuses
-everything outside the artifact folders (unit and through query parameters); Run page jobs."""
+everything outside the artifact folders (unit and through query parameters); Run page jobs (checked by the
+job's own input checks, the ones the CLI verb runs, and bounded by the job limit); access: read-only mode,
+the token sign-in, OIDC and a non-loopback address without access control failing closed."""
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import shutil
@@ -17,6 +20,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from workbench.calibration import cache as cache_mod  # noqa: E402
 from dashkit import copy_artifacts  # noqa: E402
+from workbench.dashboard import access  # noqa: E402
 from workbench.dashboard import background as jobs  # noqa: E402
 from workbench.dashboard.paths import ENV_VAR, ArtifactRoots, OutsideArtifacts, resolve  # noqa: E402
 from workbench.quantize.plan import quantizable_nodes  # noqa: E402
@@ -30,6 +34,20 @@ def page(name: str, **query: str) -> AppTest:
     for key, value in query.items():
         at.query_params[key] = value
     return at.run()
+
+
+@pytest.fixture(autouse=True)
+def access_env(monkeypatch):
+    """No access setting from the caller's environment; Streamlit options a test changes are put back."""
+    from streamlit import config
+
+    for name in (access.TOKEN_ENV, access.TOKEN_FILE_ENV, access.AUTH_ENV, access.READ_ONLY_ENV,
+                 access.MAX_JOBS_ENV, access.ALLOWED_USERS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    saved = {name: config.get_option(name) for name in ("client.disableDataExport", "server.address")}
+    yield monkeypatch
+    for name, value in saved.items():
+        config.set_option(name, value)
 
 
 @pytest.fixture
@@ -454,3 +472,184 @@ def test_run_page_starts_jobs_in_the_background(artifacts, tmp_path, monkeypatch
     assert bad.returncode == 1, jobs.tail(bad)
     at = page("run", job=bad.id)
     assert "error: could not load a Wav2Vec2ForCTC" in texts(at.error)
+
+
+def _private_root(artifacts, tmp_path) -> ArtifactRoots:
+    """A root of its own (both sets, the tiny model) for tests that may start jobs."""
+    root = tmp_path / "art"
+    shutil.copytree(artifacts.calib.path, root / "calib_sets" / "unit-calib")
+    shutil.copytree(artifacts.eval.path, root / "calib_sets" / "unit-eval")
+    shutil.copytree(artifacts.model, root / "models" / "tiny")
+    return ArtifactRoots(root)
+
+
+def test_jobs_are_refused_by_the_jobs_own_input_checks_before_anything_starts(artifacts, tmp_path,
+                                                                              monkeypatch) -> None:
+    """The checks each job's ``run`` starts with (so the CLI verb's too) refuse bad inputs on the Run page."""
+    from workbench.calibration.methods import MethodSpec
+    from workbench.errors import WorkbenchError
+    from workbench.jobs import calibrate, compare, search, signoff
+
+    roots = _private_root(artifacts, tmp_path)
+    monkeypatch.setenv(ENV_VAR, str(roots.root))
+    model, calib, ev = roots.models / "tiny", roots.calib_sets / "unit-calib", roots.calib_sets / "unit-eval"
+    where = {"engines": roots.engines, "calib_root": roots.calib_sets}
+    refused = {
+        "no speech set": calibrate.CalibrateInputs(model, roots.calib_sets / "missing", MethodSpec("max"), **where),
+        "model folder .* does not exist": calibrate.CalibrateInputs(roots.models / "gone", calib, MethodSpec("max"),
+                                                                     **where),
+        "--method must be one of": compare.CompareInputs(model, calib, method="kl", **where),
+        "--per-condition must be at least 1": compare.CompareInputs(model, calib, per_condition=0, **where),
+        "--candidate .* is not a file": compare.CompareInputs(model, calib, candidate=tmp_path / "x.onnx", **where),
+        "is the sign-off set": search.SearchInputs(model, calib, dev_set=str(ev), signoff_set=str(ev), **where),
+        "--resamples must be at least 100": search.SearchInputs(model, calib, resamples=10, **where),
+        "give --calib-set": signoff.SignoffInputs(ev, roots.reports / "r", model=model, **where),
+        "candidate fp32: .* does not exist": signoff.SignoffInputs(ev, roots.reports / "r",
+                                                                   candidates=[("fp32", tmp_path / "a.onnx")],
+                                                                   **where)}
+    for message, inputs in refused.items():
+        with pytest.raises(WorkbenchError, match=message):
+            jobs.start(inputs, roots, max_jobs=5)
+        with pytest.raises(WorkbenchError, match=message):  # the same check where the CLI verb meets it
+            importlib.import_module(type(inputs).__module__).run(inputs)
+    assert not jobs.jobs_root(roots).exists() and not (roots.engines.exists() and any(roots.engines.iterdir()))
+    # through the Run page's search form: the job's message on the page, and nothing started
+    at = page("run")
+    at.selectbox(key="search-dev").select("unit-eval")
+    at.selectbox(key="search-signoff-set").select("unit-eval")
+    at.form_submit_button[2].click().run()
+    assert not at.exception
+    assert "the dev set unit-eval is the sign-off set" in texts(at.error)
+    assert not jobs.jobs_root(roots).exists()
+
+
+@pytest.mark.slow
+def test_job_limit_refuses_the_next_job_with_a_message(artifacts, tmp_path, monkeypatch) -> None:
+    roots = _private_root(artifacts, tmp_path)
+    monkeypatch.setenv(ENV_VAR, str(roots.root))
+    monkeypatch.setenv(access.MAX_JOBS_ENV, "1")
+    at = page("run")
+    assert "0 of at most 1 jobs running" in texts(at.caption)
+    at.selectbox(key="cal-model").select("models/tiny")
+    at.form_submit_button[0].click().run()  # a real calibration: starting Python and torch alone takes seconds
+    first = jobs.list_jobs(roots)
+    assert len(first) == 1 and "already running" not in texts(at.error)
+    try:
+        at.selectbox(key="cal-method").select("max")
+        at.form_submit_button[0].click().run()
+        assert first[0].running, "the first job ended before the second was asked for; the limit was not tested"
+        assert not at.exception
+        assert ("1 job already running and this dashboard runs at most 1 at once; wait for one to finish or stop "
+                "one under Jobs below") in texts(at.error)
+        assert [j.id for j in jobs.list_jobs(roots)] == [first[0].id]
+        at = page("run", job=first[0].id)
+        assert "1 of at most 1 jobs running" in texts(at.caption)
+    finally:
+        jobs.stop(first[0])
+        jobs.wait(first[0], roots, timeout_s=120)
+    at = page("run")  # once it has ended, the next job may start
+    at.selectbox(key="cal-model").select("models/tiny")
+    at.selectbox(key="cal-method").select("max")
+    at.form_submit_button[0].click().run()
+    assert "already running" not in texts(at.error) and len(jobs.list_jobs(roots)) == 2
+    jobs.stop(jobs.list_jobs(roots)[0])
+    jobs.wait(jobs.list_jobs(roots)[0], roots, timeout_s=120)
+
+
+# ---------------------------------------------------------------- access
+
+
+def test_read_only_mode_renders_no_run_page_and_no_downloads(artifacts, access_env) -> None:
+    from streamlit import config
+
+    from workbench.dashboard.navigation import page_urls
+
+    pages = ("home", "sets", "calibration", "layers", "tradeoff", "signoff")
+    offered = {name: len(page(name).download_button) for name in pages}
+    assert offered["signoff"] >= 3 and offered["calibration"] >= 1  # what read-only mode takes away
+    access_env.setenv(access.READ_ONLY_ENV, "1")
+    for name in pages:
+        at = page(name)
+        assert not at.exception, name
+        assert len(at.download_button) == 0, name
+        assert "Downloads" not in [h.value for h in at.subheader], name
+    assert "run" not in page_urls(access.read_settings()) and "signoff" in page_urls(access.read_settings())
+    at = page("run")  # even when reached some other way, the page starts nothing
+    assert "read-only" in texts(at.error) and len(at.form_submit_button) == 0 and not at.tabs
+    at = AppTest.from_file(str(APP), default_timeout=60).run()  # the app as served
+    assert not at.exception
+    assert "read-only: no Run page, no downloads" in texts(at.caption)
+    assert "this machine only: http://127.0.0.1:" in texts(at.caption)
+    assert config.get_option("client.disableDataExport") is True  # no CSV button on tables either
+
+
+TOKEN = "app-test-token-0123456789abcdef"
+
+
+def _assert_locked(at: AppTest) -> None:
+    """Only the sign-in (or why nothing is shown): no page content at all."""
+    assert not at.exception
+    assert not at.metric and not at.tabs and not at.selectbox and not at.dataframe and not at.download_button
+    assert [t.value for t in at.title] == ["Speech precision workbench"]
+    shown = texts(at.markdown) + texts(at.caption) + texts(at.info)
+    assert "Artifacts under" not in shown and "Reachable from" not in shown
+
+
+def test_wrong_or_missing_token_shows_only_the_sign_in(artifacts, access_env) -> None:
+    access_env.setenv(access.TOKEN_ENV, TOKEN)
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    _assert_locked(at)
+    assert [t.label for t in at.text_input] == ["Access token"]
+    at.form_submit_button[0].click().run()
+    _assert_locked(at)
+    assert "Enter the access token." in texts(at.error)
+    for wrong in ("not-the-token", TOKEN[:-1], TOKEN + "x", TOKEN.upper()):
+        at.text_input[0].input(wrong)
+        at.form_submit_button[0].click().run()
+        _assert_locked(at)
+        assert "That access token is not right." in texts(at.error), wrong
+    at.text_input[0].input(TOKEN)
+    at.form_submit_button[0].click().run()
+    assert not at.exception and not at.text_input
+    assert {m.label for m in at.metric} >= {"speech sets", "sign-off reports"}
+    assert "visitors need the access token" in texts(at.caption)
+    at.run()  # the session stays signed in
+    assert at.metric
+
+
+def test_bad_access_settings_and_an_open_address_without_access_control_show_nothing(artifacts, access_env,
+                                                                                     tmp_path) -> None:
+    from streamlit import config
+
+    readable = tmp_path / "token.txt"
+    readable.write_text(TOKEN)
+    readable.chmod(0o644)
+    access_env.setenv(access.TOKEN_FILE_ENV, str(readable))
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    _assert_locked(at)
+    assert "can be read by other users" in texts(at.error) and not at.text_input
+    access_env.delenv(access.TOKEN_FILE_ENV)
+    config.set_option("server.address", "0.0.0.0")  # as `streamlit run app.py --server.address 0.0.0.0`
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    _assert_locked(at)
+    assert "no access control is set, so it shows nothing" in texts(at.error)
+    access_env.setenv(access.TOKEN_ENV, TOKEN)  # with a token it asks for it
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    _assert_locked(at)
+    assert [t.label for t in at.text_input] == ["Access token"]
+
+
+def test_oidc_login_fails_closed_without_provider_settings_and_otherwise_offers_only_the_login(artifacts,
+                                                                                             access_env) -> None:
+    access_env.setenv(access.AUTH_ENV, "oidc")
+    access_env.setenv(access.ALLOWED_USERS_ENV, "@example.com")
+    at = AppTest.from_file(str(APP), default_timeout=60).run()
+    _assert_locked(at)
+    assert "no `[auth]` section" in texts(at.error) and not at.button
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
+                          "client_id": "id", "client_secret": "secret",
+                          "server_metadata_url": "https://idp.example.com/.well-known/openid-configuration"}
+    at.run()
+    _assert_locked(at)
+    assert [b.label for b in at.button] == ["Log in"] and not at.error

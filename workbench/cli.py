@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("workbench.commands.report", "re-render a sign-off report from its JSON record"),
     "compare": ("workbench.commands.compare", "per-layer FP32 vs INT8 table and per-group sensitivity ranking"),
     "search": ("workbench.commands.search", "find the mixed INT8/FP16 plan with most INT8 within a WER budget"),
+    "dashboard": ("workbench.commands.dashboard", "serve the Streamlit dashboard (this machine only unless told)"),
 }
 
 

@@ -98,3 +98,17 @@ class ImportDefaults:
 # Sign-off: what to do with evaluation clips outside the deployment profile (refuse, score, skip)
 OUTSIDE_PROFILE_POLICIES: tuple[str, ...] = ("refuse", "score", "skip")
 OUTSIDE_PROFILE_DEFAULT = "refuse"
+
+
+@dataclass(frozen=True)
+class DashboardConfig:
+    """The dashboard's own defaults. Streamlit's server settings (address 127.0.0.1, port, XSRF, usage
+    statistics) live in ``workbench/dashboard/entry/.streamlit/config.toml``, which Streamlit reads itself."""
+
+    # Run-page jobs running at once (each is a full CLI process: model, ONNX Runtime threads, memory)
+    max_jobs: int = 2
+    # shortest access token accepted for a shared dashboard (secrets.token_urlsafe(32) gives 43)
+    min_token_chars: int = 16
+
+
+DASHBOARD = DashboardConfig()

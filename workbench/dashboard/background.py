@@ -8,6 +8,10 @@ headers), so the UI never waits on a job.
 (written by a watcher thread). A job whose process is gone without a recorded status (the dashboard
 restarted) is reported as such. Jobs run in the dashboard's process group, so stopping the server
 stops them too.
+
+``start`` is bounded: the inputs must pass the job's own input checks (``codec.check``: the same checks
+the CLI verb runs first), and at most ``max_jobs`` jobs under the artifact root run at once; otherwise
+it raises (``JobLimitReached`` for the limit) and starts nothing.
 """
 
 from __future__ import annotations
@@ -90,25 +94,44 @@ def jobs_root(roots: ArtifactRoots) -> Path:
     return roots.reports / JOBS_FOLDER
 
 
-def start(inputs: Any, roots: ArtifactRoots) -> Job:
-    """Start the job whose typed inputs are ``inputs`` in the background (``python -m workbench.jobs``);
-    returns at once."""
+class JobLimitReached(WorkbenchError):
+    """As many jobs as the dashboard allows are running already."""
+
+
+def running_jobs(roots: ArtifactRoots) -> list[Job]:
+    """Jobs under the artifact root whose process is still running (also those of an earlier dashboard)."""
+    return [job for job in list_jobs(roots) if job.running]
+
+
+def start(inputs: Any, roots: ArtifactRoots, max_jobs: int) -> Job:
+    """Start the job whose typed inputs are ``inputs`` in the background (``python -m workbench.jobs``) and
+    return at once, if they pass the job's input checks and fewer than ``max_jobs`` jobs are running;
+    else raise ``WorkbenchError`` and start nothing."""
     kind = codec.job_of(inputs)
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
-    folder = jobs_root(roots) / f"{stamp}-{kind}"
-    folder.mkdir(parents=True)
-    codec.write_job(folder / INPUTS, inputs)
-    argv = [sys.executable, "-m", "workbench.jobs", str(folder / INPUTS)]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", ENV_VAR: str(roots.root)}
-    with open(folder / LOG, "wb") as log:
-        log.write(f"$ python -m workbench.jobs {folder / INPUTS}\n".encode())
-        log.flush()
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-    job = Job(folder.name, folder, argv, kind, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-              proc.pid, None, None)
-    _save(job)
-    with _LOCK:
+    codec.check(inputs)
+    with _LOCK:  # the count and the start are one step for every session of this dashboard
+        running = running_jobs(roots)
+        if len(running) >= max_jobs:
+            raise JobLimitReached(
+                f"{len(running)} job{'s' * (len(running) != 1)} already running and this dashboard runs at most "
+                f"{max_jobs} at once; wait for one to finish or stop one under Jobs below, then start again "
+                "(the limit is `python -m workbench dashboard --max-jobs N`)")
+        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
+        folder = jobs_root(roots) / f"{stamp}-{kind}"
+        folder.mkdir(parents=True)
+        codec.write_job(folder / INPUTS, inputs)
+        argv = [sys.executable, "-m", "workbench.jobs", str(folder / INPUTS)]
+        # a job needs none of the dashboard's access settings (its token least of all)
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_DASHBOARD_")},
+               "PYTHONUNBUFFERED": "1", ENV_VAR: str(roots.root)}
+        with open(folder / LOG, "wb") as log:
+            log.write(f"$ python -m workbench.jobs {folder / INPUTS}\n".encode())
+            log.flush()
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        job = Job(folder.name, folder, argv, kind, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                  proc.pid, None, None)
         _PROCESSES[job.id] = proc
+        _save(job)
     threading.Thread(target=_watch, args=(job, proc), daemon=True, name=f"job-{job.id}").start()
     return job
 

@@ -1,5 +1,5 @@
-"""Small Streamlit helpers shared by the pages: roots, friendly empty states, query-parameter pickers,
-opening the picked artifact, lazy downloads and full-width charts."""
+"""Small Streamlit helpers shared by the pages: roots, access settings, friendly empty states,
+query-parameter pickers, opening the picked artifact, downloads (none in read-only mode) and full-width charts."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any, Callable, Sequence, TypeVar
 
 import streamlit as st
 
+from workbench.dashboard.access import Settings, read_settings
 from workbench.dashboard.paths import ArtifactRoots, OutsideArtifacts, artifact_roots, resolve
 from workbench.errors import WorkbenchError
 
@@ -18,6 +19,11 @@ T = TypeVar("T")
 def roots() -> ArtifactRoots:
     """The artifact folders, read from the environment on every page run."""
     return artifact_roots()
+
+
+def settings() -> Settings:
+    """The access settings (read-only mode, job limit), read from the environment on every page run."""
+    return read_settings()
 
 
 @dataclass(frozen=True)
@@ -31,8 +37,9 @@ class Missing:
 
 def empty_state(what: str, command: str, detail: str = "") -> None:
     """Say that nothing is there yet and which command makes it."""
-    st.info(f"**No {what} yet.** {detail}\n\nMake one with:\n```bash\n{command}\n```\n"
-            "or start it from the **Run** page.", icon=":material/inbox:")
+    run_page = "" if settings().read_only else "or start it from the **Run** page."
+    st.info(f"**No {what} yet.** {detail}\n\nMake one with:\n```bash\n{command}\n```\n{run_page}",
+            icon=":material/inbox:")
 
 
 def pick(label: str, options: Sequence[str], param: str, area: str | tuple[str, ...],
@@ -78,6 +85,13 @@ def open_picked(label: str, options: Sequence[str], param: str, area: str | tupl
     except WorkbenchError as exc:
         st.error(str(exc))
         return None
+
+
+def download(label: str, data: Any, *, where: Any = st, **kwargs: Any) -> bool:
+    """``st.download_button`` (drawn in ``where``, e.g. a column), or nothing at all in read-only mode."""
+    if settings().read_only:
+        return False
+    return where.download_button(label, data, **kwargs)
 
 
 def lazy_bytes(path: Path, areas: str | tuple[str, ...]) -> Callable[[], bytes]:

@@ -21,7 +21,7 @@ from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
 from workbench.model.export import Parity, export_onnx, parity_check
-from workbench.model.loading import artifact_folder_name, load_model, model_hash
+from workbench.model.loading import artifact_folder_name, check_model_source, load_model, model_hash
 from workbench.model.vocab import DEFAULT_VOCABULARY, load_vocabulary
 from workbench.quantize.plan import INT8
 from workbench.quantize.qdq import build_variant
@@ -84,8 +84,16 @@ class CalibrateResult:
         return out
 
 
+def check(inputs: CalibrateInputs) -> None:
+    """The input checks that need no model work (the method is checked by ``MethodSpec`` itself): the set
+    exists, the model folder exists with a config.json. ``run`` starts with them; so does the Run page."""
+    load_set(inputs.calib_set, root=inputs.calib_root)
+    check_model_source(inputs.model)
+
+
 def run(inputs: CalibrateInputs) -> CalibrateResult:
     """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
+    check(inputs)
     spec = inputs.method
     speech_set = load_set(inputs.calib_set, root=inputs.calib_root)
     mhash = model_hash(inputs.model)

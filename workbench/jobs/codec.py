@@ -79,6 +79,15 @@ def job_of(inputs: Any) -> str:
     raise TypeError(f"{type(inputs).__name__} is not a job's input dataclass")
 
 
+def check(inputs: Any) -> None:
+    """Run the job's own input checks (its ``check(inputs)``: what its ``run`` checks before any model
+    work; the CLI verb runs them through ``run``) on ``inputs``; a user error raises ``WorkbenchError``."""
+    module = importlib.import_module(JOBS[job_of(inputs)][0])
+    job_check = getattr(module, "check", None)
+    if job_check is not None:
+        job_check(inputs)
+
+
 def write_job(path: Path, inputs: Any) -> str:
     """Write the job file for ``inputs`` atomically; returns the job's name."""
     name = job_of(inputs)

@@ -62,14 +62,24 @@ class CompareOutputs:
         return out + file_lines(self.files)
 
 
-def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareOutputs:
-    """Check the user's files, prepare the FP32 ONNX + cache, write the layer table and sensitivity ranking."""
-    plan = PrecisionPlan.load(inputs.plan) if inputs.plan else None
+def check(inputs: CompareInputs) -> None:
+    """The input checks that need no model work: the plan file, the candidate, the sets, the shared options.
+    ``run`` starts with them; so does the dashboard's Run page before it starts a job."""
+    if inputs.plan:
+        PrecisionPlan.load(inputs.plan)
     if inputs.candidate is not None and not Path(inputs.candidate).is_file():
         raise WorkbenchError(f"--candidate {inputs.candidate} is not a file; give a quantized ONNX model "
                              "(or drop --candidate to compare INT8 everywhere)")
     if inputs.candidate is not None:
         check_candidate("--candidate", Path(inputs.candidate))
+    named_set(inputs.clips_set, "clips", inputs.calib_root)
+    inputs.check()
+
+
+def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareOutputs:
+    """Check the user's files, prepare the FP32 ONNX + cache, write the layer table and sensitivity ranking."""
+    check(inputs)
+    plan = PrecisionPlan.load(inputs.plan) if inputs.plan else None
     clips_set = named_set(inputs.clips_set, "clips", inputs.calib_root)
     prepared = inputs.prepare()
     return run_compare(prepared, clips_set or prepared.calib_set, inputs.per_condition, candidate=inputs.candidate,

@@ -16,7 +16,7 @@ from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import METHODS, MethodSpec
 from workbench.errors import WorkbenchError
 from workbench.jobs import calibrate
-from workbench.model.loading import model_hash
+from workbench.model.loading import check_model_source, model_hash
 from workbench.resources import demo_model_dir
 from workbench.speech.select import require_utterances
 from workbench.speech.store import SpeechSet, load_set
@@ -51,8 +51,7 @@ class Prepared:
 def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", root: Path | None = None,
             cache_path: Path | None = None, calib_root: Path | None = None) -> Prepared:
     """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
-    if method not in METHODS:
-        raise WorkbenchError(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+    check_method(method)
     root, calib_root = area_path("engines", root), area_path("calib_sets", calib_root)
     speech_set = require_utterances(load_set(calib_set, root=calib_root), "calibration")
     if cache_path is None:
@@ -61,9 +60,7 @@ def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", r
         cache = cache_mod.load(result.cache)
         return Prepared(str(model), model_hash(model), result.fp32_onnx.parent, result.fp32_onnx, result.cache,
                         cache, speech_set, method, result.int8_onnx)
-    if not Path(cache_path).is_file():
-        raise WorkbenchError(f"--cache {cache_path} is not a file; give a .cache written by python -m workbench "
-                             "calibrate for this model, or drop --cache to reuse or make one")
+    check_cache_file(cache_path)
     cache = cache_mod.load(Path(cache_path))
     mhash = model_hash(model)
     if cache.keys.get("model") != mhash:
@@ -79,6 +76,17 @@ def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", r
                              "recalibrate (python -m workbench calibrate)")
     return Prepared(str(model), mhash, fp32.parent, fp32, Path(cache_path), cache, speech_set,
                     str(cache.keys.get("method", method)), None)
+
+
+def check_method(method: str) -> None:
+    if method not in METHODS:
+        raise WorkbenchError(f"--method must be one of {', '.join(METHODS)}, not {method!r}")
+
+
+def check_cache_file(path: Path) -> None:
+    if not Path(path).is_file():
+        raise WorkbenchError(f"--cache {path} is not a file; give a .cache written by python -m workbench "
+                             "calibrate for this model, or drop --cache to reuse or make one")
 
 
 def named_set(name: str | Path | None, role: str, root: Path | None = None) -> SpeechSet | None:
@@ -103,10 +111,20 @@ class AnalysisInputs:
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     progress: bool = True
 
-    def prepare(self) -> Prepared:
-        """Check the shared options, then the FP32 ONNX + cache (see ``prepare``)."""
+    def check(self) -> None:
+        """The shared options' checks that need no model work: method, clips per condition, the model folder,
+        the calibration set, the cache file."""
+        check_method(self.method)
         if self.per_condition < 1:
             raise WorkbenchError("--per-condition must be at least 1")
+        check_model_source(self.model)
+        named_set(self.calib_set, "calibration", self.calib_root)
+        if self.cache is not None:
+            check_cache_file(self.cache)
+
+    def prepare(self) -> Prepared:
+        """Check the shared options, then the FP32 ONNX + cache (see ``prepare``)."""
+        self.check()
         return prepare(self.model, self.calib_set, self.method, root=self.engines, cache_path=self.cache,
                        calib_root=self.calib_root)
 

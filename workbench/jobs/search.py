@@ -48,8 +48,9 @@ class SearchInputs(AnalysisInputs):
     seed: int = 0
 
 
-def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> "SearchOutputs":
-    """Check the options and sets, prepare the FP32 ONNX + cache, search, write the record and the found plan."""
+def check(inputs: SearchInputs) -> None:
+    """The input checks that need no model work: the search options, the files, the sets (the dev set must
+    not be the sign-off set), the shared options. ``run`` starts with them; so does the dashboard's Run page."""
     if inputs.dev_per_condition is not None and inputs.dev_per_condition < 1:
         raise WorkbenchError("--dev-per-condition must be at least 1")
     if inputs.resamples < 100:
@@ -59,10 +60,17 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> "SearchOutp
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
                              "by python -m workbench compare, or drop --sensitivity to reuse or compute one")
-    # the sets are read before the model is loaded or calibrated, so a bad set fails at once
+    check_dev_apart(named_set(inputs.dev_set, "dev", inputs.calib_root)
+                    or named_set(inputs.calib_set, "calibration", inputs.calib_root),
+                    named_set(inputs.signoff_set, "sign-off", inputs.calib_root))
+    inputs.check()
+
+
+def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> "SearchOutputs":
+    """Check the options and sets, prepare the FP32 ONNX + cache, search, write the record and the found plan."""
+    check(inputs)  # the sets are read before the model is loaded or calibrated, so a bad set fails at once
     dev_set = named_set(inputs.dev_set, "dev", inputs.calib_root)
     signoff_set = named_set(inputs.signoff_set, "sign-off", inputs.calib_root)
-    check_dev_apart(dev_set or named_set(inputs.calib_set, "calibration", inputs.calib_root), signoff_set)
     prepared = inputs.prepare()
     return run_search(prepared, dev_set or prepared.calib_set, inputs.gates, sensitivity=inputs.sensitivity,
                       per_condition=inputs.per_condition, dev_per_condition=inputs.dev_per_condition,

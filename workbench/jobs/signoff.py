@@ -29,6 +29,7 @@ from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import transcribe
 from workbench.inputs.candidates import check_candidate
 from workbench.jobs import calibrate
+from workbench.model.loading import check_model_source
 from workbench.quantize.plan import FP16
 from workbench.quantize.qdq import build_variant
 from workbench.report.record import artifact_entry, build_record
@@ -160,29 +161,39 @@ def read_sensitivity(path: Path) -> dict[str, Any]:
                               "compare, or drop --sensitivity", what="sensitivity file")
 
 
-def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
-    """Check every input (an overlapping pair, a cache made from the evaluation set, out-of-profile clips, the
-    candidate files and the sensitivity file; the gates were checked when the ``GateConfig`` was made), build
-    the default candidates if none are given, then transcribe, score, time and judge every candidate and write
-    report.json/.md/.html."""
-    candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
+def check(inputs: SignoffInputs) -> tuple[SpeechSet, list[Utterance], list[str], dict[str, Any] | None]:
+    """Every input check that needs no model work: an overlapping pair, a cache made from the evaluation set,
+    out-of-profile clips, the candidate files (or what builds them: model folder, calibration set, method) and
+    the sensitivity file; the gates were checked when the ``GateConfig`` was made. ``run`` starts with it; so
+    does the dashboard's Run page before it starts a job. Returns the evaluation set, the utterances to judge,
+    the profile notes and the parsed sensitivity file."""
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
-    # an overlapping pair, out-of-profile clips or a bad file are refused before anything is built
     utts, profile_notes = select_utterances(eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s,
                                             inputs.profile_max_s, inputs.limit)
-    check_cache_apart(eval_set, cache)
-    if candidates:
-        check_candidates(candidates)
-    sensitivity = read_sensitivity(sensitivity_path) if sensitivity_path is not None else None
-    for note in profile_notes:
-        log(f"note: {note}")
-    if not candidates:
+    check_cache_apart(eval_set, inputs.cache)
+    if inputs.candidates:
+        check_candidates(list(inputs.candidates))
+    else:
         if not inputs.calib_set:
             raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
                                  "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)")
         if inputs.model is None:
             raise WorkbenchError("give --model to build FP32/FP16/INT8 variants, or the candidates as --candidate")
+        check_model_source(inputs.model)
+        MethodSpec(inputs.method)
+    sensitivity = read_sensitivity(inputs.sensitivity) if inputs.sensitivity is not None else None
+    return eval_set, utts, profile_notes, sensitivity
+
+
+def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
+    """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
+    time and judge every candidate and write report.json/.md/.html."""
+    eval_set, utts, profile_notes, sensitivity = check(inputs)
+    candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
+    for note in profile_notes:
+        log(f"note: {note}")
+    if not candidates:
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
         log(f"building FP32/FP16/INT8 variants of {inputs.model} calibrated on {calib_source} ({inputs.method})")
         built = build_default_variants(inputs.model, calib_source, inputs.method, root=inputs.engines,

@@ -10,10 +10,8 @@ from workbench.artifacts import sha256_file
 from workbench.errors import WorkbenchError
 
 
-def load_model(name_or_path: str | Path) -> Any:
-    """The model in eval mode, float32 on CPU."""
-    from transformers import Wav2Vec2ForCTC
-
+def check_model_source(name_or_path: str | Path) -> None:
+    """Refuse, before anything is loaded, a model path that does not exist or a folder without config.json."""
     path = Path(name_or_path)
     text = str(name_or_path)
     looks_like_path = path.is_absolute() or text.startswith((".", "~")) or text.count("/") > 1
@@ -22,6 +20,14 @@ def load_model(name_or_path: str | Path) -> Any:
                              "or a Hugging Face hub id such as facebook/wav2vec2-base-960h)")
     if path.is_dir() and not (path / "config.json").is_file():
         raise WorkbenchError(f"{path} has no config.json; it is not a Hugging Face model folder")
+
+
+def load_model(name_or_path: str | Path) -> Any:
+    """The model in eval mode, float32 on CPU."""
+    from transformers import Wav2Vec2ForCTC
+
+    path = Path(name_or_path)
+    check_model_source(name_or_path)
     try:
         model = Wav2Vec2ForCTC.from_pretrained(str(name_or_path))
     except (OSError, ValueError) as exc:

@@ -63,5 +63,5 @@ def render() -> None:
                "(saturated in INT8).")
     with st.expander("All tensors (table)"):
         st.dataframe(ranges, width="stretch", hide_index=True)
-        st.download_button("ranges as JSON", json.dumps(ranges.to_dict(orient="records"), indent=1),
-                           file_name=f"{info.path.name}.ranges.json", mime="application/json")
+        ui.download("ranges as JSON", json.dumps(ranges.to_dict(orient="records"), indent=1),
+                    file_name=f"{info.path.name}.ranges.json", mime="application/json")

@@ -1,10 +1,12 @@
-"""Overview page: what exists under the artifact folders and the next command to run."""
+"""Overview page: where the dashboard is reachable and what visitors may do, what exists under the
+artifact folders and the next command to run."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from workbench.dashboard import ui
+from workbench.dashboard import gate, ui
+from workbench.dashboard.access import Settings, is_loopback, reach
 from workbench.dashboard.data import calibration, layers, reports, sets
 from workbench.dashboard.paths import ENV_VAR
 from workbench.errors import WorkbenchError
@@ -21,6 +23,8 @@ STEPS = [
 def render() -> None:
     """Counts per artifact kind, the next command for each missing kind, and the latest sign-off verdict."""
     st.title("Speech precision workbench")
+    settings = ui.settings()
+    st.caption(serving_line(settings, gate.bound_address(), int(st.get_option("server.port"))))
     roots = ui.roots()
     st.caption(f"Workspace: `{roots.root}` (artifacts under its calib_sets/, engines/, reports/; start with "
                f"`streamlit run app.py -- --workspace DIR` or set `{ENV_VAR}` to look elsewhere)")
@@ -32,7 +36,8 @@ def render() -> None:
     missing = [(what, command) for (what, command), n in zip(STEPS, counts) if n == 0]
     if not any(counts):
         st.info("Nothing here yet. The whole job on the embedded demo model is one command:\n"
-                "```bash\npython -m workbench demo\n```\nor start steps from the **Run** page.")
+                "```bash\npython -m workbench demo\n```\n"
+                + ("" if settings.read_only else "or start steps from the **Run** page."))
     elif missing:
         st.markdown("**Next steps**")
         for what, command in missing:
@@ -46,3 +51,12 @@ def render() -> None:
                                               + (f"SHIP {rec}" if rec else "no candidate passes"))
         except (WorkbenchError, OSError) as exc:  # a damaged record must not break the overview
             st.warning(f"Latest sign-off `{names[0]}` cannot be read: {exc}")
+
+
+def serving_line(settings: Settings, address: str | None, port: int) -> str:
+    """Where this dashboard can be reached from, who is let in, and whether it is read-only."""
+    who = {"token": "visitors need the access token", "oidc": "visitors log in (OIDC)",
+           None: "no sign-in" if is_loopback(address) else "no access control"}[settings.access_control]
+    mode = ("read-only: no Run page, no downloads" if settings.read_only else
+            f"jobs may be started (at most {settings.max_jobs} at once) and artifacts downloaded")
+    return f":material/lan: Reachable from {reach(address, port)} · {who} · {mode}"

@@ -1,7 +1,11 @@
 """Run page: start a calibration, layer comparison, search or sign-off job in the background (its typed inputs
 run by ``python -m workbench.jobs``) for the demo model shipped in the package or any model folder under
 the workspace's models/ (or a Hugging Face hub id) and any set under calib_sets/, then follow its progress
-and log; errors are shown as the job printed them."""
+and log; errors are shown as the job printed them..
+
+Every start goes through ``background.start``: the job's own input checks (the ones the CLI verb runs)
+and the dashboard's job limit; a refusal is shown and nothing starts. In read-only mode the page is not
+registered at all and, if reached anyway, shows nothing but that."""
 
 from __future__ import annotations
 
@@ -78,7 +82,11 @@ def _index_of(preferred: str, names: list[str], fallback: int = 0) -> int:
 
 
 def _start(inputs: Any, roots: ArtifactRoots) -> None:
-    job = background.start(inputs, roots)
+    try:
+        job = background.start(inputs, roots, ui.settings().max_jobs)
+    except WorkbenchError as exc:
+        st.error(str(exc), icon=":material/block:")
+        return
     st.session_state["job"] = job.id
     st.query_params["job"] = job.id
     st.toast(f"started {job.kind}: {job.id}")
@@ -220,7 +228,12 @@ def _show_job(job_id: str) -> None:
 
 def render() -> None:
     st.title("Run")
+    settings = ui.settings()
+    if settings.read_only:
+        st.error("This dashboard is read-only: it starts no jobs.")
+        return
     roots = ui.roots()
+    st.caption(f"{len(background.running_jobs(roots))} of at most {settings.max_jobs} jobs running")
     names = set_names(roots)
     if not names:
         ui.empty_state("speech sets", "python -m workbench data build",

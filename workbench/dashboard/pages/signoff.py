@@ -1,5 +1,5 @@
 """Sign-off page: the report, its verdict, whether its inputs are unchanged, and downloads (JSON,
-Markdown, HTML, candidate ONNX files, engines built from them, calibration cache)."""
+Markdown, HTML, candidate ONNX files, engines built from them, calibration cache; none in read-only mode)."""
 
 from __future__ import annotations
 
@@ -42,22 +42,8 @@ def render() -> None:
     else:
         st.caption(":material/verified: every input artifact still has the hash recorded in the report")
 
-    st.subheader("Downloads")
-    cols = st.columns(3)
-    files = [("report.json", view.json), ("report.html", view.html), ("report.md", view.markdown)]
-    for col, (label, path) in zip(cols, files):
-        if path is None:
-            col.caption(f"{label}: not written")
-            continue
-        col.download_button(label, ui.lazy_bytes(path, "reports"), file_name=f"{view.name}-{label}", mime=MIME[path.suffix],
-                            key=f"dl-{label}", icon=":material/download:")
-    for number, item in enumerate(data.downloads(view, roots)):
-        if item.allowed is None:
-            st.caption(f"{item.role}: `{item.path}` (not offered: {item.reason})")
-            continue
-        st.download_button(f"{item.role}: {item.allowed.name}", ui.lazy_bytes(item.allowed, data.SERVED_AREAS), file_name=item.allowed.name,
-                           mime=MIME.get(item.allowed.suffix, "application/octet-stream"), key=f"dl-{number}",
-                           icon=":material/download:")
+    if not ui.settings().read_only:
+        _downloads(view, roots)
 
     tab_report, tab_tables = st.tabs(["Report", "Tables"])
     with tab_report:
@@ -67,3 +53,23 @@ def render() -> None:
         for title, header, rows in tables(record):
             st.markdown(f"**{title}**")
             st.dataframe([dict(zip(header, r)) for r in rows], width="stretch", hide_index=True)
+
+
+def _downloads(view: data.ReportView, roots: ui.ArtifactRoots) -> None:
+    """The report files and the artifacts it names, each as a download button (the resolver checks each)."""
+    st.subheader("Downloads")
+    cols = st.columns(3)
+    files = [("report.json", view.json), ("report.html", view.html), ("report.md", view.markdown)]
+    for col, (label, path) in zip(cols, files):
+        if path is None:
+            col.caption(f"{label}: not written")
+            continue
+        ui.download(label, ui.lazy_bytes(path, "reports"), where=col, file_name=f"{view.name}-{label}",
+                    mime=MIME[path.suffix], key=f"dl-{label}", icon=":material/download:")
+    for number, item in enumerate(data.downloads(view, roots)):
+        if item.allowed is None:
+            st.caption(f"{item.role}: `{item.path}` (not offered: {item.reason})")
+            continue
+        ui.download(f"{item.role}: {item.allowed.name}", ui.lazy_bytes(item.allowed, data.SERVED_AREAS),
+                    file_name=item.allowed.name, mime=MIME.get(item.allowed.suffix, "application/octet-stream"),
+                    key=f"dl-{number}", icon=":material/download:")
