@@ -161,6 +161,11 @@ def test_int8_weights_saturate_where_the_cpu_lacks_vnni() -> None:
         assert np.abs(runner.infer(x)["y0"] - want).max() < 1e-5 * np.abs(want).max()
     with OnnxRuntimeRunner(s8, exact_int8=False) as runner:  # ORT's default session: as plain as above
         assert (np.abs(runner.infer(x)["y0"] - want).max() < 1e-5 * np.abs(want).max()) == U8S8_EXACT
+    # the per-layer comparison's Polygraphy runner uses the same session options
+    from workbench.compare.layers import _runner
+
+    with _runner(cpu_flavour(model, "s8")[0], ["y0"], "s8") as runner:
+        assert np.abs(runner.infer(x)["y0"] - want).max() < 1e-5 * np.abs(want).max()
 
 
 def test_weight_type_follows_the_cpu_flags(tmp_path) -> None:
