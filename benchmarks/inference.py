@@ -12,6 +12,9 @@ Variants (``workbench.quantize.build_variant`` with a ``PrecisionPlan``; ranges 
   the TensorRT-bound Q/DQ graph as written), ``int8-cpu`` (the same graph through
   ``workbench.quantize.ort_cpu.cpu_flavour``), ``mixed`` and ``mixed-cpu`` (a mixed plan: ``--mixed-plan``,
   e.g. the mixed-precision search's found plan, else the fixed plan of ``fixed_mixed_plan``).
+  Named only: ``int8-cpu-u8`` and ``int8-cpu-s8``, the flavour with uint8 or int8 weights forced (``int8-cpu``
+  takes what this CPU computes exactly); ``int8-cpu-s8`` runs ORT's U8S8 kernels as they are (wrong on an x86
+  CPU without VNNI), to measure what uint8 weights cost.
   The demo model's variants are also checked for accuracy on ``--accuracy-clips`` clips of the evaluation set.
 - CUDA (onnxruntime-gpu, CUDA EP): ``fp32``, ``fp16`` (build_variant's FP16 plan) and ``fp16-ort``
   (onnxruntime's float16 converter, IO kept FP32). Besides the runner's end-to-end time (numpy in and out,
@@ -50,7 +53,7 @@ sys.path.insert(0, str(HERE))
 from inference_bench.accuracy import accuracy_check  # noqa: E402
 from inference_bench.child import child, time_variant  # noqa: E402
 from inference_bench.interleaved import interleaved  # noqa: E402
-from inference_bench.prep import CPU_VARIANTS, CUDA_VARIANTS, clip_source, prepare_model  # noqa: E402
+from inference_bench.prep import CPU_VARIANTS, CUDA_VARIANTS, WEIGHT_VARIANTS, clip_source, prepare_model  # noqa: E402
 from inference_bench.report import format_table, rows_of, speedups  # noqa: E402
 from workbench.artifacts import write_json_atomic  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
@@ -105,8 +108,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="with --backend cuda: run the CUDA variants and code path on the CPU EP (a rehearsal)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    known = CPU_VARIANTS if args.backend == "cpu" else CUDA_VARIANTS
-    args.variant_list = args.variants.split(",") if args.variants else list(known)
+    defaults = CPU_VARIANTS if args.backend == "cpu" else CUDA_VARIANTS
+    known = defaults + WEIGHT_VARIANTS if args.backend == "cpu" else defaults
+    args.variant_list = args.variants.split(",") if args.variants else list(defaults)
     bad = [v for v in args.variant_list if v not in known]
     if bad:
         parser.error(f"variants {bad} do not run on the {args.backend} backend; choose from {', '.join(known)}")
@@ -162,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = rows_of(results)
     table = format_table(rows)
     print("\n" + table)
-    gains = {v: speedups(rows, v) for v in ("int8", "int8-cpu", "mixed", "mixed-cpu", "fp16", "fp16-ort")
+    gains = {v: speedups(rows, v) for v in ("int8", "int8-cpu", *WEIGHT_VARIANTS, "mixed", "mixed-cpu", "fp16",
+                                             "fp16-ort")
              if any(r.get("variant") == v for r in rows)}
     for variant, per_model in gains.items():
         for model, g in per_model.items():

@@ -46,6 +46,12 @@ def test_tiny_grid_writes_table_and_json(tmp_path, capsys) -> None:
     cpu = record["speedups_vs_fp32"]["int8-cpu"]["tiny"]
     assert len(cpu["points"]) == 4 and cpu["geomean"] > 0
     assert record["models"]["tiny"]["variants"]["int8-cpu"]["rewrites"]["conv_as_matmul"] > 0
+    # the flavour's weights are what this CPU computes exactly, and the record says which and why
+    from workbench.backends.cpu_int8 import int8_weight_type, u8s8_exact
+
+    variant = record["models"]["tiny"]["variants"]["int8-cpu"]
+    assert (variant["rewrites"]["weights"], variant["rewrites"]["weights_reason"]) == int8_weight_type("auto")
+    assert variant["exact_int8"] and record["machine"]["int8_gemm"] == u8s8_exact()[1]
     assert record["config"]["calibration_clips"]["kind"].startswith("speech-like")
     (point,) = record["interleaved"]["tiny"].values()  # fp32, int8 and int8-cpu re-timed in turns
     assert point["rounds"] == 2 and set(point["x_fp32"]) == {"fp32", "int8", "int8-cpu"}
@@ -56,3 +62,7 @@ def test_unknown_variant_for_backend_is_refused() -> None:
     bench = load_script()
     with pytest.raises(SystemExit):
         bench.parse_args(["--backend", "cuda", "--variants", "int8-cpu"])
+    # the forced weight types are CPU variants, named only
+    args = bench.parse_args(["--variants", "fp32,int8-cpu-s8,int8-cpu-u8"])
+    assert args.variant_list == ["fp32", "int8-cpu-s8", "int8-cpu-u8"]
+    assert "int8-cpu-s8" not in bench.parse_args([]).variant_list

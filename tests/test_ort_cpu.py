@@ -4,6 +4,12 @@ Hand-built graphs check each rewrite exactly (uint8 activations, Conv as im2col 
 strides and a bias, shared DQs, folded weights of a grouped Conv); a tiny random Wav2Vec2 checks the whole
 path: outputs close to the TensorRT-bound INT8 graph and to FP32, the input graph untouched, and ORT's
 optimised graph made of fused integer ops where the TensorRT-bound graph is not.
+
+The flavours run in a plain ORT session (as anyone would run the file) at the default optimisation level,
+so the integer kernels this CPU picks are the ones checked. uint8 weights (U8U8 kernels) are checked on
+every CPU; int8 weights (U8S8 kernels) only where ORT computes them exactly (x86 with VNNI, or not x86):
+on an x86 CPU without VNNI they saturate (``workbench.backends.cpu_int8``), and that case is skipped with
+the reason, and shown to saturate by ``test_int8_weights_saturate_where_the_cpu_lacks_vnni``.
 """
 
 from __future__ import annotations
@@ -17,15 +23,25 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from workbench.backends.onnxruntime import session_options
-from workbench.quantize.ort_cpu import build_cpu_variant, cpu_flavour
+from workbench.backends.cpu_int8 import int8_weight_type, u8s8_exact
+from workbench.backends.onnxruntime import OnnxRuntimeRunner, session_options
+from workbench.quantize.ort_cpu import METADATA_REASON, METADATA_WEIGHTS, build_cpu_variant, cpu_flavour
 
 RNG = np.random.default_rng(0)
+U8S8_EXACT, U8S8_WHY = u8s8_exact()
+# uint8 weights everywhere; int8 weights only where ORT's U8S8 kernels are exact on this CPU
+WEIGHTS = [pytest.param("u8", id="u8"),
+           pytest.param("s8", id="s8", marks=pytest.mark.skipif(not U8S8_EXACT, reason=f"int8 weights: {U8S8_WHY}"))]
 
 
-def run(model: onnx.ModelProto | Path, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+def run(model: onnx.ModelProto | Path, feeds: dict[str, np.ndarray], reference: bool = False) -> list[np.ndarray]:
+    """A plain ORT session (default optimisation: the fused integer kernels); ``reference``: no optimisation
+    at all, so every DequantizeLinear runs and the arithmetic is float (what the Q/DQ graph means)."""
     src = str(model) if isinstance(model, Path) else model.SerializeToString()
-    return ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(None, feeds)
+    opts = ort.SessionOptions()
+    if reference:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(src, opts, providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
 def optimised_ops(model: onnx.ModelProto | Path, tmp_path: Path, name: str) -> Counter:
@@ -66,13 +82,18 @@ def qdq_conv_model(cin: int, cout: int, kernel: int, stride: int, bias: bool = F
 @pytest.mark.parametrize("cin,kernel,stride,length,bias", [(32, 3, 2, 101, False), (32, 3, 2, 100, True),
                                                             (16, 4, 2, 37, False), (64, 2, 2, 9, True),
                                                             (32, 5, 3, 5, False)])
-def test_conv_becomes_integer_matmul_with_the_same_output(cin, kernel, stride, length, bias, tmp_path) -> None:
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_conv_becomes_integer_matmul_with_the_same_output(cin, kernel, stride, length, bias, weights,
+                                                          tmp_path) -> None:
     model = qdq_conv_model(cin, 24, kernel, stride, bias)
     x = RNG.standard_normal((2, cin, length)).astype(np.float32)
-    flavoured, stats = cpu_flavour(model)
+    flavoured, stats = cpu_flavour(model, weights)
     assert stats["conv_as_matmul"] == 1 and stats["uint8_activations"] == 1
+    assert stats["weights"] == weights and stats["uint8_weights"] == (weights == "u8")
     assert not any(n.op_type == "Conv" for n in flavoured.graph.node)
-    (want,), (got,) = run(model, {"x": x}), run(flavoured, {"x": x})
+    weight_types = {i.data_type for i in flavoured.graph.initializer if i.name.startswith("conv0_w_matmul_")}
+    assert weight_types == {TensorProto.FLOAT, TensorProto.UINT8 if weights == "u8" else TensorProto.INT8}
+    (want,), (got,) = run(model, {"x": x}, reference=True), run(flavoured, {"x": x})
     assert got.shape == want.shape  # every length, also where (length - kernel) % stride != 0
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     ops = optimised_ops(flavoured, tmp_path, "conv")
@@ -116,6 +137,70 @@ def test_shared_dq_gets_one_copy_per_consumer() -> None:
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
+# ---------------------------------------------------------------- int8 or uint8 weights: what this CPU computes
+def saturating_case() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """A quantized Conv whose activations all sit at the top of the range: every neighbouring pair of
+    products 255 * w reaches past int16 wherever two neighbouring weights add up to more than 128."""
+    model = qdq_conv_model(32, 24, 3, 1)
+    return model, {"x": np.full((1, 32, 40), 4.0, np.float32)}  # 4.0 / 0.02 clips to 127 -> uint8 255
+
+
+def test_int8_weights_saturate_where_the_cpu_lacks_vnni() -> None:
+    """The detection agrees with ORT: int8 weights are exact exactly where ``u8s8_exact`` says so; uint8
+    weights are exact everywhere; the workbench's runner computes the int8 file exactly everywhere."""
+    model, x = saturating_case()
+    (want,) = run(model, x, reference=True)
+    errors = {}
+    for weights in ("u8", "s8"):
+        flavoured, _ = cpu_flavour(model, weights)
+        errors[weights] = float(np.abs(run(flavoured, x)[0] - want).max() / np.abs(want).max())
+    assert errors["u8"] < 1e-5
+    assert (errors["s8"] < 1e-5) == U8S8_EXACT, (errors, U8S8_WHY)
+    s8 = cpu_flavour(model, "s8")[0].SerializeToString()
+    with OnnxRuntimeRunner(s8) as runner:
+        assert np.abs(runner.infer(x)["y0"] - want).max() < 1e-5 * np.abs(want).max()
+    with OnnxRuntimeRunner(s8, exact_int8=False) as runner:  # ORT's default session: as plain as above
+        assert (np.abs(runner.infer(x)["y0"] - want).max() < 1e-5 * np.abs(want).max()) == U8S8_EXACT
+    # the per-layer comparison's Polygraphy runner uses the same session options
+    from workbench.compare.layers import _runner
+
+    with _runner(cpu_flavour(model, "s8")[0], ["y0"], "s8") as runner:
+        assert np.abs(runner.infer(x)["y0"] - want).max() < 1e-5 * np.abs(want).max()
+
+
+def test_weight_type_follows_the_cpu_flags(tmp_path) -> None:
+    from workbench.backends.cpu_int8 import cpu_flags
+    from workbench.errors import WorkbenchError
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: X\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n\n"
+                       "processor\t: 1\nflags\t\t: fpu\n")
+    assert cpu_flags(cpuinfo) == {"fpu", "sse2", "avx2", "avx512f", "avx512_vnni"}
+    assert cpu_flags(tmp_path / "missing") is None
+    avx2, vnni = frozenset({"sse2", "avx2", "fma"}), frozenset({"avx2", "avx_vnni"})
+    assert int8_weight_type("auto", "x86_64", avx2)[0] == "u8"
+    assert int8_weight_type("auto", "x86_64", vnni)[0] == "s8"
+    assert int8_weight_type("auto", "x86_64", frozenset({"avx512f", "avx512_vnni"}))[0] == "s8"
+    assert int8_weight_type("auto", "aarch64", frozenset())[0] == "s8"
+    assert int8_weight_type("auto", "AMD64", None)[0] in ("u8", "s8")  # this machine's flags
+    type_, why = int8_weight_type("s8", "x86_64", avx2)
+    assert type_ == "s8" and "NOT exact here" in why and "vpmaddubsw" in why
+    assert int8_weight_type("u8", "x86_64", vnni)[0] == "u8"
+    with pytest.raises(WorkbenchError, match="auto, u8, s8"):
+        int8_weight_type("int8")
+
+
+def test_the_flavour_records_its_weight_type() -> None:
+    model, _ = saturating_case()
+    for weights in ("u8", "s8"):
+        flavoured, stats = cpu_flavour(model, weights, reason=f"because {weights}")
+        meta = {p.key: p.value for p in flavoured.metadata_props}
+        assert meta[METADATA_WEIGHTS] == weights and meta[METADATA_REASON] == f"because {weights}"
+        assert stats["weights"] == weights
+    with pytest.raises(ValueError, match="weights"):
+        cpu_flavour(model, "int8")
+
+
 # ---------------------------------------------------------------- a tiny Wav2Vec2, end to end
 @pytest.fixture(scope="module")
 def tiny_variants(tmp_path_factory: pytest.TempPathFactory):
@@ -136,13 +221,17 @@ def tiny_variants(tmp_path_factory: pytest.TempPathFactory):
     return fp32, trt, cpu, [_speech_like(3.0, seed=10 + s) for s in range(3)]
 
 
-def test_tiny_model_cpu_flavour_matches_tensorrt_bound_int8(tiny_variants) -> None:
+@pytest.mark.parametrize("weights", WEIGHTS)
+def test_tiny_model_cpu_flavour_matches_tensorrt_bound_int8(tiny_variants, weights, tmp_path) -> None:
     from workbench.model.features import normalise_audio
 
     fp32, trt, cpu, clips = tiny_variants
+    if weights != "u8":  # the fixture's flavour has uint8 weights (build_cpu_variant's default)
+        cpu = tmp_path / f"int8.ort-cpu-{weights}.onnx"
+        cpu.write_bytes(cpu_flavour(onnx.load(str(trt)), weights)[0].SerializeToString())
     for audio in clips:
         x = {"input_values": normalise_audio(audio)[None]}
-        (ref,), (q,), (c,) = run(fp32, x), run(trt, x), run(cpu, x)
+        (ref,), (q,), (c,) = run(fp32, x), run(trt, x, reference=True), run(cpu, x)
         int8_error = np.abs(q - ref)
         # same arithmetic: only the float summation order differs, which now and then moves a value across
         # a later rounding boundary (one INT8 step); far below the INT8 error itself
@@ -151,6 +240,20 @@ def test_tiny_model_cpu_flavour_matches_tensorrt_bound_int8(tiny_variants) -> No
         assert (c.argmax(-1) == q.argmax(-1)).mean() >= 0.99
         # and as close to FP32 as the TensorRT-bound graph is
         assert np.abs(c - ref).mean() <= 1.05 * int8_error.mean()
+
+
+def test_tiny_model_tensorrt_bound_graph_through_the_runner_is_exact_on_every_cpu(tiny_variants) -> None:
+    """The workbench's ORT sessions fuse the TensorRT-bound graph's single-consumer DQ -> MatMul into integer
+    kernels with int8 weights; where U8S8 saturates (x86 without VNNI) the runner has ORT make them uint8."""
+    from workbench.model.features import normalise_audio
+
+    _, trt, _, clips = tiny_variants
+    x = {"input_values": normalise_audio(clips[0])[None]}
+    (q,) = run(trt, x, reference=True)
+    with OnnxRuntimeRunner(trt) as runner:
+        got = runner.infer(x)["logits"]
+    assert np.abs(got - q).max() <= 1e-3 * np.abs(q).max()
+    assert "exact" in runner.describe()["int8_gemm"]
 
 
 def test_tiny_model_input_graph_untouched_and_ort_fuses_the_flavour(tiny_variants, tmp_path) -> None:
@@ -182,5 +285,13 @@ def test_calibrate_verb_writes_the_flavour_on_request(tiny_sets, tmp_path, capsy
     capsys.readouterr()
     assert main(args + ["--ort-cpu"]) == 0
     (cpu,) = (tmp_path / "engines").rglob("*.ort-cpu.onnx")
-    assert str(cpu) in capsys.readouterr().out and trt.read_bytes() == before
-    assert cpu.read_bytes() == cpu_flavour(onnx.load(str(trt)))[0].SerializeToString()
+    out = capsys.readouterr().out
+    assert str(cpu) in out and trt.read_bytes() == before
+    weights, why = int8_weight_type("auto")  # what this CPU computes exactly
+    assert f"{'uint8' if weights == 'u8' else 'int8'} weights" in out and why in out
+    assert cpu.read_bytes() == cpu_flavour(onnx.load(str(trt)), weights, why)[0].SerializeToString()
+    assert main(args + ["--ort-cpu", "--ort-cpu-weights", "s8"]) == 0  # for another machine: as asked
+    meta = {p.key: p.value for p in onnx.load(str(cpu)).metadata_props}
+    assert meta[METADATA_WEIGHTS] == "s8" and meta[METADATA_REASON] == int8_weight_type("s8")[1]
+    assert main(args + ["--ort-cpu-weights", "u8"]) == 1  # without --ort-cpu: one error line
+    assert "--ort-cpu" in capsys.readouterr().err

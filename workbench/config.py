@@ -22,6 +22,10 @@ UNLABELLED_ACCENT = "unknown"  # Common Voice clips whose speaker gave no accent
 UNLABELLED_ACCENT_CONDITION = "accent-unknown"  # their own condition row, neither quiet nor accented
 NOISE_KINDS: tuple[str, ...] = ("white", "pink", "brown", "babble", "hum")
 MAJORITY_ACCENT = "us"
+# Weights of the ONNX Runtime CPU flavour (calibrate --ort-cpu): "auto" = int8 where ORT's U8S8 GEMMs are exact on
+# this CPU (VNNI, or not x86), else uint8 (U8U8, exact everywhere); "u8" / "s8" for a file bound elsewhere.
+ORT_CPU_WEIGHTS = "auto"
+ORT_CPU_WEIGHT_TYPES: tuple[str, ...] = ("auto", "u8", "s8")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: 
     audio = [normalise_audio(speech_set.audio(u))[None] for u in utts]
     logits: dict[str, list[np.ndarray]] = {}
     for variant in variants:
-        with OnnxRuntimeRunner(Path(variant.path), threads=threads, name=variant.name) as runner:
+        with OnnxRuntimeRunner(Path(variant.path), threads=threads, name=variant.name,
+                               exact_int8=variant.exact_int8) as runner:
             logits[variant.name] = [logits_of(runner, x)[0] for x in audio]
     refs = [u.text for u in utts]
     ids = [u.id for u in utts]
@@ -43,6 +44,7 @@ def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: 
         out["wer"][name] = corpus_wer(score_utterances(ids, refs, hyps))
         if name != "fp32" and "fp32" in logits:
             out["vs_fp32"][name] = compare(name, "fp32")
-        if name.endswith("-cpu") and name.removesuffix("-cpu") in logits:
-            out["cpu_flavour_vs_tensorrt_bound"][name] = compare(name, name.removesuffix("-cpu"))
+        base = name.partition("-cpu")[0]
+        if base != name and base in logits:  # int8-cpu, int8-cpu-s8, ... vs int8
+            out["cpu_flavour_vs_tensorrt_bound"][name] = compare(name, base)
     return out

@@ -31,7 +31,7 @@ def child(spec_path: Path) -> None:
     config = LatencyConfig(tuple(spec["batch"]), spec["warmup"], spec["repeats"], spec["point_budget_s"],
                            spec["min_repeats"])
     runner = OnnxRuntimeRunner(Path(spec["path"]), providers=spec["providers"], threads=spec["threads"],
-                               name=f"{spec['model']}/{spec['variant']}")
+                               name=f"{spec['model']}/{spec['variant']}", exact_int8=spec["exact_int8"])
     extra: dict = {}
     if spec["backend"] == "cuda":
         runner.activate()  # one session for both timings; measure_latency deactivates it at the end
@@ -48,7 +48,7 @@ def time_variant(variant: Variant, args, providers: list[str], clips_path: Path,
             "seconds": args.seconds, "batch": args.batch, "warmup": args.warmup, "repeats": args.repeats,
             "point_budget_s": args.point_budget_s, "min_repeats": args.min_repeats, "threads": args.threads,
             "providers": providers, "backend": args.backend, "machine": machine,
-            "dry_run": args.cpu_dry_run}
+            "dry_run": args.cpu_dry_run, "exact_int8": variant.exact_int8}
     spec_path = work / f"spec-{variant.model}-{variant.name}.json"
     spec_path.write_text(json.dumps(spec))
     start = time.perf_counter()

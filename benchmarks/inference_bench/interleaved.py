@@ -20,8 +20,8 @@ def interleaved(variants: list[Variant], clips: list[np.ndarray], points: list[t
     from workbench.evaluate.latency import make_batch
     from workbench.evaluate.transcribe import logits_of
 
-    runners = {v.name: OnnxRuntimeRunner(Path(v.path), providers=providers, threads=threads, name=v.name)
-               for v in variants}
+    runners = {v.name: OnnxRuntimeRunner(Path(v.path), providers=providers, threads=threads, name=v.name,
+                                         exact_int8=v.exact_int8) for v in variants}
     out: dict = {}
     try:
         for runner in runners.values():

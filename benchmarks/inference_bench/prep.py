@@ -15,6 +15,11 @@ from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 
 CPU_VARIANTS = ("fp32", "fp16", "int8", "int8-cpu", "mixed", "mixed-cpu")
+# Not in the default grid, named with --variants: the CPU flavour with its weight type forced (``int8-cpu`` takes
+# what this CPU computes exactly, workbench.backends.cpu_int8). ``int8-cpu-s8`` runs in ORT's default session
+# (no int8 -> uint8 at load), so it times the U8S8 kernels as they are: on an x86 CPU without VNNI they saturate
+# and its outputs are wrong (the accuracy check shows by how much); it is there to measure what uint8 costs.
+WEIGHT_VARIANTS = ("int8-cpu-u8", "int8-cpu-s8")
 CUDA_VARIANTS = ("fp32", "fp16", "fp16-ort")
 # The fixed mixed plan: Wav2Vec2 INT8 is known to break in the first convolutions of the feature encoder
 # (a public OpenVINO run recovered after keeping conv layers 1-3 in float, docs/design.md); keep those three
@@ -58,6 +63,7 @@ class Variant:
     plan: dict | None = None
     rewrites: dict | None = None
     sha256: str = ""
+    exact_int8: bool = True  # OnnxRuntimeRunner's exact_int8 (False: ORT's default integer kernels)
 
 
 def _export(model_name: str, out: Path) -> tuple[Path, dict]:
@@ -79,6 +85,7 @@ def prepare_model(model_name: str, variants: list[str], work: Path, calib: list[
     """Export FP32, calibrate when an INT8 variant is asked for, write every variant; returns them + info."""
     import onnx
 
+    from workbench.backends.cpu_int8 import int8_weight_type
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import calibrate_ranges
     from workbench.quantize.ort_cpu import cpu_flavour
@@ -120,16 +127,19 @@ def prepare_model(model_name: str, variants: list[str], work: Path, calib: list[
         elif name in ("int8", "mixed"):
             build_variant(fp32, amax, plans[name], path)
             variant.plan = plans[name].to_json()
-        elif name in ("int8-cpu", "mixed-cpu"):
-            base = name.removesuffix("-cpu")
+        elif name in ("int8-cpu", "mixed-cpu") + WEIGHT_VARIANTS:
+            base, _, forced = name.partition("-cpu")
             trt = folder / f"{base}.onnx"
             if not trt.exists():
                 build_variant(fp32, amax, plans[base], trt)
-            flavoured, stats = cpu_flavour(onnx.load(str(trt)))
+            weights, why = int8_weight_type(forced.lstrip("-") or "auto")
+            flavoured, stats = cpu_flavour(onnx.load(str(trt)), weights, why)
             write_bytes_atomic(path, flavoured.SerializeToString())
-            variant.plan, variant.rewrites = plans[base].to_json(), stats
+            variant.plan, variant.rewrites = plans[base].to_json(), {**stats, "weights_reason": why}
+            variant.exact_int8 = name != "int8-cpu-s8"
         else:
-            raise WorkbenchError(f"unknown variant {name!r}; choose from {CPU_VARIANTS + CUDA_VARIANTS}")
+            raise WorkbenchError(f"unknown variant {name!r}; choose from "
+                                 f"{CPU_VARIANTS + WEIGHT_VARIANTS + CUDA_VARIANTS}")
         variant.sha256 = sha256_file(path)
         out.append(variant)
         log(f"  {model_name}/{name}: {path.stat().st_size / 2**20:.1f} MB")

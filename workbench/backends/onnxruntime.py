@@ -11,8 +11,13 @@ from workbench.backends.base import Runner
 from workbench.errors import WorkbenchError
 
 
-def session_options(threads: int | None = None, optimization: str = "all"):
+def session_options(threads: int | None = None, optimization: str = "all", exact_int8: bool = True):
+    """ORT session options; ``exact_int8``: on a CPU whose U8S8 GEMMs saturate (x86 without VNNI), int8 weights
+    of the fused integer nodes become uint8 at load (``cpu_int8.PRECISION_MODE_KEY``), so a Q/DQ graph with
+    int8 weights computes what it says; False keeps ORT's default (the faster, saturating kernels)."""
     import onnxruntime as ort
+
+    from workbench.backends.cpu_int8 import PRECISION_MODE_KEY, u8s8_exact
 
     opts = ort.SessionOptions()
     levels = {
@@ -25,6 +30,8 @@ def session_options(threads: int | None = None, optimization: str = "all"):
     if threads:
         opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
+    if exact_int8 and not u8s8_exact()[0]:
+        opts.add_session_config_entry(PRECISION_MODE_KEY, "1")
     return opts
 
 
@@ -32,12 +39,14 @@ class OnnxRuntimeRunner(Runner):
     backend = "onnxruntime"
 
     def __init__(self, model: Path | bytes, providers: Sequence[str] = ("CPUExecutionProvider",),
-                 threads: int | None = None, optimization: str = "all", name: str | None = None) -> None:
+                 threads: int | None = None, optimization: str = "all", name: str | None = None,
+                 exact_int8: bool = True) -> None:
         super().__init__()
         self.model = model
         self.providers = list(providers)
         self.threads = threads
         self.optimization = optimization
+        self.exact_int8 = exact_int8
         self.name = name or (Path(model).name if not isinstance(model, bytes) else "onnx-model")
         self.session = None
 
@@ -50,8 +59,8 @@ class OnnxRuntimeRunner(Runner):
             raise WorkbenchError(f"ONNX Runtime providers {missing} are not available here (have {available}); "
                                  "for CUDA install onnxruntime-gpu: pip install 'workbench[gpu]'")
         src = self.model if isinstance(self.model, bytes) else str(self.model)
-        self.session = ort.InferenceSession(src, session_options(self.threads, self.optimization),
-                                            providers=self.providers)
+        options = session_options(self.threads, self.optimization, self.exact_int8)
+        self.session = ort.InferenceSession(src, options, providers=self.providers)
 
     def infer_impl(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.session is not None
@@ -72,4 +81,16 @@ class OnnxRuntimeRunner(Runner):
 
         return {"runner": self.name, "backend": self.backend, "providers": ",".join(self.providers),
                 "onnxruntime": ort.__version__, "optimization": self.optimization,
-                "threads": str(self.threads or "default")}
+                "threads": str(self.threads or "default"), "int8_gemm": int8_gemm(self.exact_int8)}
+
+
+def int8_gemm(exact_int8: bool) -> str:
+    """How this CPU's ORT sessions compute integer GEMMs with int8 weights (recorded with every timing)."""
+    from workbench.backends.cpu_int8 import u8s8_exact
+
+    exact, why = u8s8_exact()
+    if exact:
+        return f"U8S8 exact: {why}"
+    if exact_int8:
+        return f"int8 weights made uint8 at load (U8U8, exact): {why}"
+    return f"U8S8 as ORT defaults, saturating: {why}"

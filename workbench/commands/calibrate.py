@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from workbench.calibration.methods import METHODS
+from workbench.config import ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.commands.options import print_lines
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
@@ -24,14 +25,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ort-cpu", action="store_true",
                         help="also write the INT8 variant's ONNX Runtime CPU flavour (same arithmetic, fused by "
                              "ORT's CPU kernels; the TensorRT-bound graph is unchanged)")
+    parser.add_argument("--ort-cpu-weights", choices=ORT_CPU_WEIGHT_TYPES, default=None,
+                        help=f"weights of the CPU flavour (default {ORT_CPU_WEIGHTS}): auto = int8 where ORT's "
+                             "U8S8 kernels are exact on this CPU (x86 with VNNI, or not x86), else uint8 (U8U8, "
+                             "exact on every CPU); u8 / s8 for a file that runs on another machine")
 
 
 def run(args: argparse.Namespace) -> int:
     from workbench.calibration.methods import MethodSpec
+    from workbench.errors import WorkbenchError
     from workbench.jobs import calibrate
 
+    if args.ort_cpu_weights and not args.ort_cpu:
+        raise WorkbenchError("--ort-cpu-weights sets the weights of the ONNX Runtime CPU flavour: add --ort-cpu")
     result = calibrate.run(calibrate.CalibrateInputs(args.model, args.set, MethodSpec(args.method, args.percentile,
                                                                                       args.bins),
-                                                     engines=args.engines, ort_cpu=args.ort_cpu, calib_root=args.root))
+                                                     engines=args.engines, ort_cpu=args.ort_cpu,
+                                                     ort_cpu_weights=args.ort_cpu_weights or ORT_CPU_WEIGHTS,
+                                                     calib_root=args.root))
     print_lines(result.lines())
     return 0

@@ -105,11 +105,24 @@ def shared_sites(fp32: onnx.ModelProto, candidate: onnx.ModelProto) -> list[Tens
 
 
 def _runner(model: onnx.ModelProto, outputs: list[str], name: str):
+    """Polygraphy's ORT runner on a session with the workbench's options (where this CPU's U8S8 GEMMs
+    saturate, int8 weights of fused integer nodes become uint8: the table shows INT8 error, not saturation)."""
+    import os
+
+    import onnxruntime as ort
+
+    from workbench.backends.onnxruntime import session_options
+
     onnxrt = import_optional("polygraphy.backend.onnxrt", "pip install polygraphy")
     pg_onnx = import_optional("polygraphy.backend.onnx", "pip install polygraphy")
-    marked = pg_onnx.ModifyOutputs(model, outputs=outputs)
-    return onnxrt.OnnxrtRunner(onnxrt.SessionFromOnnx(pg_onnx.BytesFromOnnx(marked),
-                                                      providers=["CPUExecutionProvider"]), name=name)
+    marked = pg_onnx.BytesFromOnnx(pg_onnx.ModifyOutputs(model, outputs=outputs))
+
+    def session():
+        # one thread per usable CPU, as Polygraphy's SessionFromOnnx does (not every core may be ours)
+        return ort.InferenceSession(marked(), session_options(len(os.sched_getaffinity(0))),
+                                    providers=["CPUExecutionProvider"])
+
+    return onnxrt.OnnxrtRunner(session, name=name)
 
 
 def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], plan: PrecisionPlan | None = None,

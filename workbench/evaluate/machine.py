@@ -23,11 +23,14 @@ def _cpu_model() -> str:
 
 
 def machine_info() -> dict[str, str | int | float | None]:
-    """Host, OS, CPU model, usable cores, total memory; GPU name when ``nvidia-smi`` is present."""
+    """Host, OS, CPU model, usable cores, total memory; GPU name when ``nvidia-smi`` is present; whether ONNX
+    Runtime's U8S8 integer GEMMs are exact on this CPU (x86 without VNNI: they saturate)."""
     import shutil
     import subprocess
 
     import psutil
+
+    from workbench.backends.cpu_int8 import u8s8_exact
 
     gpu = None
     if shutil.which("nvidia-smi"):
@@ -42,7 +45,8 @@ def machine_info() -> dict[str, str | int | float | None]:
         cores = os.cpu_count() or 0
     return {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version(),
             "cpu": _cpu_model(), "usable_cores": cores, "logical_cores": os.cpu_count(),
-            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1), "gpu": gpu}
+            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1), "gpu": gpu,
+            "int8_gemm": u8s8_exact()[1]}
 
 
 def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:

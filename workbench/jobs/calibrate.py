@@ -4,7 +4,8 @@ Layout under ``engines/<model hash 12>/``: ``model.fp32.onnx``, ``calib-<set has
 (+ ``.json`` sidecar, + ``.hist.npz`` per-tensor histograms for histogram methods),
 ``model.int8-<method>-<set hash 12>.onnx`` (the TensorRT-bound Q/DQ graph) and, with ``ort_cpu``,
 ``model.int8-<method>-<set hash 12>.ort-cpu.onnx`` (the same arithmetic laid out for ONNX Runtime's CPU
-kernels, ``workbench.quantize.ort_cpu``). ``export_or_reuse`` is the one export step every job uses.
+kernels, ``workbench.quantize.ort_cpu``; its weights int8 or uint8 as ``ort_cpu_weights`` says, ``auto``: what
+this CPU's integer kernels compute exactly, ``workbench.backends.cpu_int8``). ``export_or_reuse`` is the one export step every job uses.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from typing import Any
 
 from workbench import __version__
 from workbench.artifacts import sha256_file, write_bytes_atomic
+from workbench.backends.cpu_int8 import int8_weight_type
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import histograms, kernels
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
+from workbench.config import ORT_CPU_WEIGHTS
 from workbench.model.export import Parity, export_onnx, parity_check
 from workbench.model.loading import artifact_folder_name, check_model_source, load_model, model_hash
 from workbench.model.vocab import DEFAULT_VOCABULARY, load_vocabulary
@@ -53,6 +56,7 @@ class CalibrateInputs:
     engines: Path = field(default_factory=default_area("engines"))
     parity_clips: int = 6
     ort_cpu: bool = False
+    ort_cpu_weights: str = ORT_CPU_WEIGHTS
     calib_root: Path = field(default_factory=default_area("calib_sets"))
 
 
@@ -68,6 +72,7 @@ class CalibrateResult:
     parity: Parity
     tensors: int
     int8_ort_cpu: Path | None = None
+    int8_ort_cpu_weights: tuple[str, str] | None = None  # ("u8" | "s8", why)
 
     def lines(self) -> list[str]:
         p = self.parity
@@ -81,6 +86,9 @@ class CalibrateResult:
         out.append(f"INT8 variant: {self.int8_onnx}")
         if self.int8_ort_cpu:
             out.append(f"  ONNX Runtime CPU flavour: {self.int8_ort_cpu}")
+        if self.int8_ort_cpu_weights:
+            weights, why = self.int8_ort_cpu_weights
+            out.append(f"    {'uint8' if weights == 'u8' else 'int8'} weights: {why}")
         return out
 
 
@@ -95,6 +103,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
     check(inputs)
     spec = inputs.method
+    weights = int8_weight_type(inputs.ort_cpu_weights) if inputs.ort_cpu else None  # a bad value stops here
     speech_set = load_set(inputs.calib_set, root=inputs.calib_root)
     mhash = model_hash(inputs.model)
     model = load_model(inputs.model)  # before any folder is made: a model that fails to load leaves nothing
@@ -131,6 +140,6 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         from workbench.quantize.ort_cpu import cpu_flavour
 
         cpu = int8.with_suffix(".ort-cpu.onnx")
-        write_bytes_atomic(cpu, cpu_flavour(onnx.load(str(int8)))[0].SerializeToString())
+        write_bytes_atomic(cpu, cpu_flavour(onnx.load(str(int8)), *weights)[0].SerializeToString())
     return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales),
-                           cpu)
+                           cpu, weights)

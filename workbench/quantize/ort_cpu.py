@@ -21,7 +21,12 @@ benchmarks/inference.py and the issue-9 notes):
    MatMulIntegerToFloat; a Transpose restores the [batch, channels, frames] layout;
 3. every shared activation DQ is duplicated so each consumer has its own (ORT's "dedicated QDQ pair");
 4. a constant weight DQ that still feeds a float Conv (grouped or padded convolutions) is folded into a
-   float initializer holding exactly the dequantized values.
+   float initializer holding exactly the dequantized values;
+5. with ``weights="u8"`` (the default) the remaining int8 weights are stored as uint8 with zero point
+   ``zp + 128``: the same values, so ORT picks its U8U8 GEMMs. Its U8S8 GEMMs (int8 weights) are faster on
+   x86 CPUs with VNNI but *saturate* on x86 CPUs without it (``workbench.backends.cpu_int8``): ``s8`` is
+   only right for a file that runs on a VNNI (or non-x86) CPU. The weight type and why are written into
+   the model's metadata (``METADATA_WEIGHTS``, ``METADATA_REASON``) and the rewrite counts.
 
 The TensorRT-bound graph is not touched: this is a separate, explicit step (``build_cpu_variant``).
 """
@@ -42,6 +47,9 @@ INT64_MAX = np.iinfo(np.int64).max
 # An integer GEMM needs a deep enough reduction (in_channels * kernel) to beat the float Conv: Wav2Vec2's
 # first conv (1 channel, kernel 10) ran 2.4x slower as im2col + MatMulIntegerToFloat than as a float Conv.
 MIN_REDUCTION = 64
+WEIGHT_TYPES: tuple[str, ...] = ("u8", "s8")
+METADATA_WEIGHTS = "workbench.ort_cpu.weights"
+METADATA_REASON = "workbench.ort_cpu.weights_reason"
 
 
 class _Graph:
@@ -273,6 +281,35 @@ def _fold_conv_weight_dq(g: _Graph) -> int:
     return folded
 
 
+# ---------------------------------------------------------------- 5. uint8 weights (U8U8 GEMMs)
+def _weights_to_uint8(g: _Graph) -> int:
+    """Constant int8 weights of the remaining DQs become uint8 with zero point + 128; returns how many DQs."""
+    renamed: dict[str, str] = {}
+
+    def shifted(name: str, base: str, shape: tuple[int, ...] | None = None) -> str:
+        if name not in renamed:
+            value = g.array(name) if name else np.zeros(shape, np.int8)
+            renamed[name] = g.const(f"{name or base}_u8", (value.astype(np.int16) + 128).astype(np.uint8))
+        return renamed[name]
+
+    changed = 0
+    for dq in g.graph.node:
+        if not _is_weight_dq(g, dq) or g.inits[dq.input[0]].data_type != TensorProto.INT8:
+            continue
+        zp = dq.input[2] if len(dq.input) > 2 else ""
+        if zp and g.inits.get(zp) is None:
+            continue  # a zero point computed at run time: leave it
+        scale_shape = g.array(dq.input[1]).shape
+        dq.input[0] = shifted(dq.input[0], dq.name)
+        while len(dq.input) < 3:
+            dq.input.append("")
+        dq.input[2] = shifted(zp, f"{dq.input[0]}_zero_point", scale_shape) if zp else \
+            g.const(f"{dq.input[0]}_zero_point", np.full(scale_shape, 128, np.uint8))
+        changed += 1
+    g.reindex()
+    return changed
+
+
 def _drop_unused(g: _Graph) -> None:
     """Remove nodes whose outputs nobody reads and initializers nobody uses (after the rewrites)."""
     g.reindex()
@@ -289,21 +326,36 @@ def _drop_unused(g: _Graph) -> None:
     g.inits = {i.name: i for i in g.graph.initializer}
 
 
-def cpu_flavour(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, int]]:
-    """The ORT-CPU flavour of a Q/DQ variant (``model`` is not modified) and counts of each rewrite."""
+def cpu_flavour(model: onnx.ModelProto, weights: str = "u8",
+                reason: str = "") -> tuple[onnx.ModelProto, dict[str, int | str]]:
+    """The ORT-CPU flavour of a Q/DQ variant (``model`` is not modified) and counts of each rewrite.
+
+    ``weights``: "u8" (uint8 weights, exact with ORT on every CPU) or "s8" (int8 weights: faster on x86 CPUs
+    with VNNI, saturating on x86 CPUs without; ``workbench.backends.cpu_int8.int8_weight_type`` chooses);
+    ``reason`` (why this type) is stored with it in the model's metadata.
+    """
+    if weights not in WEIGHT_TYPES:
+        raise ValueError(f"weights must be one of {WEIGHT_TYPES}, got {weights!r}")
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = _Graph(out)
-    stats = {"uint8_activations": _activations_to_uint8(g), "conv_as_matmul": _convs_to_matmul(g)}
+    stats: dict[str, int | str] = {"uint8_activations": _activations_to_uint8(g),
+                                   "conv_as_matmul": _convs_to_matmul(g)}
     stats["dedicated_dq"] = _dedicate_dq(g)
     stats["folded_conv_weights"] = _fold_conv_weight_dq(g)
     _drop_unused(g)
+    stats["uint8_weights"] = _weights_to_uint8(g) if weights == "u8" else 0
+    stats["weights"] = weights
+    _drop_unused(g)
+    for key, value in ((METADATA_WEIGHTS, weights), (METADATA_REASON, reason)):
+        entry = next((p for p in out.metadata_props if p.key == key), None) or out.metadata_props.add()
+        entry.key, entry.value = key, value
     onnx.checker.check_model(out)
     return out, stats
 
 
 def build_cpu_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path,
-                      trt_path: Path | None = None) -> Path:
+                      trt_path: Path | None = None, weights: str = "u8", reason: str = "") -> Path:
     """``build_variant`` (the TensorRT-bound graph, written to ``trt_path`` when given) then ``cpu_flavour``."""
     import tempfile
 
@@ -315,6 +367,6 @@ def build_cpu_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPl
             model = onnx.load(str(source))
     else:
         model = onnx.load(str(build_variant(fp32_path, amax, plan, trt_path)))
-    flavoured, _ = cpu_flavour(model)
+    flavoured, _ = cpu_flavour(model, weights, reason)
     write_bytes_atomic(out_path, flavoured.SerializeToString())
     return out_path
