@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 from dashkit import free_port, serve
 
-from workbench.cli import build_parser, main
+from workbench.cli import main, parse_args
 from workbench.dashboard import access, server
 from workbench.dashboard.paths import ENV_VAR
 from workbench.errors import WorkbenchError
+from workbench.workspace import ENV_VAR as WORKSPACE_ENV
 
 REPO = Path(__file__).resolve().parent.parent
 ACCESS_VARS = (access.TOKEN_ENV, access.TOKEN_FILE_ENV, access.AUTH_ENV, access.READ_ONLY_ENV, access.MAX_JOBS_ENV,
@@ -126,7 +127,7 @@ def test_dashboard_verb_refuses_to_open_the_network_without_access_control(tmp_p
         err = capsys.readouterr().err
         assert err.startswith("error: ") and message in err and "Traceback" not in err, (argv, err)
     # what the verb would run for a team: the address asked for, the packaged settings, the token by file only
-    args = build_parser().parse_args(["dashboard", "--address", "0.0.0.0", "--port", "8600", "--read-only", "--token-file",
+    args = parse_args(["dashboard", "--address", "0.0.0.0", "--port", "8600", "--read-only", "--token-file",
                        str(token_file(tmp_path)), "--max-jobs", "1"])
     from workbench.commands.dashboard import launch_from_args
 
@@ -138,9 +139,10 @@ def test_dashboard_verb_refuses_to_open_the_network_without_access_control(tmp_p
     assert not any("t0ken" in a for a in launch.argv)
     assert launch.env[access.TOKEN_FILE_ENV] == str(tmp_path / "token.txt")
     assert launch.env[access.READ_ONLY_ENV] == "1" and launch.env[access.MAX_JOBS_ENV] == "1"
-    local = launch_from_args(build_parser().parse_args(["dashboard"]))
+    local = launch_from_args(parse_args(["dashboard", "--workspace", str(tmp_path)]))
     assert "--server.address=127.0.0.1" in local.argv and "--client.showErrorDetails=type" not in local.argv
     assert access.READ_ONLY_ENV not in local.env
+    assert local.env[WORKSPACE_ENV] == str(tmp_path.resolve())  # the server (and its jobs) use the verb's workspace
 
 
 # ---------------------------------------------------------------- real servers

@@ -42,13 +42,14 @@ def launch_from_args(args: argparse.Namespace) -> Launch:
     """What ``run`` executes; refuses unsafe or bad options (see ``server.launch``) without starting anything."""
     from workbench.dashboard.access import parse_max_jobs
     from workbench.dashboard.server import launch
-    from workbench.workspace import resolve_workspace
+    from workbench.workspace import Workspace, resolve_workspace
 
     if args.max_jobs is not None:
         parse_max_jobs(args.max_jobs, "--max-jobs")
     return launch(args.address, args.port, read_only=args.read_only, token_file=args.token_file, oidc=args.oidc,
                   allowed_users=args.allowed_users, max_jobs=args.max_jobs,
-                  workspace=resolve_workspace(getattr(args, "workspace", None)).root)
+                  workspace=(args.workspace if isinstance(args.workspace, Workspace)  # filled by the CLI
+                             else resolve_workspace(args.workspace)).root)
 
 
 def run(args: argparse.Namespace) -> int:
