@@ -161,12 +161,13 @@ def read_sensitivity(path: Path) -> dict[str, Any]:
                               "compare, or drop --sensitivity", what="sensitivity file")
 
 
-def check(inputs: SignoffInputs) -> tuple[SpeechSet, list[Utterance], list[str], dict[str, Any] | None]:
+def check(inputs: SignoffInputs) -> tuple[SpeechSet, SpeechSet | None, list[Utterance], list[str],
+                                         dict[str, Any] | None]:
     """Every input check that needs no model work: an overlapping pair, a cache made from the evaluation set,
     out-of-profile clips, the candidate files (or what builds them: model folder, calibration set, method) and
     the sensitivity file; the gates were checked when the ``GateConfig`` was made. ``run`` starts with it; so
-    does the dashboard's Run page before it starts a job. Returns the evaluation set, the utterances to judge,
-    the profile notes and the parsed sensitivity file."""
+    does the dashboard's Run page before it starts a job. Returns the evaluation and calibration sets, the
+    utterances to judge, the profile notes and the parsed sensitivity file."""
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s,
@@ -183,13 +184,13 @@ def check(inputs: SignoffInputs) -> tuple[SpeechSet, list[Utterance], list[str],
         check_model_source(inputs.model)
         MethodSpec(inputs.method)
     sensitivity = read_sensitivity(inputs.sensitivity) if inputs.sensitivity is not None else None
-    return eval_set, utts, profile_notes, sensitivity
+    return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
 def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
     """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
     time and judge every candidate and write report.json/.md/.html."""
-    eval_set, utts, profile_notes, sensitivity = check(inputs)
+    eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
         log(f"note: {note}")
