@@ -63,7 +63,10 @@ def _root_lock(root: Path) -> Iterator[None]:
 
 
 def _writer_alive(parent: Path) -> bool:
-    fd = os.open(parent / WRITER_LOCK, os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        fd = os.open(parent / WRITER_LOCK, os.O_RDWR | os.O_NOFOLLOW)
+    except FileNotFoundError:  # the writer finished (and removed its parent) meanwhile
+        return True
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return False
