@@ -504,7 +504,7 @@ def test_jobs_are_refused_by_the_jobs_own_input_checks_before_anything_starts(ar
         "is the sign-off set": search.SearchInputs(model, calib, dev_set=str(ev), signoff_set=str(ev), **where),
         "--resamples must be at least 100": search.SearchInputs(model, calib, resamples=10, **where),
         "give --calib-set": signoff.SignoffInputs(ev, roots.reports / "r", model=model, **where),
-        "candidate fp32: .* does not exist": signoff.SignoffInputs(ev, roots.reports / "r",
+        "candidate fp32 .* does not exist": signoff.SignoffInputs(ev, roots.reports / "r",
                                                                    candidates=[("fp32", tmp_path / "a.onnx")],
                                                                    **where)}
     for message, inputs in refused.items():
