@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+from workbench.journal import SUFFIX
 import soundfile as sf
 
 from layoutkit import text_of, write_commonvoice, write_librispeech
@@ -359,7 +361,7 @@ def test_interrupted_import_leaves_existing_sets_byte_identical(tmp_path, speech
     deadline = time.monotonic() + 120
     written = 0
     while time.monotonic() < deadline and proc.poll() is None:
-        written = len(list(root.glob(".victim.*.tmp/audio/*.flac")))
+        written = len(list(root.glob(f".*{SUFFIX}/**/audio/*.flac")))  # the journal's temporary parent
         if written >= 20:
             break
         time.sleep(0.02)
@@ -375,5 +377,5 @@ def test_interrupted_import_leaves_existing_sets_byte_identical(tmp_path, speech
     else:
         assert proc.returncode == -signal.SIGKILL
         leftovers = [p.name for p in root.iterdir() if p.name not in ("bystander", "victim")]
-        assert all(n.startswith(".victim.") and n.endswith(".tmp") for n in leftovers)  # hidden, never listed
+        assert all(n.startswith(".") and n.endswith(SUFFIX) for n in leftovers)  # hidden, never listed
         assert main(["data", "list", "--root", str(root)]) == 0

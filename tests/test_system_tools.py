@@ -45,7 +45,7 @@ def test_every_other_verb_works_without_them(no_tts_on_path, tmp_path: Path, spe
     ws = tmp_path / "ws"
     write_unit_set(ws / "calib_sets" / "unit-calib", CALIB_TEXTS, speech_like, seed=0)
     write_unit_set(ws / "calib_sets" / "unit-eval", EVAL_TEXTS, speech_like, seed=1)
-    model = save_random_wav2vec2(tmp_path / "tiny", "tiny", seed=0)
+    model = save_random_wav2vec2(ws / "models" / "tiny", "tiny", seed=0)  # inside the workspace: records read nothing outside it
     cli = ["--workspace", str(ws)]
     assert main([*cli, "data", "list"]) == 0
     assert main([*cli, "data", "show", "unit-calib"]) == 0
