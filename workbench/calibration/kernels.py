@@ -17,7 +17,9 @@ the same counts (tests/test_calibration_kernels.py), so which path counted a cli
 
 from __future__ import annotations
 
+import os
 import threading
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -29,6 +31,9 @@ _tried = False
 
 
 def _compile() -> Callable | None:
+    # numba caches compiled code beside the source by default, i.e. inside site-packages for an installed wheel;
+    # keep it in the user's cache folder instead (a user's own NUMBA_CACHE_DIR wins)
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(Path.home() / ".cache" / "workbench" / "numba"))
     try:
         from workbench.calibration._compiled import count_into
     except ImportError:
