@@ -90,3 +90,61 @@ def test_aliased_outputs_are_not_used_as_scratch() -> None:
     assert _unshared([a, separate]) == [True, True]
     assert _unshared([a, a.reshape(2, 5), separate]) == [False, False, True]
     assert _unshared([separate, a[5:], a]) == [True, False, False]
+
+
+def wide_graph() -> onnx.ModelProto:
+    """input [1, 24] -> MatMul with a 24x256 weight (24 KB: external data when linked) -> Relu -> MatMul."""
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("MatMul", [INPUT, "W1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("MatMul", ["r", "W2"], ["logits"])]
+    inits = [numpy_helper.from_array(rng.standard_normal((24, 256)).astype(np.float32), "W1"),
+             numpy_helper.from_array(rng.standard_normal((256, 3)).astype(np.float32), "W2")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, [1, 24])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_linked_weights_model_holds_the_same_weights(tmp_path: Path) -> None:
+    """The graph file written for a hard-linked model: same nodes and weights, outputs added, large
+    weights external at their offsets in the linked file, small ones inline."""
+    import os
+
+    from workbench.calibration.graph_structure import EXTERNAL_MIN_BYTES, write_with_external_weights
+
+    source = tmp_path / "wide.onnx"
+    onnx.save(wide_graph(), str(source))
+    folder = tmp_path / "session"
+    folder.mkdir()
+    os.link(source, folder / "weights.bin")
+    write_with_external_weights(source, folder / "graph.onnx", "weights.bin", ["h", "r"])
+    assert (folder / "graph.onnx").stat().st_size < 24 * 256 * 4  # W1 was not copied
+    written = onnx.load(str(folder / "graph.onnx"), load_external_data=False)
+    external = {t.name for t in written.graph.initializer if t.data_location == TensorProto.EXTERNAL}
+    assert external == {t.name for t in wide_graph().graph.initializer if t.ByteSize() >= EXTERNAL_MIN_BYTES} == {"W1"}
+    assert [o.name for o in written.graph.output] == ["logits", "h", "r"]
+    (folder / "weights.bin").unlink()  # onnx.load refuses hard-linked data files (ONNX Runtime does not)
+    (folder / "weights.bin").write_bytes(source.read_bytes())
+    loaded = onnx.load(str(folder / "graph.onnx"))
+    for mine, theirs in zip(loaded.graph.initializer, wide_graph().graph.initializer):
+        assert np.array_equal(numpy_helper.to_array(mine), numpy_helper.to_array(theirs))
+    assert list(loaded.graph.node) == list(wide_graph().graph.node)
+
+
+def test_linked_and_copied_sessions_compute_the_same(tmp_path: Path, monkeypatch) -> None:
+    """The hard-link route and the copy route (another file system: no link) give identical outputs."""
+    import os
+
+    source = tmp_path / "wide.onnx"
+    onnx.save(wide_graph(), str(source))
+    before = source.read_bytes()
+    feed = {INPUT: np.random.default_rng(6).standard_normal((1, 24)).astype(np.float32)}
+    linked = calibration_session(source, ["h", "r"]).run(["h", "r", "logits"], feed)
+
+    def no_link(*_args, **_kwargs):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", no_link)
+    copied = calibration_session(source, ["h", "r"]).run(["h", "r", "logits"], feed)
+    for a, b in zip(linked, copied):
+        assert np.array_equal(a, b)
+    assert source.read_bytes() == before and source.stat().st_nlink == 1  # the link went with the session

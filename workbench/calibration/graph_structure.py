@@ -66,13 +66,20 @@ def _varint(buffer, pos: int) -> tuple[int, int]:
 def _fields(buffer, start: int, end: int) -> Iterator[tuple[int, int, int, int]]:
     """(field number, wire type, value start, value end) of each field in ``buffer[start:end]``;
     for a varint field the value itself is the start."""
+    for number, wire, a, b, _ in _fields_at(buffer, start, end):
+        yield number, wire, a, b
+
+
+def _fields_at(buffer, start: int, end: int) -> Iterator[tuple[int, int, int, int, int]]:
+    """Like ``_fields``, plus where each field's key begins (so a field can be copied verbatim)."""
     pos = start
     while pos < end:
+        begin = pos
         key, pos = _varint(buffer, pos)
         number, wire = key >> 3, key & 7
         if wire == _VARINT:
             value, after = _varint(buffer, pos)
-            yield number, wire, value, after
+            yield number, wire, value, after, begin
         else:
             if wire == _LENGTH_DELIMITED:
                 length, pos = _varint(buffer, pos)
@@ -85,7 +92,7 @@ def _fields(buffer, start: int, end: int) -> Iterator[tuple[int, int, int, int]]
                 raise ValueError(f"not an ONNX protobuf: wire type {wire} at byte {pos}")
             if after > end:
                 raise ValueError(f"not an ONNX protobuf: a field at byte {pos} runs past its message")
-            yield number, wire, pos, after
+            yield number, wire, pos, after, begin
         pos = after
 
 
@@ -160,3 +167,53 @@ def outputs_fragment(names: list[str]) -> bytes:
     """
     outputs = b"".join(_length_delimited(12, _length_delimited(1, name.encode("utf-8"))) for name in names)
     return _length_delimited(7, outputs)
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+# weights smaller than this stay inline (external data has a per-tensor cost in ONNX Runtime)
+EXTERNAL_MIN_BYTES = 4096
+
+
+def _externalised_tensor(buffer, start: int, end: int, location: str) -> bytes:
+    """The TensorProto at ``buffer[start:end]`` with its raw_data (field 9) replaced by a reference
+    to the same bytes in ``location`` (external_data = 13: location, offset, length; data_location = 14)."""
+    raw = [(a, b) for number, wire, a, b in _fields(buffer, start, end) if number == 9 and wire == _LENGTH_DELIMITED]
+    if len(raw) != 1 or raw[0][1] - raw[0][0] < EXTERNAL_MIN_BYTES:
+        return bytes(buffer[start:end])
+    kept = b"".join(bytes(buffer[begin:b]) for number, _, _, b, begin in _fields_at(buffer, start, end)
+                    if number not in (9, 13, 14))
+    entries = b"".join(_length_delimited(13, _length_delimited(1, key.encode()) + _length_delimited(2, value.encode()))
+                       for key, value in (("location", location), ("offset", str(raw[0][0])),
+                                          ("length", str(raw[0][1] - raw[0][0]))))
+    return kept + entries + bytes([14 << 3 | _VARINT]) + _varint_bytes(_EXTERNAL)
+
+
+def write_with_external_weights(source: Path, target: Path, location: str, outputs: list[str]) -> None:
+    """Write ``target``: the model at ``source`` with ``outputs`` added to its graph outputs and every
+    large weight read from ``location`` (a file beside ``target`` holding ``source``'s bytes, e.g. a
+    link to it) at the offset where it lies in ``source``, so no weight byte is copied or parsed.
+    Only for models whose weights are inline (``GraphSummary.external_data`` False)."""
+    with open(source, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        model = bytearray()
+        for number, wire, start, end, begin in _fields_at(view, 0, len(view)):
+            if number != 7 or wire != _LENGTH_DELIMITED:
+                model += view[begin:end]
+                continue
+            graph = bytearray()
+            for g_number, g_wire, a, b, g_begin in _fields_at(view, start, end):
+                if g_number == 5 and g_wire == _LENGTH_DELIMITED:
+                    graph += _length_delimited(5, _externalised_tensor(view, a, b, location))
+                else:
+                    graph += view[g_begin:b]
+            for name in outputs:
+                graph += _length_delimited(12, _length_delimited(1, name.encode("utf-8")))
+            model += _length_delimited(7, bytes(graph))
+    Path(target).write_bytes(bytes(model))

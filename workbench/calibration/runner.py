@@ -28,12 +28,15 @@ from tqdm import tqdm
 
 from workbench.calibration import kernels
 from workbench.calibration.collectors import StreamingStats
-from workbench.calibration.graph_structure import GraphSummary, outputs_fragment, read_structure
+from workbench.calibration.graph_structure import (GraphSummary, outputs_fragment, read_structure,
+                                                   write_with_external_weights)
 from workbench.calibration.methods import MethodSpec, compute_amax
 from workbench.config import QUANTIZABLE_OPS
 from workbench.errors import WorkbenchError
 from workbench.model.export import INPUT
 from workbench.model.features import normalise_audio
+
+_LINKED_WEIGHTS = "weights.bin"  # the hard link's name inside the temporary folder
 
 if TYPE_CHECKING:  # onnx is imported only where a ModelProto is handled: it costs about a second of CPU
     import onnx
@@ -70,11 +73,14 @@ def activation_tensors(model: "onnx.ModelProto | GraphSummary") -> list[str]:
 def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threads: int | None = None):
     """An ORT CPU session that also returns every tensor in ``names`` (graph outputs added).
 
-    From a path (weights inside the file) the model is copied by the kernel to a temporary file with
-    the extra outputs appended (see ``graph_structure.outputs_fragment``) and ONNX Runtime loads that file: about
-    three times faster than handing it the re-serialised model as bytes, and no Python copy of the
-    weights. A ModelProto, or a model with external data, is re-serialised with the outputs swapped.
-    Thread-pool spinning is off so the statistics threads get the cores while ONNX Runtime waits.
+    From a path (weights inside the file) nothing of the weights is copied: the file is hard-linked
+    into a temporary folder and ONNX Runtime loads a small graph file beside the link whose weights are
+    external data at their offsets in it (``graph_structure.write_with_external_weights``); ONNX Runtime
+    then maps them from the page cache instead of reading the file (about 0.6 s for Wav2Vec2-base
+    instead of 1.0-1.2 s). Where no hard link can be made (another file system), the file is copied
+    there with the extra outputs appended (``graph_structure.outputs_fragment``). A ModelProto, or a
+    model with external data, is re-serialised with the outputs swapped. Thread-pool spinning is off
+    so the statistics threads get the cores while ONNX Runtime waits.
     """
     import onnxruntime as ort
 
@@ -85,11 +91,16 @@ def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threa
     providers = ["CPUExecutionProvider"]
     if isinstance(model, Path):
         with tempfile.TemporaryDirectory(prefix="workbench-calib-") as tmp:
-            copy = Path(tmp) / model.name
-            shutil.copyfile(model, copy)
-            with open(copy, "ab") as handle:
-                handle.write(outputs_fragment(names))
-            return ort.InferenceSession(str(copy), options, providers=providers)
+            graph = Path(tmp) / "graph.onnx"
+            try:
+                os.link(model, Path(tmp) / _LINKED_WEIGHTS)
+            except OSError:
+                shutil.copyfile(model, graph)
+                with open(graph, "ab") as handle:
+                    handle.write(outputs_fragment(names))
+            else:
+                write_with_external_weights(model, graph, _LINKED_WEIGHTS, names)
+            return ort.InferenceSession(str(graph), options, providers=providers)
     import onnx
 
     # swap the outputs in place for serialisation (a deep copy would hold the weights twice more)

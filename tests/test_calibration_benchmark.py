@@ -1,0 +1,55 @@
+"""The calibration benchmark's bookkeeping (benchmarks/calibration.py): marginal cost and the idle rule."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "calibration.py"
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("calibration_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def rows(load: float = 0.3, foreign: float = 0.02) -> list[dict]:
+    idle = {"load_before": load, "foreign_cpu_cores": foreign, "peak_rss_mb": 900.0}
+    return [{"job": "plain", "round": 1, "clips": 16, "wall_s": 10.0, "phases_s": {"session": 1.2, "inference": 8.0}, **idle},
+            {"job": "ours", "round": 1, "clips": 16, "wall_s": 11.0, "phases_s": {}, **idle},
+            {"job": "ours", "clips": 116, "wall_s": 66.0, "phases_s": {}, **idle}]
+
+
+def test_marginal_clip_is_measured_against_plain_inference_per_clip() -> None:
+    bench = load_script()
+    summary = bench.ratios(rows())
+    assert summary["ours_x_plain_median"] == 1.1
+    # 55 s for 100 more clips = 0.55 s a clip, against plain's 8.0 s / 16 = 0.5 s of inference a clip
+    assert abs(summary["ours_marginal_clip_x_plain"] - 1.1) < 1e-12
+
+
+def test_targets_are_judged_only_on_an_idle_machine() -> None:
+    bench = load_script()
+    for busy in (rows(load=1.4), rows(foreign=0.6)):
+        judged = bench.verdict(busy, bench.ratios(busy), bench.TARGETS)
+        assert not judged["judged"] and "not idle" in judged["why"]
+    quiet = rows()
+    judged = bench.verdict(quiet, bench.ratios(quiet), bench.TARGETS)
+    assert judged["judged"]
+    assert judged["met"] == {"ours_wall_x_plain": True, "ours_peak_rss_mb": True,
+                             "ours_marginal_clip_x_plain": False, "ours_large_peak_rss_mb": True}
+
+
+def test_machine_cpu_sees_other_processes() -> None:
+    """CPU burnt by a process that is not the measured child counts as foreign."""
+    import time
+
+    bench = load_script()
+    before, start = bench.MachineCpu.now(), time.perf_counter()
+    while time.perf_counter() - start < 0.3:  # this process (not a child) keeps a core busy
+        pass
+    assert bench.MachineCpu.now().foreign_cores(before, time.perf_counter() - start) > 0.5
