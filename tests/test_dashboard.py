@@ -131,7 +131,7 @@ def test_app_navigation_opens_the_overview(artifacts) -> None:
     counts = {m.label: m.value for m in at.metric}
     assert counts["speech sets"] == "2" and counts["calibration caches"] == "1" and counts["sign-off reports"] == "1"
     assert counts["layer comparisons"] == "1"
-    assert verdict_line(artifacts.record).split(":")[0].replace("SHIP ", "") in texts(at.success) + texts(at.error)
+    assert verdict_line(artifacts.record).split(":")[0].replace("SHIP ", "") in texts(at.success) + texts(at.info) + texts(at.error)
     assert f"Workspace: `{artifacts.root.resolve()}`" in texts(at.caption)
 
 

@@ -37,7 +37,8 @@ def signed(tmp_path, speech_like, monkeypatch):
     sens = tmp_path / "engines" / "sensitivity.json"
     sens.write_text(json.dumps({"format": "workbench-sensitivity/1", "layers": [{"name": f"encoder.layer.{i}", "score": 1.0 / (i + 1)} for i in range(6)]}))
     inputs = SignoffInputs(candidates=[("fp32", fp32), ("int8", bad)], eval_set=sset,
-                           out_dir=tmp_path / "reports" / "signoff", latency=LatencyConfig((1, 2), 1, 3), sensitivity=sens, threads=1, resamples=300)
+                           out_dir=tmp_path / "reports" / "signoff", latency=LatencyConfig((1, 2), 1, 3), sensitivity=sens, threads=1, resamples=300,
+                           target="ort-cpu")  # timed on the target: a winner may be picked
     result = run_signoff(inputs, log=lambda _: None)
     return tmp_path, result.record, result.paths
 

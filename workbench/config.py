@@ -116,3 +116,23 @@ class DashboardConfig:
 
 
 DASHBOARD = DashboardConfig()
+
+
+# Where numbers are produced (--backend) and where the candidate will run (--target). A verdict picks a
+# winner by latency only when latency was measured on the target; otherwise it is an accuracy sign-off.
+BACKENDS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt")
+DEFAULT_BACKEND = "ort-cpu"
+DEFAULT_TARGET = "tensorrt"
+
+
+@dataclass(frozen=True)
+class VerdictConfig:
+    """How latency differences are judged: a percentile-bootstrap interval (``level``, ``resamples``,
+    ``seed``) on each candidate's latency ratio to the baseline over paired interleaved rounds."""
+
+    level: float = 0.95
+    resamples: int = 2000
+    seed: int = 0
+
+
+VERDICT = VerdictConfig()

@@ -40,7 +40,7 @@ class OnnxRuntimeRunner(Runner):
 
     def __init__(self, model: Path | bytes, providers: Sequence[str] = ("CPUExecutionProvider",),
                  threads: int | None = None, optimization: str = "all", name: str | None = None,
-                 exact_int8: bool = True) -> None:
+                 exact_int8: bool = True, backend_name: str | None = None) -> None:
         super().__init__()
         self.model = model
         self.providers = list(providers)
@@ -49,6 +49,7 @@ class OnnxRuntimeRunner(Runner):
         self.exact_int8 = exact_int8
         self.name = name or (Path(model).name if not isinstance(model, bytes) else "onnx-model")
         self.session = None
+        self.backend_name = backend_name or ("ort-cuda" if "CUDAExecutionProvider" in self.providers else "ort-cpu")
 
     def activate_impl(self) -> None:
         import onnxruntime as ort
@@ -79,7 +80,10 @@ class OnnxRuntimeRunner(Runner):
     def describe(self) -> dict[str, str]:
         import onnxruntime as ort
 
-        return {"runner": self.name, "backend": self.backend, "providers": ",".join(self.providers),
+        from workbench.backends.factory import device_of
+
+        return {"runner": self.name, "backend": self.backend, "backend_name": self.backend_name,
+                "device": device_of(self.backend_name), "providers": ",".join(self.providers),
                 "onnxruntime": ort.__version__, "optimization": self.optimization,
                 "threads": str(self.threads or "default"), "int8_gemm": int8_gemm(self.exact_int8)}
 

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -70,8 +70,10 @@ def activation_tensors(model: "onnx.ModelProto | GraphSummary") -> list[str]:
     return names
 
 
-def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threads: int | None = None):
-    """An ORT CPU session that also returns every tensor in ``names`` (graph outputs added).
+def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threads: int | None = None,
+                        providers: Sequence[str] = ("CPUExecutionProvider",)):
+    """An ORT session (``providers``: CPU, or CUDA from ``workbench.backends.factory.ort_providers``) that also
+    returns every tensor in ``names`` (graph outputs added).
 
     From a path (weights inside the file) nothing of the weights is copied: the file is hard-linked
     into a temporary folder and ONNX Runtime loads a small graph file beside the link whose weights are
@@ -88,7 +90,7 @@ def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threa
 
     options = session_options(threads, optimization="basic")
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    providers = ["CPUExecutionProvider"]
+    providers = list(providers)
     if isinstance(model, Path):
         with tempfile.TemporaryDirectory(prefix="workbench-calib-") as tmp:
             graph = Path(tmp) / "graph.onnx"
@@ -119,7 +121,8 @@ def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threa
 
 def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarray], count: int | None,
                        with_histograms: bool = True, bins: int = 2048,
-                       clock: PhaseClock | None = None) -> StreamingStats:
+                       clock: PhaseClock | None = None,
+                       providers: Sequence[str] = ("CPUExecutionProvider",)) -> StreamingStats:
     """One pass over raw 16 kHz clips (each normalised like the feature extractor does).
 
     Given a path, only the graph structure is read (``graph_structure.read_structure``: the weights
@@ -146,7 +149,7 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
 
             source = onnx.load(str(model), load_external_data=False)
             load_external_data_for_model(source, str(model.parent))
-        session = calibration_session(source, names)
+        session = calibration_session(source, names, providers=providers)
         del source
     stats = StreamingStats(with_histograms=with_histograms, bins=bins)
     seen = 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from workbench.calibration.methods import METHODS
 from workbench.config import ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
-from workbench.commands.options import print_lines
+from workbench.commands.options import add_backend_argument, print_lines
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"weights of the CPU flavour (default {ORT_CPU_WEIGHTS}): auto = int8 where ORT's "
                              "U8S8 kernels are exact on this CPU (x86 with VNNI, or not x86), else uint8 (U8U8, "
                              "exact on every CPU); u8 / s8 for a file that runs on another machine")
+    add_backend_argument(parser, "the statistics pass")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +43,6 @@ def run(args: argparse.Namespace) -> int:
                                                                                       args.bins),
                                                      engines=args.engines, ort_cpu=args.ort_cpu,
                                                      ort_cpu_weights=args.ort_cpu_weights or ORT_CPU_WEIGHTS,
-                                                     calib_root=args.root))
+                                                     calib_root=args.root, backend=args.backend))
     print_lines(result.lines())
     return 0

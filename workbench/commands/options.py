@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from workbench.config import BACKENDS, DEFAULT_BACKEND
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
@@ -27,13 +28,22 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="artifact root (default: engines/ of the workspace)")
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_backend_argument(parser, "the model")
+
+
+def add_backend_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--backend``: where the model runs for this step (every record says which backend and device)."""
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
+                        help=f"where {what} runs: ONNX Runtime on the CPU (default), ONNX Runtime CUDA "
+                             "(needs onnxruntime-gpu) or TensorRT (needs TensorRT and a GPU it supports)")
 
 
 def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
     """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses)."""
     return {"model": args.model, "calib_set": args.calib_set, "method": args.method, "cache": args.cache,
             "per_condition": args.per_condition, "granularity": args.granularity, "threads": args.threads,
-            "out": args.out, "engines": args.engines, "calib_root": args.root, "progress": not args.no_progress}
+            "out": args.out, "engines": args.engines, "calib_root": args.root, "progress": not args.no_progress,
+            "backend": args.backend}
 
 
 def print_lines(lines: list[str]) -> None:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from workbench.report.record import load_record, require_unchanged_inputs
-from workbench.report.render import write_report
+from workbench.report.render import verdict_line, write_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,6 +19,5 @@ def run(args: argparse.Namespace) -> int:
     require_unchanged_inputs(record)
     paths = write_report(record, args.out or args.record.parent, write_record=False)
     print(f"{paths['html']}\n{paths['markdown']}")
-    rec = record.get("recommendation")
-    print(f"verdict: {'SHIP ' + rec if rec else 'no candidate passes'}")
+    print(f"verdict: {verdict_line(record)}")
     return 0

@@ -13,8 +13,8 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
-from workbench.config import OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
-from workbench.commands.options import print_lines
+from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
+from workbench.commands.options import add_backend_argument, print_lines
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.values import parse_positive_ints
@@ -38,7 +38,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
-    parser.add_argument("--providers", default="CPUExecutionProvider", help="ONNX Runtime providers, comma separated")
+    add_backend_argument(parser, "transcription and timing")
+    parser.add_argument("--target", choices=BACKENDS, default=DEFAULT_TARGET,
+                        help="where the candidate will be deployed (default tensorrt): latency picks a winner only "
+                             "when it was measured there; otherwise the verdict is an accuracy sign-off")
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = signoff.SignoffInputs(
         eval_set=args.eval_set, out_dir=out, candidates=candidates, model=args.model, calib_set=args.calib_set,
         method=args.method, cache=args.cache, gates=load_gate_config(args.gates), latency=latency,
-        sensitivity=args.sensitivity, threads=args.threads, providers=tuple(p for p in args.providers.split(",") if p),
+        sensitivity=args.sensitivity, threads=args.threads, backend=args.backend, target=args.target,
         resamples=args.resamples, seed=args.seed, limit=args.limit, engines=args.engines, calib_root=args.root,
         outside_profile=args.outside_profile, profile_min_s=args.min_seconds, profile_max_s=args.max_seconds)
     print_lines(signoff.run(inputs).lines())

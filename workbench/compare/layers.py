@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -104,7 +104,8 @@ def shared_sites(fp32: onnx.ModelProto, candidate: onnx.ModelProto) -> list[Tens
     return [s for s in sites if s.tensor not in graph_outputs] + [s for s in sites if s.tensor in graph_outputs]
 
 
-def _runner(model: onnx.ModelProto, outputs: list[str], name: str):
+def _runner(model: onnx.ModelProto, outputs: list[str], name: str,
+            providers: Sequence[str] = ("CPUExecutionProvider",)):
     """Polygraphy's ORT runner on a session with the workbench's options (where this CPU's U8S8 GEMMs
     saturate, int8 weights of fused integer nodes become uint8: the table shows INT8 error, not saturation)."""
     import os
@@ -120,14 +121,15 @@ def _runner(model: onnx.ModelProto, outputs: list[str], name: str):
     def session():
         # one thread per usable CPU, as Polygraphy's SessionFromOnnx does (not every core may be ours)
         return ort.InferenceSession(marked(), session_options(len(os.sched_getaffinity(0))),
-                                    providers=["CPUExecutionProvider"])
+                                    providers=list(providers))
 
     return onnxrt.OnnxrtRunner(session, name=name)
 
 
 def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], plan: PrecisionPlan | None = None,
                    atol: float = 1e-2, rtol: float = 1e-2, progress: bool = True,
-                   log: Callable[[str], None] | None = None) -> LayerComparison:
+                   log: Callable[[str], None] | None = None,
+                   providers: Sequence[str] = ("CPUExecutionProvider",)) -> LayerComparison:
     """Run both models on ``clips`` and compare every shared float tensor."""
     comparator = import_optional("polygraphy.comparator", "pip install polygraphy")
     from polygraphy.logger import G_LOGGER
@@ -140,9 +142,9 @@ def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], pla
     # outputs and the model outputs; every shared tensor gets the workbench's metrics
     polygraphy_checked = {s.tensor for s in sites if s.op in QUANTIZABLE_OPS} | {o.name for o in fp32.graph.output}
     del candidate
-    ref_runner = _runner(fp32, names, "fp32")
+    ref_runner = _runner(fp32, names, "fp32", providers)
     del fp32
-    cand_runner = _runner(onnx.load(str(candidate_path)), names, "candidate")
+    cand_runner = _runner(onnx.load(str(candidate_path)), names, "candidate", providers)
     sums: dict[str, ErrorSums] = {}
     per_cond: dict[str, dict[str, ErrorSums]] = {}
     passed: dict[str, bool] = {}

@@ -11,7 +11,7 @@ Wav2Vec2-base within a few minutes on a CPU.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import onnx
@@ -86,10 +86,12 @@ class SensitivityResult:
 class VariantRunner:
     """Builds variants of one in-memory FP32 model and runs clips through them (ONNX Runtime, from bytes)."""
 
-    def __init__(self, fp32: onnx.ModelProto, amax: dict[str, float], threads: int | None = None) -> None:
+    def __init__(self, fp32: onnx.ModelProto, amax: dict[str, float], threads: int | None = None,
+                 providers: Sequence[str] = ("CPUExecutionProvider",)) -> None:
         self.fp32 = fp32
         self.amax = amax
         self.threads = threads
+        self.providers = tuple(providers)
 
     def model_bytes(self, plan: PrecisionPlan) -> bytes:
         if plan.default == "fp32" and not plan.overrides:
@@ -97,7 +99,8 @@ class VariantRunner:
         return variant_model(self.fp32, self.amax, plan).SerializeToString()
 
     def runner(self, plan: PrecisionPlan) -> OnnxRuntimeRunner:
-        return OnnxRuntimeRunner(self.model_bytes(plan), threads=self.threads, name=plan.name)
+        return OnnxRuntimeRunner(self.model_bytes(plan), providers=self.providers, threads=self.threads,
+                                 name=plan.name)
 
     def logits(self, plan: PrecisionPlan, clips: list[Clip]) -> list[np.ndarray]:
         with self.runner(plan) as run:

@@ -57,6 +57,11 @@ class Verdict:
     passed: bool
     checks: list[Check] = field(default_factory=list)
 
+    def add(self, check: Check) -> None:
+        """One more check (e.g. the engine's precisions); the verdict passes only if every check does."""
+        self.checks.append(check)
+        self.passed = self.passed and check.passed
+
     @property
     def reasons(self) -> list[str]:
         return [c.detail for c in self.checks if not c.passed]
@@ -104,13 +109,3 @@ def judge(accuracy: AccuracyComparison, latencies: dict[str, LatencyResult] | No
         verdicts.append(Verdict(name, all(c.passed for c in checks), checks))
     return verdicts
 
-
-def recommend(verdicts: list[Verdict], latencies: dict[str, LatencyResult] | None,
-              batch: int = 1) -> str | None:
-    """The fastest PASS (mean p50 over buckets at ``batch``); the first PASS when no latency was measured."""
-    passing = [v.candidate for v in verdicts if v.passed]
-    if not passing:
-        return None
-    if not latencies:
-        return passing[0]
-    return min(passing, key=lambda n: latencies[n].speed_key(batch) if n in latencies else float("inf"))

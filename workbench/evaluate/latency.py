@@ -7,11 +7,12 @@ batch is one rectangular [batch, samples] array, each row normalised like in tra
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -61,6 +62,7 @@ class LatencyPoint:
     audio_seconds_per_second: float  # throughput: seconds of audio processed per wall second at p50
     clips_per_second: float | None = None  # throughput: batch / p50
     peak_rss_mb: float | None = None  # this process's peak resident memory while the point ran
+    samples_ms: list[float] | None = None  # every timed run, in round order (paired across interleaved runners)
 
 
 @dataclass
@@ -72,19 +74,15 @@ class LatencyResult:
     peak_rss_mb: float
     rss_before_mb: float
     config: dict = field(default_factory=dict)
+    activation_mb: float | None = None  # resident memory the runner's activation (session, engine) added
 
     def point(self, batch: int, bucket: str) -> LatencyPoint | None:
         return next((p for p in self.points if p.batch == batch and p.bucket == bucket), None)
 
-    def speed_key(self, batch: int = 1) -> float:
-        """Mean p50 (ms) over buckets at ``batch``: the number "fastest" is judged on."""
-        values = [p.p50_ms for p in self.points if p.batch == batch] or [p.p50_ms for p in self.points]
-        return float(statistics.fmean(values)) if values else float("inf")
-
     def to_json(self) -> dict:
         return {"candidate": self.candidate, "backend": self.backend, "machine": self.machine,
                 "points": [asdict(p) for p in self.points], "peak_rss_mb": self.peak_rss_mb,
-                "rss_before_mb": self.rss_before_mb, "config": self.config}
+                "rss_before_mb": self.rss_before_mb, "config": self.config, "activation_mb": self.activation_mb}
 
 
 class PeakRss:
@@ -144,40 +142,75 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-def measure_latency(runner: Runner, buckets: dict[str, tuple[float, list[np.ndarray]]],
-                    config: LatencyConfig = LatencyConfig(), name: str | None = None,
-                    machine: dict | None = None) -> LatencyResult:
-    """Time ``runner`` for every (batch size, bucket): ``warmup`` untimed runs then ``repeats`` timed."""
+def current_rss_mb() -> float:
+    """This process's resident set size now (MB)."""
+    import psutil
+
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def _timed_ms(runner: Runner, feed: np.ndarray) -> float:
+    """One inference; the runner's own time (CUDA events on TensorRT) or else the wall time, in ms."""
+    start = time.perf_counter()
+    logits_of(runner, feed)
+    return 1000.0 * (runner.last_inference_time() or (time.perf_counter() - start))
+
+
+def _point(batch: int, bucket: str, seconds: float, ms: list[float], peak_mb: float) -> LatencyPoint:
+    p50 = _percentile(ms, 50)
+    return LatencyPoint(batch, bucket, round(seconds, 3), p50, _percentile(ms, 90), _percentile(ms, 99),
+                        float(statistics.fmean(ms)), len(ms),
+                        batch * seconds / (p50 / 1000.0) if p50 > 0 else float("inf"),
+                        batch / (p50 / 1000.0) if p50 > 0 else float("inf"), round(peak_mb, 1),
+                        [round(t, 4) for t in ms])
+
+
+def measure_interleaved(runners: Mapping[str, Runner], buckets: dict[str, tuple[float, list[np.ndarray]]],
+                        config: LatencyConfig = LatencyConfig(), machine: dict | None = None) -> dict[str, LatencyResult]:
+    """Time every runner at every (batch size, bucket) point with the repeats interleaved.
+
+    All runners are activated first (``activation_mb``: what each one's activation added to this process's
+    resident memory). At each point every runner gets ``warmup`` untimed runs, then round ``r`` runs each
+    runner once in an order rotated by ``r`` (A B C, B C A, C A B, ...): a load drift on the machine hits
+    every candidate alike, and round ``r`` of one candidate is paired with round ``r`` of the others
+    (``LatencyPoint.samples_ms``, read by ``workbench.evaluate.verdict``). Peak memory per point and overall
+    is the process's, all sessions together."""
     from workbench.evaluate.machine import machine_info
 
-    points: list[LatencyPoint] = []
-    with PeakRss() as rss, runner:
+    names = list(runners)
+    points: dict[str, list[LatencyPoint]] = {n: [] for n in names}
+    activation: dict[str, float] = {}
+    with PeakRss() as rss, contextlib.ExitStack() as stack:
+        for name in names:
+            before = current_rss_mb()
+            stack.enter_context(runners[name])
+            activation[name] = round(current_rss_mb() - before, 1)
         for batch in config.batch_sizes:
             for bucket, (seconds, clips) in buckets.items():
                 feed = make_batch(clips, batch, seconds)
                 with PeakRss() as point_rss:
-                    warm = []
-                    for _ in range(config.warmup):
-                        start = time.perf_counter()
-                        logits_of(runner, feed)
-                        warm.append(time.perf_counter() - start)
-                    repeats = config.repeats_for(min(warm) if warm else None)
-                    times = []
-                    for _ in range(repeats):
-                        start = time.perf_counter()
-                        logits_of(runner, feed)
-                        times.append(runner.last_inference_time() or (time.perf_counter() - start))
-                ms = [t * 1000.0 for t in times]
-                p50 = _percentile(ms, 50)
-                points.append(LatencyPoint(batch, bucket, round(seconds, 3), p50, _percentile(ms, 90),
-                                           _percentile(ms, 99), float(statistics.fmean(ms)), repeats,
-                                           batch * seconds / (p50 / 1000.0) if p50 > 0 else float("inf"),
-                                           batch / (p50 / 1000.0) if p50 > 0 else float("inf"),
-                                           round(point_rss.peak_mb, 1)))
-        backend = runner.describe()
-    return LatencyResult(name or runner.name, backend, machine or machine_info(), points,
-                         round(rss.peak_mb, 1), round(rss.before_mb, 1),
-                         {"batch_sizes": list(config.batch_sizes), "warmup": config.warmup,
-                          "repeats": config.repeats, "point_budget_s": config.point_budget_s,
-                          "min_repeats": config.min_repeats,
-                          "timer": "runner.last_inference_time (wall, perf_counter)"})
+                    warm = {n: [_timed_ms(runners[n], feed) for _ in range(config.warmup)] for n in names}
+                    per_round = sum(min(w) for w in warm.values()) / 1000.0 if config.warmup else None
+                    times: dict[str, list[float]] = {n: [] for n in names}
+                    for r in range(config.repeats_for(per_round)):
+                        for name in names[r % len(names):] + names[:r % len(names)]:
+                            times[name].append(_timed_ms(runners[name], feed))
+                for name in names:
+                    points[name].append(_point(batch, bucket, seconds, times[name], point_rss.peak_mb))
+        described = {n: runners[n].describe() for n in names}
+    machine = machine or machine_info()
+    settings = {"batch_sizes": list(config.batch_sizes), "warmup": config.warmup, "repeats": config.repeats,
+                "point_budget_s": config.point_budget_s, "min_repeats": config.min_repeats,
+                "interleaved_with": names,
+                "timer": "runner.last_inference_time (CUDA events on TensorRT, else wall perf_counter)"}
+    return {n: LatencyResult(n, described[n], machine, points[n], round(rss.peak_mb, 1), round(rss.before_mb, 1),
+                             dict(settings), activation[n]) for n in names}
+
+
+def measure_latency(runner: Runner, buckets: dict[str, tuple[float, list[np.ndarray]]],
+                    config: LatencyConfig = LatencyConfig(), name: str | None = None,
+                    machine: dict | None = None) -> LatencyResult:
+    """Time one ``runner`` for every (batch size, bucket): ``warmup`` untimed runs then ``repeats`` timed
+    (``measure_interleaved`` with one runner, so its memory figures are its own)."""
+    name = name or runner.name
+    return measure_interleaved({name: runner}, buckets, config, machine)[name]

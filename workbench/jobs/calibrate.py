@@ -17,12 +17,13 @@ from typing import Any
 from workbench import __version__
 from workbench.artifacts import sha256_file, write_bytes_atomic
 from workbench.backends.cpu_int8 import int8_weight_type
+from workbench.backends.factory import device_of, ort_providers
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import histograms, kernels
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
-from workbench.config import ORT_CPU_WEIGHTS
+from workbench.config import DEFAULT_BACKEND, ORT_CPU_WEIGHTS
 from workbench.model.export import Parity, export_onnx, parity_check
 from workbench.model.loading import artifact_folder_name, check_model_source, load_model, model_hash
 from workbench.model.vocab import DEFAULT_VOCABULARY, load_vocabulary
@@ -58,6 +59,7 @@ class CalibrateInputs:
     ort_cpu: bool = False
     ort_cpu_weights: str = ORT_CPU_WEIGHTS
     calib_root: Path = field(default_factory=default_area("calib_sets"))
+    backend: str = DEFAULT_BACKEND  # where the statistics pass runs: ort-cpu or ort-cuda
 
 
 @dataclass
@@ -73,6 +75,8 @@ class CalibrateResult:
     tensors: int
     int8_ort_cpu: Path | None = None
     int8_ort_cpu_weights: tuple[str, str] | None = None  # ("u8" | "s8", why)
+    backend: str = DEFAULT_BACKEND
+    device: str = ""
 
     def lines(self) -> list[str]:
         p = self.parity
@@ -80,7 +84,8 @@ class CalibrateResult:
         out = [f"FP32 ONNX:    {self.fp32_onnx}",
                f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
                f"token agreement {p.token_agreement:.4f}, identical transcripts {p.transcripts_equal}/{p.clips}",
-               f"cache:        {self.cache} ({self.tensors} tensors, {state})"]
+               f"cache:        {self.cache} ({self.tensors} tensors, {state}; statistics on {self.backend}, "
+               f"{self.device})"]
         if self.cache_problems and self.cache_problems != ["no cache yet"]:
             out.append("  previous cache not used: " + "; ".join(self.cache_problems))
         out.append(f"INT8 variant: {self.int8_onnx}")
@@ -97,6 +102,7 @@ def check(inputs: CalibrateInputs) -> None:
     exists, the model folder exists with a config.json. ``run`` starts with them; so does the Run page."""
     load_set(inputs.calib_set, root=inputs.calib_root)
     check_model_source(inputs.model)
+    ort_providers(inputs.backend)  # the statistics pass needs an ONNX Runtime backend that exists here
 
 
 def run(inputs: CalibrateInputs) -> CalibrateResult:
@@ -118,20 +124,25 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             **spec.params(), "statistics": STATISTICS_SCHEME,
             "cache_header": cache_mod.legacy_header(spec.name),  # caches with an older stamp are rewritten
             "workbench": __version__}
-    cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}.cache"
+    suffix = ""
+    if inputs.backend != DEFAULT_BACKEND:  # a cache of another backend's statistics: its own keys and file
+        keys["statistics_backend"] = inputs.backend
+        suffix = f"-{inputs.backend}"
+    cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}{suffix}.cache"
     cache, problems = cache_mod.load_matching(cache_path, keys)
     if cache is not None and (gone := histograms.histograms_problem(cache_path, cache)):
         cache, problems = None, [f"its histograms are not usable ({gone}); recalibrated to rewrite them"]
     reused = cache is not None
     if cache is None:
         stats = collect_statistics(fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances),
-                                   with_histograms=spec.name != "max", bins=spec.bins)
+                                   with_histograms=spec.name != "max", bins=spec.bins,
+                                   providers=ort_providers(inputs.backend))
         cache = cache_mod.CalibrationCache.from_amax(ranges_from_statistics(stats, spec), keys)
         cache.save(cache_path)
         if stats.with_histograms:  # what the scales were chosen from, for the dashboard
             histograms.save(histograms.histogram_path(cache_path),
                             histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}))
-    int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}.onnx"
+    int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}{suffix}.onnx"
     build_variant(fp32, cache.amax(), INT8, int8)
     cpu = None
     if inputs.ort_cpu:
@@ -142,4 +153,4 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         cpu = int8.with_suffix(".ort-cpu.onnx")
         write_bytes_atomic(cpu, cpu_flavour(onnx.load(str(int8)), *weights)[0].SerializeToString())
     return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales),
-                           cpu, weights)
+                           cpu, weights, inputs.backend, device_of(inputs.backend))

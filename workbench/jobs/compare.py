@@ -17,10 +17,12 @@ from typing import Any, Callable
 import onnx
 
 from workbench.artifacts import sha256_file
+from workbench.backends.factory import device_of, ort_providers
 from workbench.compare import outputs
 from workbench.compare.groups import node_groups
 from workbench.compare.layers import compare_layers
 from workbench.compare.sensitivity import VariantRunner, rank_groups
+from workbench.config import DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
 from workbench.inputs.candidates import check_candidate
@@ -86,7 +88,7 @@ def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareOut
                        plan=plan, layers=inputs.layers, sensitivity=inputs.sensitivity, rest=inputs.rest,
                        inverse=inputs.inverse, granularity=inputs.granularity, out=inputs.out,
                        threads=inputs.threads, atol=inputs.atol, rtol=inputs.rtol, progress=inputs.progress,
-                       log=log)
+                       log=log, backend=inputs.backend)
 
 
 def analysis_folder(prepared: Prepared, out: Path | None) -> Path:
@@ -111,18 +113,22 @@ def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2
                 candidate_name: str | None = None, plan: PrecisionPlan | None = None, layers: bool = True,
                 sensitivity: bool = True, rest: str = "fp32", inverse: bool = False, granularity: str = "group",
                 out: Path | None = None, threads: int | None = None, atol: float = 1e-2, rtol: float = 1e-2,
-                progress: bool = True, log: Callable[[str], None] = print) -> CompareOutputs:
+                progress: bool = True, log: Callable[[str], None] = print,
+                backend: str = DEFAULT_BACKEND) -> CompareOutputs:
     """Layer table and/or sensitivity ranking on ``per_condition`` clips of each condition of ``clips_set``."""
     if not layers and not sensitivity:
         raise WorkbenchError("nothing to do: both the layer comparison and the sensitivity ranking are off")
     folder = analysis_folder(prepared, out)
     clips = clips_per_condition(clips_set, per_condition)
-    prov = {**prepared.provenance(), "clips_set": clips_set.content_hash}
+    providers = ort_providers(backend)
+    prov = {**prepared.provenance(), "clips_set": clips_set.content_hash, "backend": backend,
+            "device": device_of(backend)}
     result = CompareOutputs()
     if layers:
         name, path, cand_plan = _candidate(prepared, candidate, plan, candidate_name)
         log(f"layer comparison: fp32 vs {name} on {len(clips)} clips of {clips_set.name}")
-        table = compare_layers(prepared.fp32_onnx, path, clips, cand_plan, atol=atol, rtol=rtol, progress=progress)
+        table = compare_layers(prepared.fp32_onnx, path, clips, cand_plan, atol=atol, rtol=rtol, progress=progress,
+                               providers=providers)
         data = {**outputs.header(outputs.LAYERS_FORMAT, {**prov, "candidate_onnx": sha256_file(path)}),
                 "candidate": {"name": name, "path": str(path), "plan": cand_plan.to_json() if cand_plan else None},
                 **table.to_json()}
@@ -132,7 +138,7 @@ def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2
     if sensitivity:
         model = onnx.load(str(prepared.fp32_onnx))
         groups = node_groups(model, granularity)
-        ranked = rank_groups(VariantRunner(model, prepared.cache.amax(), threads), groups, clips, rest, inverse,
+        ranked = rank_groups(VariantRunner(model, prepared.cache.amax(), threads, providers), groups, clips, rest, inverse,
                              granularity, progress=progress, log=log)
         data = {**outputs.header(outputs.SENSITIVITY_FORMAT, prov), **ranked.to_json()}
         j, c = outputs.write_with_csv(outputs.sensitivity_path(folder, prepared.tag, rest, granularity), data,

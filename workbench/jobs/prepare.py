@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.artifacts import sha256_file
+from workbench.backends.factory import ort_providers
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import METHODS, MethodSpec
+from workbench.config import DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
 from workbench.jobs import calibrate
 from workbench.model.loading import check_model_source, model_hash
@@ -49,14 +51,14 @@ class Prepared:
 
 
 def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", root: Path | None = None,
-            cache_path: Path | None = None, calib_root: Path | None = None) -> Prepared:
+            cache_path: Path | None = None, calib_root: Path | None = None, backend: str = DEFAULT_BACKEND) -> Prepared:
     """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
     check_method(method)
     root, calib_root = area_path("engines", root), area_path("calib_sets", calib_root)
     speech_set = require_utterances(load_set(calib_set, root=calib_root), "calibration")
     if cache_path is None:
         result = calibrate.run(calibrate.CalibrateInputs(model, str(speech_set.path), MethodSpec(method),
-                                                         engines=root, calib_root=calib_root))
+                                                         engines=root, calib_root=calib_root, backend=backend))
         cache = cache_mod.load(result.cache)
         return Prepared(str(model), model_hash(model), result.fp32_onnx.parent, result.fp32_onnx, result.cache,
                         cache, speech_set, method, result.int8_onnx)
@@ -110,6 +112,11 @@ class AnalysisInputs:
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     progress: bool = True
+    backend: str = DEFAULT_BACKEND  # where the model runs: ort-cpu or ort-cuda (layer outputs need ONNX Runtime)
+
+    @property
+    def providers(self) -> list[str]:
+        return ort_providers(self.backend)
 
     def check(self) -> None:
         """The shared options' checks that need no model work: method, clips per condition, the model folder,
@@ -121,12 +128,13 @@ class AnalysisInputs:
         named_set(self.calib_set, "calibration", self.calib_root)
         if self.cache is not None:
             check_cache_file(self.cache)
+        ort_providers(self.backend)
 
     def prepare(self) -> Prepared:
         """Check the shared options, then the FP32 ONNX + cache (see ``prepare``)."""
         self.check()
         return prepare(self.model, self.calib_set, self.method, root=self.engines, cache_path=self.cache,
-                       calib_root=self.calib_root)
+                       calib_root=self.calib_root, backend=self.backend)
 
 
 def file_lines(files: dict[str, Path]) -> list[str]:

@@ -16,9 +16,11 @@ from typing import Any, Callable
 import onnx
 
 from workbench.artifacts import read_json_artifact, sha256_file
+from workbench.backends.factory import device_of, ort_providers
 from workbench.compare import outputs
 from workbench.compare.groups import node_groups
 from workbench.compare.sensitivity import VariantRunner
+from workbench.config import DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
 from workbench.evaluate.gates import GateConfig
 from workbench.jobs import compare
@@ -76,7 +78,7 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> "SearchOutp
                       per_condition=inputs.per_condition, dev_per_condition=inputs.dev_per_condition,
                       strategy=inputs.strategy, refine=inputs.refine, keep=inputs.keep, resamples=inputs.resamples,
                       seed=inputs.seed, granularity=inputs.granularity, out=inputs.out, threads=inputs.threads,
-                      progress=inputs.progress, signoff_set=signoff_set, log=log)
+                      progress=inputs.progress, signoff_set=signoff_set, log=log, backend=inputs.backend)
 
 
 def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
@@ -120,7 +122,8 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
                strategy: str = "bisect", refine: int = 2, keep: str = "fp16", resamples: int = 1000, seed: int = 0,
                granularity: str = "group",
                out: Path | None = None, threads: int | None = None, progress: bool = True,
-               signoff_set: SpeechSet | None = None, log: Callable[[str], None] = print) -> SearchOutputs:
+               signoff_set: SpeechSet | None = None, log: Callable[[str], None] = print,
+               backend: str = DEFAULT_BACKEND) -> SearchOutputs:
     """Find the plan with the most INT8 that meets ``gates`` on ``dev_set``; write JSON/CSV, plan and ONNX.
 
     ``signoff_set``: the set the sign-off will judge on; only its size is used (never its audio), to
@@ -145,7 +148,8 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
                 log(f"not reusing {default.name}: {exc}")
         if data is None:
             made = compare.run_compare(prepared, clips_set or prepared.calib_set, per_condition, layers=False, out=out,
-                               granularity=granularity, threads=threads, progress=progress, log=log)
+                               granularity=granularity, threads=threads, progress=progress, log=log,
+                               backend=backend)
             sensitivity, data = made.files["sensitivity_json"], made.sensitivity
     else:
         data = load_sensitivity(sensitivity, prepared)
@@ -158,7 +162,7 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
     clips = clips_per_condition(dev_set, dev_per_condition) if dev_per_condition else all_clips(dev_set)
     log(f"dev set {dev_set.name}: {len(clips)} utterances; budget +{gates.max_wer_delta_points} pts overall, "
         f"+{gates.max_condition_wer_delta_points} pts per condition (upper end of the paired 95% interval)")
-    variants = VariantRunner(model, prepared.cache.amax(), threads)
+    variants = VariantRunner(model, prepared.cache.amax(), threads, ort_providers(backend))
     signoff_n = len(signoff_set.utterances) if signoff_set is not None else None
     evaluator = DevEvaluator(variants, clips, gates, resamples=resamples, seed=seed, progress=progress,
                              signoff_utterances=signoff_n)
@@ -183,7 +187,7 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
                       "step": result.found.step}
     base = evaluator.baseline
     prov = {**prepared.provenance(), "dev_set": dev_set.content_hash,
-            "sensitivity": sha256_file(sensitivity)}
+            "sensitivity": sha256_file(sensitivity), "backend": backend, "device": device_of(backend)}
     data_out = {
         **outputs.header(search_outputs.SEARCH_FORMAT, prov),
         "budget": {"max_wer_delta_points": gates.max_wer_delta_points,

@@ -16,21 +16,26 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.artifacts import read_json_artifact
-from workbench.backends.onnxruntime import OnnxRuntimeRunner
+from workbench.backends.factory import RunnerFactory, check_backend, device_of
+from workbench.backends.tensorrt.builder import BuildSettings
+from workbench.backends.tensorrt.inspector import (EnginePrecisionCheck, check_plan, engine_information,
+                                                   parse_engine_information)
+from workbench.backends.tensorrt.profile import samples_from_durations
 from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
 from workbench.compare.outputs import SENSITIVITY_FORMAT
-from workbench.config import OUTSIDE_PROFILE_DEFAULT
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
-from workbench.evaluate.gates import GateConfig, judge, recommend
-from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_latency
+from workbench.evaluate.gates import Check, GateConfig, judge
+from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import transcribe
+from workbench.evaluate.verdict import Candidate, decide
 from workbench.inputs.candidates import check_candidate
 from workbench.jobs import calibrate
 from workbench.model.loading import check_model_source
-from workbench.quantize.plan import FP16
+from workbench.quantize.plan import FP16, precision_counts, precisions_of_onnx
 from workbench.quantize.qdq import build_variant
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
@@ -58,7 +63,8 @@ class SignoffInputs:
     latency: LatencyConfig | None = field(default_factory=LatencyConfig)
     sensitivity: Path | None = None
     threads: int | None = None
-    providers: tuple[str, ...] = ("CPUExecutionProvider",)
+    backend: str = DEFAULT_BACKEND  # where WER and latency are measured: ort-cpu, ort-cuda or tensorrt
+    target: str = DEFAULT_TARGET  # where the candidate will run; latency picks a winner only when measured there
     resamples: int = 2000
     seed: int = 0
     limit: int | None = None
@@ -81,9 +87,10 @@ class SignoffResult:
         return self.record["recommendation"]
 
     def lines(self) -> list[str]:
-        rec = self.recommendation
+        decision = self.record["decision"]
         return ([f"  {v['candidate']:>12}: {v['summary']}" for v in self.record["verdicts"]]
-                + [f"report: {self.paths['html']}", f"verdict: {'SHIP ' + rec if rec else 'no candidate passes'}"])
+                + [f"  {r}" for r in decision["reasons"]]
+                + [f"report: {self.paths['html']}", f"verdict: {decision['line']}"])
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,26 @@ def build_default_variants(model: Path | str, calib_set: str | Path, method: str
         return DefaultVariants(candidates, result.cache)
     note = f"mixed = {found.name}: {found.int8_share * 100:.1f}% INT8, from {found.search}"
     return DefaultVariants(candidates + [("mixed", found.onnx)], result.cache, found.sensitivity, note)
+
+
+def engine_settings(utts: list[Utterance], latency: LatencyConfig | None) -> BuildSettings:
+    """TensorRT build settings of a sign-off: the profile spans the judged clips' durations and the timed
+    batch sizes (batch 1 only without latency runs)."""
+    durations = [u.duration_s for u in utts] or [1.0]
+    return BuildSettings(batches=tuple(latency.batch_sizes) if latency else (1,),
+                         samples=samples_from_durations(durations))
+
+
+def check_engine(engine: Path, onnx_path: Path) -> EnginePrecisionCheck:
+    """The engine's per-layer precisions (inspector, detailed verbosity) against the plan in its ONNX graph."""
+    plan = {node: precision for node, _, precision in precisions_of_onnx(onnx_path)}
+    return check_plan(parse_engine_information(engine_information(engine), f"inspector of {engine}"), plan)
+
+
+def engine_check(result: EnginePrecisionCheck) -> Check:
+    """The engine-precision result as a gate check (FAIL lists the layers)."""
+    bad = len(result.int8_fallback) + len(result.fp16_mismatch) + len(result.fp32_mismatch) + len(result.not_found)
+    return Check("engine precisions", float(bad), 0.0, result.passed, result.summary())
 
 
 def fp16_variant(fp32_onnx: Path) -> Path:
@@ -168,6 +195,9 @@ def check(inputs: SignoffInputs) -> tuple[SpeechSet, SpeechSet | None, list[Utte
     the sensitivity file; the gates were checked when the ``GateConfig`` was made. ``run`` starts with it; so
     does the dashboard's Run page before it starts a job. Returns the evaluation and calibration sets, the
     utterances to judge, the profile notes and the parsed sensitivity file."""
+    if inputs.target not in BACKENDS:
+        raise WorkbenchError(f"unknown deployment target {inputs.target!r}: use one of {', '.join(BACKENDS)}")
+    check_backend(inputs.backend)
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s,
@@ -208,22 +238,28 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     model = Path(inputs.model) if inputs.model and Path(inputs.model).exists() else None
     names = [n for n, _ in candidates]
     machine = machine_info()
+    factory = RunnerFactory(inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency))
+    runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
+    for name in names:
+        log(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}")
+        hyps[name] = transcribe(runners[name], (eval_set.audio(u) for u in utts), name).texts
     latencies = {}
-    buckets = bucket_clips(eval_set) if inputs.latency else {}
-
-    def runner(path: Path, name: str) -> OnnxRuntimeRunner:
-        return OnnxRuntimeRunner(path, providers=inputs.providers, threads=inputs.threads, name=name)
-
-    for name, path in candidates:
-        log(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name}")
-        hyps[name] = transcribe(runner(path, name), (eval_set.audio(u) for u in utts), name).texts
-        if inputs.latency:
-            log(f"[{name}] timing batch sizes {list(inputs.latency.batch_sizes)} x buckets {list(buckets)}")
-            latencies[name] = measure_latency(runner(path, name), buckets, inputs.latency, name, machine)
+    if inputs.latency:
+        buckets = bucket_clips(eval_set)
+        log(f"timing {', '.join(names)} interleaved on {inputs.backend}: batch sizes "
+            f"{list(inputs.latency.batch_sizes)} x buckets {list(buckets)}")
+        latencies = measure_interleaved(runners, buckets, inputs.latency, machine)
     accuracy = compare_accuracy(utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed)
     verdicts = judge(accuracy, latencies, inputs.gates)
-    choice = recommend(verdicts, latencies, inputs.gates.latency_batch)
+    engine_checks = {}
+    if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
+        engine_checks = {n: check_engine(factory.engine_of(p), p) for n, p in candidates}
+        for verdict in verdicts:
+            verdict.add(engine_check(engine_checks[verdict.candidate]))
+    decision = decide(verdicts, latencies, names[0],
+                      [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
+                      inputs.target, inputs.backend if latencies else None, inputs.gates.latency_batch)
     artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
     if model is not None:
         artifacts.insert(0, artifact_entry("model", model, "model"))
@@ -235,11 +271,15 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         artifacts.append(artifact_entry("sensitivity", sensitivity_path, "json"))
     artifacts += [artifact_entry(f"candidate {n}", p, "onnx") for n, p in candidates]
     notes = [f"evaluation set {eval_set.name} content hash {eval_set.content_hash}"]
+    notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
     notes += profile_notes
+    backend = {"backend": inputs.backend, "device": device_of(inputs.backend), "target": inputs.target,
+               "measured": "transcription (WER) and latency of every candidate"}
     record = build_record(accuracy=accuracy.to_json(), latency={n: r.to_json() for n, r in latencies.items()},
-                          verdicts=[v.to_json() for v in verdicts], recommendation=choice,
+                          verdicts=[v.to_json() for v in verdicts], recommendation=decision.recommendation,
+                          decision=decision.to_json(), backend=backend,
                           gates=inputs.gates.to_json(), artifacts=artifacts, machine=machine,
                           packages=package_versions(), sensitivity=sensitivity, notes=notes)
     return SignoffResult(record, write_report(record, inputs.out_dir))

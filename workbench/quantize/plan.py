@@ -22,6 +22,41 @@ def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
     return [n.name for n in model.graph.node if n.op_type in QUANTIZABLE_OPS]
 
 
+def precisions_of_graph(model: onnx.ModelProto) -> list[tuple[str, str, str]]:
+    """(node, op, precision) for every compute node in graph order, read back from the graph itself: int8 when
+    an input comes from DequantizeLinear, fp16 when an input is cast to or stored as float16, else fp32."""
+    producer = {out: node for node in model.graph.node for out in node.output}
+    fp16_inits = {i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16}
+    rows = []
+    for node in model.graph.node:
+        if node.op_type not in QUANTIZABLE_OPS:
+            continue
+        sources = [producer.get(name) for name in node.input[:2] if name]
+        if any(src is not None and src.op_type == "DequantizeLinear" for src in sources):
+            precision = "int8"
+        elif any(name in fp16_inits for name in node.input[:2]) or any(
+                src is not None and src.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16
+                                                                  for a in src.attribute) for src in sources):
+            precision = "fp16"
+        else:
+            precision = "fp32"
+        rows.append((node.name, node.op_type, precision))
+    return rows
+
+
+def precisions_of_onnx(path: Path) -> list[tuple[str, str, str]]:
+    """``precisions_of_graph`` of an ONNX file (external weights are not read)."""
+    return precisions_of_graph(onnx.load(str(path), load_external_data=False))
+
+
+def precision_counts(path: Path) -> dict[str, int]:
+    """Compute nodes per precision (int8 / fp16 / fp32) of an ONNX file."""
+    counts: dict[str, int] = {}
+    for _, _, precision in precisions_of_onnx(path):
+        counts[precision] = counts.get(precision, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 @dataclass(frozen=True)
 class PrecisionPlan:
     """``default`` precision for every quantizable node, ``overrides`` per node name."""

@@ -23,9 +23,24 @@ def _ci(iv: dict | None) -> str:
     return f"{_pct(iv['estimate'])} [{_pct(iv['low'])}, {_pct(iv['high'])}]"
 
 
+def verdict_mode(record: dict[str, Any]) -> str:
+    """ship, accuracy-signoff or no-pass (records older than the decision field: from the recommendation)."""
+    decision = record.get("decision")
+    if isinstance(decision, dict) and isinstance(decision.get("mode"), str):
+        return decision["mode"]
+    return "ship" if record.get("recommendation") else "no-pass"
+
+
 def verdict_line(record: dict[str, Any]) -> str:
+    decision = record.get("decision")
+    if isinstance(decision, dict) and isinstance(decision.get("line"), str):
+        return decision["line"]
     rec = record.get("recommendation")
     return f"SHIP {rec}" if rec else "NO CANDIDATE PASSES: do not ship"
+
+
+def _ratio(r: dict | None) -> str:
+    return "n/a" if not r else f"x{r['estimate']:.3f} [{r['low']:.3f}, {r['high']:.3f}]"
 
 
 def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
@@ -61,6 +76,13 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
     if rows:
         out.append(("Latency", ["candidate", "batch", "bucket", "clip s", "p50 ms", "p90 ms", "p99 ms",
                                 "audio s / s", "repeats"], rows))
+    decision = record.get("decision") or {}
+    if decision.get("ratios"):
+        equal = set(decision.get("equally_fast", []))
+        out.append(("Latency ratio to the baseline", ["candidate", "ratio [CI]", "batch", "paired rounds",
+                                                      "equally fast as the leader"],
+                    [[n, _ratio(r), str(r["batch"]), str(r["rounds"]), "yes" if n in equal else "-"]
+                     for n, r in decision["ratios"].items()]))
     rows = [[v["candidate"], c["name"], c["detail"], "ok" if c["passed"] else "FAIL"]
             for v in record["verdicts"] for c in v["checks"]]
     out.append(("Gate checks", ["candidate", "gate", "detail", "result"], rows))
@@ -87,8 +109,18 @@ def _method(record: dict[str, Any]) -> list[str]:
         f"{g['max_condition_wer_delta_points']} pts"
         + (f"; latency {g['latency_percentile']} at batch {g['latency_batch']} <= {g['max_latency_ms']} ms"
            if g.get("max_latency_ms") is not None else "; no latency limit")
-        + f". Recommendation: the fastest PASS by mean p50 at batch {g['latency_batch']}.",
+        + ".",
     ]
+    decision, backend = record.get("decision"), record.get("backend")
+    if backend:
+        lines.append(f"Measured on {backend['backend']} ({backend['device']}); deployment target "
+                     f"{backend['target']}.")
+    if decision:
+        lines += [f"Verdict rule: {decision['rule']}; {decision['tie_break']}. A winner is picked only when "
+                  f"latency was measured on the target ({decision['target']}); otherwise the verdict is an "
+                  "accuracy sign-off."] + list(decision.get("reasons", []))
+    else:
+        lines.append(f"Recommendation: the fastest PASS by mean p50 at batch {g['latency_batch']}.")
     return lines + list(acc.get("notes", [])) + list(record.get("notes", []))
 
 
@@ -120,10 +152,10 @@ td.hash{font-family:monospace;font-size:11px}"""
 
 def to_html(record: dict[str, Any]) -> str:
     e = html.escape
-    rec = record.get("recommendation")
+    mode = verdict_mode(record)
     parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
              f"<title>Precision sign-off: {e(verdict_line(record))}</title><style>{_CSS}</style></head><body>",
-             f"<h1>Precision sign-off</h1><p class='verdict {'pass' if rec else 'fail'}'>{e(verdict_line(record))}</p>",
+             f"<h1>Precision sign-off</h1><p class='verdict {'fail' if mode == 'no-pass' else 'pass'}'>{e(verdict_line(record))}</p>",
              f"<p>Record version {record['version']}, created {e(record['created'])}, baseline "
              f"<code>{e(record['baseline'])}</code>, record sha256 <code>{e(record['record_sha256'])}</code>.</p>",
              "<ul>" + "".join(f"<li>{e(m)}</li>" for m in _method(record)) + "</ul>"]

@@ -38,7 +38,8 @@ class BuildSettings:
     def key_fields(self) -> dict[str, Any]:
         out = {"batches": sorted(set(self.batches)), "samples": self.samples.as_list(),
                "strongly_typed": self.strongly_typed, "optimization_level": self.optimization_level,
-               "legacy_int8_cache": sha256_file(self.legacy_int8_cache) if self.legacy_int8_cache else None}
+               "legacy_int8_cache": sha256_file(self.legacy_int8_cache) if self.legacy_int8_cache else None,
+               "profiling_verbosity": "detailed"}  # the engine inspector lists every layer's precisions
         return out
 
 
@@ -164,6 +165,8 @@ def _build(onnx_path: Path, onnx_sha: str, settings: BuildSettings, trt: TensorR
     config = builder.create_builder_config()
     if settings.optimization_level is not None:
         config.builder_optimization_level = settings.optimization_level
+    if hasattr(t, "ProfilingVerbosity"):  # per-layer precisions in the engine inspector (inspector.py)
+        config.profiling_verbosity = t.ProfilingVerbosity.DETAILED
     shapes = input_shapes(inputs, batch_range(settings.batches), settings.samples)
     profile = builder.create_optimization_profile()
     for name, triple in shapes.items():

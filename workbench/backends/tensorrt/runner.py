@@ -92,7 +92,10 @@ class TensorRTRunner(Runner):
         self._events = None
 
     def describe(self) -> dict[str, str]:
-        info = {"runner": self.name, "backend": self.backend, "engine": str(self.engine_path)}
+        from workbench.backends.factory import device_of
+
+        info = {"runner": self.name, "backend": self.backend, "backend_name": "tensorrt",
+                "device": device_of("tensorrt"), "engine": str(self.engine_path)}
         if self._trt is not None:
             info.update({"tensorrt_" + k: v for k, v in self._trt.describe().items()})
         return info

@@ -10,6 +10,7 @@ from workbench.dashboard.access import Settings, is_loopback, reach
 from workbench.dashboard.data import calibration, layers, reports, sets
 from workbench.dashboard.paths import ENV_VAR
 from workbench.errors import WorkbenchError
+from workbench.report.render import verdict_line, verdict_mode
 
 # (what the step makes, the command that makes it), in the order the steps run
 STEPS = [
@@ -46,9 +47,8 @@ def render() -> None:
     if names:
         try:
             view = reports.load_report(names[0], roots)
-            rec = view.record.get("recommendation")
-            (st.success if rec else st.error)(f"Latest sign-off `{names[0]}`: "
-                                              + (f"SHIP {rec}" if rec else "no candidate passes"))
+            show = {"ship": st.success, "accuracy-signoff": st.info}.get(verdict_mode(view.record), st.error)
+            show(f"Latest sign-off `{names[0]}`: {verdict_line(view.record)}")
         except (WorkbenchError, OSError) as exc:  # a damaged record must not break the overview
             st.warning(f"Latest sign-off `{names[0]}` cannot be read: {exc}")
 

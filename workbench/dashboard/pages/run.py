@@ -16,6 +16,7 @@ import streamlit as st
 
 from workbench.calibration.methods import METHODS
 from workbench.calibration.methods import MethodSpec
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET
 from workbench.dashboard import background, ui
 from workbench.dashboard.data.sets import set_names
 from workbench.dashboard.paths import ArtifactRoots, OutsideArtifacts, resolve
@@ -92,14 +93,20 @@ def _start(inputs: Any, roots: ArtifactRoots) -> None:
     st.toast(f"started {job.kind}: {job.id}")
 
 
+def _backend(prefix: str, column: Any = st, what: str = "Backend (where the model runs)") -> str:
+    """The backend selectbox every form has (the job's check refuses one this machine lacks)."""
+    return column.selectbox(what, BACKENDS, index=BACKENDS.index(DEFAULT_BACKEND), key=f"{prefix}-backend")
+
+
 def calibrate_inputs(model: str, calib: str, method: str, percentile: float,
-                     roots: ArtifactRoots) -> calibrate.CalibrateInputs:
+                     roots: ArtifactRoots, backend: str = DEFAULT_BACKEND) -> calibrate.CalibrateInputs:
     return calibrate.CalibrateInputs(model, calib, MethodSpec(method, percentile), engines=roots.engines,
-                                     calib_root=roots.calib_sets)
+                                     calib_root=roots.calib_sets, backend=backend)
 
 
 def signoff_inputs(model: str, calib: str, evaluation: str, method: str, name: str, batch_sizes: str | None,
-                   limit: int, roots: ArtifactRoots) -> signoff.SignoffInputs:
+                   limit: int, roots: ArtifactRoots, backend: str = DEFAULT_BACKEND,
+                   target: str = DEFAULT_TARGET) -> signoff.SignoffInputs:
     """Sign-off of FP32/FP16/INT8 variants built from the model, report into reports/<name>."""
     if not REPORT_NAME.match(name):
         raise WorkbenchError("report name: letters, digits, '.', '_' or '-' (no folders)")
@@ -107,7 +114,7 @@ def signoff_inputs(model: str, calib: str, evaluation: str, method: str, name: s
                                                                                  "latency batch sizes"))
     return signoff.SignoffInputs(eval_set=evaluation, out_dir=roots.reports / name, model=model, calib_set=calib,
                                  method=method, latency=latency, limit=limit or None, engines=roots.engines,
-                                 calib_root=roots.calib_sets)
+                                 calib_root=roots.calib_sets, backend=backend, target=target)
 
 
 def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
@@ -118,10 +125,12 @@ def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
         method = st.selectbox("Method", METHODS, key="cal-method")
         percentile = st.number_input("Percentile (percentile method)", 90.0, 100.0, 99.99, 0.01, format="%.2f",
                                      key="cal-percentile")
+        backend = _backend("cal")
         if st.form_submit_button("Start calibration", type="primary", icon=":material/play_arrow:"):
             try:
                 inputs = calibrate_inputs(resolve_model(choice, typed, options, roots),
-                                          _set_path(calib, roots, "calibration"), method, percentile, roots)
+                                          _set_path(calib, roots, "calibration"), method, percentile, roots,
+                                          backend)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
@@ -140,6 +149,9 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
         name = c2.text_input("Report name (folder under reports/)", "signoff-ui", key="so-name")
         batch = c1.text_input("Latency batch sizes", "1,8", key="so-batch")
         limit = c2.number_input("Score only the first N utterances (0 = all)", 0, 100000, 0, key="so-limit")
+        backend = _backend("so", c1)
+        target = c2.selectbox("Deployment target (a winner is picked only from latency measured there)", BACKENDS,
+                              index=BACKENDS.index(DEFAULT_TARGET), key="so-target")
         no_latency = st.checkbox("Accuracy only (no latency runs)", key="so-nolat")
         if st.form_submit_button("Start sign-off", type="primary", icon=":material/play_arrow:"):
             try:
@@ -148,7 +160,8 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
                 inputs = signoff_inputs(resolve_model(choice, typed, options, roots),
                                         _set_path(calib, roots, "calibration"),
                                         _set_path(evaluation, roots, "evaluation"),
-                                        method, name, None if no_latency else batch, int(limit), roots)
+                                        method, name, None if no_latency else batch, int(limit), roots,
+                                        backend, target)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
@@ -156,11 +169,12 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
 
 
 def analysis_inputs(verb: str, model: str, calib: str, method: str, per_condition: int, granularity: str,
-                    dev: str | None, roots: ArtifactRoots,
-                    signoff_set: str | None = None) -> compare.CompareInputs | search.SearchInputs:
+                    dev: str | None, roots: ArtifactRoots, signoff_set: str | None = None,
+                    backend: str = DEFAULT_BACKEND) -> compare.CompareInputs | search.SearchInputs:
     """Inputs of the ``compare`` job (layer table + sensitivity) or the ``search`` job (mixed plan)."""
     shared = {"model": model, "calib_set": calib, "method": method, "engines": roots.engines,
-              "per_condition": int(per_condition), "granularity": granularity, "calib_root": roots.calib_sets}
+              "per_condition": int(per_condition), "granularity": granularity, "calib_root": roots.calib_sets,
+              "backend": backend}
     if verb == "compare":
         return compare.CompareInputs(**shared)
     return search.SearchInputs(**shared, dev_set=dev or None, signoff_set=signoff_set or None)
@@ -179,6 +193,7 @@ def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
         per_condition = c1.number_input("Clips per condition (layer table, sensitivity)", 1, 1000, 4,
                                         key=f"{verb}-per-condition")
         granularity = c2.selectbox("Granularity", ["group", "node"], key=f"{verb}-granularity")
+        backend = _backend(verb, c1)
         dev = signoff_set = None
         if verb == "search":
             dev = c1.selectbox("Dev set for WER during the search (not the sign-off evaluation set)",
@@ -190,7 +205,8 @@ def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
                 inputs = analysis_inputs(verb, resolve_model(choice, typed, options, roots),
                                      _set_path(calib, roots, "calibration"), method, per_condition, granularity,
                                      _set_path(dev, roots, "dev") if dev and dev in names else None, roots,
-                                     _set_path(signoff_set, roots, "sign-off") if signoff_set in names else None)
+                                     _set_path(signoff_set, roots, "sign-off") if signoff_set in names else None,
+                                     backend)
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return

@@ -9,7 +9,7 @@ import streamlit as st
 
 from workbench.dashboard import ui
 from workbench.dashboard.data import reports as data
-from workbench.report.render import tables, to_html, verdict_line
+from workbench.report.render import tables, to_html, verdict_line, verdict_mode
 
 MIME = {".json": "application/json", ".html": "text/html", ".md": "text/markdown", ".onnx": "application/octet-stream",
         ".cache": "text/plain", ".engine": "application/octet-stream"}
@@ -32,7 +32,7 @@ def render() -> None:
         return
     record = view.record
     verdict = verdict_line(record)
-    (st.success if record.get("recommendation") else st.error)(f"### {verdict}")
+    {"ship": st.success, "accuracy-signoff": st.info}.get(verdict_mode(record), st.error)(f"### {verdict}")
     st.caption(f"created {record['created']} · baseline `{record['baseline']}` · record sha256 "
                f"`{record['record_sha256'][:16]}…`")
     problems = data.input_problems(view)

@@ -9,6 +9,7 @@ from workbench.dashboard import charts, ui
 from workbench.dashboard.data import layers, plans
 from workbench.dashboard.data import reports as data
 from workbench.errors import WorkbenchError
+from workbench.report.render import verdict_line
 from workbench.search.outputs import SEARCH_FORMAT
 
 MEAN_P50 = "mean p50 over duration buckets (what 'fastest' is judged on)"
@@ -113,8 +114,7 @@ def _signoff(roots) -> None:
         ui.chart(charts.tradeoff_chart(frame, lines, field, title, f"WER {group} (%) with 95% CI"))
     else:
         st.info("This record has no latency measurements (signoff ran with --no-latency); WER only below.")
-    rec = record.get("recommendation")
-    st.markdown(f"Recommendation: **{rec}** (fastest PASS)" if rec else "**No candidate passes the gates.**")
+    st.markdown(f"Verdict: **{verdict_line(record)}**")
     if lines.get("wer") is not None:
         st.caption(f"Red dashed line: baseline WER + {lines['allowed_delta']} pts. The gate itself is judged on the "
                    "upper end of the paired delta interval, shown as 'delta upper pts' below.")

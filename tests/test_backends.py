@@ -1,0 +1,94 @@
+"""Backend selection (``--backend ort-cpu|ort-cuda|tensorrt``): one factory for every step, each number recorded
+with its backend and device, and a backend this machine cannot run refused with one ``error:`` line before any
+work (calibrate, compare, search, signoff, the dashboard's Run page)."""
+
+from __future__ import annotations
+
+import pytest
+
+from evalkit import constant_ctc_onnx, write_small_set
+from workbench.backends.factory import RunnerFactory, check_backend, ort_providers
+from workbench.cli import main
+from workbench.errors import WorkbenchError
+from workbench.optional import try_import
+
+ort = try_import("onnxruntime")[0]
+torch = try_import("torch")[0]
+HAS_CUDA_EP = ort is not None and "CUDAExecutionProvider" in ort.get_available_providers()
+HAS_GPU = torch is not None and torch.cuda.is_available()
+
+
+def test_unknown_backend_is_refused() -> None:
+    with pytest.raises(WorkbenchError, match="unknown backend 'cuda'.*ort-cpu, ort-cuda, tensorrt"):
+        RunnerFactory("cuda")
+    with pytest.raises(WorkbenchError, match="unknown backend"):
+        check_backend("trt")
+
+
+def test_ort_cpu_runner_says_what_produced_its_numbers(tmp_path) -> None:
+    import numpy as np
+
+    model = constant_ctc_onnx(tmp_path / "c.onnx", "HELLO")
+    assert ort_providers("ort-cpu") == ["CPUExecutionProvider"]
+    runner = RunnerFactory("ort-cpu", threads=1).runner(model, "const")
+    with runner:
+        out = runner.infer({"input_values": np.zeros((1, 1600), np.float32)})
+    assert out["logits"].ndim == 3 and runner.last_inference_time() > 0
+    info = runner.describe()
+    assert info["backend_name"] == "ort-cpu" and info["device"].startswith("cpu")
+    assert info["providers"] == "CPUExecutionProvider"
+
+
+@pytest.mark.skipif(HAS_CUDA_EP, reason="this onnxruntime has the CUDA execution provider")
+def test_ort_cuda_without_onnxruntime_gpu_is_one_clear_error() -> None:
+    with pytest.raises(WorkbenchError, match="needs ONNX Runtime's CUDAExecutionProvider.*install onnxruntime-gpu"):
+        check_backend("ort-cuda")
+
+
+@pytest.mark.skipif(HAS_GPU, reason="a CUDA GPU is visible here")
+def test_tensorrt_without_a_gpu_is_one_clear_error() -> None:
+    with pytest.raises(WorkbenchError, match="NVIDIA GPU|no usable TensorRT module"):
+        check_backend("tensorrt")
+
+
+def test_steps_that_need_layer_outputs_refuse_tensorrt() -> None:
+    with pytest.raises(WorkbenchError, match="tensorrt"):
+        ort_providers("tensorrt")
+
+
+@pytest.mark.skipif(HAS_CUDA_EP, reason="this onnxruntime has the CUDA execution provider")
+@pytest.mark.parametrize("verb", ["calibrate", "compare", "search", "signoff"])
+def test_every_step_refuses_a_missing_backend_before_any_work(verb, tmp_path, speech_like, capsys) -> None:
+    sset = write_small_set(tmp_path / "calib_sets", ["HELLO WORLD", "GOODBYE WORLD"], speech_like)
+    args = {"calibrate": ["--set", str(sset.path)], "compare": ["--calib-set", str(sset.path)],
+            "search": ["--calib-set", str(sset.path)], "signoff": ["--eval-set", str(sset.path), "--candidate",
+                                                                   f"fp32={constant_ctc_onnx(tmp_path / 'c.onnx', 'HELLO')}"]}
+    engines = tmp_path / "engines"
+    assert main([verb, *args[verb], "--backend", "ort-cuda", "--engines", str(engines)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "CUDAExecutionProvider" in err
+    assert "Traceback" not in err and not engines.exists()  # refused before any model work
+
+
+@pytest.mark.skipif(HAS_CUDA_EP, reason="this onnxruntime has the CUDA execution provider")
+def test_run_page_inputs_carry_the_backend_and_the_job_check_refuses_a_missing_one(tmp_path, speech_like) -> None:
+    from workbench.dashboard.pages import run
+    from workbench.dashboard.paths import ArtifactRoots
+    from workbench.jobs import codec
+    from workbench.resources import demo_model_dir
+
+    calib = write_small_set(tmp_path / "calib_sets", ["HELLO WORLD", "GOODBYE WORLD"], speech_like, "c")
+    evaluation = write_small_set(tmp_path / "calib_sets", ["ONE TWO", "THREE FOUR"], speech_like, "e")
+    roots = ArtifactRoots(tmp_path)
+    model = str(demo_model_dir())
+    made = [run.calibrate_inputs(model, str(calib.path), "max", 99.9, roots, "ort-cuda"),
+            run.analysis_inputs("compare", model, str(calib.path), "max", 1, "group", None, roots, backend="ort-cuda"),
+            run.signoff_inputs(model, str(calib.path), str(evaluation.path), "max", "r", None, 0, roots,
+                               "ort-cuda", "ort-cuda")]
+    for number, inputs in enumerate(made):
+        path = tmp_path / f"job-{number}.json"
+        codec.write_job(path, inputs)
+        assert codec.read_job(path)[1].backend == "ort-cuda"
+        with pytest.raises(WorkbenchError, match="CUDAExecutionProvider"):
+            codec.check(inputs)
+    assert made[2].target == "ort-cuda"
