@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--batch-sizes", default="1,8")
+    parser.add_argument("--gpu", default="ort-cuda", help=argparse.SUPPRESS)  # ort-cpu: a smoke test without a GPU
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -86,21 +87,22 @@ def main() -> None:
     caches = {}
     for method in (MethodSpec("percentile", 99.99), MethodSpec("max")):
         per_backend = {}
-        for backend in ("ort-cpu", "ort-cuda"):
+        for backend in ("ort-cpu", args.gpu):
             t0 = time.perf_counter()
             result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), args.calib_set, method, engines=engines,
                                                              calib_root=args.work, backend=backend))
             per_backend[backend] = (result, time.perf_counter() - t0)
             print(f"calibrated {method.name} on {backend} in {per_backend[backend][1]:.1f} s: {result.cache}", flush=True)
         cpu_cache = cache_mod.load(per_backend["ort-cpu"][0].cache)
-        gpu_cache = cache_mod.load(per_backend["ort-cuda"][0].cache)
+        gpu_cache = cache_mod.load(per_backend[args.gpu][0].cache)
         caches[method.name] = (cpu_cache, gpu_cache, per_backend)
     max_cpu = caches["max"][0].amax()  # each tensor's max: the histogram bin width is max / 2048
     for name, (cpu_cache, gpu_cache, per_backend) in caches.items():
         record["calibration"][name] = {
             **compare_scales(cpu_cache.amax(), gpu_cache.amax(), max_cpu, name),
             "seconds": {b: round(s, 2) for b, (_, s) in per_backend.items()},
-            "devices": {b: r.device for b, (r, _) in per_backend.items()}}
+            "devices": {b: r.device for b, (r, _) in per_backend.items()},
+            "caches": {b: str(r.cache) for b, (r, _) in per_backend.items()}}
     cpu_result = caches["percentile"][2]["ort-cpu"][0]
     fp32 = cpu_result.fp32_onnx
     import onnx
@@ -112,10 +114,11 @@ def main() -> None:
     batches = tuple(int(b) for b in args.batch_sizes.split(","))
     results = {}
     for backend, latency in (("ort-cuda", LatencyConfig(batches, warmup=3, repeats=args.repeats)), ("ort-cpu", None)):
+        run_on = args.gpu if backend == "ort-cuda" else backend
         t0 = time.perf_counter()
         results[backend] = signoff.run(signoff.SignoffInputs(
             eval_set=args.eval_set, out_dir=args.work / f"signoff-{backend}", candidates=candidates,
-            calib_set=args.calib_set, cache=cpu_result.cache, latency=latency, backend=backend, target="ort-cuda",
+            calib_set=args.calib_set, cache=cpu_result.cache, latency=latency, backend=run_on, target=args.gpu,
             engines=engines, calib_root=args.work, resamples=1000))
         print(f"signed off on {backend} in {time.perf_counter() - t0:.1f} s: {results[backend].record['decision']['line']}",
               flush=True)

@@ -248,7 +248,7 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
         verdict = next(v for v in record["verdicts"] if v["candidate"] == row["candidate"])
         assert row["verdict"] == ("PASS" if verdict["passed"] else "FAIL")
     assert record["recommendation"]  # the fixture's gates pass at least one candidate
-    assert f"**{record['recommendation']}**" in texts(at.markdown)
+    assert f"Verdict: **{verdict_line(record)}**" in texts(at.markdown)
     nodes = len(quantizable_nodes(onnx.load(str(artifacts.calibrated.fp32_onnx))))
     expected = {"fp32": "fp32 nodes", "fp16": "fp16 nodes", "int8-entropy": "int8 nodes"}
     for candidate, label in expected.items():
@@ -273,7 +273,7 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
 def test_signoff_page_verdict_downloads_and_input_check(artifacts) -> None:
     at = page("signoff")
     assert not at.exception
-    shown = texts(at.success) + texts(at.error)
+    shown = texts(at.success) + texts(at.info) + texts(at.error)
     assert verdict_line(artifacts.record) in shown
     assert "every input artifact still has the hash" in texts(at.caption)
     labels = [b.proto.label for b in at.get("download_button")]
