@@ -137,8 +137,10 @@ def latency_ratios(latencies: Mapping[str, LatencyResult], baseline: str, batch:
     out = {}
     for name, result in latencies.items():
         if name == baseline:
-            rounds = min((len(p.samples_ms or []) for p in result.points), default=0)
-            out[name] = Ratio(name, 1.0, 1.0, 1.0, batch, len(result.points), rounds)
+            points = [p for p in result.points if p.batch == batch] or list(result.points)
+            rounds = min((len(p.samples_ms or []) for p in points), default=0)
+            used = batch if any(p.batch == batch for p in result.points) else points[0].batch if points else batch
+            out[name] = Ratio(name, 1.0, 1.0, 1.0, used, len(points), rounds)
             continue
         ratio = latency_ratio(latencies[baseline], result, batch, config)
         if ratio is not None:
