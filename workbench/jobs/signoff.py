@@ -5,8 +5,11 @@ calibrate job: export, cache reused when its keys match, Q/DQ), together with th
 finished search on the same export and cache (``workbench.search.found``) unless that search used the
 evaluation set as its dev set. A calibration set that shares speakers or texts with the evaluation set is
 refused, and evaluation clips outside the deployment profile are refused, scored or skipped as asked,
-never silently (``select_utterances``). Every candidate is transcribed, scored (WER with paired bootstrap
-intervals per condition), timed and judged by the gates; ``workbench.report`` renders the record.
+never silently (``select_utterances``). Every candidate runs on ``backend`` (``workbench.backends.factory``:
+ort-cpu, ort-cuda, or TensorRT engines built from the candidates and checked against their plans with the
+engine inspector), is transcribed, scored (WER with paired bootstrap intervals per condition), timed with the
+other candidates interleaved and judged by the gates; the verdict (``workbench.evaluate.verdict``) picks a
+winner only from latency measured on ``target``. ``workbench.report`` renders the record.
 """
 
 from __future__ import annotations
