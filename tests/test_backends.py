@@ -92,3 +92,26 @@ def test_run_page_inputs_carry_the_backend_and_the_job_check_refuses_a_missing_o
         with pytest.raises(WorkbenchError, match="CUDAExecutionProvider"):
             codec.check(inputs)
     assert made[2].target == "ort-cuda"
+
+
+def test_signoff_on_tensorrt_engines_where_a_runtime_exists(tmp_path, speech_like, monkeypatch) -> None:
+    """WER on the engine, CUDA-event latency and the engine-precision gate, through the same runner life cycle;
+    skipped where no TensorRT runtime can run engines (neither machine of this project has one)."""
+    try:
+        check_backend("tensorrt")
+    except WorkbenchError as exc:
+        pytest.skip(f"no TensorRT runtime that can run engines here: {exc}")
+    from workbench.evaluate.latency import LatencyConfig
+    from workbench.jobs.signoff import SignoffInputs, run
+    from workbench.workspace import ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    sset = write_small_set(tmp_path / "calib_sets", ["HELLO WORLD", "GOODBYE WORLD", "HELLO"], speech_like)
+    model = constant_ctc_onnx(tmp_path / "c.onnx", "HELLO WORLD")
+    result = run(SignoffInputs(candidates=[("fp32", model)], eval_set=sset, out_dir=tmp_path / "r", backend="tensorrt",
+                               latency=LatencyConfig((1,), 1, 3), engines=tmp_path / "engines", resamples=100),
+                 log=lambda _: None)
+    lat = result.record["latency"]["fp32"]
+    assert lat["backend"]["backend_name"] == "tensorrt" and lat["backend"]["device"].startswith("cuda")
+    assert any(c["name"] == "engine precisions" and c["passed"] for c in result.record["verdicts"][0]["checks"])
+    assert result.record["decision"]["mode"] == "ship" and result.recommendation == "fp32"  # timed on the target
