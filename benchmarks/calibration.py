@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from childproc import load_average, peak_rss_mb, run_json_child  # noqa: E402,F401  (re-exported)
 # issue 19: on an idle machine, 16 clips within 1.15x plain FP32 inference, each further clip within 1.05x
 TARGETS = {"ours_wall_x_plain": 1.15, "ours_marginal_clip_x_plain": 1.05, "ours_peak_rss_mb": 2048,
            "ours_large_peak_rss_mb": 2048}
@@ -145,17 +147,6 @@ def job_modelopt(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
     return {}
 
 
-def peak_rss_mb() -> float:
-    """VmHWM of this process (ru_maxrss would include the parent's peak, kept across exec on Linux)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-JOBS = {"plain": job_plain, "ours": job_ours, "ort": job_ort, "modelopt": job_modelopt}
-
-
 def child(job: str, onnx_path: Path, clip_path: Path, out: Path) -> None:
     clips = np.load(clip_path, mmap_mode="r")
     start = time.perf_counter()
@@ -163,11 +154,6 @@ def child(job: str, onnx_path: Path, clip_path: Path, out: Path) -> None:
     wall = time.perf_counter() - start
     peak_mb = peak_rss_mb()
     print(json.dumps({"job": job, "wall_s": wall, "peak_rss_mb": peak_mb, "clips": len(clips), **extra}))
-
-
-def load_average() -> float:
-    """1-minute load average (the number of runnable tasks, to compare with the core count)."""
-    return os.getloadavg()[0]
 
 
 @dataclass(frozen=True)
@@ -208,27 +194,11 @@ def settle(limit_s: float, below: float = IDLE_LOAD) -> float:
 def measure(job: str, onnx_path: Path, clip_path: Path, out: Path, timeout: float, cap_gb: float,
             settle_s: float = 0.0) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", job, str(onnx_path), str(clip_path), str(out)]
-    def cap() -> None:  # address-space cap: a runaway job fails instead of exhausting a shared machine
-        if cap_gb > 0:
-            limit = int(cap_gb * 2**30)
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    load = {"load_before": settle(settle_s)}
+    load_before = settle(settle_s)
     before = MachineCpu.now()
-    start = time.perf_counter()
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=cap)
-    except subprocess.TimeoutExpired:
-        return {"job": job, "error": f"timed out after {timeout:.0f} s", **load, "load_after": load_average()}
-    total = time.perf_counter() - start
-    load["load_after"] = load_average()
-    load["foreign_cpu_cores"] = MachineCpu.now().foreign_cores(before, total)
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode != 0 or not lines:
-        why = "killed (out of memory?)" if done.returncode in (-9, 137) else done.stderr.strip().splitlines()[-1:]
-        return {"job": job, "error": f"exit {done.returncode} under a {cap_gb:g} GB address-space cap: {why}",
-                "process_wall_s": time.perf_counter() - start, **load}
-    return {**json.loads(lines[-1]), "process_wall_s": total, **load}
+    row = run_json_child(cmd, job, timeout, cap_gb, load_before=load_before)
+    row["foreign_cpu_cores"] = MachineCpu.now().foreign_cores(before, row["process_wall_s"])
+    return row
 
 
 def ratios(rows: list[dict]) -> dict:

@@ -270,6 +270,28 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
         assert got[name] == pytest.approx(want)
 
 
+def test_tradeoff_page_marks_the_anchor_points_of_an_anchors_record(artifacts, tmp_path, monkeypatch) -> None:
+    from workbench.dashboard.data.anchors import ANCHORS_NAME, anchors_sidecar
+
+    root = copy_artifacts(artifacts.root, tmp_path / "art")
+    tools = {"fp32": "baseline", "fp16": "ModelOpt", "int8-entropy": "ONNX Runtime"}
+    sidecar = root / "reports" / "unit-signoff" / ANCHORS_NAME
+    sidecar.write_text(json.dumps(anchors_sidecar(tools, {}, "test")))
+    monkeypatch.setenv(ENV_VAR, str(root))
+    at = page("tradeoff")
+    assert not at.exception
+    frame = at.dataframe[0].value
+    assert dict(zip(frame["candidate"], frame["made by"])) == tools
+    assert "ModelOpt, ONNX Runtime are marked" in texts(at.caption)
+    spec = json.loads(at.get("arrow_vega_lite_chart")[0].proto.spec)
+    shapes = [layer["encoding"]["shape"] for layer in spec["layer"] if "shape" in layer.get("encoding", {})]
+    assert shapes and shapes[0]["field"] == "made by"  # the same chart, the tool drawn as the marker's shape
+    sidecar.write_text('{"format": "workbench-anchors", "version": 1, "tools": ["fp16"]}')  # damaged: warned, no marks
+    at = page("tradeoff")
+    assert not at.exception and "made by" not in at.dataframe[0].value.columns
+    assert "Anchor points not marked" in texts(at.warning)
+
+
 def test_signoff_page_verdict_downloads_and_input_check(artifacts) -> None:
     at = page("signoff")
     assert not at.exception

@@ -78,18 +78,24 @@ def plan_strip(plan: pd.DataFrame, title: str = "Precision per compute node") ->
         tooltip=["position:Q", "node:N", "op:N", "precision:N"]).properties(height=50, title=title)
 
 
+MADE_BY = "made by"  # the column naming the tool behind each candidate (anchors records)
+
+
 def tradeoff_chart(frame: pd.DataFrame, gates: dict, latency_field: str, latency_title: str,
                    wer_title: str) -> alt.Chart:
-    """WER vs latency per candidate: CI bars, PASS/FAIL colour, Pareto front, gate rules."""
+    """WER vs latency per candidate: CI bars, PASS/FAIL colour, Pareto front, gate rules. With a ``made by``
+    column (an anchors record: the tool that made each candidate) the marker's shape shows the tool."""
     data = frame.dropna(subset=[latency_field]).copy()
+    shape = (alt.Shape(f"{MADE_BY}:N", legend=alt.Legend(orient="top"))
+             if MADE_BY in data.columns else alt.condition(alt.datum.recommended, alt.value("diamond"), alt.value("circle")))
     base = alt.Chart(data).encode(x=alt.X(f"{latency_field}:Q", title=latency_title,
                                           scale=alt.Scale(zero=False, padding=40)))
     errors = base.mark_rule(strokeWidth=2).encode(y=alt.Y("WER low %:Q", title=wer_title), y2="WER high %:Q",
                                                   color=alt.Color("verdict:N", scale=VERDICT_COLORS))
     points = base.mark_point(filled=True, size=160).encode(
         y="WER %:Q", color=alt.Color("verdict:N", scale=VERDICT_COLORS, legend=alt.Legend(orient="top")),
-        shape=alt.condition(alt.datum.recommended, alt.value("diamond"), alt.value("circle")),
-        tooltip=["candidate:N", alt.Tooltip("WER %:Q", format=".2f"), alt.Tooltip("delta upper pts:Q", format="+.2f"),
+        shape=shape,
+        tooltip=["candidate:N", *([f"{MADE_BY}:N"] if MADE_BY in data.columns else []), alt.Tooltip("WER %:Q", format=".2f"), alt.Tooltip("delta upper pts:Q", format="+.2f"),
                  alt.Tooltip(f"{latency_field}:Q", format=".1f"), "verdict:N", "reason:N"])
     labels = base.mark_text(dx=10, dy=-10, align="left", fontSize=13).encode(y="WER %:Q", text="candidate:N")
     front = alt.Chart(data[data["pareto"]].sort_values(latency_field)).mark_line(

@@ -1,12 +1,14 @@
 """Trade-off page: WER (overall or per condition) against latency for every candidate of a sign-off
-record, PASS/FAIL, the Pareto front and the gates drawn; choosing a candidate shows its precision plan."""
+record, PASS/FAIL, the Pareto front and the gates drawn; choosing a candidate shows its precision plan. An
+anchors record (a sign-off record with ``anchors.json`` beside it, from ``benchmarks/anchors.py``) marks which
+tool made each point: ONNX Runtime, ModelOpt or the workbench."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from workbench.dashboard import charts, ui
-from workbench.dashboard.data import layers, plans
+from workbench.dashboard.data import anchors, layers, plans
 from workbench.dashboard.data import reports as data
 from workbench.errors import WorkbenchError
 from workbench.report.render import verdict_line
@@ -105,6 +107,7 @@ def _signoff(roots) -> None:
     if frame.empty:
         st.warning(f"No candidate has a WER for {group}.")
         return
+    _mark_anchors(view.folder, frame)
     field = "latency ms" if axis == MEAN_P50 else f"{pct} worst ms"
     lines = data.gate_lines(record, group)
     if axis == MEAN_P50:
@@ -134,3 +137,17 @@ def _signoff(roots) -> None:
         st.warning(f"Cannot show the plan of {candidate}: {exc}")
         return
     _plan_view(plan, candidate)
+
+
+def _mark_anchors(folder, frame) -> None:
+    """Add the ``made by`` column (marker shape in the chart) when the record has an anchors file beside it."""
+    try:
+        tools = anchors.anchor_tools(folder)
+    except WorkbenchError as exc:
+        st.warning(f"Anchor points not marked: {exc}")
+        return
+    if tools:
+        frame[charts.MADE_BY] = frame["candidate"].map(tools).fillna(anchors.WORKBENCH)
+        others = sorted({t for t in tools.values() if t not in (anchors.WORKBENCH, "baseline")})
+        st.caption(f"Anchors record: points made by {', '.join(others) or 'no other tool'} are marked by shape "
+                   "next to the workbench's own candidates, all judged by this sign-off.")
