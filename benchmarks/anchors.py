@@ -74,6 +74,24 @@ def build_sets(work: Path) -> tuple[Any, Any]:
         return built.calib, built.eval
 
 
+def subset(speech_set, per_condition: int | None, root: Path):
+    """``speech_set`` itself, or ``<name>-<n>pc``: its first ``per_condition`` utterances of every condition,
+    stored once under ``root`` (a smaller set for a loaded machine; every tool still sees the same clips)."""
+    from workbench.errors import WorkbenchError
+    from workbench.speech.select import clips_per_condition
+    from workbench.speech.store import load_set, write_set
+
+    if not per_condition:
+        return speech_set
+    name = f"{speech_set.name}-{per_condition}pc"
+    try:
+        return load_set(name, root=root)
+    except WorkbenchError:
+        made = {"how": f"the first {per_condition} utterances per condition of {speech_set.name}",
+                "from": speech_set.content_hash}
+        return write_set(root / name, clips_per_condition(speech_set, per_condition), made, [], {})
+
+
 def write_feeds(calib, folder: Path) -> dict[str, Any]:
     """natural.npz (every clip normalised, own length) and cropped.npy (cropped to the shortest, normalised)."""
     from workbench.model.features import normalise_audio
@@ -147,7 +165,7 @@ def ort_runs(args, work: Path, fp32: Path) -> list[dict[str, Any]]:
         for feed in FEEDS:
             name = f"ort-{method.lower()}" + ("" if feed == "natural" else f"-{feed}")
             done = run_job({"name": name, "kind": "ort", "setting": f"quantize_static {method}, {feed} clips",
-                            "method": method, "feed": feed, "fp32": str(fp32), "data": str(work / "data"),
+                            "method": method, "feed": feed, "fp32": str(fp32), "data": str(args.data),
                             "onnx": str(work / "models" / f"{name}.onnx")}, work, args)
             runs.append(done)
             if "error" not in done or not args.retry_cropped:
@@ -168,7 +186,7 @@ def modelopt_runs(args, work: Path, fp32: Path) -> tuple[list[dict[str, Any]], d
         print(f"   skipped: {venv.reason}", flush=True)
         return [skipped_run(n, "modelopt", s, venv.reason) for n, (s, _) in MODELOPT_SETTINGS.items()], info
     runs = [run_job({"name": name, "kind": "modelopt", "setting": setting, "options": options, "fp32": str(fp32),
-                     "data": str(work / "data"), "onnx": str(work / "models" / f"{name}.onnx")}, work, args,
+                     "data": str(args.data), "onnx": str(work / "models" / f"{name}.onnx")}, work, args,
                     python=str(venv.python))
             for name, (setting, options) in MODELOPT_SETTINGS.items()]
     return runs, info
@@ -196,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", default=DEFAULT_METHODS, help="the workbench's methods (default: %(default)s)")
     parser.add_argument("--search", default="percentile-99.99",
                         help="method labels to run the mixed search for (comma-separated, or none)")
+    parser.add_argument("--calib-per-condition", type=int, default=None,
+                        help="calibrate on the first N clips per condition of demo-calib (default: all)")
+    parser.add_argument("--eval-per-condition", type=int, default=None,
+                        help="judge on the first N clips per condition of demo-eval (default: all)")
     parser.add_argument("--ort-methods", default=",".join(ORT_METHODS))
     parser.add_argument("--no-retry-cropped", dest="retry_cropped", action="store_false",
                         help="do not rerun a failed ONNX Runtime method on cropped clips")
@@ -229,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     args.venv = (args.venv or work / "modelopt-venv").resolve()
     load_before, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
     calib, evalset = build_sets(work)
-    feeds = write_feeds(calib, work / "data")
+    calib = subset(calib, args.calib_per_condition, work / "calib_sets")
+    evalset = subset(evalset, args.eval_per_condition, work / "calib_sets")
+    args.data = work / "data" / calib.name
+    feeds = write_feeds(calib, args.data)
     (work / "models").mkdir(parents=True, exist_ok=True)
     fp32 = export_or_reuse(demo_model_dir(), model_hash(demo_model_dir()), work / "engines")
     runs_file = work / "runs.json"

@@ -283,7 +283,7 @@ def test_tradeoff_page_marks_the_anchor_points_of_an_anchors_record(artifacts, t
     frame = at.dataframe[0].value
     assert dict(zip(frame["candidate"], frame["made by"])) == tools
     assert "ModelOpt, ONNX Runtime are marked" in texts(at.caption)
-    spec = json.loads(at.get("arrow_vega_lite_chart")[0].proto.spec)
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     shapes = [layer["encoding"]["shape"] for layer in spec["layer"] if "shape" in layer.get("encoding", {})]
     assert shapes and shapes[0]["field"] == "made by"  # the same chart, the tool drawn as the marker's shape
     sidecar.write_text('{"format": "workbench-anchors", "version": 1, "tools": ["fp16"]}')  # damaged: warned, no marks
