@@ -202,7 +202,9 @@ def signoff(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, A
     inputs = job.SignoffInputs(eval_set=str(evalset.path), out_dir=work / "reports" / REPORT_NAME,
                                candidates=[("fp32", fp32), *made], model=demo_model_dir(), calib_set=str(calib.path),
                                engines=work / "engines", calib_root=work / "calib_sets", resamples=args.resamples,
-                               latency=LatencyConfig(batches, warmup=2, repeats=args.latency_repeats))
+                               latency=LatencyConfig(batches, warmup=2, repeats=args.latency_repeats),
+                               profile_min_s=args.profile.min_s if args.profile else None,
+                               profile_max_s=args.profile.max_s if args.profile else None)
     return job.run(inputs, log=lambda m: print(f"   {m}", flush=True))
 
 
@@ -246,11 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.loading import model_hash
     from workbench.resources import demo_model_dir
+    from workbench.speech.profiles import deployment_profile
 
     work = args.work.resolve()
     args.venv = (args.venv or work / "modelopt-venv").resolve()
     load_before, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
     calib, evalset = build_sets(work)
+    args.profile = deployment_profile(calib.card, [u.duration_s for u in calib.utterances])[0]  # the whole set's
     calib = subset(calib, args.calib_per_condition, work / "calib_sets")
     evalset = subset(evalset, args.eval_per_condition, work / "calib_sets")
     args.data = work / "data" / calib.name
