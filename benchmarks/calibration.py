@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from childproc import load_average, peak_rss_mb, run_json_child  # noqa: E402,F401  (re-exported)
+
 # issue 19: on an idle machine, 16 clips within 1.15x plain FP32 inference, each further clip within 1.05x
 TARGETS = {"ours_wall_x_plain": 1.15, "ours_marginal_clip_x_plain": 1.05, "ours_peak_rss_mb": 2048,
            "ours_large_peak_rss_mb": 2048}
