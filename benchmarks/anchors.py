@@ -261,15 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     feeds = write_feeds(calib, args.data)
     (work / "models").mkdir(parents=True, exist_ok=True)
     fp32 = export_or_reuse(demo_model_dir(), model_hash(demo_model_dir()), work / "engines")
+    command = "python benchmarks/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:])
     runs_file = work / "runs.json"
     if args.judge_only:  # the calibrations of an earlier run (its models under <work>/models), judged again
         saved = json.loads(runs_file.read_text())
-        runs, modelopt = saved["runs"], saved["modelopt"]
+        runs, modelopt, calibrated_by = saved["runs"], saved["modelopt"], saved.get("command")
     else:
         runs = workbench_runs(args, work, calib, evalset, fp32) + ort_runs(args, work, fp32)
         more, modelopt = modelopt_runs(args, work, fp32)
         runs += more
-        write_json_atomic(runs_file, {"runs": runs, "modelopt": modelopt})
+        calibrated_by = command
+        write_json_atomic(runs_file, {"runs": runs, "modelopt": modelopt, "command": command})
     print("-- sign-off of every model written, on " + evalset.name, flush=True)
     result = signoff(args, work, calib, evalset, fp32, runs)
     record = result.record
@@ -283,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nrecommendation: {record['recommendation']}; load average before {load_before}, after {load_after} "
           f"(shared machine: times are indicative)")
     out = {"benchmark": "anchors: ONNX Runtime and ModelOpt vs the workbench on the demo model",
-           "command": "python benchmarks/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+           "command": command, "calibration_command": calibrated_by,
            "model": str(demo_model_dir()), "model_hash": model_hash(demo_model_dir()),
            "calib_set": {"name": calib.name, "content_hash": calib.content_hash, **feeds},
            "eval_set": {"name": evalset.name, "content_hash": evalset.content_hash,
