@@ -21,7 +21,7 @@ Prints a table and writes ``benchmarks/results/calibration_coverage.json`` (mach
 hashes, command). Times are of a shared machine.
 
     nice python benchmarks/calibration_coverage.py --calib-set demo-calib --eval-set demo-eval
-    python benchmarks/calibration_coverage.py --equal 12 --sizes 16,32 --out /tmp/cov.json   # smoke run
+    python benchmarks/calibration_coverage.py --equal 6 --sizes 8 --eval-per-condition 4 --reference balanced-8 --out /tmp/cov.json  # smoke
 """
 
 from __future__ import annotations
@@ -97,6 +97,32 @@ def drift(amax: dict[str, float], reference: dict[str, float]) -> dict[str, Any]
             "max_tensor_amax": [round(amax[names[worst]], 6), round(reference[names[worst]], 6)]}
 
 
+def order_of(specs: dict[str, list], reference: str) -> list[str]:
+    return [reference] + [n for n in specs if n != reference]
+
+
+def record_of(args, argv, rows, evaluator, started, cpu0, load0, extra) -> dict[str, Any]:
+    """The result record as it stands (written after every set, so a stopped run keeps what it measured)."""
+    from workbench.evaluate.machine import machine_info, package_versions
+
+    base = evaluator.baseline
+    return {
+        "benchmark": "calibration coverage (demo model: condition-only, balanced and size-series calibration sets)",
+        "command": "python benchmarks/calibration_coverage.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        **extra,
+        "fp32": {"wer": interval(base.overall.wer),
+                 "per_condition": {c: interval(g.wer) for c, g in sorted(base.per_condition.items())}},
+        "sets": rows, "complete": False,
+        "total_wall_s": round(time.perf_counter() - started, 1), "total_cpu_s": round(cpu_seconds() - cpu0, 1),
+        "machine": {**machine_info(), "loadavg_at_start": [round(x, 2) for x in load0],
+                    "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "packages": package_versions(),
+        "note": "WER in percent, deltas in points vs FP32 (paired speaker-block bootstrap, 95 %); amax drift: "
+                "|amax - amax of the reference set| / amax of the reference set over the tensors; shared "
+                "machine: times are indicative only",
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calib-set", default="demo-calib", help="the pool (name under calib_sets/ or a path)")
@@ -104,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--equal", type=int, default=96, help="clips in each equal-size set (default %(default)s)")
     parser.add_argument("--sizes", default="16,32,64,128,300", help="balanced set sizes (default %(default)s)")
     parser.add_argument("--reference", default="balanced-300", help="the set every other set's ranges are compared with")
+    parser.add_argument("--eval-per-condition", type=int, default=None,
+                        help="score only the first N evaluation clips of each condition (default: all)")
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--work", type=Path, default=Path("/tmp/calibration-coverage"), help="FP32 ONNX export goes here")
@@ -120,13 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.compare.groups import node_groups, plan_for
     from workbench.compare.sensitivity import VariantRunner
     from workbench.evaluate.gates import GateConfig
-    from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.loading import model_hash
     from workbench.quantize.plan import PrecisionPlan
     from workbench.resources import demo_model_dir
     from workbench.search.evaluator import DevEvaluator
-    from workbench.speech.select import all_clips
+    from workbench.speech.select import all_clips, clips_per_condition
     from workbench.speech.store import load_set
 
     started, cpu0, load0 = time.perf_counter(), cpu_seconds(), os.getloadavg()
@@ -146,12 +173,21 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"the demo model has no groups {sorted(missing)}")
     mixed = plan_for("mixed-demo-fp16-groups", groups, "fp16", "int8", set(DEMO_FP16_GROUPS))
     plans = {"int8": PrecisionPlan("int8-everywhere", "int8"), "mixed": mixed}
-    eval_clips = all_clips(evalset)
+    eval_clips = clips_per_condition(evalset, args.eval_per_condition) if args.eval_per_condition else all_clips(evalset)
     gates = GateConfig()
+    extra = {"model": str(demo), "model_hash": mhash, "method": spec.params(),
+             "mixed_plan": {"fp16_groups": list(DEMO_FP16_GROUPS), "fp16_nodes": len(mixed.overrides),
+                            "note": "the demo's searched plan's FP16 groups, held fixed across sets (not re-searched)"},
+             "pool": {"name": calib.name, "content_hash": calib.content_hash, "utterances": len(calib.utterances)},
+             "eval_set": {"name": evalset.name, "content_hash": evalset.content_hash, "utterances": len(eval_clips),
+                          "per_condition": args.eval_per_condition or "all"},
+             "reference_set": args.reference, "budget": gates.to_json(), "resamples": args.resamples,
+             "planned_sets": order_of(specs, args.reference)}
     evaluator = None
     rows: dict[str, dict[str, Any]] = {}
     ranges: dict[str, dict[str, float]] = {}
-    for name, utts in specs.items():
+    for name in order_of(specs, args.reference):  # the reference first: drift as each set finishes
+        utts = specs[name]
         t0, c0 = time.perf_counter(), cpu_seconds()
         stats = collect_statistics(fp32, (calib.audio(u) for u in utts), len(utts), bins=spec.bins,
                                    checkpoint=convergence.checkpoint_for(len(utts)))
@@ -173,33 +209,13 @@ def main(argv: list[str] | None = None) -> int:
             row[key] = {"wer": interval(ev.overall.wer), "delta": interval(ev.overall.delta), "passed": ev.passed,
                         "per_condition": {c: {"wer": interval(g.wer), "delta": interval(g.delta)}
                                           for c, g in sorted(ev.per_condition.items())}}
+        row["amax_drift_vs_reference"] = drift(amax, ranges[args.reference])
         rows[name] = row
+        write_json_atomic(args.out, record_of(args, argv, rows, evaluator, started, cpu0, load0, extra))
         print(f"{name:<18} {len(utts):>4} clips  int8 {row['int8']['delta']['estimate']:+.2f}  "
               f"mixed {row['mixed']['delta']['estimate']:+.2f}  {row['convergence']}", flush=True)
-    for name, row in rows.items():
-        row["amax_drift_vs_reference"] = drift(ranges[name], ranges[args.reference])
-
+    record = record_of(args, argv, rows, evaluator, started, cpu0, load0, extra)
     base = evaluator.baseline
-    record = {
-        "benchmark": "calibration coverage (demo model: condition-only, balanced and size-series calibration sets)",
-        "command": "python benchmarks/calibration_coverage.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "model": str(demo), "model_hash": mhash, "method": spec.params(),
-        "mixed_plan": {"fp16_groups": list(DEMO_FP16_GROUPS), "fp16_nodes": len(mixed.overrides),
-                       "note": "the demo's searched plan's FP16 groups, held fixed across sets (not re-searched)"},
-        "pool": {"name": calib.name, "content_hash": calib.content_hash, "utterances": len(calib.utterances)},
-        "eval_set": {"name": evalset.name, "content_hash": evalset.content_hash, "utterances": len(eval_clips)},
-        "reference_set": args.reference, "budget": gates.to_json(), "resamples": args.resamples,
-        "fp32": {"wer": interval(base.overall.wer),
-                 "per_condition": {c: interval(g.wer) for c, g in sorted(base.per_condition.items())}},
-        "sets": rows,
-        "total_wall_s": round(time.perf_counter() - started, 1), "total_cpu_s": round(cpu_seconds() - cpu0, 1),
-        "machine": {**machine_info(), "loadavg_at_start": [round(x, 2) for x in load0],
-                    "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
-        "packages": package_versions(),
-        "note": "WER in percent, deltas in points vs FP32 (paired speaker-block bootstrap, 95 %); amax drift: "
-                "|amax - amax of the reference set| / amax of the reference set over the tensors; shared "
-                "machine: times are indicative only",
-    }
     print(f"\nFP32 on {evalset.name}: WER {100 * base.overall.wer.estimate:.2f} %; deltas in points [95 % CI]; "
           f"amax drift vs {args.reference}: median / max")
     head = f"{'set':<18} {'clips':>5} {'plan':<6} {'overall':>22}" + "".join(f" {c:>22}" for c in CONDITIONS)
@@ -212,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
             text = "".join(f" {_ci(c):>22}" for c in cells)
             tail = (f" {100 * d['median']:>7.2f}/{100 * d['max']:<7.2f}  {row['convergence']}" if key == "int8" else "")
             print(f"{name if key == 'int8' else '':<18} {row['clips'] if key == 'int8' else '':>5} {key:<6}{text}{tail}")
+    record["complete"] = True
     write_json_atomic(args.out, record)
     print(f"wrote {args.out} ({record['total_wall_s']} s wall, {record['total_cpu_s']} s CPU, load average "
           f"{record['machine']['loadavg_at_end']})")

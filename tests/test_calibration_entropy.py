@@ -252,9 +252,10 @@ def test_modelopt_picks_the_same_bin_2048(modelopt, hists_2048, name: str) -> No
 def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like) -> None:
     """Real activations of the demo model (all 58 MatMul/Conv inputs, 2 clips): on every tensor's
     histogram merged to 512 bins the fast search equals the literal loop and ModelOpt's function; at the
-    full 2048 bins, on every seventh tensor along the graph (conv encoder, projections, attention, feed-forward,
-    head), too. (Checking all 58 at 2048 bins took 752 s on the shared machine; the 2048-bin search is the
-    same code as the 512-bin one, which the synthetic tests compare at both sizes.)"""
+    full 2048 bins, on every twentieth tensor along the graph (the raw-waveform conv input, an encoder
+    layer's, a later one's), too. A 2048-bin reference costs about 17 512-bin ones: all 58 at 2048 bins
+    took 752 s on the shared machine, every seventh 101 s of CPU; the 2048-bin search is the same code
+    as the 512-bin one, and the synthetic tests compare both sizes.)"""
     from workbench.calibration.runner import collect_statistics
     from workbench.resources import demo_model_dir
     from workbench.model.export import export_onnx
@@ -278,7 +279,7 @@ def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like
     for k, name in enumerate(names):
         full = stats.histogram(name).counts
         assert len(full) == 2048
-        for counts in [full.reshape(512, 4).sum(axis=1)] + ([full] if k % 7 == 0 else []):
+        for counts in [full.reshape(512, 4).sum(axis=1)] + ([full] if k % 20 == 0 else []):
             ours = entropy.threshold_bin(counts)
             assert ours == literal_bin(counts), (name, len(counts))
             if modelopt_histogram is not None:
