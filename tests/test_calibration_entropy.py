@@ -255,7 +255,7 @@ def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like
     full 2048 bins, on every twentieth tensor along the graph (the raw-waveform conv input, an encoder
     layer's, a later one's), too. A 2048-bin reference costs about 17 512-bin ones: all 58 at 2048 bins
     took 752 s on the shared machine, every seventh 101 s of CPU; the 2048-bin search is the same code
-    as the 512-bin one, and the synthetic tests compare both sizes.)"""
+    as the 512-bin one, and the synthetic tests compare both sizes."""
     from workbench.calibration.runner import collect_statistics
     from workbench.resources import demo_model_dir
     from workbench.model.export import export_onnx
