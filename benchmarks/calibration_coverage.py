@@ -8,7 +8,7 @@ per condition made by the workbench's set builder from synthetic speech, ``pytho
 
 Balanced = the pool's conditions in turn (quiet, noisy, accented, ...), each condition's clips in a
 seeded order. Each set is calibrated in one pass with the demo's method (percentile 99.99,
-``commands/demo.py``) by the same code ``calibrate`` runs (``collect_statistics`` with the convergence
+``commands/demo.py``; ``--method`` for another) by the same code ``calibrate`` runs (``collect_statistics`` with the convergence
 checkpoint, ``ranges_from_statistics``, ``convergence.measure``), so every row also records the set's
 own convergence verdict. Two plans are scored on ``--eval-set`` (``demo-eval``) against FP32 with the
 sign-off's paired speaker-block bootstrap (``search.evaluator.DevEvaluator``): INT8 everywhere, and the
@@ -38,7 +38,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from calibration_methods import cpu_seconds, interval  # noqa: E402  (one copy of the WER-interval formatting)
+from calibration_methods import cpu_seconds, interval, parse_method  # noqa: E402  (one copy of each)
 
 RESULTS = HERE / "results" / "calibration_coverage.json"
 CONDITIONS = ("quiet", "noisy", "accented")
@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-set", default="demo-eval")
     parser.add_argument("--equal", type=int, default=96, help="clips in each equal-size set (default %(default)s)")
     parser.add_argument("--sizes", default="16,32,64,128,300", help="balanced set sizes (default %(default)s)")
+    parser.add_argument("--method", default=None,
+                        help="calibration method, e.g. entropy or percentile:99.9 (default: the demo's, percentile 99.99)")
     parser.add_argument("--reference", default="balanced-300", help="the set every other set's ranges are compared with")
     parser.add_argument("--eval-per-condition", type=int, default=None,
                         help="score only the first N evaluation clips of each condition (default: all)")
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     specs = set_specs(pools(calib), args.equal, sizes)
     if args.reference not in specs:
         parser.error(f"--reference {args.reference} is not one of the sets: {', '.join(specs)}")
-    spec = MethodSpec(DEMO_METHOD, DEMO_PERCENTILE)
+    spec = parse_method(args.method)[1] if args.method else MethodSpec(DEMO_METHOD, DEMO_PERCENTILE)
     demo = demo_model_dir()
     mhash = model_hash(demo)
     fp32 = export_or_reuse(demo, mhash, args.work)
