@@ -12,7 +12,7 @@ runs in its own subprocess (so peak RSS is that job's alone):
 Plain and ours run ``--rounds`` times side by side (order alternating), and ours is compared with the
 plain run of its own round. Each run records the 1-minute load average before and after it and its
 wall time per phase (plain: session, inference; ours: graph, session, inference, statistics_wait,
-statistics_tail, thresholds, cache_write). Targets (issue 19, ``TARGETS``): ours <= 1.15x plain wall
+statistics_tail, thresholds, convergence, cache_write). Targets (issue 19, ``TARGETS``): ours <= 1.15x plain wall
 on 16 clips (median of the rounds), each further clip <= 1.05x plain's (from ``--large-clips``), peak
 RSS <= 2 GB also with 500 clips. A target is judged only when the load stayed at or below the core
 count during every paired run; otherwise the verdict says "not judged". Prints a table and writes
@@ -99,19 +99,23 @@ def job_plain(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
 
 
 def job_ours(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
-    """What ``calibrate`` does after export: one pass, entropy thresholds, cache and histogram sidecar."""
-    from workbench.calibration import histograms, kernels
+    """What ``calibrate`` does after export: one pass, entropy thresholds, convergence (the checkpoint copy
+    and its thresholds), cache and histogram sidecar."""
+    from workbench.calibration import convergence, histograms, kernels
     from workbench.calibration.cache import CalibrationCache
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import PhaseClock, collect_statistics, ranges_from_statistics
 
     clock = PhaseClock()
     spec = MethodSpec("entropy")
-    stats = collect_statistics(onnx_path, iter(clips), len(clips), bins=spec.bins, clock=clock)
+    stats = collect_statistics(onnx_path, iter(clips), len(clips), bins=spec.bins, clock=clock,
+                               checkpoint=convergence.checkpoint_for(len(clips)))
     amax = ranges_from_statistics(stats, spec, clock)
+    found = convergence.measure(stats, amax, spec, None, clock)
     with clock.phase("cache_write"):
         keys = {"method": "entropy", "benchmark": True}
         cache = CalibrationCache.from_amax(amax, keys)
+        cache.convergence = found.to_json() if found else None
         cache.save(out / "ours.cache")
         histograms.save(histograms.histogram_path(out / "ours.cache"),
                         histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}))

@@ -95,6 +95,14 @@ def test_cache_reused_only_when_keys_match(calibrated, tiny_model, tiny_sets) ->
     again = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"),
                                                     engines=root, parity_clips=1))
     assert again.reused_cache and again.cache.read_bytes() == before
+    # convergence: measured on the 12 clips (last quarter: 3), kept in the sidecar, printed again on reuse
+    assert first.convergence is not None and first.convergence.clips == len(tiny_sets.calib.utterances)
+    assert first.convergence.last_clips == len(tiny_sets.calib.utterances) // 4
+    assert {c.tensor for c in first.convergence.changes} == set(cache_mod.load(first.cache).scales)
+    assert all(c.driver in {u.condition for u in tiny_sets.calib.utterances} for c in first.convergence.moving)
+    assert again.convergence == first.convergence
+    verdict = f"convergence: {first.convergence.verdict()}"
+    assert verdict in "\n".join(first.lines()) and verdict in "\n".join(again.lines())
     # tamper with a provenance key: reported and recomputed, never used
     meta = cache_mod.load(first.cache)
     cache_mod.CalibrationCache(meta.scales, {**meta.keys, "calibration_set": "someone-else"}, meta.header).save(first.cache)

@@ -250,8 +250,12 @@ def test_modelopt_picks_the_same_bin_2048(modelopt, hists_2048, name: str) -> No
 
 @pytest.mark.slow
 def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like) -> None:
-    """Every calibrated tensor of the demo model (58 MatMul/Conv inputs, 3 clips, 2048 bins): the fast
-    search equals the literal loop on all of them and ModelOpt's function on every fourth."""
+    """Real activations of the demo model (all 58 MatMul/Conv inputs, 2 clips): on every tensor's
+    histogram merged to 512 bins the fast search equals the literal loop and ModelOpt's function; at the
+    full 2048 bins, on every twentieth tensor along the graph (the raw-waveform conv input, an encoder
+    layer's, a later one's), too. A 2048-bin reference costs about 17 512-bin ones: all 58 at 2048 bins
+    took 752 s on the shared machine, every seventh 101 s of CPU; the 2048-bin search is the same code
+    as the 512-bin one, and the synthetic tests compare both sizes."""
     from workbench.calibration.runner import collect_statistics
     from workbench.resources import demo_model_dir
     from workbench.model.export import export_onnx
@@ -262,7 +266,7 @@ def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like
         pytest.skip(f"demo model not present in {demo}")
     path = tmp_path / "demo.onnx"
     export_onnx(load_model(demo), path)
-    clips = [speech_like(seconds, seed=seed) for seed, seconds in enumerate((2.0, 3.5, 1.2))]
+    clips = [speech_like(seconds, seed=seed) for seed, seconds in enumerate((2.0, 1.2))]
     stats = collect_statistics(path, clips, len(clips))
     names = [n for n in stats.maxes.amax if stats.histogram(n) is not None]
     assert len(names) >= 50
@@ -273,10 +277,12 @@ def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like
     except Exception:
         modelopt_histogram = None
     for k, name in enumerate(names):
-        counts = stats.histogram(name).counts
-        ours = entropy.threshold_bin(counts)
-        assert ours == literal_bin(counts), name
-        if modelopt_histogram is not None and k % 4 == 0:
-            assert ours == modelopt_bin(modelopt_histogram, counts), name
+        full = stats.histogram(name).counts
+        assert len(full) == 2048
+        for counts in [full.reshape(512, 4).sum(axis=1)] + ([full] if k % 20 == 0 else []):
+            ours = entropy.threshold_bin(counts)
+            assert ours == literal_bin(counts), (name, len(counts))
+            if modelopt_histogram is not None:
+                assert ours == modelopt_bin(modelopt_histogram, counts), (name, len(counts))
     if modelopt_histogram is None:
         pytest.skip("fast == literal loop on every tensor; nvidia-modelopt does not import, so not compared with it")

@@ -221,6 +221,32 @@ def test_calibration_page_matches_cache_and_histograms(artifacts) -> None:
     assert {m.label: m.value for m in at.metric}["entropy (cache)"] == f"{cache.amax()[other]:.4g}"
 
 
+def test_calibration_page_shows_convergence_and_older_sidecars(artifacts, tmp_path, monkeypatch) -> None:
+    from workbench.calibration import convergence
+
+    found, _ = convergence.from_sidecar(cache_mod.load(artifacts.calibrated.cache).convergence)
+    assert found is not None
+    at = page("calibration")
+    assert not at.exception
+    assert found.verdict() in texts(at.success if found.converged else at.warning)
+    frame = next(d.value for d in at.dataframe if "change %" in d.value.columns)
+    assert set(frame["tensor"]) == {c.tensor for c in found.changes}
+    assert frame["change %"].abs().max() == pytest.approx(found.max_change * 100, abs=1e-3)
+    # a sidecar written before convergence was recorded: "not recorded", the rest of the page as before
+    root = tmp_path / "art"
+    shutil.copytree(artifacts.root / "engines", root / "engines")
+    (root / "calib_sets").mkdir()
+    sidecar = cache_mod.sidecar(next((root / "engines").glob("*/*.cache")))
+    meta = json.loads(sidecar.read_text())
+    del meta["convergence"]
+    sidecar.write_text(json.dumps(meta))
+    monkeypatch.setenv(ENV_VAR, str(root))
+    old = page("calibration")
+    assert not old.exception
+    assert "Convergence not recorded" in texts(old.info)
+    assert old.selectbox(key="tensor").options
+
+
 def test_calibration_page_says_when_histograms_belong_to_another_run(artifacts, tmp_path, monkeypatch) -> None:
     root = tmp_path / "art"
     shutil.copytree(artifacts.root / "engines", root / "engines")

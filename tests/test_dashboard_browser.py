@@ -62,6 +62,8 @@ def test_every_page_renders_in_headless_chromium(server, tmp_path) -> None:
                     page.wait_for_function(
                         "n => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] canvas, "
                         "[data-testid=\"stVegaLiteChart\"] svg.marks').length >= n", arg=charts, timeout=60_000)
+                if path == "calibration":  # the convergence verdict from the cache sidecar
+                    page.get_by_text("converged: ", exact=False).filter(visible=True).first.wait_for(timeout=60_000)
                 if path == "signoff":  # the report page, rendered into its sandboxed frame, and its downloads
                     page.frame_locator("iframe").first.get_by_role("heading", name="Precision sign-off").wait_for(
                         timeout=60_000)

@@ -136,3 +136,18 @@ class VerdictConfig:
 
 
 VERDICT = VerdictConfig()
+
+
+@dataclass(frozen=True)
+class ConvergenceConfig:
+    """When ``calibrate`` calls a run converged (``workbench/calibration/convergence.py``)."""
+
+    # largest relative amax change over the last part of the clips still called converged: 1 % is about
+    # one INT8 step (amax / 127) at the top of the range
+    tolerance: float = 0.01
+    last_fraction: float = 0.25  # the last quarter of the clips
+    min_clips: int = 4  # fewer clips: convergence is not recorded
+    shown: int = 5  # moving tensors listed by calibrate
+
+
+CONVERGENCE = ConvergenceConfig()

@@ -3,7 +3,8 @@
 Text: first line ``TRT-<version number>-<algorithm>``, then one line per tensor ``name: xxxxxxxx``
 with the big-endian IEEE-754 float32 bits of scale = amax / 127.
 Sidecar ``<cache>.json``: the provenance keys (model hash, calibration set hash, method and its
-parameters, tool version). ``load_matching`` returns a cache only when every key matches; a
+parameters, tool version) and, from runs that recorded it, ``convergence`` (``convergence.Convergence``:
+how far each range moved over the last quarter of the clips; older sidecars lack it). ``load_matching`` returns a cache only when every key matches; a
 mismatch is reported, never used silently.
 
 The header is TensorRT's compatibility stamp (``workbench.backends.tensorrt.cache_header``); files are
@@ -56,6 +57,7 @@ class CalibrationCache:
     scales: dict[str, float]
     keys: dict[str, Any]
     header: str
+    convergence: dict[str, Any] | None = None  # the sidecar's convergence record, as stored (None: not recorded)
 
     @classmethod
     def from_amax(cls, amax: dict[str, float], keys: dict[str, Any],
@@ -91,8 +93,11 @@ class CalibrationCache:
 
     def save(self, path: Path) -> None:
         write_text_atomic(path, self.to_text())
-        write_json_atomic(sidecar(path), {"keys": self.keys, "content_hash": self.content_hash,
-                                          "tensors": len(self.scales), "header": self.header})
+        meta = {"keys": self.keys, "content_hash": self.content_hash, "tensors": len(self.scales),
+                "header": self.header}
+        if self.convergence is not None:
+            meta["convergence"] = self.convergence
+        write_json_atomic(sidecar(path), meta)
 
 
 def sidecar(path: Path) -> Path:
@@ -114,6 +119,7 @@ def load(path: Path) -> CalibrationCache:
     cache = CalibrationCache.parse(read_text(path, where), meta["keys"], where)
     if cache.content_hash != meta["content_hash"]:
         raise WorkbenchError(f"calibration cache {path} was edited after it was written (hash mismatch)")
+    cache.convergence = meta.get("convergence")
     return cache
 
 

@@ -10,6 +10,11 @@ arrays are counted by a compiled one-pass kernel (``kernels``) when numba is ins
 every array without numba) by numpy passes; both give the same counts. Memory is
 one float plus ``bins * refine`` int64 counts per tensor, whatever the number of clips.
 
+For the convergence report (``convergence``), ``StreamingStats`` also keeps each update's max |x| per
+tensor (one float per clip and tensor, already computed by the counting pass) and, once, a copy of
+its state at a chosen point (``mark_checkpoint``: the running maxima and the fine counts, copied once
+per run, never per clip).
+
 ``GrowingHistogram.finish`` then merges whole groups of fine bins into the ``bins``-bin histogram
 over ``[0, range_max]`` that the range methods use, with ``range_max`` the smallest multiple of
 ``bins`` fine bins that covers the data (at most ``1 / (refine / 2 + 1)`` above the true max; TensorRT's
@@ -194,11 +199,26 @@ class StreamingStats:
     refine: int = DEFAULT_REFINE
     maxes: MaxCollector = field(default_factory=MaxCollector)
     histograms: dict[str, GrowingHistogram] = field(default_factory=dict)
+    tops: dict[str, list[float]] = field(default_factory=dict)  # max |x| of each update, in update order
+    checkpoint: "StreamingStats | None" = None  # the state copied by ``mark_checkpoint``
+    checkpoint_updates: int = 0  # updates per tensor folded in when the checkpoint was taken
 
     def update(self, name: str, values: np.ndarray, overwrite: bool = False) -> None:
         """Add one tensor's values; with ``overwrite`` the array is used as scratch space (no copies)."""
+        self.tops.setdefault(name, []).append(float(self._update(name, values, overwrite)))
+
+    def mark_checkpoint(self) -> None:
+        """Copy the running maxima and histogram counts as they are now (once per run: the convergence
+        report compares the final ranges with the ranges of this state)."""
+        self.checkpoint = StreamingStats(
+            self.with_histograms, self.bins, self.refine, MaxCollector(dict(self.maxes.amax)),
+            {n: GrowingHistogram(h.bins, h.refine, h.exponent, h.zeros, None if h.counts is None else h.counts.copy())
+             for n, h in self.histograms.items()})
+        self.checkpoint_updates = max((len(t) for t in self.tops.values()), default=0)
+
+    def _update(self, name: str, values: np.ndarray, overwrite: bool) -> float:
         if values.size == 0:
-            return
+            return 0.0
         hist = None
         if self.with_histograms:
             hist = self.histograms.get(name)
@@ -208,7 +228,7 @@ class StreamingStats:
                 top = hist.add_compiled(values.reshape(-1))
                 if top is not None:
                     self.maxes.observe(name, top)
-                    return
+                    return top
         if overwrite and values.flags.writeable and values.flags.c_contiguous:
             magnitudes = np.abs(values, out=values).reshape(-1)
         else:
@@ -217,6 +237,7 @@ class StreamingStats:
         self.maxes.observe(name, top)
         if hist is not None:
             hist.add_magnitudes(magnitudes, top)
+        return top
 
     def histogram(self, name: str) -> Histogram | None:
         hist = self.histograms.get(name)

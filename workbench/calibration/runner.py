@@ -122,7 +122,8 @@ def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threa
 def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarray], count: int | None,
                        with_histograms: bool = True, bins: int = 2048,
                        clock: PhaseClock | None = None,
-                       providers: Sequence[str] = ("CPUExecutionProvider",)) -> StreamingStats:
+                       providers: Sequence[str] = ("CPUExecutionProvider",),
+                       checkpoint: int | None = None) -> StreamingStats:
     """One pass over raw 16 kHz clips (each normalised like the feature extractor does).
 
     Given a path, only the graph structure is read (``graph_structure.read_structure``: the weights
@@ -131,6 +132,8 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
     kernel is imported in the background meanwhile. ``clock`` (optional) receives the wall time of
     each phase: graph, session, inference (the runs), statistics_wait (waiting for the previous
     clip's statistics) and statistics_tail (the last clip's statistics, after the last run).
+    ``checkpoint`` (optional): after that many clips the statistics are copied once
+    (``StreamingStats.mark_checkpoint``), for the convergence report.
     """
     clock = clock or PhaseClock()
     if with_histograms:
@@ -161,6 +164,8 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
             with clock.phase("statistics_wait"):
                 for task in pending:
                     task.result()
+            if seen == checkpoint:
+                stats.mark_checkpoint()
             scratch = _unshared(values)
             pending = [pool.submit(stats.update, name, value, own)
                        for name, value, own in zip(names, values, scratch)]

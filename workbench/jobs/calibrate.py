@@ -19,6 +19,7 @@ from workbench.artifacts import sha256_file, write_bytes_atomic
 from workbench.backends.cpu_int8 import int8_weight_type
 from workbench.backends.factory import device_of, ort_providers
 from workbench.calibration import cache as cache_mod
+from workbench.calibration import convergence as conv
 from workbench.calibration import histograms, kernels
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
@@ -77,6 +78,8 @@ class CalibrateResult:
     int8_ort_cpu_weights: tuple[str, str] | None = None  # ("u8" | "s8", why)
     backend: str = DEFAULT_BACKEND
     device: str = ""
+    convergence: conv.Convergence | None = None
+    convergence_note: str = ""  # why there is none
 
     def lines(self) -> list[str]:
         p = self.parity
@@ -88,6 +91,8 @@ class CalibrateResult:
                f"{self.device})"]
         if self.cache_problems and self.cache_problems != ["no cache yet"]:
             out.append("  previous cache not used: " + "; ".join(self.cache_problems))
+        out += (["  " + line for line in self.convergence.lines()] if self.convergence
+                else [f"  convergence: {self.convergence_note}"])
         out.append(f"INT8 variant: {self.int8_onnx}")
         if self.int8_ort_cpu:
             out.append(f"  ONNX Runtime CPU flavour: {self.int8_ort_cpu}")
@@ -134,10 +139,14 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         cache, problems = None, [f"its histograms are not usable ({gone}); recalibrated to rewrite them"]
     reused = cache is not None
     if cache is None:
-        stats = collect_statistics(fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances),
+        clips = len(speech_set.utterances)
+        stats = collect_statistics(fp32, (a for _, a in speech_set.iter_audio()), clips,
                                    with_histograms=spec.name != "max", bins=spec.bins,
-                                   providers=ort_providers(inputs.backend))
-        cache = cache_mod.CalibrationCache.from_amax(ranges_from_statistics(stats, spec), keys)
+                                   providers=ort_providers(inputs.backend), checkpoint=conv.checkpoint_for(clips))
+        amax = ranges_from_statistics(stats, spec)
+        cache = cache_mod.CalibrationCache.from_amax(amax, keys)
+        found = conv.measure(stats, amax, spec, [u.condition for u in speech_set.utterances])
+        cache.convergence = found.to_json() if found else None
         cache.save(cache_path)
         if stats.with_histograms:  # what the scales were chosen from, for the dashboard
             histograms.save(histograms.histogram_path(cache_path),
@@ -152,5 +161,6 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
 
         cpu = int8.with_suffix(".ort-cpu.onnx")
         write_bytes_atomic(cpu, cpu_flavour(onnx.load(str(int8)), *weights)[0].SerializeToString())
+    found, note = conv.from_sidecar(cache.convergence)
     return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales),
-                           cpu, weights, inputs.backend, device_of(inputs.backend))
+                           cpu, weights, inputs.backend, device_of(inputs.backend), found, note)

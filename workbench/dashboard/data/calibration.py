@@ -16,6 +16,7 @@ import pandas as pd
 from workbench.artifacts import sha256_file
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import histograms as hist_mod
+from workbench.calibration.convergence import Convergence
 from workbench.calibration.methods import METHODS, MethodSpec, compute_amax
 from workbench.dashboard.data.sets import set_names
 from workbench.dashboard.paths import ArtifactRoots, display, resolve
@@ -186,3 +187,12 @@ def histogram_frame(hists: hist_mod.TensorHistograms, name: str, max_bars: int =
     last = int(np.flatnonzero(counts)[-1]) + 2 if counts.any() else len(counts)
     frame = pd.DataFrame({"lo": lo, "hi": lo + width, "count": counts})
     return frame.iloc[:min(last, len(frame))]
+
+
+def convergence_frame(found: Convergence) -> pd.DataFrame:
+    """One row per tensor, largest amax change first: amax at the checkpoint and at the end, the change,
+    whether it still moves and the condition that drives it."""
+    return pd.DataFrame([{"tensor": c.tensor, "amax at checkpoint": c.before, "amax": c.after,
+                          "change %": round(c.change * 100, 3), "moving": abs(c.change) > found.tolerance,
+                          "driven by": c.driver or ""} for c in found.changes],
+                        columns=["tensor", "amax at checkpoint", "amax", "change %", "moving", "driven by"])

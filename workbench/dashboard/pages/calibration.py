@@ -1,5 +1,5 @@
-"""Calibration page: runs and caches under engines/ (provenance, reuse state), per-tensor ranges, and
-each tensor's histogram with the threshold of every method recomputed from the stored histogram."""
+"""Calibration page: runs and caches under engines/ (provenance, reuse state), convergence (how far each
+range moved over the last quarter of the clips, and the verdict), per-tensor ranges, and each tensor's histogram with the threshold of every method recomputed from the stored histogram."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 
 import streamlit as st
 
+from workbench.calibration import convergence
 from workbench.calibration.methods import METHODS
 from workbench.dashboard import charts, ui
 from workbench.dashboard.data import calibration as data
@@ -36,6 +37,7 @@ def render() -> None:
         st.dataframe(data.run_files(info.path.parent, roots), width="stretch", hide_index=True)
     if info.cache is None:
         return
+    show_convergence(info.cache.convergence)
     hists, why = data.load_histograms(info, roots)
     ranges = data.ranges_frame(info, hists)
     ui.chart(charts.ranges_chart(ranges, info.method))
@@ -65,3 +67,17 @@ def render() -> None:
         st.dataframe(ranges, width="stretch", hide_index=True)
         ui.download("ranges as JSON", json.dumps(ranges.to_dict(orient="records"), indent=1),
                     file_name=f"{info.path.name}.ranges.json", mime="application/json")
+
+
+def show_convergence(record: object) -> None:
+    """The run's convergence verdict and the per-tensor amax change over the last quarter of the clips."""
+    st.subheader("Convergence")
+    found, note = convergence.from_sidecar(record)
+    if found is None:
+        st.info(f"Convergence {note}.", icon=":material/timeline:")
+        return
+    (st.success if found.converged else st.warning)(found.verdict(), icon=":material/timeline:")
+    if not found.converged:
+        st.caption(found.detail())
+    with st.expander(f"amax change over the last {found.last_clips} of {found.clips} clips, per tensor"):
+        st.dataframe(data.convergence_frame(found), width="stretch", hide_index=True)

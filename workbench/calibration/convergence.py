@@ -1,0 +1,180 @@
+"""Convergence of a calibration run: had the ranges stopped moving before the set ran out?
+
+Estimate (one point of a running estimate, no second pass): during the one pass the streaming
+statistics are copied once, after the first ``n - n // 4`` clips (``StreamingStats.mark_checkpoint``:
+the running maxima and the fine histogram counts, one copy per run, nothing per clip). After the pass
+the chosen method's amax is computed from that copy and from the final statistics; the relative
+change ``(final - checkpoint) / final`` of each tensor is how far its range moved over the last
+quarter of the clips. A tensor that moved more than ``CONVERGENCE.tolerance`` (1 %, about one INT8
+step at the top of the range) is still moving. Cost on top of the pass: one copy of the statistics
+and a second threshold search per tensor (on the copy).
+
+Which speech condition drives a moving tensor: the statistics also keep each clip's max |x| per tensor
+(one float per clip and tensor, a by-product of the counting pass). For a range that grew, the driver
+is the condition whose last-quarter clips reach furthest relative to the checkpoint's amax (largest
+mean of clip max / checkpoint amax); for one that shrank (a histogram method's threshold can fall as
+more of the bulk arrives), the condition with the smallest mean. The verdict names the condition that
+drives most moving tensors: ``not converged: add <condition> clips``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from workbench.calibration.collectors import StreamingStats
+from workbench.calibration.methods import MethodSpec
+from workbench.calibration.runner import PhaseClock, ranges_from_statistics
+from workbench.config import CONVERGENCE
+
+
+@dataclass(frozen=True)
+class TensorChange:
+    """One tensor's amax at the checkpoint and at the end, and the condition that moved it (if it moved)."""
+
+    tensor: str
+    before: float
+    after: float
+    driver: str | None = None
+
+    @property
+    def change(self) -> float:
+        """Signed relative change ``(after - before) / after`` (1.0 when the range appeared from zero)."""
+        if self.after == self.before:
+            return 0.0
+        return (self.after - self.before) / self.after if self.after else -1.0
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """How far each tensor's range moved over the last ``last_clips`` of ``clips`` clips."""
+
+    clips: int
+    last_clips: int
+    method: str
+    tolerance: float
+    changes: tuple[TensorChange, ...]  # largest |change| first
+
+    @property
+    def moving(self) -> list[TensorChange]:
+        return [c for c in self.changes if abs(c.change) > self.tolerance]
+
+    @property
+    def max_change(self) -> float:
+        return max((abs(c.change) for c in self.changes), default=0.0)
+
+    @property
+    def converged(self) -> bool:
+        return not self.moving
+
+    def driver(self) -> str | None:
+        """The condition that drives most moving tensors (ties: the larger summed change)."""
+        counts = Counter(c.driver for c in self.moving if c.driver)
+        if not counts:
+            return None
+        weight = Counter()
+        for c in self.moving:
+            if c.driver:
+                weight[c.driver] += abs(c.change)
+        return max(counts, key=lambda d: (counts[d], weight[d]))
+
+    def verdict(self) -> str:
+        """One line: ``converged: max amax change 0.4 % over the last 75 clips`` / ``not converged: add noisy clips``."""
+        if self.converged:
+            return f"converged: max amax change {self.max_change * 100:.1f} % over the last {self.last_clips} clips"
+        driver = self.driver()
+        return f"not converged: add {driver + ' ' if driver else 'more '}clips"
+
+    def detail(self) -> str:
+        moving = self.moving
+        by = Counter(c.driver or "?" for c in moving)
+        drivers = ", ".join(f"{d} {k}" for d, k in by.most_common())
+        return (f"{len(moving)} of {len(self.changes)} tensors moved more than {self.tolerance * 100:g} % over the last "
+                f"{self.last_clips} of {self.clips} clips (max {self.max_change * 100:.1f} %; driven by: {drivers})")
+
+    def lines(self, shown: int = CONVERGENCE.shown) -> list[str]:
+        out = [f"convergence: {self.verdict()}"]
+        if not self.converged:
+            out.append(f"  {self.detail()}")
+            out += [f"  {c.tensor}: {c.before:.4g} -> {c.after:.4g} ({c.change * 100:+.1f} %), driven by "
+                    f"{c.driver or '?'}" for c in self.moving[:shown]]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clips": self.clips, "last_clips": self.last_clips, "method": self.method,
+                "tolerance": self.tolerance, "verdict": self.verdict(),
+                "tensors": [{"tensor": c.tensor, "before": c.before, "after": c.after, "change": c.change,
+                             "driver": c.driver} for c in self.changes]}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> "Convergence":
+        """From a sidecar's ``convergence`` object; anything malformed is a ``ValueError``."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("tensors"), list):
+            raise ValueError("convergence is not an object with a tensors list")
+        try:
+            changes = tuple(TensorChange(str(t["tensor"]), float(t["before"]), float(t["after"]),
+                                         None if t.get("driver") is None else str(t["driver"]))
+                            for t in obj["tensors"])
+            return cls(int(obj["clips"]), int(obj["last_clips"]), str(obj["method"]), float(obj["tolerance"]), changes)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"convergence record is malformed ({exc!r})") from exc
+
+
+def checkpoint_for(clips: int) -> int | None:
+    """After how many clips the statistics are copied (``None``: too few clips to say)."""
+    if clips < CONVERGENCE.min_clips:
+        return None
+    return clips - max(1, int(clips * CONVERGENCE.last_fraction))
+
+
+def assess(before: dict[str, float], after: dict[str, float], tops: dict[str, list[float]],
+           conditions: Sequence[str] | None, checkpoint: int, method: str,
+           tolerance: float = CONVERGENCE.tolerance) -> Convergence:
+    """Compare amax at the checkpoint (``before``) with the final amax (``after``); ``tops[name][k]`` is
+    clip k's max |x| of that tensor, ``conditions[k]`` clip k's speech condition."""
+    clips = max((len(t) for t in tops.values()), default=checkpoint)
+    rows = []
+    for name, final in after.items():
+        start = before.get(name, 0.0)
+        row = TensorChange(name, float(start), float(final))
+        if abs(row.change) > tolerance and conditions is not None:
+            row = TensorChange(name, row.before, row.after,
+                               _driver(tops.get(name, [])[checkpoint:], conditions[checkpoint:], start, row.change > 0))
+        rows.append(row)
+    rows.sort(key=lambda c: -abs(c.change))
+    return Convergence(clips, clips - checkpoint, method, tolerance, tuple(rows))
+
+
+def measure(stats: StreamingStats, amax: dict[str, float], spec: MethodSpec, conditions: Sequence[str] | None,
+            clock: PhaseClock | None = None) -> Convergence | None:
+    """The run's convergence from statistics collected with ``checkpoint=checkpoint_for(clips)`` and the final
+    ``amax``; None when no checkpoint was taken (too few clips). Thresholds on the copy go to the clock's
+    ``convergence`` phase."""
+    if stats.checkpoint is None:
+        return None
+    with (clock or PhaseClock()).phase("convergence"):
+        before = ranges_from_statistics(stats.checkpoint, spec)
+        return assess(before, amax, stats.tops, conditions, stats.checkpoint_updates, spec.name)
+
+
+def _driver(tops: Sequence[float], conditions: Sequence[str], reference: float, grew: bool) -> str | None:
+    """The condition whose clips reach furthest (grew) or least far (shrank) relative to ``reference``."""
+    sums: dict[str, list[float]] = {}
+    for top, condition in zip(tops, conditions):
+        sums.setdefault(condition, []).append(top / reference if reference > 0 else top)
+    if not sums:
+        return None
+    means = {c: sum(v) / len(v) for c, v in sums.items()}
+    return (max if grew else min)(means, key=lambda c: means[c])
+
+
+def from_sidecar(record: Any) -> tuple[Convergence | None, str]:
+    """A cache sidecar's convergence, or None and why (older sidecars have none: "not recorded")."""
+    if record is None:
+        return None, (f"not recorded (a cache written before convergence was recorded, or from fewer than "
+                      f"{CONVERGENCE.min_clips} clips)")
+    try:
+        return Convergence.from_json(record), ""
+    except ValueError as exc:
+        return None, f"not readable: {exc}"
