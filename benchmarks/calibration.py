@@ -152,6 +152,9 @@ def job_modelopt(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
     return {}
 
 
+JOBS = {"plain": job_plain, "ours": job_ours, "ort": job_ort, "modelopt": job_modelopt}
+
+
 def child(job: str, onnx_path: Path, clip_path: Path, out: Path) -> None:
     clips = np.load(clip_path, mmap_mode="r")
     start = time.perf_counter()

@@ -53,3 +53,16 @@ def test_machine_cpu_sees_other_processes() -> None:
     while time.perf_counter() - start < 0.3:  # this process (not a child) keeps a core busy
         pass
     assert bench.MachineCpu.now().foreign_cores(before, time.perf_counter() - start) > 0.5
+
+
+def test_tiny_run_measures_both_jobs(tmp_path) -> None:
+    """A real (tiny) run: both jobs run in their own processes and land in the JSON with their phases."""
+    import json
+
+    bench = load_script()
+    out = tmp_path / "calibration.json"
+    assert bench.main(["--jobs", "plain,ours", "--rounds", "1", "--size", "tiny", "--settle", "0",
+                       "--work", str(tmp_path / "work"), "--out", str(out)]) == 0
+    rows = {r["job"]: r for r in json.loads(out.read_text())["rows"]}
+    assert "error" not in rows["plain"] and "error" not in rows["ours"]
+    assert {"inference", "thresholds", "cache_write"} <= set(rows["ours"]["phases_s"])
