@@ -1,6 +1,7 @@
 """GPU calibration and sign-off on ONNX Runtime CUDA (issue 23's show), run on the lent H200.
 
-1. Calibrate the demo model on the same calibration set twice, statistics on ``ort-cpu`` and on ``ort-cuda``
+1. Calibrate the model (``--model``: the shipped demo model, or a random-weight Wav2Vec2 of a size from
+   ``workbench/model/synthetic.py``, e.g. ``base``, built in ``--work``) on the same calibration set twice, statistics on ``ort-cpu`` and on ``ort-cuda``
    (the calibrate job with ``--backend``), for the demo's method (percentile 99.99) and for ``max``, and
    compare the scales tensor by tensor against a stated tolerance (see ``TOLERANCE``).
 2. Build FP32, FP16, INT8 (the CPU cache's scales) and a fixed mixed plan (feature-encoder convs 0-2 in FP32,
@@ -9,6 +10,11 @@
    (accuracy only), and compare the WER and transcripts of the two backends.
 
     python benchmarks/gpu_signoff.py --calib-set SETS/demo-calib --eval-set SETS/demo-eval --work /tmp/w --out OUT
+    python benchmarks/gpu_signoff.py --model base ...   # Wav2Vec2-base-size, random weights (seed 0)
+
+A random-weight model transcribes noise: its WER (near 100 %) says nothing about recognition quality. It is
+there to compare the CPU and CUDA transcripts of the same graphs at the base model's size (12 layers, 768
+wide, about 94 M parameters), and the scales and latency at that size.
 
 Writes ``gpu_signoff.json`` (the figures) and the two sign-off reports (``signoff-ort-cuda.md/.html``,
 ``signoff-ort-cpu.md``) into ``--out``.
@@ -29,6 +35,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
+
+from workbench.model.synthetic import SIZES  # noqa: E402
 
 # Scales from GPU statistics equal the CPU path's within: for ``max`` 1e-3 relative (the maximum of the same
 # activations; CUDA kernels sum in another order and cuBLAS may use TF32 for FP32 GEMMs, about 1e-3 relative
@@ -56,12 +64,28 @@ def compare_scales(cpu: dict[str, float], gpu: dict[str, float], cpu_max: dict[s
             "outside": [r for r in rows if not r["within"]]}
 
 
+def model_folder(name: str, work: Path) -> tuple[Path, str]:
+    """The model's Hugging Face folder and a line saying what its weights are."""
+    from workbench.model.synthetic import save_random_wav2vec2
+    from workbench.resources import demo_model_dir
+
+    if name == "demo":
+        return demo_model_dir(), "the shipped demo model (trained weights)"
+    folder = work / "models" / f"{name}-random"
+    if not (folder / "config.json").exists():
+        save_random_wav2vec2(folder, name, seed=0)
+    return folder, (f"Wav2Vec2 {name}-size with RANDOM weights (seed 0): its WER compares the CPU and CUDA "
+                    "transcripts of the same graphs, not recognition quality")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calib-set", required=True)
     parser.add_argument("--eval-set", required=True)
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--model", default="demo", choices=("demo", *SIZES),
+                        help="demo: the shipped model; a size: a random-weight Wav2Vec2 of that size (seed 0)")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--batch-sizes", default="1,8")
     parser.add_argument("--gpu", default="ort-cuda", help=argparse.SUPPRESS)  # ort-cpu: a smoke test without a GPU
@@ -76,12 +100,13 @@ def main() -> None:
     from workbench.evaluate.machine import machine_info
     from workbench.jobs import calibrate, signoff
     from workbench.quantize.qdq import build_variant
-    from workbench.resources import demo_model_dir
 
     started = time.time()
     args.out.mkdir(parents=True, exist_ok=True)
+    model_dir, weights = model_folder(args.model, args.work)
+    print(f"model: {weights}", flush=True)
     engines = args.work / "engines"
-    record: dict = {"benchmark": "gpu_signoff", "onnxruntime": ort.__version__,
+    record: dict = {"benchmark": "gpu_signoff", "model": args.model, "weights": weights, "onnxruntime": ort.__version__,
                     "providers": ort.get_available_providers(), "machine": machine_info(),
                     "load_before": os.getloadavg(), "tolerance": TOLERANCE, "calibration": {}}
     caches = {}
@@ -89,7 +114,7 @@ def main() -> None:
         per_backend = {}
         for backend in ("ort-cpu", args.gpu):
             t0 = time.perf_counter()
-            result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), args.calib_set, method, engines=engines,
+            result = calibrate.run(calibrate.CalibrateInputs(model_dir, args.calib_set, method, engines=engines,
                                                              calib_root=args.work, backend=backend))
             per_backend[backend] = (result, time.perf_counter() - t0)
             print(f"calibrated {method.name} on {backend} in {per_backend[backend][1]:.1f} s: {result.cache}", flush=True)
@@ -125,6 +150,8 @@ def main() -> None:
         for kind in ("markdown", "html"):
             shutil.copyfile(results[backend].paths[kind],
                             args.out / f"signoff-{backend}{results[backend].paths[kind].suffix}")
+        report = args.out / f"signoff-{backend}{results[backend].paths['markdown'].suffix}"
+        report.write_text(f"> Model: {weights}.\n\n" + report.read_text())
     wer = {}
     for name, _ in candidates:
         per = {b: results[b].record["accuracy"]["candidates"][name] for b in results}
@@ -141,7 +168,7 @@ def main() -> None:
                    "backend_cuda": cuda["backend"], "load_after": os.getloadavg(),
                    "wall_s": round(time.time() - started, 1)})
     (args.out / "gpu_signoff.json").write_text(json.dumps(record, indent=1, default=str))
-    print(json.dumps({"calibration": {k: {x: v[x] for x in ("tensors", "within_tolerance", "identical", "max_relative")}
+    print(json.dumps({"model": weights, "calibration": {k: {x: v[x] for x in ("tensors", "within_tolerance", "identical", "max_relative")}
                                       for k, v in record["calibration"].items()},
                       "wer": wer, "cuda_verdict": cuda["decision"]["line"],
                       "ratios": cuda["decision"]["ratios"]}, indent=1, default=str))
