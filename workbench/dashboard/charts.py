@@ -79,8 +79,9 @@ def plan_strip(plan: pd.DataFrame, title: str = "Precision per compute node") ->
 
 
 def tradeoff_chart(frame: pd.DataFrame, gates: dict, latency_field: str, latency_title: str,
-                   wer_title: str) -> alt.Chart:
-    """WER vs latency per candidate: CI bars, PASS/FAIL colour, Pareto front, gate rules."""
+                   wer_title: str, unit: str = "WER") -> alt.Chart:
+    """Error rate (``unit``: WER or CER; the frame's columns keep the name ``WER``) vs latency per candidate:
+    CI bars, PASS/FAIL colour, Pareto front, gate rules."""
     data = frame.dropna(subset=[latency_field]).copy()
     base = alt.Chart(data).encode(x=alt.X(f"{latency_field}:Q", title=latency_title,
                                           scale=alt.Scale(zero=False, padding=40)))
@@ -97,13 +98,14 @@ def tradeoff_chart(frame: pd.DataFrame, gates: dict, latency_field: str, latency
         x=f"{latency_field}:Q", y="WER %:Q")
     layers = [errors, front, points, labels]
     if gates.get("wer") is not None:
-        layers.append(alt.Chart(pd.DataFrame([{"y": gates["wer"], "label": f"WER gate (baseline + "
+        layers.append(alt.Chart(pd.DataFrame([{"y": gates["wer"], "label": f"{unit} gate (baseline + "
                                                                              f"{gates['allowed_delta']} pts)"}]))
                       .mark_rule(color="#c62828", strokeDash=[8, 4]).encode(y="y:Q", tooltip=["label:N"]))
     if gates.get("latency") is not None:
         layers.append(alt.Chart(pd.DataFrame([{"x": gates["latency"], "label": "latency gate"}]))
                       .mark_rule(color="#6a1b9a", strokeDash=[8, 4]).encode(x="x:Q", tooltip=["label:N"]))
-    return alt.layer(*layers).properties(height=380, title="WER vs latency (dashed blue: Pareto front)").interactive()
+    return alt.layer(*layers).properties(height=380,
+                                         title=f"{unit} vs latency (dashed blue: Pareto front)").interactive()
 
 
 def layer_heatmap(frame: pd.DataFrame, metrics: list[str], selected: str | None = None) -> alt.Chart:

@@ -11,7 +11,7 @@ import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -133,10 +133,12 @@ def bucket_clips(speech_set, max_clips: int = 32) -> dict[str, tuple[float, list
     return out
 
 
-def make_batch(clips: list[np.ndarray], batch: int, seconds: float) -> np.ndarray:
-    """[batch, samples] float32: clips cropped or tiled to ``seconds``, each row normalised."""
+def make_batch(clips: list[np.ndarray], batch: int, seconds: float,
+               prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> np.ndarray:
+    """[batch, samples] float32: clips cropped or tiled to ``seconds``, each row made ``input_values`` by
+    ``prepare`` (the model's feature settings; every row is all signal, so no attention mask is needed)."""
     samples = max(int(round(seconds * SAMPLE_RATE)), 400)
-    rows = [normalise_audio(_fit(clips[i % len(clips)], samples)) for i in range(batch)]
+    rows = [prepare(_fit(clips[i % len(clips)], samples)) for i in range(batch)]
     return np.stack(rows).astype(np.float32)
 
 
@@ -146,7 +148,8 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 def measure_latency(runner: Runner, buckets: dict[str, tuple[float, list[np.ndarray]]],
                     config: LatencyConfig = LatencyConfig(), name: str | None = None,
-                    machine: dict | None = None) -> LatencyResult:
+                    machine: dict | None = None,
+                    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> LatencyResult:
     """Time ``runner`` for every (batch size, bucket): ``warmup`` untimed runs then ``repeats`` timed."""
     from workbench.evaluate.machine import machine_info
 
@@ -154,7 +157,7 @@ def measure_latency(runner: Runner, buckets: dict[str, tuple[float, list[np.ndar
     with PeakRss() as rss, runner:
         for batch in config.batch_sizes:
             for bucket, (seconds, clips) in buckets.items():
-                feed = make_batch(clips, batch, seconds)
+                feed = make_batch(clips, batch, seconds, prepare)
                 with PeakRss() as point_rss:
                     warm = []
                     for _ in range(config.warmup):
