@@ -138,11 +138,14 @@ def step_sets(args: argparse.Namespace) -> None:
     from workbench.speech.store import write_set
 
     p = paths(args.work)
+    made = {}
     for key, split, durations, seed in (("calib", "calib", args.calib_seconds, 0),
                                         ("eval", "eval", args.eval_seconds, 1)):
         clips = long_clips(durations, split, seed)
         write_set(p[key], clips, {"how": "benchmarks/large_model.py: TTS sentences joined", "seed": seed}, [], {})
-        print(f"{p[key].name}: {[c.utterance.duration_s for c in clips]} s")
+        made[key] = [c.utterance.duration_s for c in clips]
+        print(f"{p[key].name}: {made[key]} s")
+    state(args.work, clip_seconds=made)
 
 
 def cli(argv: list[str]) -> None:
@@ -295,13 +298,16 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(row)
         print(f"   {row['wall_s']:.0f} s wall, peak RSS {row['peak_rss_mb']:.0f} MB, exit {row['exit']}, load "
               f"{row['loadavg_before'][0]:.1f} -> {row['loadavg_after'][0]:.1f}", flush=True)
+        write_results(args, rows, steps, table=False)  # after every step: a run stopped later keeps these
         if row["exit"] != 0:
             break
-    write_results(args, rows)
+    write_results(args, rows, steps)
     return 0 if all(r["exit"] == 0 for r in rows) else 1
 
 
-def write_results(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+def write_results(args: argparse.Namespace, rows: list[dict[str, Any]], planned: list[str],
+                  table: bool = True) -> None:
+    """The results JSON of the steps run so far (``complete`` once every planned step succeeded); the table."""
     from workbench.artifacts import write_json_atomic
     from workbench.evaluate.machine import machine_info, package_versions
 
@@ -311,23 +317,30 @@ def write_results(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
     for row in rows:
         if base is not None:
             row["wall_vs_ort_fp32"] = round(row["wall_s"] / base["wall_s"], 2)
+            row["cpu_vs_ort_fp32"] = round(row["cpu_s"] / base["cpu_s"], 2)
             row["peak_rss_vs_ort_fp32"] = round(row["peak_rss_mb"] / base["peak_rss_mb"], 2)
     facts = state(args.work)
-    print(f"\n{'step':<10} {'wall s':>8} {'x FP32':>7} {'peak RSS MB':>12} {'x FP32':>7} {'load 1m':>12}")
-    for r in rows:
-        print(f"{r['step']:<10} {r['wall_s']:>8.0f} {r.get('wall_vs_ort_fp32', float('nan')):>7.2f} "
-              f"{r['peak_rss_mb']:>12.0f} {r.get('peak_rss_vs_ort_fp32', float('nan')):>7.2f} "
-              f"{r['loadavg_before'][0]:>5.1f}->{r['loadavg_after'][0]:<5.1f}")
+    if table:
+        print(f"\n{'step':<10} {'wall s':>8} {'x FP32':>7} {'CPU s':>8} {'x FP32':>7} {'peak RSS MB':>12} "
+              f"{'x FP32':>7} {'load 1m':>12}")
+        for r in rows:
+            print(f"{r['step']:<10} {r['wall_s']:>8.0f} {r.get('wall_vs_ort_fp32', float('nan')):>7.2f} "
+                  f"{r['cpu_s']:>8.0f} {r.get('cpu_vs_ort_fp32', float('nan')):>7.2f} "
+                  f"{r['peak_rss_mb']:>12.0f} {r.get('peak_rss_vs_ort_fp32', float('nan')):>7.2f} "
+                  f"{r['loadavg_before'][0]:>5.1f}->{r['loadavg_after'][0]:<5.1f}")
     write_json_atomic(args.out, {
         "benchmark": "large_model", "checkpoint": CHECKPOINT, "parameters": facts.get("parameters"),
         "weights": "random (look-alike: published config, preprocessor and tokenizer files)",
         "calib_seconds": args.calib_seconds, "eval_seconds": args.eval_seconds, "method": args.method,
-        "shrunk": args.shrink, "steps": rows, "compare": facts.get("compare"), "search": facts.get("search"),
+        "clip_seconds": facts.get("clip_seconds"), "shrunk": args.shrink,
+        "complete": [r["step"] for r in rows if r["exit"] == 0] == planned, "planned_steps": planned,
+        "steps": rows, "compare": facts.get("compare"), "search": facts.get("search"),
         "command": "python benchmarks/large_model.py " + " ".join(sys.argv[1:]),
         "note": "wall times are under the load shown (a shared 2-core machine); peak RSS is per step process",
         "machine": machine_info(), "packages": package_versions(),
     })
-    print(f"wrote {args.out}")
+    if table:
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -378,6 +378,32 @@ def test_tradeoff_page_shows_search_candidates(artifacts) -> None:
         assert int(metrics["int8 nodes"]) + int(metrics["fp16 nodes"]) + int(metrics["fp32 nodes"]) == c["nodes"]
 
 
+def test_pages_name_the_records_error_unit(artifacts, tmp_path, monkeypatch) -> None:
+    """A record and a search counted in CER (a character model's) are shown as CER, not WER."""
+    from workbench.report.record import record_digest
+
+    root = copy_artifacts(artifacts.root, tmp_path / "art")
+    record_path = root / "reports" / "unit-signoff" / "report.json"
+    record = json.loads(record_path.read_text())
+    record["accuracy"]["unit"] = record["model"]["error_unit"] = "cer"
+    record["record_sha256"] = record_digest(record)
+    record_path.write_text(json.dumps(record))
+    search_path = next((root / "engines").glob("*/compare/search-*.json"))
+    search = json.loads(search_path.read_text())
+    search_path.write_text(json.dumps({**search, "error_unit": "cer"}))
+    monkeypatch.setenv(ENV_VAR, str(root))
+    at = page("tradeoff")
+    assert not at.exception
+    assert at.selectbox(key="group").label == "CER of"
+    assert "CER %" in at.dataframe[0].value.columns and "WER %" not in at.dataframe[0].value.columns
+    at.radio(key="source").set_value("search records").run()
+    assert not at.exception
+    assert at.selectbox(key="search-group").label == "CER of" and "CER on the dev set" in texts(at.caption)
+    assert "CER %" in at.dataframe[0].value.columns
+    at = page("signoff")
+    assert not at.exception and "errors counted in CER" in texts(at.caption)
+
+
 # ---------------------------------------------------------------- run page and jobs
 
 

@@ -53,7 +53,7 @@ def _signoff(folder: Path, calib, evaluation, work: Path, capsys, *extra: str) -
     return json.loads((out / "report.json").read_text())
 
 
-@pytest.mark.parametrize("name", [c for c in CHECKPOINTS if "rope" not in c])  # rope: exported/grouped in test_models
+@pytest.mark.parametrize("name", CHECKPOINTS)
 def test_architecture_end_to_end(name, sets, tmp_path, capsys) -> None:
     calib, evaluation, _, gates = sets
     folder = save_lookalike(tmp_path / "model", name, seed=0, head_scale=50.0)

@@ -79,8 +79,3 @@ def read_feature_settings(model_dir: str | Path) -> FeatureSettings:
         raise WorkbenchError(f"{path}: the model expects {settings.sampling_rate} Hz audio; the workbench feeds "
                              f"{SAMPLE_RATE} Hz speech sets, so only {SAMPLE_RATE} Hz models are supported")
     return settings
-
-
-def wants_normalisation(model_dir: str | Path) -> bool:
-    """``do_normalize`` from the model's preprocessor_config.json (True when absent, as for base-960h)."""
-    return read_feature_settings(model_dir).do_normalize

@@ -65,10 +65,6 @@ class Vocabulary:
     special: frozenset[str] = field(default_factory=frozenset)
 
     @property
-    def id_to_token(self) -> dict[int, str]:
-        return {i: t for t, i in self.token_to_id.items()}
-
-    @property
     def size(self) -> int:
         """Logits needed to address every token (highest id + 1)."""
         return max(self.token_to_id.values()) + 1
