@@ -324,6 +324,21 @@ def test_unsupported_model_is_one_error_line_and_nothing_is_written(case, tmp_pa
     assert tree_state(folder, calib.path, evaluation.path) == before
 
 
+def test_damaged_weights_are_one_error_line_and_nothing_is_written(tmp_path, small_sets, capsys) -> None:
+    """A pytorch_model.bin that is not a checkpoint passes the checks (pickled weights are not read before
+    loading) and then fails to load: one line, no folder under engines/."""
+    folder = save_lookalike(tmp_path / "m", "facebook/wav2vec2-base-960h")
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(b"not a checkpoint")
+    engines = tmp_path / "engines"
+    capsys.readouterr()
+    assert main(["calibrate", "--model", str(folder), "--set", str(small_sets[0].path), "--engines",
+                 str(engines)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: could not load a Wav2Vec2ForCTC"), err
+    assert "save_pretrained" in err[0] and not engines.exists()
+
+
 def test_a_hub_id_that_is_not_here_is_one_error_line(tmp_path, small_sets, capsys) -> None:
     engines = tmp_path / "engines"
     assert main(["calibrate", "--model", "nobody/no-such-model", "--set", str(small_sets[0].path),

@@ -10,6 +10,7 @@ would be randomly initialised.
 from __future__ import annotations
 
 import json
+import pickle
 import re
 import struct
 from pathlib import Path
@@ -151,9 +152,10 @@ def load_model(model: "ModelDescription | str | Path") -> Any:
     cls = getattr(transformers, description.architecture)
     try:
         loaded, info = cls.from_pretrained(str(description.folder), output_loading_info=True)
-    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as exc:
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError, EOFError, pickle.UnpicklingError) as exc:
         raise WorkbenchError(f"could not load a {description.architecture} from {description.folder}: "
-                             f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from exc
+                             f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+                             " (save it again with model.save_pretrained(folder))") from exc
     missing = [k for k in (info or {}).get("missing_keys", []) if k.startswith("lm_head")]
     if missing:
         from workbench.model.architectures import unsupported
