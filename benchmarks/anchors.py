@@ -246,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.dashboard.data.anchors import ANCHORS_NAME, anchors_sidecar
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs.calibrate import export_or_reuse
+    from workbench.model.description import describe_model
     from workbench.model.loading import model_hash
     from workbench.resources import demo_model_dir
     from workbench.speech.profiles import deployment_profile
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     args.data = work / "data" / calib.name
     feeds = write_feeds(calib, args.data)
     (work / "models").mkdir(parents=True, exist_ok=True)
-    fp32 = export_or_reuse(demo_model_dir(), model_hash(demo_model_dir()), work / "engines")
+    fp32 = export_or_reuse(describe_model(demo_model_dir()), work / "engines")
     command = "python benchmarks/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:])
     runs_file = work / "runs.json"
     if args.judge_only:  # the calibrations of an earlier run (its models under <work>/models), judged again

@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.compare.sensitivity import VariantRunner
     from workbench.evaluate.gates import GateConfig
     from workbench.jobs.calibrate import export_or_reuse
-    from workbench.model.loading import model_hash
+    from workbench.model.description import describe_model
     from workbench.quantize.plan import PrecisionPlan
     from workbench.resources import demo_model_dir
     from workbench.search.evaluator import DevEvaluator
@@ -166,8 +166,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--reference {args.reference} is not one of the sets: {', '.join(specs)}")
     spec = parse_method(args.method)[1] if args.method else MethodSpec(DEMO_METHOD, DEMO_PERCENTILE)
     demo = demo_model_dir()
-    mhash = model_hash(demo)
-    fp32 = export_or_reuse(demo, mhash, args.work)
+    description = describe_model(demo)
+    mhash = description.model_hash
+    fp32 = export_or_reuse(description, args.work)
     model = onnx.load(str(fp32))
     groups = node_groups(model, "group")
     missing = set(DEMO_FP16_GROUPS) - {g.name for g in groups}
@@ -204,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
                                "convergence_moving": len(found.moving) if found else None}
         variants = VariantRunner(model, amax, args.threads)
         if evaluator is None:  # FP32 transcripts once
-            evaluator = DevEvaluator(variants, eval_clips, gates, resamples=args.resamples, seed=0, progress=False)
+            evaluator = DevEvaluator(variants, eval_clips, gates, resamples=args.resamples, seed=0, progress=False,
+                                     model=description)
         evaluator.variants = variants
         for key, plan in plans.items():
             ev = evaluator.evaluate(plan)

@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
             model = onnx.load(str(prepared.fp32_onnx))
         variants = VariantRunner(model, amax, args.threads)
         if evaluator is None:  # FP32 transcripts and logits once; the FP32 graph is the same for every method
-            evaluator = DevEvaluator(variants, eval_clips, gates, resamples=args.resamples, seed=0, progress=False)
+            evaluator = DevEvaluator(variants, eval_clips, gates, resamples=args.resamples, seed=0, progress=False,
+                                     model=prepared.description)
             reference = variants.logits(FP32, damage_clips)
         everywhere = evaluate_plan(evaluator, variants, PrecisionPlan(f"int8-{label}", "int8"), reference, damage_clips)
         row["int8_everywhere_damage"] = {"clips": len(damage_clips), "kl": everywhere.pop("kl"),

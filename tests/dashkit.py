@@ -30,9 +30,11 @@ CALIB_TEXTS = ["THE CAT SAT", "A DOG RAN HOME", "RED SKY AT NIGHT", "OPEN THE DO
 EVAL_TEXTS = ["HELLO WORLD", "GOOD MORNING", "THE SUN IS UP", "READ THE BOOK", "WARM BREAD", "BLUE SEA"]
 
 
-def write_unit_set(folder: Path, texts: list[str], speech_like: Callable[..., np.ndarray], seed: int = 0) -> SpeechSet:
+def write_unit_set(folder: Path, texts: list[str], speech_like: Callable[..., np.ndarray], seed: int = 0,
+                   seconds: tuple[float, float] = (1.2, 4.5)) -> SpeechSet:
     """A stored set (the store's own writer) whose records carry SNR, level, noise kind and accent like a
-    built set's, so every Sets-page chart has data; conditions and buckets cycle deterministically."""
+    built set's, so every Sets-page chart has data; conditions and buckets (clip lengths ``seconds``: short,
+    long) cycle deterministically."""
     from workbench.speech.records import Clip, Utterance
     from workbench.speech.store import write_set
 
@@ -40,14 +42,14 @@ def write_unit_set(folder: Path, texts: list[str], speech_like: Callable[..., np
     clips = []
     for i, text in enumerate(texts):
         cond = conditions[i % 3]
-        seconds = 1.2 if (i // 3) % 2 == 0 else 4.5
+        length = seconds[0] if (i // 3) % 2 == 0 else seconds[1]
         snr = 35.0 + i if cond != "noisy" else 5.0 + 2 * i
         utt = Utterance(id=f"{folder.name}-{i:03d}", text=text, speaker=f"spk{seed}{i % 4}", voice=f"voice{i % 4}",
                         accent=accents[cond] if i % 5 else "scottish" * (cond == "accented") or accents[cond],
-                        condition=cond, duration_s=seconds, source="unit", snr_db=snr, requested_snr_db=round(snr),
+                        condition=cond, duration_s=length, source="unit", snr_db=snr, requested_snr_db=round(snr),
                         noise_kind="pink" if cond == "noisy" else None, level_dbfs=-30.0 + i,
-                        bucket="short" if seconds < 4 else "long")
-        clips.append(Clip(utt, speech_like(seconds, seed=seed * 100 + i)))
+                        bucket="short" if length == seconds[0] else "long")
+        clips.append(Clip(utt, speech_like(length, seed=seed * 100 + i)))
     return write_set(folder, clips, {"how": "dashboard test fixture", "seed": seed}, [], {})
 
 
@@ -87,7 +89,7 @@ def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashA
     report_dir = root / "reports" / "unit-signoff"
     inputs = SignoffInputs(candidates=[("fp32", calibrated.fp32_onnx), ("fp16", fp16),
                                        ("int8-entropy", calibrated.int8_onnx)],
-                           eval_set=evaluation, out_dir=report_dir, model=model, calib_set=calib,
+                           eval_set=evaluation, out_dir=report_dir, model=calibrated.model, calib_set=calib,
                            cache=calibrated.cache, latency=LatencyConfig((1,), 0, 2), threads=1, resamples=200,
                            gates=GateConfig(max_latency_ms=10_000.0),  # a latency gate every candidate meets
                            target="ort-cpu")  # timed on the target: the verdict ships a winner

@@ -7,8 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from workbench.model.vocab import BLANK_ID, VOCAB, encode_text
+from workbench.model.description import describe_vocabulary
+from workbench.model.vocab import BLANK_ID, DEFAULT_VOCABULARY, VOCAB, encode_text
 from workbench.speech.records import Clip, Utterance
+
+#: The description of the hand-built graphs below: the default vocabulary, normalised input.
+DEFAULT_MODEL = describe_vocabulary(DEFAULT_VOCABULARY, source="hand-built constant CTC graph")
 
 
 def ctc_logits_for(text: str, vocab_size: int = len(VOCAB)) -> np.ndarray:

@@ -172,10 +172,10 @@ def test_search_keeps_the_planted_layer_out_of_int8(planted, tiny_sets) -> None:
     groups = node_groups(model)
     ranked = rank_groups(variants, groups, clips_per_condition(tiny_sets.calib, 1), progress=False)
     clips = all_clips(tiny_sets.calib)
-    own = transcribe(variants.runner(PrecisionPlan("fp32")), [c.audio for c in clips]).texts
+    own = transcribe(variants.runner(PrecisionPlan("fp32")), [c.audio for c in clips], prepared.description).texts
     dev = [Clip(replace(c.utterance, text=t), c.audio) for c, t in zip(clips, own)]
     gates = GateConfig(max_wer_delta_points=25.0, max_condition_wer_delta_points=50.0)
-    evaluator = DevEvaluator(variants, dev, gates, resamples=200, progress=False)
+    evaluator = DevEvaluator(variants, dev, gates, resamples=200, progress=False, model=prepared.description)
     result = search_plan(ranked.ranking, groups, evaluator.evaluate, refine=1)
     assert result.found is not None and result.found.passed
     assert "lm_head" in result.found.kept

@@ -426,6 +426,32 @@ def test_tradeoff_page_shows_search_candidates(artifacts) -> None:
         assert int(metrics["int8 nodes"]) + int(metrics["fp16 nodes"]) + int(metrics["fp32 nodes"]) == c["nodes"]
 
 
+def test_pages_name_the_records_error_unit(artifacts, tmp_path, monkeypatch) -> None:
+    """A record and a search counted in CER (a character model's) are shown as CER, not WER."""
+    from workbench.report.record import record_digest
+
+    root = copy_artifacts(artifacts.root, tmp_path / "art")
+    record_path = root / "reports" / "unit-signoff" / "report.json"
+    record = json.loads(record_path.read_text())
+    record["accuracy"]["unit"] = record["model"]["error_unit"] = "cer"
+    record["record_sha256"] = record_digest(record)
+    record_path.write_text(json.dumps(record))
+    search_path = next((root / "engines").glob("*/compare/search-*.json"))
+    search = json.loads(search_path.read_text())
+    search_path.write_text(json.dumps({**search, "error_unit": "cer"}))
+    monkeypatch.setenv(ENV_VAR, str(root))
+    at = page("tradeoff")
+    assert not at.exception
+    assert at.selectbox(key="group").label == "CER of"
+    assert "CER %" in at.dataframe[0].value.columns and "WER %" not in at.dataframe[0].value.columns
+    at.radio(key="source").set_value("search records").run()
+    assert not at.exception
+    assert at.selectbox(key="search-group").label == "CER of" and "CER on the dev set" in texts(at.caption)
+    assert "CER %" in at.dataframe[0].value.columns
+    at = page("signoff")
+    assert not at.exception and "errors counted in CER" in texts(at.caption)
+
+
 # ---------------------------------------------------------------- run page and jobs
 
 
@@ -489,6 +515,9 @@ def test_run_page_starts_jobs_in_the_background(artifacts, tmp_path, monkeypatch
     shutil.copytree(artifacts.model, root / "models" / "tiny")
     (root / "models" / "no-weights").mkdir()
     (root / "models" / "no-weights" / "config.json").write_text("{}")
+    damaged = shutil.copytree(artifacts.model, root / "models" / "damaged-weights")
+    (damaged / "model.safetensors").unlink()
+    (damaged / "pytorch_model.bin").write_bytes(b"not a checkpoint")
     monkeypatch.setenv(ENV_VAR, str(root))
     roots = ArtifactRoots(root)
     at = page("run")
@@ -498,8 +527,13 @@ def test_run_page_starts_jobs_in_the_background(artifacts, tmp_path, monkeypatch
     at.text_input(key="cal-model-path").input("../../../etc")
     at.form_submit_button[0].click().run()
     assert "refused" in texts(at.error) and not jobs.list_jobs(roots)
-    # a model folder without weights: the job fails and the page shows the CLI's error line
+    # a model folder that is not a supported CTC model: the job's own check refuses it at the form, nothing starts
     at.text_input(key="cal-model-path").input("no-weights")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    assert "config.json names no architecture" in texts(at.error) and not jobs.list_jobs(roots)
+    # damaged weights pass the checks (no weights are read before the job): the job fails, the page shows its line
+    at.text_input(key="cal-model-path").input("damaged-weights")
     at.form_submit_button[0].click().run()
     assert not at.exception
     # meanwhile (not blocked), a real calibration of the tiny model started from the same form

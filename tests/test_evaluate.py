@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalkit import constant_ctc_onnx, write_small_set
+from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.bootstrap import blocks_for, paired_delta_interval, wer_interval
@@ -146,7 +146,7 @@ def test_transcribe_and_latency_through_onnxruntime(tmp_path, speech_like):
     texts = ["HELLO WORLD", "HELLO THERE WORLD", "GOODBYE", "HELLO WORLD"]
     sset = write_small_set(tmp_path, texts, speech_like)
     model = constant_ctc_onnx(tmp_path / "const.onnx", "HELLO WORLD")
-    out = transcribe_set(OnnxRuntimeRunner(model, threads=1), sset, "const")
+    out = transcribe_set(OnnxRuntimeRunner(model, threads=1), sset, DEFAULT_MODEL, "const")
     assert out.texts == ["HELLO WORLD"] * 4
     acc = compare_accuracy(sset.utterances, {"const": out.texts}, "const", resamples=200)
     assert acc.candidates["const"].overall.wer.estimate == pytest.approx((0 + 1 + 2 + 0) / (2 + 3 + 1 + 2))  # THERE deleted; GOODBYE: 1 S + 1 I

@@ -278,7 +278,7 @@ def test_clips_outside_the_deployment_profile_are_never_silent(pair):
 
 
 def test_signoff_report_says_what_it_did_with_outside_clips(pair, tmp_path):
-    from evalkit import constant_ctc_onnx
+    from evalkit import DEFAULT_MODEL, constant_ctc_onnx
     from workbench.jobs.signoff import SignoffInputs, run
 
     root, train_split = pair
@@ -287,8 +287,8 @@ def test_signoff_report_says_what_it_did_with_outside_clips(pair, tmp_path):
                "train", root=root, progress=False)
     evaluation, calib = load_set(root / "ls-test"), load_set(root / "ls-train")
     fp32 = constant_ctc_onnx(tmp_path / "fp32.onnx", "ALPHA")
-    common = dict(candidates=[("fp32", fp32)], eval_set=evaluation, calib_set=calib, latency=None, threads=1,
-                  resamples=50)
+    common = dict(candidates=[("fp32", fp32)], model=DEFAULT_MODEL, eval_set=evaluation, calib_set=calib, latency=None,
+                  threads=1, resamples=50)
     with pytest.raises(WorkbenchError, match="outside the deployment profile"):
         run(SignoffInputs(out_dir=tmp_path / "r0", **common), log=lambda _: None)
     result = run(SignoffInputs(out_dir=tmp_path / "r1", outside_profile="skip", **common), log=lambda _: None)

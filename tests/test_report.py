@@ -12,7 +12,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from evalkit import constant_ctc_onnx, write_small_set
+from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
 from workbench.cli import main
 from workbench.errors import WorkbenchError
 from workbench.evaluate.latency import LatencyConfig
@@ -36,7 +36,7 @@ def signed(tmp_path, speech_like, monkeypatch):
     bad = constant_ctc_onnx(tmp_path / "engines" / "int8.onnx", "HELLO")  # drops a word everywhere: must fail
     sens = tmp_path / "engines" / "sensitivity.json"
     sens.write_text(json.dumps({"format": "workbench-sensitivity/1", "layers": [{"name": f"encoder.layer.{i}", "score": 1.0 / (i + 1)} for i in range(6)]}))
-    inputs = SignoffInputs(candidates=[("fp32", fp32), ("int8", bad)], eval_set=sset,
+    inputs = SignoffInputs(candidates=[("fp32", fp32), ("int8", bad)], eval_set=sset, model=DEFAULT_MODEL,
                            out_dir=tmp_path / "reports" / "signoff", latency=LatencyConfig((1, 2), 1, 3), sensitivity=sens, threads=1, resamples=300,
                            target="ort-cpu")  # timed on the target: a winner may be picked
     result = run_signoff(inputs, log=lambda _: None)

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -123,8 +123,9 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
                        with_histograms: bool = True, bins: int = 2048,
                        clock: PhaseClock | None = None,
                        providers: Sequence[str] = ("CPUExecutionProvider",),
-                       checkpoint: int | None = None) -> StreamingStats:
-    """One pass over raw 16 kHz clips (each normalised like the feature extractor does).
+                       checkpoint: int | None = None,
+                       prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> StreamingStats:
+    """One pass over raw 16 kHz clips (each made ``input_values`` by ``prepare``: the model's feature settings).
 
     Given a path, only the graph structure is read (``graph_structure.read_structure``: the weights
     are skipped) and the session comes from the file itself (see ``calibration_session``), so the
@@ -160,7 +161,7 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
         pending: list = []
         for audio in tqdm(clips, total=count, desc="calibration (one pass)", unit="clip"):
             with clock.phase("inference"):
-                values = session.run(names, {INPUT: normalise_audio(audio)[None]})
+                values = session.run(names, {INPUT: prepare(audio)[None]})
             with clock.phase("statistics_wait"):
                 for task in pending:
                     task.result()
@@ -215,7 +216,9 @@ def ranges_from_statistics(stats: StreamingStats, spec: MethodSpec, clock: Phase
 
 
 def calibrate_ranges(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarray], count: int | None,
-                     spec: MethodSpec, clock: PhaseClock | None = None) -> dict[str, float]:
+                     spec: MethodSpec, clock: PhaseClock | None = None,
+                     prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> dict[str, float]:
     """amax per activation tensor that feeds a MatMul/Gemm/Conv, symmetric, per tensor."""
-    stats = collect_statistics(model, clips, count, with_histograms=spec.name != "max", bins=spec.bins, clock=clock)
+    stats = collect_statistics(model, clips, count, with_histograms=spec.name != "max", bins=spec.bins, clock=clock,
+                               prepare=prepare)
     return ranges_from_statistics(stats, spec, clock)

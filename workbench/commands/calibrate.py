@@ -14,7 +14,8 @@ from workbench.workspace import area_default
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=str(demo_model_dir()),
-                        help="HF Wav2Vec2ForCTC folder or hub id (default: the demo model shipped in the package)")
+                        help="CTC model folder or hub id: Wav2Vec2, HuBERT, WavLM, Data2VecAudio, Wav2Vec2-Conformer "
+                             "(default: the demo model shipped in the package)")
     parser.add_argument("--set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--method", default="entropy", choices=METHODS)

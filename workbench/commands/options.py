@@ -14,7 +14,8 @@ from workbench.workspace import area_default
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``compare`` and ``search``: the fields of ``jobs.prepare.AnalysisInputs``."""
     parser.add_argument("--model", default=str(demo_model_dir()),
-                        help="HF Wav2Vec2ForCTC folder or hub id (default: the demo model shipped in the package)")
+                        help="CTC model folder or hub id: Wav2Vec2, HuBERT, WavLM, Data2VecAudio, Wav2Vec2-Conformer "
+                             "(default: the demo model shipped in the package)")
     parser.add_argument("--calib-set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
     parser.add_argument("--method", default="entropy", help="calibration method (entropy, max, percentile, mse)")
     parser.add_argument("--cache", type=Path, help="calibration cache to use (checked against the model)")
@@ -29,6 +30,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_backend_argument(parser, "the model")
+    add_error_unit(parser)
 
 
 def add_backend_argument(parser: argparse.ArgumentParser, what: str) -> None:
@@ -38,12 +40,21 @@ def add_backend_argument(parser: argparse.ArgumentParser, what: str) -> None:
                              "(needs onnxruntime-gpu) or TensorRT (needs TensorRT and a GPU it supports)")
 
 
+def add_error_unit(parser: argparse.ArgumentParser) -> None:
+    """``--error-unit``: count errors per word or per character (default: what the model's vocabulary calls for)."""
+    from workbench.evaluate.wer import UNITS
+
+    parser.add_argument("--error-unit", choices=sorted(UNITS),
+                        help="count errors per word (wer) or character (cer); default: from the model's vocabulary "
+                             "(CER for scripts written without spaces)")
+
+
 def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
     """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses)."""
     return {"model": args.model, "calib_set": args.calib_set, "method": args.method, "cache": args.cache,
             "per_condition": args.per_condition, "granularity": args.granularity, "threads": args.threads,
             "out": args.out, "engines": args.engines, "calib_root": args.root, "progress": not args.no_progress,
-            "backend": args.backend}
+            "backend": args.backend, "error_unit": args.error_unit}
 
 
 def print_lines(lines: list[str]) -> None:

@@ -1,7 +1,7 @@
 """``python -m workbench search``: the mixed INT8/FP16 plan with the most INT8 that meets the WER budget.
 
-WER is measured on a dev set (default: the calibration set; not the sign-off evaluation set) against
-FP32 with paired bootstrap intervals; the budget comes from the gate file (defaults +0.3 points overall,
+WER (CER for character languages, or as ``--error-unit`` says) is measured on a dev set (default: the
+calibration set; not the sign-off evaluation set) against FP32 with paired bootstrap intervals; the budget comes from the gate file (defaults +0.3 points overall,
 +1.0 per condition, on the upper end of the interval). Uses the sensitivity ranking (reused when its
 provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant;
 see ``workbench.jobs.search``.

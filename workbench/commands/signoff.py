@@ -4,7 +4,10 @@ Candidates are ONNX files given as ``--candidate name=path.onnx``; the first is 
 Without ``--candidate``, FP32, FP16 and INT8 variants are built from ``--model`` and ``--calib-set``
 (export, calibration cache reused when its keys match, Q/DQ) and compared, together with the mixed plan
 of a finished ``search`` on the same export and cache (its sensitivity ranking is plotted) unless that
-search used the evaluation set as its dev set. See ``workbench.jobs.signoff``.
+search used the evaluation set as its dev set. With ``--candidate`` and no ``--model``, the model is the
+one the candidates carry in their metadata (the record names it); a baseline that carries none needs
+``--model``. Errors are counted in the model's unit (WER, or CER for character languages) unless
+``--error-unit`` says otherwise. See ``workbench.jobs.signoff``.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import datetime as _dt
 from pathlib import Path
 
 from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
-from workbench.commands.options import add_backend_argument, print_lines
+from workbench.commands.options import add_backend_argument, add_error_unit, print_lines
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.values import parse_positive_ints
@@ -28,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", default="entropy", help="calibration method for the built INT8 variant")
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
     parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
-    parser.add_argument("--model", type=Path, default=demo_model_dir(),
-                        help="source model folder (provenance; default: the demo model shipped in the package)")
+    parser.add_argument("--model", help="model folder or hub id (default: the model the candidates name in their "
+                                        "metadata; without --candidate, the demo model)")
     parser.add_argument("--cache", type=Path, help="calibration cache file (provenance)")
     parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
     parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
@@ -57,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-seconds", type=float, help="deployment profile's longest clip "
                                                           "(default: the calibration set's profile)")
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    add_error_unit(parser)
 
 
 def parse_candidates(values: list[str]) -> list[tuple[str, Path]]:
@@ -84,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     latency = None if args.no_latency else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
     out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     inputs = signoff.SignoffInputs(
-        eval_set=args.eval_set, out_dir=out, candidates=candidates, model=args.model, calib_set=args.calib_set,
+        eval_set=args.eval_set, out_dir=out, candidates=candidates, calib_set=args.calib_set,
+        error_unit=args.error_unit, model=args.model or (None if candidates else demo_model_dir()),
         method=args.method, cache=args.cache, gates=load_gate_config(args.gates), latency=latency,
         sensitivity=args.sensitivity, threads=args.threads, backend=args.backend, target=args.target,
         resamples=args.resamples, seed=args.seed, limit=args.limit, engines=args.engines, calib_root=args.root,

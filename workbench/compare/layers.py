@@ -20,7 +20,7 @@ import onnx
 from tqdm import tqdm
 
 from workbench.speech.records import Clip
-from workbench.compare.groups import group_of
+from workbench.compare.groups import group_names, group_of
 from workbench.compare.metrics import ErrorSums
 from workbench.model.export import INPUT, module_of
 from workbench.model.features import normalise_audio
@@ -38,6 +38,7 @@ class TensorSite:
     tensor: str
     node: str
     op: str
+    group: str = ""  # the node's layer group (``workbench.compare.groups``)
 
 
 @dataclass
@@ -60,7 +61,7 @@ class LayerRow:
         s = self.overall
         module = module_of(self.site.node)
         return {"index": self.index, "tensor": self.site.tensor, "node": self.site.node, "op": self.site.op,
-                "module": module, "group": group_of(self.site.node), "compute": self.compute,
+                "module": module, "group": self.site.group or group_of(self.site.node), "compute": self.compute,
                 "precision": self.precision, "numel": s.numel, "cosine": s.cosine, "sqnr_db": s.sqnr_db,
                 "rel_l2": s.rel_l2, "max_abs_error": s.max_abs, "mean_abs_error": s.mean_abs,
                 "polygraphy_passed": self.polygraphy_passed, "significant": self.significant(cosine, sqnr_db),
@@ -99,7 +100,8 @@ def shared_sites(fp32: onnx.ModelProto, candidate: onnx.ModelProto) -> list[Tens
     """
     produced = {o for n in candidate.graph.node for o in n.output}
     graph_outputs = {o.name for o in fp32.graph.output}
-    sites = [TensorSite(o, n.name, n.op_type) for n in fp32.graph.node if n.op_type != "Constant"
+    groups = group_names(fp32)
+    sites = [TensorSite(o, n.name, n.op_type, groups[n.name]) for n in fp32.graph.node if n.op_type != "Constant"
              for o in n.output if o and o in produced]
     return [s for s in sites if s.tensor not in graph_outputs] + [s for s in sites if s.tensor in graph_outputs]
 
@@ -129,8 +131,9 @@ def _runner(model: onnx.ModelProto, outputs: list[str], name: str,
 def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], plan: PrecisionPlan | None = None,
                    atol: float = 1e-2, rtol: float = 1e-2, progress: bool = True,
                    log: Callable[[str], None] | None = None,
-                   providers: Sequence[str] = ("CPUExecutionProvider",)) -> LayerComparison:
-    """Run both models on ``clips`` and compare every shared float tensor."""
+                   providers: Sequence[str] = ("CPUExecutionProvider",),
+                   prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> LayerComparison:
+    """Run both models on ``clips`` (made ``input_values`` by ``prepare``) and compare every shared float tensor."""
     comparator = import_optional("polygraphy.comparator", "pip install polygraphy")
     from polygraphy.logger import G_LOGGER
 
@@ -154,7 +157,7 @@ def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], pla
     try:
         with ref_runner, cand_runner:
             for clip in tqdm(clips, desc="layer comparison", unit="clip", disable=not progress):
-                feed = {INPUT: normalise_audio(clip.audio)[None]}
+                feed = {INPUT: prepare(clip.audio)[None]}
                 ref_out = ref_runner.infer(feed)
                 cand_out = cand_runner.infer(feed)
                 floats = [n for n in names if np.issubdtype(np.asarray(ref_out[n]).dtype, np.floating)]

@@ -87,11 +87,13 @@ class VariantRunner:
     """Builds variants of one in-memory FP32 model and runs clips through them (ONNX Runtime, from bytes)."""
 
     def __init__(self, fp32: onnx.ModelProto, amax: dict[str, float], threads: int | None = None,
-                 providers: Sequence[str] = ("CPUExecutionProvider",)) -> None:
+                 providers: Sequence[str] = ("CPUExecutionProvider",),
+                 prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> None:
         self.fp32 = fp32
         self.amax = amax
         self.threads = threads
         self.providers = tuple(providers)
+        self.prepare = prepare  # clip -> input_values (the model's feature settings)
 
     def model_bytes(self, plan: PrecisionPlan) -> bytes:
         if plan.default == "fp32" and not plan.overrides:
@@ -104,7 +106,7 @@ class VariantRunner:
 
     def logits(self, plan: PrecisionPlan, clips: list[Clip]) -> list[np.ndarray]:
         with self.runner(plan) as run:
-            return [logits_of(run, normalise_audio(c.audio)[None]) for c in clips]
+            return [logits_of(run, self.prepare(c.audio)[None]) for c in clips]
 
 
 def damage_of(reference: list[np.ndarray], candidate: list[np.ndarray], clips: list[Clip]) -> Damage:

@@ -82,9 +82,10 @@ MADE_BY = "made by"  # the column naming the tool behind each candidate (anchors
 
 
 def tradeoff_chart(frame: pd.DataFrame, gates: dict, latency_field: str, latency_title: str,
-                   wer_title: str) -> alt.Chart:
-    """WER vs latency per candidate: CI bars, PASS/FAIL colour, Pareto front, gate rules. With a ``made by``
-    column (an anchors record: the tool that made each candidate) the marker's shape shows the tool."""
+                   wer_title: str, unit: str = "WER") -> alt.Chart:
+    """Error rate (``unit``: WER or CER; the frame's columns keep the name ``WER``) vs latency per candidate:
+    CI bars, PASS/FAIL colour, Pareto front, gate rules. With a ``made by`` column (an anchors record: the
+    tool that made each candidate) the marker's shape shows the tool."""
     data = frame.dropna(subset=[latency_field]).copy()
     shape = (alt.Shape(f"{MADE_BY}:N", legend=alt.Legend(orient="top"))
              if MADE_BY in data.columns else alt.condition(alt.datum.recommended, alt.value("diamond"), alt.value("circle")))
@@ -103,13 +104,14 @@ def tradeoff_chart(frame: pd.DataFrame, gates: dict, latency_field: str, latency
         x=f"{latency_field}:Q", y="WER %:Q")
     layers = [errors, front, points, labels]
     if gates.get("wer") is not None:
-        layers.append(alt.Chart(pd.DataFrame([{"y": gates["wer"], "label": f"WER gate (baseline + "
+        layers.append(alt.Chart(pd.DataFrame([{"y": gates["wer"], "label": f"{unit} gate (baseline + "
                                                                              f"{gates['allowed_delta']} pts)"}]))
                       .mark_rule(color="#c62828", strokeDash=[8, 4]).encode(y="y:Q", tooltip=["label:N"]))
     if gates.get("latency") is not None:
         layers.append(alt.Chart(pd.DataFrame([{"x": gates["latency"], "label": "latency gate"}]))
                       .mark_rule(color="#6a1b9a", strokeDash=[8, 4]).encode(x="x:Q", tooltip=["label:N"]))
-    return alt.layer(*layers).properties(height=380, title="WER vs latency (dashed blue: Pareto front)").interactive()
+    return alt.layer(*layers).properties(height=380,
+                                         title=f"{unit} vs latency (dashed blue: Pareto front)").interactive()
 
 
 def layer_heatmap(frame: pd.DataFrame, metrics: list[str], selected: str | None = None) -> alt.Chart:

@@ -1,4 +1,7 @@
-"""The core accuracy comparison: WER per candidate, overall and per group, with paired deltas vs baseline.
+"""The core accuracy comparison: error rate per candidate, overall and per group, with paired deltas vs baseline.
+
+The error rate is WER or CER (``Scoring.unit``, from the model's vocabulary or ``--error-unit``); the
+fields keep the name ``wer`` and ``reference_words`` whatever the unit, and ``unit`` says which it is.
 
 ``compare_accuracy`` is the one function; it returns an ``AccuracyComparison`` holding every
 per-utterance score, every group's WER interval and every paired delta interval. Report, gates and
@@ -13,8 +16,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from workbench.evaluate.bootstrap import Interval, blocks_for, paired_delta_interval, wer_interval
-from workbench.speech.text import NORMALISATION
-from workbench.evaluate.wer import UtteranceErrors, score_utterances
+from workbench.evaluate.wer import DEFAULT_SCORING, Scoring, UtteranceErrors, score_utterances
 from workbench.speech.records import Utterance
 
 GROUP_KINDS: tuple[str, ...] = ("condition", "accent", "voice")
@@ -50,12 +52,17 @@ class CandidateAccuracy:
 class AccuracyComparison:
     baseline: str
     candidates: dict[str, CandidateAccuracy]
-    normalisation: str = NORMALISATION
+    normalisation: str = DEFAULT_SCORING.normalisation
     level: float = 0.95
     resamples: int = 2000
     seed: int = 0
     bootstrap_unit: str = "utterance"
     notes: list[str] = field(default_factory=list)
+    unit: str = "wer"  # error unit: wer (words) or cer (characters)
+
+    @property
+    def label(self) -> str:
+        return self.unit.upper()
 
     def to_json(self) -> dict:
         """A plain-JSON view (no per-utterance texts beyond id/ref/hyp/counts)."""
@@ -67,7 +74,7 @@ class AccuracyComparison:
                     "delta": None if g.delta is None else g.delta.to_json()}
 
         return {
-            "baseline": self.baseline, "normalisation": self.normalisation, "level": self.level,
+            "baseline": self.baseline, "unit": self.unit, "normalisation": self.normalisation, "level": self.level,
             "resamples": self.resamples, "seed": self.seed, "bootstrap_unit": self.bootstrap_unit,
             "notes": list(self.notes),
             "candidates": {
@@ -99,8 +106,9 @@ def _group_score(kind: str, name: str, idx: np.ndarray, scores: list[UtteranceEr
 
 def compare_accuracy(utterances: Sequence[Utterance], hypotheses: Mapping[str, Sequence[str]], baseline: str,
                      *, level: float = 0.95, resamples: int = 2000, seed: int = 0,
-                     group_kinds: Sequence[str] = GROUP_KINDS) -> AccuracyComparison:
-    """Score every candidate's hypotheses against the utterances' texts.
+                     group_kinds: Sequence[str] = GROUP_KINDS,
+                     scoring: Scoring = DEFAULT_SCORING) -> AccuracyComparison:
+    """Score every candidate's hypotheses against the utterances' texts (normalised and counted by ``scoring``).
 
     ``hypotheses`` maps candidate name -> one transcript per utterance (same order). The baseline
     (usually FP32) must be one of them; every other candidate gets paired deltas against it, resampled
@@ -111,7 +119,7 @@ def compare_accuracy(utterances: Sequence[Utterance], hypotheses: Mapping[str, S
     ids = [u.id for u in utterances]
     refs = [u.text for u in utterances]
     speakers = [u.speaker for u in utterances]
-    scored = {name: score_utterances(ids, refs, list(hyps)) for name, hyps in hypotheses.items()}
+    scored = {name: score_utterances(ids, refs, list(hyps), scoring) for name, hyps in hypotheses.items()}
     base_scores = scored[baseline]
     group_index: dict[str, dict[str, np.ndarray]] = {}
     for kind in group_kinds:
@@ -130,4 +138,4 @@ def compare_accuracy(utterances: Sequence[Utterance], hypotheses: Mapping[str, S
     if unit == "speaker":
         notes.append(f"intervals resample whole speakers ({len(set(speakers))} speakers); groups with one "
                      "speaker fall back to utterances")
-    return AccuracyComparison(baseline, out, NORMALISATION, level, resamples, seed, unit, notes)
+    return AccuracyComparison(baseline, out, scoring.normalisation, level, resamples, seed, unit, notes, scoring.unit)

@@ -2,7 +2,7 @@
 
 Example (TOML)::
 
-    max_wer_delta_points = 0.3            # overall, percentage points, upper CI end
+    max_wer_delta_points = 0.3            # overall, percentage points, upper CI end (of CER for CER models)
     max_condition_wer_delta_points = 1.0  # every condition
     max_latency_ms = 50.0                 # optional: p90 at latency_batch, worst bucket
     latency_batch = 1
@@ -75,24 +75,28 @@ class Verdict:
                 "checks": [asdict(c) for c in self.checks]}
 
 
-def _delta_check(name: str, delta, limit_points: float) -> Check:
+def _delta_check(name: str, delta, limit_points: float, label: str = "WER") -> Check:
     if delta is None:
         return Check(name, 0.0, limit_points, True, f"{name}: baseline")
     upper = delta.high * 100.0
     ok = bool(upper == upper and upper <= limit_points)  # NaN fails
     return Check(name, upper, limit_points, ok,
-                 f"{name}: WER delta {delta.estimate * 100:+.2f} pts, CI upper {upper:+.2f} pts "
+                 f"{name}: {label} delta {delta.estimate * 100:+.2f} pts, CI upper {upper:+.2f} pts "
                  f"{'<=' if ok else '>'} {limit_points:.2f}")
 
 
 def judge(accuracy: AccuracyComparison, latencies: dict[str, LatencyResult] | None,
           gates: GateConfig) -> list[Verdict]:
-    """PASS/FAIL per candidate with one check per gate; the baseline is judged on latency only."""
+    """PASS/FAIL per candidate with one check per gate; the baseline is judged on latency only.
+
+    The error-rate gates apply to the comparison's unit (WER, or CER for character languages)."""
     verdicts = []
+    label = accuracy.label
     for name, cand in accuracy.candidates.items():
-        checks = [_delta_check("overall", cand.overall.delta, gates.max_wer_delta_points)]
+        checks = [_delta_check("overall", cand.overall.delta, gates.max_wer_delta_points, label)]
         for cond, score in cand.by("condition").items():
-            checks.append(_delta_check(f"condition {cond}", score.delta, gates.max_condition_wer_delta_points))
+            checks.append(_delta_check(f"condition {cond}", score.delta, gates.max_condition_wer_delta_points,
+                                       label))
         if gates.max_latency_ms is not None:
             lat = (latencies or {}).get(name)
             pts = [] if lat is None else [p for p in lat.points if p.batch == gates.latency_batch]

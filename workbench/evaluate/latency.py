@@ -12,7 +12,7 @@ import statistics
 import threading
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -131,10 +131,12 @@ def bucket_clips(speech_set, max_clips: int = 32) -> dict[str, tuple[float, list
     return out
 
 
-def make_batch(clips: list[np.ndarray], batch: int, seconds: float) -> np.ndarray:
-    """[batch, samples] float32: clips cropped or tiled to ``seconds``, each row normalised."""
+def make_batch(clips: list[np.ndarray], batch: int, seconds: float,
+               prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> np.ndarray:
+    """[batch, samples] float32: clips cropped or tiled to ``seconds``, each row made ``input_values`` by
+    ``prepare`` (the model's feature settings; every row is all signal, so no attention mask is needed)."""
     samples = max(int(round(seconds * SAMPLE_RATE)), 400)
-    rows = [normalise_audio(_fit(clips[i % len(clips)], samples)) for i in range(batch)]
+    rows = [prepare(_fit(clips[i % len(clips)], samples)) for i in range(batch)]
     return np.stack(rows).astype(np.float32)
 
 
@@ -166,7 +168,8 @@ def _point(batch: int, bucket: str, seconds: float, ms: list[float], peak_mb: fl
 
 
 def measure_interleaved(runners: Mapping[str, Runner], buckets: dict[str, tuple[float, list[np.ndarray]]],
-                        config: LatencyConfig = LatencyConfig(), machine: dict | None = None) -> dict[str, LatencyResult]:
+                        config: LatencyConfig = LatencyConfig(), machine: dict | None = None,
+                        prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> dict[str, LatencyResult]:
     """Time every runner at every (batch size, bucket) point with the repeats interleaved.
 
     All runners are activated first (``activation_mb``: what each one's activation added to this process's
@@ -187,7 +190,7 @@ def measure_interleaved(runners: Mapping[str, Runner], buckets: dict[str, tuple[
             activation[name] = round(current_rss_mb() - before, 1)
         for batch in config.batch_sizes:
             for bucket, (seconds, clips) in buckets.items():
-                feed = make_batch(clips, batch, seconds)
+                feed = make_batch(clips, batch, seconds, prepare)
                 with PeakRss() as point_rss:
                     warm = {n: [_timed_ms(runners[n], feed) for _ in range(config.warmup)] for n in names}
                     per_round = sum(min(w) for w in warm.values()) / 1000.0 if config.warmup else None
@@ -209,8 +212,9 @@ def measure_interleaved(runners: Mapping[str, Runner], buckets: dict[str, tuple[
 
 def measure_latency(runner: Runner, buckets: dict[str, tuple[float, list[np.ndarray]]],
                     config: LatencyConfig = LatencyConfig(), name: str | None = None,
-                    machine: dict | None = None) -> LatencyResult:
+                    machine: dict | None = None,
+                    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> LatencyResult:
     """Time one ``runner`` for every (batch size, bucket): ``warmup`` untimed runs then ``repeats`` timed
     (``measure_interleaved`` with one runner, so its memory figures are its own)."""
     name = name or runner.name
-    return measure_interleaved({name: runner}, buckets, config, machine)[name]
+    return measure_interleaved({name: runner}, buckets, config, machine, prepare)[name]

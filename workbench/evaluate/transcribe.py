@@ -1,18 +1,25 @@
-"""Greedy CTC transcription of audio through any Runner (ONNX: ``input_values`` [1, samples] -> ``logits``)."""
+"""Greedy CTC transcription of audio through any Runner, with the model's own features and vocabulary.
+
+ONNX models take ``input_values`` [batch, samples] and give ``logits``. Each clip is prepared the way the
+model's feature extractor would (``ModelDescription.prepare``: normalised only when ``do_normalize``) and
+its logits decoded with the model's own vocabulary (blank, word delimiter, special tokens).
+"""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 
 from workbench.backends.base import Runner
 from workbench.errors import WorkbenchError
 from workbench.model.export import INPUT, OUTPUT
-from workbench.model.features import normalise_audio
-from workbench.model.vocab import decode_ids
+
+if TYPE_CHECKING:
+    from workbench.model.description import ModelDescription
+
 
 def logits_of(runner: Runner, batch: np.ndarray) -> np.ndarray:
     """Run a [batch, samples] float32 array; returns logits [batch, frames, vocab]."""
@@ -31,21 +38,26 @@ class Transcripts:
     seconds: float  # wall time of the whole pass
 
 
-def transcribe(runner: Runner, audios: Iterable[np.ndarray], name: str | None = None) -> Transcripts:
+def transcribe(runner: Runner, audios: Iterable[np.ndarray], model: ModelDescription,
+               name: str | None = None) -> Transcripts:
     """Transcribe clips one at a time (batch 1, no padding, so results do not depend on batching)."""
     texts: list[str] = []
+    width = model.vocabulary.size
     start = time.perf_counter()
     with runner:
         for audio in audios:
-            logits = logits_of(runner, normalise_audio(audio)[None, :])
+            logits = logits_of(runner, model.prepare(audio)[None, :])
             if logits.ndim != 3:
                 raise WorkbenchError(f"{runner.name}: logits should be [batch, frames, vocab], got {logits.shape}")
-            texts.append(decode_ids(logits[0].argmax(axis=-1).tolist()))
+            if logits.shape[-1] < width:
+                raise WorkbenchError(f"{runner.name}: {logits.shape[-1]} logits per frame, but the model "
+                                     f"{model.source} has {width} tokens; this ONNX file is another model's")
+            texts.append(model.decode(logits[0]))
     return Transcripts(name or runner.name, texts, time.perf_counter() - start)
 
 
-def transcribe_set(runner: Runner, speech_set, name: str | None = None,
+def transcribe_set(runner: Runner, speech_set, model: ModelDescription, name: str | None = None,
                    limit: int | None = None) -> Transcripts:
     """Transcribe every utterance of a stored ``SpeechSet`` (the first ``limit`` when given)."""
     utts: Sequence = speech_set.utterances[:limit] if limit else speech_set.utterances
-    return transcribe(runner, (speech_set.audio(u) for u in utts), name)
+    return transcribe(runner, (speech_set.audio(u) for u in utts), model, name)

@@ -1,7 +1,9 @@
 """The build job: an ONNX variant (FP32, FP16, Q/DQ INT8 or mixed) -> a cached TensorRT engine.
 
 The profile's lengths come from a calibration set's recorded profile (``set_name``; its durations for
-sets that record none) or explicit seconds; its batch range from ``batches``. The result carries the engine path, build time and precision summary.
+sets that record none) or explicit seconds; its batch range from ``batches``. The result carries the
+engine path, build time and precision summary; the engine's sidecar names the model the ONNX file was
+exported from.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from workbench.backends.tensorrt.profile import Range, samples_from_durations
 from workbench.config import SAMPLE_RATE, EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.speech.profiles import card_profile
+from workbench.model.description import description_of_onnx
 from workbench.speech.store import load_set
 from workbench.workspace import default_area
 
@@ -49,8 +52,14 @@ class BuildJobResult:
                 f"built with {self.trt.flavour} {self.trt.version} in {r.build_time_s:.2f} s, {r.engine_bytes} bytes",
                 f"profile: batch {'/'.join(map(str, self.settings.key_fields()['batches']))}, samples "
                 f"{s.min}/{s.opt}/{s.max} ({s.min / SAMPLE_RATE:.2f}-{s.max / SAMPLE_RATE:.2f} s)",
-                f"precision: {r.summary.counts_line()}",
+                f"precision: {r.summary.counts_line()}", self.model_line(),
                 f"layer summary: {r.summary_path}"]
+
+    def model_line(self) -> str:
+        """The model the ONNX file names (written into it by the workbench's export), or that it names none."""
+        model = self.build.provenance.get("model")
+        return (f"model: {model['architecture']} {model['source']} ({model['model_hash'][:12]})" if model
+                else "model: not named by the ONNX file (not exported by the workbench)")
 
 
 def samples_from_set(name: str | Path, root: Path | None = None) -> tuple[Range, dict[str, str]]:
@@ -75,7 +84,10 @@ def run(inputs: BuildInputs) -> BuildJobResult:
     if inputs.flavour not in ("auto", "tensorrt", "tensorrt-rtx"):
         raise WorkbenchError(f"TensorRT flavour must be auto, tensorrt or tensorrt-rtx, not {inputs.flavour!r}")
     trt = load_tensorrt(None if inputs.flavour == "auto" else inputs.flavour)
+    # the model the ONNX file names (the workbench's export writes its description into the metadata)
+    described = description_of_onnx(Path(inputs.onnx)) if Path(inputs.onnx).is_file() else None
     settings = BuildSettings(batches=inputs.batches, samples=samples, optimization_level=inputs.opt_level,
-                             legacy_int8_cache=inputs.legacy_int8_cache, calibration_set=provenance)
+                             legacy_int8_cache=inputs.legacy_int8_cache, calibration_set=provenance,
+                             model=described.record() if described is not None else None)
     return BuildJobResult(build_engine(inputs.onnx, settings, inputs.engines_dir, trt=trt, force=inputs.force),
                           trt, settings)

@@ -1,11 +1,16 @@
 """The calibrate job: export (or reuse) the FP32 ONNX, calibrate (or reuse a matching cache), write the INT8 variant.
 
+The model description (``workbench.model.description``) is read first: an unsupported model is refused
+before anything is loaded or written. The export carries the description in its metadata; an export
+from before that (or of a model whose description changed) is made again.
+
 Layout under ``engines/<model hash 12>/``: ``model.fp32.onnx``, ``calib-<set hash 12>-<method>.cache``
 (+ ``.json`` sidecar, + ``.hist.npz`` per-tensor histograms for histogram methods),
 ``model.int8-<method>-<set hash 12>.onnx`` (the TensorRT-bound Q/DQ graph) and, with ``ort_cpu``,
 ``model.int8-<method>-<set hash 12>.ort-cpu.onnx`` (the same arithmetic laid out for ONNX Runtime's CPU
 kernels, ``workbench.quantize.ort_cpu``; its weights int8 or uint8 as ``ort_cpu_weights`` says, ``auto``: what
-this CPU's integer kernels compute exactly, ``workbench.backends.cpu_int8``). ``export_or_reuse`` is the one export step every job uses.
+this CPU's integer kernels compute exactly, ``workbench.backends.cpu_int8``). ``export_or_reuse`` is the one
+export step every job uses.
 """
 
 from __future__ import annotations
@@ -25,9 +30,10 @@ from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
 from workbench.config import DEFAULT_BACKEND, ORT_CPU_WEIGHTS
+from workbench.errors import WorkbenchError
+from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.export import Parity, export_onnx, parity_check
-from workbench.model.loading import artifact_folder_name, check_model_source, load_model, model_hash
-from workbench.model.vocab import DEFAULT_VOCABULARY, load_vocabulary
+from workbench.model.loading import artifact_folder_name, check_model_source, load_model
 from workbench.quantize.plan import INT8
 from workbench.quantize.qdq import build_variant
 from workbench.speech.store import load_set
@@ -36,23 +42,38 @@ from workbench.workspace import default_area
 FP32_NAME = "model.fp32.onnx"
 
 
-def export_or_reuse(model_path: str | Path, mhash: str, root: Path, model: Any = None) -> Path:
-    """``<root>/<model hash 12>/model.fp32.onnx``: exported once, reused after.
+def export_is_current(fp32: Path, model: ModelDescription) -> bool:
+    """The FP32 export exists and carries this model's description (older exports carry none).
+
+    The folder the model was given as does not count: the same model under another path is the same model."""
+    if not fp32.exists():
+        return False
+    try:
+        found = description_of_onnx(fp32)
+    except WorkbenchError:  # a damaged export is made again
+        return False
+    return found is not None and found.same_model(model)
+
+
+def export_or_reuse(description: ModelDescription, root: Path, model: Any = None) -> Path:
+    """``<root>/<model hash 12>/model.fp32.onnx``: exported once (with the description in its metadata),
+    reused after while it carries this model's description.
 
     ``model`` is the loaded PyTorch model when the caller has it; otherwise it is loaded only when an
     export is needed.
     """
-    fp32 = Path(root) / artifact_folder_name(mhash) / FP32_NAME
-    if not fp32.exists():
-        export_onnx(model if model is not None else load_model(model_path), fp32)
+    fp32 = Path(root) / artifact_folder_name(description.model_hash) / FP32_NAME
+    if not export_is_current(fp32, description):
+        export_onnx(model if model is not None else load_model(description), fp32, description)
     return fp32
 
 
 @dataclass(frozen=True)
 class CalibrateInputs:
-    """Model (folder or hub id), calibration set (name under ``calib_root`` or a path) and method."""
+    """Model (folder or hub id, or its description), calibration set (name under ``calib_root`` or a path)
+    and method."""
 
-    model: str | Path
+    model: str | Path | ModelDescription
     calib_set: str | Path
     method: MethodSpec
     engines: Path = field(default_factory=default_area("engines"))
@@ -80,11 +101,13 @@ class CalibrateResult:
     device: str = ""
     convergence: conv.Convergence | None = None
     convergence_note: str = ""  # why there is none
+    model: ModelDescription | None = None
 
     def lines(self) -> list[str]:
         p = self.parity
         state = "reused (all provenance keys match)" if self.reused_cache else "computed"
-        out = [f"FP32 ONNX:    {self.fp32_onnx}",
+        out = [f"model:        {self.model.summary()}"] if self.model is not None else []
+        out += [f"FP32 ONNX:    {self.fp32_onnx}",
                f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
                f"token agreement {p.token_agreement:.4f}, identical transcripts {p.transcripts_equal}/{p.clips}",
                f"cache:        {self.cache} ({self.tensors} tensors, {state}; statistics on {self.backend}, "
@@ -104,9 +127,11 @@ class CalibrateResult:
 
 def check(inputs: CalibrateInputs) -> None:
     """The input checks that need no model work (the method is checked by ``MethodSpec`` itself): the set
-    exists, the model folder exists with a config.json. ``run`` starts with them; so does the Run page."""
+    exists, the model is a supported CTC model (config, vocabulary, CTC head; no weights read). ``run`` starts
+    with them; so does the Run page."""
     load_set(inputs.calib_set, root=inputs.calib_root)
-    check_model_source(inputs.model)
+    if not isinstance(inputs.model, ModelDescription):
+        check_model_source(inputs.model)
     ort_providers(inputs.backend)  # the statistics pass needs an ONNX Runtime backend that exists here
 
 
@@ -116,16 +141,18 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     spec = inputs.method
     weights = int8_weight_type(inputs.ort_cpu_weights) if inputs.ort_cpu else None  # a bad value stops here
     speech_set = load_set(inputs.calib_set, root=inputs.calib_root)
-    mhash = model_hash(inputs.model)
-    model = load_model(inputs.model)  # before any folder is made: a model that fails to load leaves nothing
+    description = inputs.model if isinstance(inputs.model, ModelDescription) else describe_model(inputs.model)
+    mhash = description.model_hash
+    model = load_model(description)  # before any folder is made: a model that fails to load leaves nothing
     if spec.name != "max":
         kernels.warm_up()  # the histogram kernel loads in the background during export and parity
-    fp32 = export_or_reuse(inputs.model, mhash, inputs.engines, model)
+    fp32 = export_or_reuse(description, inputs.engines, model)
     out = fp32.parent
     clips = [speech_set.audio(u) for u in speech_set.utterances[:inputs.parity_clips]]
-    parity = parity_check(model, fp32, clips, load_vocabulary(inputs.model) if Path(inputs.model).is_dir()
-                          else DEFAULT_VOCABULARY)
+    parity = parity_check(model, fp32, clips, description)
+    del model
     keys = {"model": mhash, "onnx": sha256_file(fp32), "calibration_set": speech_set.content_hash,
+            "input_features": "normalised" if description.features.do_normalize else "raw",
             **spec.params(), "statistics": STATISTICS_SCHEME,
             "cache_header": cache_mod.legacy_header(spec.name),  # caches with an older stamp are rewritten
             "workbench": __version__}
@@ -142,7 +169,8 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         clips = len(speech_set.utterances)
         stats = collect_statistics(fp32, (a for _, a in speech_set.iter_audio()), clips,
                                    with_histograms=spec.name != "max", bins=spec.bins,
-                                   providers=ort_providers(inputs.backend), checkpoint=conv.checkpoint_for(clips))
+                                   providers=ort_providers(inputs.backend), checkpoint=conv.checkpoint_for(clips),
+                                   prepare=description.prepare)
         amax = ranges_from_statistics(stats, spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
         found = conv.measure(stats, amax, spec, [u.condition for u in speech_set.utterances])
@@ -163,4 +191,4 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         write_bytes_atomic(cpu, cpu_flavour(onnx.load(str(int8)), *weights)[0].SerializeToString())
     found, note = conv.from_sidecar(cache.convergence)
     return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales),
-                           cpu, weights, inputs.backend, device_of(inputs.backend), found, note)
+                           cpu, weights, inputs.backend, device_of(inputs.backend), found, note, description)

@@ -56,7 +56,8 @@ class CompareOutputs:
     sensitivity: dict[str, Any] | None = None
 
     def lines(self) -> list[str]:
-        out: list[str] = []
+        record = (self.layers or self.sensitivity or {}).get("model")
+        out: list[str] = [model_line(record)] if record else []
         if self.layers:
             out += layer_summary_lines(self.layers)
         if self.sensitivity:
@@ -128,8 +129,9 @@ def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2
         name, path, cand_plan = _candidate(prepared, candidate, plan, candidate_name)
         log(f"layer comparison: fp32 vs {name} on {len(clips)} clips of {clips_set.name}")
         table = compare_layers(prepared.fp32_onnx, path, clips, cand_plan, atol=atol, rtol=rtol, progress=progress,
-                               providers=providers)
+                               providers=providers, prepare=prepared.description.prepare)
         data = {**outputs.header(outputs.LAYERS_FORMAT, {**prov, "candidate_onnx": sha256_file(path)}),
+                "model": prepared.description.record(),
                 "candidate": {"name": name, "path": str(path), "plan": cand_plan.to_json() if cand_plan else None},
                 **table.to_json()}
         j, c = outputs.write_with_csv(outputs.layers_path(folder, name), data, outputs.layers_csv_rows)
@@ -138,14 +140,21 @@ def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2
     if sensitivity:
         model = onnx.load(str(prepared.fp32_onnx))
         groups = node_groups(model, granularity)
-        ranked = rank_groups(VariantRunner(model, prepared.cache.amax(), threads, providers), groups, clips, rest, inverse,
-                             granularity, progress=progress, log=log)
-        data = {**outputs.header(outputs.SENSITIVITY_FORMAT, prov), **ranked.to_json()}
+        variants = VariantRunner(model, prepared.cache.amax(), threads, providers, prepared.description.prepare)
+        ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress, log=log)
+        data = {**outputs.header(outputs.SENSITIVITY_FORMAT, prov), "model": prepared.description.record(),
+                **ranked.to_json()}
         j, c = outputs.write_with_csv(outputs.sensitivity_path(folder, prepared.tag, rest, granularity), data,
                                       outputs.sensitivity_csv_rows)
         result.files.update({"sensitivity_json": j, "sensitivity_csv": c})
         result.sensitivity = data
     return result
+
+
+def model_line(record: dict[str, Any]) -> str:
+    """One line on the model an analysis ran on (its description's record)."""
+    return (f"model: {record['architecture']} {record['source']} ({record['model_hash'][:12]}), errors in "
+            f"{str(record['error_unit']).upper()}")
 
 
 def layer_summary_lines(data: dict[str, Any], top: int = 12) -> list[str]:

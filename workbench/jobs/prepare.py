@@ -3,7 +3,8 @@
 Without an explicit cache this is the calibrate job (export once, reuse a matching cache or calibrate).
 With ``cache_path`` the cache is loaded and checked against the model: a cache made for another model
 or another FP32 export is refused with a message that says what to do. The FP32 export is the
-calibrate job's ``export_or_reuse`` either way. ``AnalysisInputs`` holds what compare and search share.
+calibrate job's ``export_or_reuse`` either way. The model description (features, vocabulary, error unit)
+is read first and comes along for every analysis. ``AnalysisInputs`` holds what compare and search share.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from workbench.calibration.methods import METHODS, MethodSpec
 from workbench.config import DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
 from workbench.jobs import calibrate
-from workbench.model.loading import check_model_source, model_hash
+from workbench.model.description import ModelDescription, describe_model
+from workbench.model.loading import check_model_source
 from workbench.resources import demo_model_dir
 from workbench.speech.select import require_utterances
 from workbench.speech.store import SpeechSet, load_set
@@ -27,7 +29,8 @@ from workbench.workspace import area_path, default_area
 
 @dataclass
 class Prepared:
-    """Model hash and folder, FP32 ONNX, cache (path + parsed), calibration set, INT8-everywhere ONNX."""
+    """Model hash and folder, FP32 ONNX, cache (path + parsed), calibration set, INT8-everywhere ONNX and the
+    model's description."""
 
     model: str
     model_hash: str
@@ -38,6 +41,7 @@ class Prepared:
     calib_set: SpeechSet
     method: str
     int8_onnx: Path | None
+    description: ModelDescription
 
     @property
     def tag(self) -> str:
@@ -51,20 +55,22 @@ class Prepared:
 
 
 def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", root: Path | None = None,
-            cache_path: Path | None = None, calib_root: Path | None = None, backend: str = DEFAULT_BACKEND) -> Prepared:
+            cache_path: Path | None = None, calib_root: Path | None = None, backend: str = DEFAULT_BACKEND,
+            error_unit: str | None = None) -> Prepared:
     """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
     check_method(method)
     root, calib_root = area_path("engines", root), area_path("calib_sets", calib_root)
     speech_set = require_utterances(load_set(calib_set, root=calib_root), "calibration")
+    description = describe_model(model, error_unit)  # an unsupported model stops here, before any work
     if cache_path is None:
-        result = calibrate.run(calibrate.CalibrateInputs(model, str(speech_set.path), MethodSpec(method),
+        result = calibrate.run(calibrate.CalibrateInputs(description, str(speech_set.path), MethodSpec(method),
                                                          engines=root, calib_root=calib_root, backend=backend))
         cache = cache_mod.load(result.cache)
-        return Prepared(str(model), model_hash(model), result.fp32_onnx.parent, result.fp32_onnx, result.cache,
-                        cache, speech_set, method, result.int8_onnx)
+        return Prepared(str(model), description.model_hash, result.fp32_onnx.parent, result.fp32_onnx,
+                        result.cache, cache, speech_set, method, result.int8_onnx, description)
     check_cache_file(cache_path)
     cache = cache_mod.load(Path(cache_path))
-    mhash = model_hash(model)
+    mhash = description.model_hash
     if cache.keys.get("model") != mhash:
         raise WorkbenchError(f"calibration cache {cache_path} was made for another model (model hash "
                              f"{str(cache.keys.get('model'))[:12]}, this model is {mhash[:12]}); run "
@@ -72,12 +78,12 @@ def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", r
     if cache.keys.get("calibration_set") != speech_set.content_hash:
         raise WorkbenchError(f"calibration cache {cache_path} was made from another calibration set than "
                              f"{speech_set.name}; give the matching --calib-set or drop --cache")
-    fp32 = calibrate.export_or_reuse(model, mhash, root)
+    fp32 = calibrate.export_or_reuse(description, root)
     if cache.keys.get("onnx") != sha256_file(fp32):
         raise WorkbenchError(f"calibration cache {cache_path} was made for another ONNX export than {fp32}; "
                              "recalibrate (python -m workbench calibrate)")
     return Prepared(str(model), mhash, fp32.parent, fp32, Path(cache_path), cache, speech_set,
-                    str(cache.keys.get("method", method)), None)
+                    str(cache.keys.get("method", method)), None, description)
 
 
 def check_method(method: str) -> None:
@@ -113,6 +119,7 @@ class AnalysisInputs:
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     progress: bool = True
     backend: str = DEFAULT_BACKEND  # where the model runs: ort-cpu or ort-cuda (layer outputs need ONNX Runtime)
+    error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
 
     @property
     def providers(self) -> list[str]:
@@ -134,7 +141,7 @@ class AnalysisInputs:
         """Check the shared options, then the FP32 ONNX + cache (see ``prepare``)."""
         self.check()
         return prepare(self.model, self.calib_set, self.method, root=self.engines, cache_path=self.cache,
-                       calib_root=self.calib_root, backend=self.backend)
+                       calib_root=self.calib_root, backend=self.backend, error_unit=self.error_unit)
 
 
 def file_lines(files: dict[str, Path]) -> list[str]:

@@ -107,7 +107,8 @@ class SearchOutputs:
     data: dict[str, Any]
 
     def lines(self) -> list[str]:
-        return summary_lines(self.data) + file_lines(self.files)
+        model = [compare.model_line(self.data["model"])] if self.data.get("model") else []
+        return model + summary_lines(self.data) + file_lines(self.files)
 
 
 def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
@@ -160,12 +161,13 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
         raise WorkbenchError(f"sensitivity file {sensitivity} groups other nodes than this model has; recompute it")
     ranking = [layer["name"] for layer in sorted(data["layers"], key=lambda r: r["rank"])]
     clips = clips_per_condition(dev_set, dev_per_condition) if dev_per_condition else all_clips(dev_set)
-    log(f"dev set {dev_set.name}: {len(clips)} utterances; budget +{gates.max_wer_delta_points} pts overall, "
+    unit = prepared.description.error_unit.upper()
+    log(f"dev set {dev_set.name}: {len(clips)} utterances; {unit} budget +{gates.max_wer_delta_points} pts overall, "
         f"+{gates.max_condition_wer_delta_points} pts per condition (upper end of the paired 95% interval)")
-    variants = VariantRunner(model, prepared.cache.amax(), threads, ort_providers(backend))
+    variants = VariantRunner(model, prepared.cache.amax(), threads, ort_providers(backend), prepared.description.prepare)
     signoff_n = len(signoff_set.utterances) if signoff_set is not None else None
     evaluator = DevEvaluator(variants, clips, gates, resamples=resamples, seed=seed, progress=progress,
-                             signoff_utterances=signoff_n)
+                             signoff_utterances=signoff_n, model=prepared.description)
     if evaluator.widen > 1.0:
         log(f"judging dev intervals widened x{evaluator.widen:.2f} to the sign-off set's {signoff_n} utterances")
     name = search_outputs.mixed_name(prepared.tag, dev_set.content_hash)
@@ -190,6 +192,7 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
             "sensitivity": sha256_file(sensitivity), "backend": backend, "device": device_of(backend)}
     data_out = {
         **outputs.header(search_outputs.SEARCH_FORMAT, prov),
+        "model": prepared.description.record(), "error_unit": prepared.description.error_unit,
         "budget": {"max_wer_delta_points": gates.max_wer_delta_points,
                    "max_condition_wer_delta_points": gates.max_condition_wer_delta_points,
                    "judged_on": "upper end of the 95% paired bootstrap interval vs FP32",
@@ -222,7 +225,8 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
 def summary_lines(data: dict[str, Any]) -> list[str]:
     """How many evaluations the search took and the plan it found."""
     found = data["found"]
-    out = [f"full WER evaluations: {data['evaluations']} (one group at a time in ranking order: "
+    out = [f"full {str(data.get('error_unit', 'wer')).upper()} evaluations: {data['evaluations']} (one group at a "
+           "time in ranking order: "
            f"{data['one_at_a_time_evaluations'] if data['one_at_a_time_evaluations'] is not None else 'n/a'}; "
            f"every group on its own: {data['per_group_evaluations']})"]
     if data["int8_everywhere_passes"]:

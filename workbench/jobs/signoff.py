@@ -7,9 +7,15 @@ evaluation set as its dev set. A calibration set that shares speakers or texts w
 refused, and evaluation clips outside the deployment profile are refused, scored or skipped as asked,
 never silently (``select_utterances``). Every candidate runs on ``backend`` (``workbench.backends.factory``:
 ort-cpu, ort-cuda, or TensorRT engines built from the candidates and checked against their plans with the
-engine inspector), is transcribed, scored (WER with paired bootstrap intervals per condition), timed with the
-other candidates interleaved and judged by the gates; the verdict (``workbench.evaluate.verdict``) picks a
-winner only from latency measured on ``target``. ``workbench.report`` renders the record.
+engine inspector), is transcribed, scored (WER, or CER for character languages, with paired bootstrap
+intervals per condition), timed with the other candidates interleaved and judged by the gates; the verdict
+(``workbench.evaluate.verdict``) picks a winner only from latency measured on ``target``.
+``workbench.report`` renders the record.
+
+The model description decides how clips are fed and transcripts decoded and scored. It comes from the
+model given or from the candidates themselves (every export and variant carries it in its metadata);
+``resolve_model`` refuses candidates of different models and a baseline that names no model when none
+was given, so the record always names the model that was actually used.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_inte
 from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.verdict import Candidate, decide
+from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
 from workbench.jobs import calibrate
+from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
 from workbench.quantize.plan import FP16, precision_counts, precisions_of_onnx
 from workbench.quantize.qdq import build_variant
@@ -58,7 +66,8 @@ class SignoffInputs:
     eval_set: SpeechSet | str | Path
     out_dir: Path
     candidates: list[tuple[str, Path]] = field(default_factory=list)
-    model: Path | str | None = None  # recorded in provenance when it is a local folder
+    model: Path | str | ModelDescription | None = None  # folder, hub id or description; None: the model the
+    # candidates name in their metadata
     calib_set: SpeechSet | str | Path | None = None
     method: str = "entropy"  # calibration method of the built INT8 variant
     cache: Path | None = None
@@ -76,6 +85,7 @@ class SignoffInputs:
     outside_profile: str = OUTSIDE_PROFILE_DEFAULT  # refuse, score or skip clips outside the deployment profile
     profile_min_s: float | None = None  # deployment profile (default: the calibration set's)
     profile_max_s: float | None = None
+    error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
 
 
 @dataclass
@@ -104,7 +114,7 @@ class DefaultVariants:
     mixed_note: str | None = None
 
 
-def build_default_variants(model: Path | str, calib_set: str | Path, method: str = "entropy",
+def build_default_variants(model: Path | str | ModelDescription, calib_set: str | Path, method: str = "entropy",
                            root: Path | None = None, eval_hash: str | None = None,
                            calib_root: Path | None = None) -> DefaultVariants:
     """Export/calibrate (reusing a matching cache) and write FP16 beside FP32 and INT8; add the mixed plan
@@ -147,6 +157,28 @@ def fp16_variant(fp32_onnx: Path) -> Path:
     if not fp16.exists():
         build_variant(fp32_onnx, {}, FP16, fp16)
     return fp16
+
+
+def resolve_model(candidates: list[tuple[str, Path]], given: ModelDescription | None) -> ModelDescription:
+    """The model the candidates were made from: ``given`` (``--model``) checked against what they carry, or,
+    without it, the description in the candidates' metadata. Refused: candidates of different models, a
+    given model that is not theirs, and no model at all (nothing would say how to feed and decode them)."""
+    carried = [(name, found) for name, path in candidates if (found := description_of_onnx(Path(path))) is not None]
+    hashes = {d.model_hash for _, d in carried}
+    if len(hashes) > 1:
+        listing = ", ".join(f"{n}: {d.model_hash[:12]}" for n, d in carried)
+        raise WorkbenchError(f"the candidates come from different models ({listing}); compare variants of one model")
+    if given is not None:
+        if hashes and given.model_hash not in hashes:
+            raise WorkbenchError(f"--model {given.source} (hash {given.model_hash[:12]}) is not the model the "
+                                 f"candidates were exported from (hash {next(iter(hashes))[:12]}); give that model's "
+                                 "folder, or drop --model to use the description the candidates carry")
+        return given
+    if not carried or carried[0][0] != candidates[0][0]:
+        raise WorkbenchError(f"the baseline {candidates[0][1]} does not say which model it was exported from; give "
+                             "--model FOLDER (its vocabulary and features decide how the candidates are fed and "
+                             "decoded)")
+    return carried[0][1]
 
 
 def _speech_set(value: SpeechSet | str | Path, root: Path) -> SpeechSet:
@@ -214,8 +246,9 @@ def check(inputs: SignoffInputs) -> tuple[SpeechSet, SpeechSet | None, list[Utte
                                  "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)")
         if inputs.model is None:
             raise WorkbenchError("give --model to build FP32/FP16/INT8 variants, or the candidates as --candidate")
-        check_model_source(inputs.model)
         MethodSpec(inputs.method)
+    if inputs.model is not None and not isinstance(inputs.model, ModelDescription):
+        check_model_source(inputs.model)  # an unsupported model stops here, before anything is built or written
     sensitivity = read_sensitivity(inputs.sensitivity) if inputs.sensitivity is not None else None
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
@@ -227,10 +260,12 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
         log(f"note: {note}")
+    given = inputs.model if isinstance(inputs.model, ModelDescription) or inputs.model is None else \
+        describe_model(inputs.model, inputs.error_unit)
     if not candidates:
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
-        log(f"building FP32/FP16/INT8 variants of {inputs.model} calibrated on {calib_source} ({inputs.method})")
-        built = build_default_variants(inputs.model, calib_source, inputs.method, root=inputs.engines,
+        log(f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({inputs.method})")
+        built = build_default_variants(given, calib_source, inputs.method, root=inputs.engines,
                                        eval_hash=eval_set.content_hash, calib_root=inputs.calib_root)
         candidates, cache = built.candidates, cache or built.cache
         if built.mixed_note:
@@ -238,7 +273,8 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         if sensitivity_path is None and built.sensitivity is not None:
             sensitivity_path, sensitivity = built.sensitivity, read_sensitivity(built.sensitivity)
         check_candidates(candidates)
-    model = Path(inputs.model) if inputs.model and Path(inputs.model).exists() else None
+    model = resolve_model(candidates, given).with_error_unit(inputs.error_unit)
+    log(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
     names = [n for n, _ in candidates]
     machine = machine_info()
     factory = RunnerFactory(inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency))
@@ -246,14 +282,15 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     hyps: dict[str, list[str]] = {}
     for name in names:
         log(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}")
-        hyps[name] = transcribe(runners[name], (eval_set.audio(u) for u in utts), name).texts
+        hyps[name] = transcribe(runners[name], (eval_set.audio(u) for u in utts), model, name).texts
     latencies = {}
     if inputs.latency:
         buckets = bucket_clips(eval_set)
         log(f"timing {', '.join(names)} interleaved on {inputs.backend}: batch sizes "
             f"{list(inputs.latency.batch_sizes)} x buckets {list(buckets)}")
-        latencies = measure_interleaved(runners, buckets, inputs.latency, machine)
-    accuracy = compare_accuracy(utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed)
+        latencies = measure_interleaved(runners, buckets, inputs.latency, machine, model.prepare)
+    accuracy = compare_accuracy(utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed,
+                                scoring=Scoring.for_model(model))
     verdicts = judge(accuracy, latencies, inputs.gates)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
@@ -264,8 +301,8 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
                       [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
                       inputs.target, inputs.backend if latencies else None, inputs.gates.latency_batch)
     artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
-    if model is not None:
-        artifacts.insert(0, artifact_entry("model", model, "model"))
+    if model.folder is not None:
+        artifacts.insert(0, artifact_entry("model", model.folder, "model"))
     if calib_set is not None:
         artifacts.append(artifact_entry("calibration set", calib_set.path, "speech set"))
     if cache is not None:
@@ -273,7 +310,8 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     if sensitivity_path is not None:
         artifacts.append(artifact_entry("sensitivity", sensitivity_path, "json"))
     artifacts += [artifact_entry(f"candidate {n}", p, "onnx") for n, p in candidates]
-    notes = [f"evaluation set {eval_set.name} content hash {eval_set.content_hash}"]
+    notes = [f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
+             f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}"]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
@@ -284,5 +322,5 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
                           verdicts=[v.to_json() for v in verdicts], recommendation=decision.recommendation,
                           decision=decision.to_json(), backend=backend,
                           gates=inputs.gates.to_json(), artifacts=artifacts, machine=machine,
-                          packages=package_versions(), sensitivity=sensitivity, notes=notes)
+                          packages=package_versions(), sensitivity=sensitivity, notes=notes, model=model.record())
     return SignoffResult(record, write_report(record, inputs.out_dir))

@@ -1,1 +1,2 @@
-"""Model access: load Hugging Face Wav2Vec2ForCTC models, export ONNX, check parity."""
+"""Model access: the model description (supported CTC architectures, vocabulary, features, text rules, error
+unit), loading, ONNX export and parity check, published configs and look-alike models for tests."""

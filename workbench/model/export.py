@@ -1,7 +1,9 @@
-"""ONNX export of a Wav2Vec2ForCTC (opset 17, dynamic batch and samples) and a parity check.
+"""ONNX export of a supported CTC model (opset 17, dynamic batch and samples) and a parity check.
 
-Node names come from the module path, e.g. ``/wav2vec2/encoder/layers.3/attention/q_proj/MatMul``;
-``module_of`` maps them back to ``encoder.layers.3.attention.q_proj``.
+Node names come from the module path, e.g. ``/wav2vec2/encoder/layers.3/attention/q_proj/MatMul``
+(``/hubert/...``, ``/wavlm/...``, ``/data2vec_audio/...``, ``/wav2vec2_conformer/...`` for the other
+architectures); ``module_of`` maps them back to ``encoder.layers.3.attention.q_proj``. The model
+description goes into the file's metadata, so every variant made from the export names its model.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from workbench.artifacts import write_bytes_atomic
-from workbench.model.features import normalise_audio
-from workbench.model.vocab import DEFAULT_VOCABULARY, Vocabulary
+from workbench.model.architectures import BASE_PREFIXES
+from workbench.model.description import ModelDescription, set_metadata
 
 OPSET = 17
 INPUT = "input_values"
@@ -27,15 +29,20 @@ __all__ = ["INPUT", "OUTPUT", "OPSET", "Parity", "export_onnx", "module_of", "pa
 def module_of(node_name: str) -> str:
     """``/wav2vec2/encoder/layers.3/attention/q_proj/MatMul`` -> ``encoder.layers.3.attention.q_proj``."""
     parts = [p for p in node_name.split("/") if p]
-    if parts and parts[0] == "wav2vec2":
+    if parts and parts[0] in BASE_PREFIXES:
         parts = parts[1:]
     return ".".join(parts[:-1]) if len(parts) > 1 else (parts[0] if parts else node_name)
 
 
-def export_onnx(model, out_path: Path, example_seconds: float = 2.0) -> Path:
-    """TorchScript-based export (dynamo=False keeps module-path node names), written atomically."""
+def export_onnx(model, out_path: Path, description: ModelDescription | None = None,
+                example_seconds: float = 2.0) -> Path:
+    """TorchScript-based export (dynamo=False keeps module-path node names), written atomically.
+
+    With ``description``, the model description is stored in the file's metadata.
+    """
     import io
 
+    import onnx
     import torch
 
     dummy = torch.zeros(1, int(example_seconds * 16000))
@@ -46,7 +53,14 @@ def export_onnx(model, out_path: Path, example_seconds: float = 2.0) -> Path:
         torch.onnx.export(model, (dummy,), buffer, input_names=[INPUT], output_names=[OUTPUT],
                           dynamic_axes={INPUT: {0: "batch", 1: "samples"}, OUTPUT: {0: "batch", 1: "frames"}},
                           opset_version=OPSET, do_constant_folding=True, dynamo=False)
-    write_bytes_atomic(out_path, buffer.getvalue())
+    data = buffer.getvalue()
+    if description is not None:
+        proto = onnx.load_from_string(data)
+        del data
+        set_metadata(proto, description)
+        data = proto.SerializeToString()
+        del proto
+    write_bytes_atomic(out_path, data)
     return out_path
 
 
@@ -60,9 +74,12 @@ class Parity:
     transcripts_equal: int
 
 
-def parity_check(model, onnx_path: Path, clips: list[np.ndarray],
-                 vocabulary: Vocabulary = DEFAULT_VOCABULARY) -> Parity:
-    """Max |logit difference|, greedy-token agreement and identical transcripts over ``clips``."""
+def parity_check(model, onnx_path: Path, clips: list[np.ndarray], description: ModelDescription) -> Parity:
+    """Max |logit difference|, greedy-token agreement and identical transcripts over ``clips``.
+
+    Both sides get the same ``input_values`` (the description's feature preparation) and the transcripts
+    are decoded with the model's own vocabulary.
+    """
     import torch
 
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
@@ -70,7 +87,7 @@ def parity_check(model, onnx_path: Path, clips: list[np.ndarray],
     diffs, agree, total, equal = [], 0, 0, 0
     with OnnxRuntimeRunner(onnx_path) as runner:
         for audio in clips:
-            x = normalise_audio(audio)[None]
+            x = description.prepare(audio)[None]
             with torch.inference_mode():
                 ref = model(torch.from_numpy(x)).logits.numpy()
             out = runner.infer({INPUT: x})[OUTPUT]
@@ -78,5 +95,5 @@ def parity_check(model, onnx_path: Path, clips: list[np.ndarray],
             a, b = ref[0].argmax(-1), out[0].argmax(-1)
             agree += int((a == b).sum())
             total += len(a)
-            equal += int(vocabulary.decode(a.tolist()) == vocabulary.decode(b.tolist()))
+            equal += int(description.decode(ref[0]) == description.decode(out[0]))
     return Parity(len(clips), max(diffs) if diffs else 0.0, agree / max(1, total), equal)

@@ -1,11 +1,22 @@
-"""Input features as ``Wav2Vec2FeatureExtractor`` makes them: raw 16 kHz float32, optionally normalised."""
+"""Input features as a model's ``Wav2Vec2FeatureExtractor`` makes them: raw 16 kHz float32, optionally normalised.
+
+``FeatureSettings`` holds what ``preprocessor_config.json`` says (``do_normalize``, ``sampling_rate``,
+``return_attention_mask``, ``padding_value``; transformers' defaults when the file is absent);
+``prepare`` turns one clip into the model's ``input_values`` row. The workbench runs accuracy at batch 1
+without padding and times equal-length rows, so no attention mask is ever needed: every row is all signal.
+"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from workbench.config import SAMPLE_RATE
+from workbench.errors import WorkbenchError
 
 
 def normalise_audio(audio: np.ndarray) -> np.ndarray:
@@ -14,9 +25,57 @@ def normalise_audio(audio: np.ndarray) -> np.ndarray:
     return ((audio - audio.mean()) / np.sqrt(audio.var() + 1e-7)).astype(np.float32)
 
 
-def wants_normalisation(model_dir: str | Path) -> bool:
-    """``do_normalize`` from the model's preprocessor_config.json (True when absent, as for base-960h)."""
+def raw(audio: np.ndarray) -> np.ndarray:
+    """The clip as float32, unchanged (``do_normalize=False``)."""
+    return np.asarray(audio, dtype=np.float32).reshape(-1)
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """The feature extractor's settings that change what the model is fed."""
+
+    do_normalize: bool = True
+    sampling_rate: int = SAMPLE_RATE
+    return_attention_mask: bool = False
+    padding_value: float = 0.0
+    from_file: bool = True  # False: preprocessor_config.json was absent and transformers' defaults apply
+
+    def prepare(self, audio: np.ndarray) -> np.ndarray:
+        """One clip -> its ``input_values`` row (float32, normalised when ``do_normalize``)."""
+        return normalise_audio(audio) if self.do_normalize else raw(audio)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> "FeatureSettings":
+        return cls(bool(obj["do_normalize"]), int(obj["sampling_rate"]), bool(obj["return_attention_mask"]),
+                   float(obj.get("padding_value", 0.0)), bool(obj.get("from_file", True)))
+
+
+def read_feature_settings(model_dir: str | Path) -> FeatureSettings:
+    """The settings in a model folder's preprocessor_config.json (transformers' defaults when absent).
+
+    A model trained on another sampling rate than the workbench's 16 kHz sets is refused.
+    """
     path = Path(model_dir) / "preprocessor_config.json"
     if not path.is_file():
-        return True
-    return bool(json.loads(path.read_text()).get("do_normalize", True))
+        return FeatureSettings(from_file=False)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise WorkbenchError(f"cannot read {path} ({exc}); save the feature extractor again "
+                             "(processor.save_pretrained(folder))") from exc
+    if not isinstance(data, dict):
+        raise WorkbenchError(f"{path} must hold a JSON object (the feature extractor's settings)")
+    data = data.get("feature_extractor", data)  # processor_config.json layout nests it
+    try:
+        settings = FeatureSettings(bool(data.get("do_normalize", True)), int(data.get("sampling_rate", SAMPLE_RATE)),
+                                   bool(data.get("return_attention_mask", False)),
+                                   float(data.get("padding_value", 0.0)))
+    except (TypeError, ValueError) as exc:
+        raise WorkbenchError(f"{path}: a value has the wrong type ({exc})") from exc
+    if settings.sampling_rate != SAMPLE_RATE:
+        raise WorkbenchError(f"{path}: the model expects {settings.sampling_rate} Hz audio; the workbench feeds "
+                             f"{SAMPLE_RATE} Hz speech sets, so only {SAMPLE_RATE} Hz models are supported")
+    return settings

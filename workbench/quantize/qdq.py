@@ -3,7 +3,8 @@
 int8 node: every float activation input gets QuantizeLinear/DequantizeLinear with the calibrated
 per-tensor symmetric scale (zero point 0); a weight initializer gets per-output-channel symmetric
 Q/DQ. fp16 node: inputs are cast to float16 and the output back to float32. fp32: untouched.
-Marking comes first; all insertions happen in one pass at the end. Model IO stays float32.
+Marking comes first; all insertions happen in one pass at the end. Model IO stays float32. The source's
+metadata (the model description) is copied onto the variant.
 """
 
 from __future__ import annotations
@@ -120,4 +121,14 @@ def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: Precisi
     graph.cleanup().toposort()
     model = gs.export_onnx(graph)
     model.opset_import[0].version = max(model.opset_import[0].version, 17)
+    _copy_metadata(source, model)  # the model description travels with every variant
     return model
+
+
+def _copy_metadata(source: onnx.ModelProto, target: onnx.ModelProto) -> None:
+    """Keep the source's ``metadata_props`` (the workbench writes the model description there) on a variant."""
+    present = {p.key for p in target.metadata_props}
+    for prop in source.metadata_props:
+        if prop.key not in present:
+            new = target.metadata_props.add()
+            new.key, new.value = prop.key, prop.value

@@ -19,6 +19,11 @@ def _png(fig) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def _unit(record: dict[str, Any]) -> str:
+    """``WER`` or ``CER`` (the record's error unit)."""
+    return str(record.get("accuracy", {}).get("unit", "wer")).upper()
+
+
 def pareto_front(points: list[tuple[str, float, float]]) -> list[str]:
     """Names not dominated in (latency, WER), both lower-is-better, ordered by latency."""
     front, best = [], float("inf")
@@ -62,8 +67,8 @@ def wer_vs_latency(record: dict[str, Any]) -> str | None:
     ax.step([fx[i] for i in order], [fy[i] for i in order], where="post", color="tab:blue", alpha=0.6,
             label="Pareto front")
     ax.set_xlabel(f"latency p50, batch {record['gates'].get('latency_batch', 1)} (ms, mean over buckets)")
-    ax.set_ylabel("WER (%) with 95% CI")
-    ax.set_title("WER vs latency (green PASS, red FAIL)")
+    ax.set_ylabel(f"{_unit(record)} (%) with 95% CI")
+    ax.set_title(f"{_unit(record)} vs latency (green PASS, red FAIL)")
     ax.grid(alpha=0.3)
     ax.legend(loc="best")
     return _png(fig)
@@ -89,8 +94,8 @@ def condition_bars(record: dict[str, Any]) -> str | None:
             hi.append(max(w["high"] - w["estimate"], 0) * 100)
         ax.bar(xs, ys, width=width, yerr=[lo, hi], capsize=3, label=name)
     ax.set_xticks(range(len(conditions)), conditions)
-    ax.set_ylabel("WER (%) with 95% CI")
-    ax.set_title("WER per condition")
+    ax.set_ylabel(f"{_unit(record)} (%) with 95% CI")
+    ax.set_title(f"{_unit(record)} per condition")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return _png(fig)

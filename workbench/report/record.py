@@ -51,11 +51,11 @@ def record_digest(record: dict[str, Any]) -> str:
 def build_record(*, accuracy: dict, latency: dict, verdicts: list[dict], recommendation: str | None,
                  gates: dict, artifacts: list[dict[str, str]], machine: dict, packages: dict[str, str],
                  sensitivity: dict | None = None, notes: list[str] | None = None, decision: dict | None = None,
-                 backend: dict | None = None) -> dict[str, Any]:
-    """Assemble the record (plain JSON types only) and stamp its digest."""
+                 backend: dict | None = None, model: dict | None = None) -> dict[str, Any]:
+    """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
     record: dict[str, Any] = {
         "schema": RECORD_SCHEMA, "version": RECORD_VERSION,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "model": model,
         "baseline": accuracy["baseline"], "candidates": list(accuracy["candidates"]),
         "accuracy": accuracy, "latency": latency, "gates": gates, "verdicts": verdicts,
         "recommendation": recommendation, "decision": decision, "backend": backend, "sensitivity": sensitivity,

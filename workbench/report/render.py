@@ -29,6 +29,13 @@ def verdict_mode(record: dict[str, Any]) -> str:
     if isinstance(decision, dict) and isinstance(decision.get("mode"), str):
         return decision["mode"]
     return "ship" if record.get("recommendation") else "no-pass"
+def unit_label(record: dict[str, Any]) -> str:
+    """``WER`` or ``CER``: the unit the record's errors were counted in (records before units: WER)."""
+    return str(record.get("accuracy", {}).get("unit", "wer")).upper()
+
+
+def unit_words(record: dict[str, Any]) -> str:
+    return "chars" if unit_label(record) == "CER" else "words"
 
 
 def verdict_line(record: dict[str, Any]) -> str:
@@ -46,6 +53,7 @@ def _ratio(r: dict | None) -> str:
 def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
     """(title, header, rows) for every table; Markdown and HTML render the same tables."""
     acc = record["accuracy"]
+    label = unit_label(record)
     verdicts = {v["candidate"]: v for v in record["verdicts"]}
     out = []
     rows = []
@@ -55,7 +63,7 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
         speed = next((f"{p:.1f}" for n, p, _ in plots.speed_points(record) if n == name), "n/a")
         rows.append([name, _ci(c["wer"]), _ci(c["delta"]), speed,
                      f"{lat['peak_rss_mb']:.0f}" if lat else "n/a", verdicts[name]["summary"]])
-    out.append(("Candidates", ["candidate", "WER % [95% CI]", "delta vs baseline, pts [95% CI]",
+    out.append(("Candidates", ["candidate", f"{label} % [95% CI]", "delta vs baseline, pts [95% CI]",
                                "p50 ms (gate batch)", "peak RSS MB", "verdict"], rows))
     for kind in ("condition", "accent", "voice"):
         rows = []
@@ -64,7 +72,7 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
                 rows.append([group, name, str(g["utterances"]), str(g["reference_words"]), _ci(g["wer"]),
                              _ci(g["delta"]), g["wer"]["unit"]])
         if rows:
-            out.append((f"WER per {kind}", [kind, "candidate", "utts", "words", "WER % [CI]",
+            out.append((f"{label} per {kind}", [kind, "candidate", "utts", unit_words(record), f"{label} % [CI]",
                                             "delta pts [CI]", "resampled"], sorted(rows, key=lambda r: r[0])))
     rows = []
     for name in record["candidates"]:
@@ -87,6 +95,9 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             for v in record["verdicts"] for c in v["checks"]]
     out.append(("Gate checks", ["candidate", "gate", "detail", "result"], rows))
     prov = record["provenance"]
+    model = record.get("model")
+    if model:
+        out.append(("Model", ["key", "value"], [[k, str(v)] for k, v in model.items() if k != "text_normalisation"]))
     out.append(("Input artifacts", ["role", "kind", "path", "sha256"],
                 [[a["role"], a["kind"], a["path"], a["sha256"]] for a in prov["artifacts"]]))
     out.append(("Machine", ["key", "value"], [[k, str(v)] for k, v in prov["machine"].items()]))
@@ -102,11 +113,12 @@ def _method(record: dict[str, Any]) -> list[str]:
     acc, g = record["accuracy"], record["gates"]
     lines = [
         f"Text normalisation (references and hypotheses): {acc['normalisation']}.",
-        f"WER = (S + D + I) / reference words, jiwer alignment, greedy CTC decoding. Intervals: "
+        f"{unit_label(record)} = (S + D + I) / reference {'characters' if unit_label(record) == 'CER' else 'words'}, "
+        "jiwer alignment, greedy CTC decoding with the model's own vocabulary. Intervals: "
         f"{int(acc['level'] * 100)}% percentile bootstrap, {acc['resamples']} resamples, seed {acc['seed']}, "
         f"resampling {acc['bootstrap_unit']}s; deltas are paired (same resamples for both systems).",
-        f"Gates: overall WER delta CI upper end <= {g['max_wer_delta_points']} pts; every condition <= "
-        f"{g['max_condition_wer_delta_points']} pts"
+        f"Gates: overall {unit_label(record)} delta CI upper end <= {g['max_wer_delta_points']} pts; every "
+        f"condition <= {g['max_condition_wer_delta_points']} pts"
         + (f"; latency {g['latency_percentile']} at batch {g['latency_batch']} <= {g['max_latency_ms']} ms"
            if g.get("max_latency_ms") is not None else "; no latency limit")
         + ".",
@@ -125,7 +137,9 @@ def _method(record: dict[str, Any]) -> list[str]:
 
 
 def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
-    figs = [("WER vs latency", plots.wer_vs_latency(record)), ("WER per condition", plots.condition_bars(record))]
+    label = unit_label(record)
+    figs = [(f"{label} vs latency", plots.wer_vs_latency(record)),
+            (f"{label} per condition", plots.condition_bars(record))]
     if record.get("sensitivity"):
         figs.append(("Per-layer sensitivity", plots.sensitivity_bars(record["sensitivity"])))
     return [(t, f) for t, f in figs if f]

@@ -22,6 +22,8 @@ from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_a
 from workbench.evaluate.bootstrap import Interval
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.transcribe import transcribe
+from workbench.evaluate.wer import Scoring
+from workbench.model.description import ModelDescription
 from workbench.quantize.plan import PrecisionPlan
 from workbench.speech.records import Clip
 
@@ -80,8 +82,11 @@ class DevEvaluator:
     """Evaluates plans on ``clips`` against the FP32 transcripts of the same clips."""
 
     def __init__(self, variants: VariantRunner, clips: list[Clip], gates: GateConfig, resamples: int = 1000,
-                 seed: int = 0, progress: bool = True, signoff_utterances: int | None = None) -> None:
+                 seed: int = 0, progress: bool = True, signoff_utterances: int | None = None, *,
+                 model: ModelDescription) -> None:
         self.variants = variants
+        self.model = model  # features, vocabulary, text normaliser and error unit
+        self.scoring = Scoring.for_model(model)
         # judge as if on a set of ``signoff_utterances``: interval half-widths x sqrt(dev size / that size)
         self.widen = max(1.0, math.sqrt(len(clips) / signoff_utterances)) if signoff_utterances else 1.0
         self.clips = clips
@@ -98,14 +103,14 @@ class DevEvaluator:
     def _transcribe(self, plan: PrecisionPlan) -> tuple[list[str], float]:
         audios = tqdm((c.audio for c in self.clips), total=len(self.clips), desc=f"WER {plan.name}",
                       unit="utt", leave=False, disable=not self.progress)
-        result = transcribe(self.variants.runner(plan), audios, plan.name)
+        result = transcribe(self.variants.runner(plan), audios, self.model, plan.name)
         return result.texts, result.seconds
 
     def _score(self, plan: PrecisionPlan, texts: list[str], seconds: float, count: bool = True) -> Evaluation:
         name = plan.name
         hyps = {BASELINE: self.baseline_texts} if name == BASELINE else {BASELINE: self.baseline_texts, name: texts}
         accuracy = compare_accuracy(self.utterances, hyps, BASELINE, resamples=self.resamples, seed=self.seed,
-                                    group_kinds=("condition",))
+                                    group_kinds=("condition",), scoring=self.scoring)
         cand = accuracy.candidates[name]
         judged = replace(accuracy, candidates={**accuracy.candidates, name: widened(cand, self.widen)})
         verdict = next(v for v in judge(judged, None, self.gates) if v.candidate == name)

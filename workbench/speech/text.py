@@ -1,9 +1,10 @@
-"""English text for synthetic speech, from WordNet (Debian/PyPI package data), and the text normaliser.
+"""English text for synthetic speech, from WordNet (Debian/PyPI package data), and its normaliser.
 
 Sentences are WordNet's example sentences (the quoted parts of each gloss) and glosses. Each text is
-normalised to the model's alphabet (``normalise_text``, also applied to references and
-hypotheses before WER) and assigned to one split (train, calib or eval) by a hash of the
-normalised text, so the splits are disjoint on every machine without coordination.
+normalised to the default alphabet (``normalise_text``: what the synthetic voices say and the set's
+reference text; sources use it too) and assigned to one split (train, calib or eval) by a hash of the
+normalised text, so the splits are disjoint on every machine without coordination. Scoring normalises
+references and hypotheses with the rules of the model's own vocabulary (``workbench.model.textnorm``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,6 @@ _SPLIT_OF_BUCKET = {0: "eval", 1: "calib"}  # buckets 2..9 of 10 go to training
 
 _QUOTE = re.compile(r'"([^"]+)"')
 _NOT_ALPHABET = re.compile(r"[^A-Z' ]+")
-
-NORMALISATION = (
-    "upper-case; accents folded (É->E, ß->SS); '-', '_' and other separators -> space; every character "
-    "outside A-Z and the apostrophe removed; quote marks (apostrophes at word edges) removed; "
-    "whitespace collapsed; words are the space-separated tokens"
-)  # stated in every report
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Engine build from any ONNX file, with an engine cache under ``engines/`` and a timing cache.
 
-The cache key is the sha256 of the ONNX file's hash (external data files included), the build settings and the TensorRT flavour and
-version. Each engine ``<stem>-<key16>.engine`` has a JSON sidecar (provenance, shapes, build time)
-and ``.layers.json`` (the precision summary of the parsed network). Writes are atomic.
+The cache key is the sha256 of the ONNX file's hash (external data files included), the build settings and
+the TensorRT flavour and version. Each engine ``<stem>-<key16>.engine`` has a JSON sidecar (provenance, with
+the model the ONNX file names when the build job passes it; shapes, build time) and ``.layers.json`` (the precision summary of the parsed network). Writes are atomic.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ class BuildSettings:
     optimization_level: int | None = None
     legacy_int8_cache: Path | None = None  # TensorRT <= 10 implicit INT8 from a calibration cache
     calibration_set: dict[str, str] | None = None  # provenance of the durations, when they came from a set
+    model: dict[str, Any] | None = None  # the model the ONNX file names (provenance; its hash is in the ONNX's)
 
     def key_fields(self) -> dict[str, Any]:
         out = {"batches": sorted(set(self.batches)), "samples": self.samples.as_list(),
@@ -193,6 +194,7 @@ def _build(onnx_path: Path, onnx_sha: str, settings: BuildSettings, trt: TensorR
         "timing_cache": str(timing_path) if timing_path else f"not used: {trt.flavour} timing cache is a no-op",
         "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "precision_counts": summary.compute_precisions(),
+        "model": settings.model,
     }
     write_json_atomic(summary_path, summary.to_json())
     write_bytes_atomic(engine_path, data)

@@ -1,9 +1,11 @@
 """Layer-by-layer precision summary of a parsed TensorRT network (works on any flavour's objects).
 
 For every layer: name, type and the dtype of each input and output tensor. Compute layers
-(convolution, matrix multiply) also get an effective precision: ``int8`` when every input arrives
+(convolution, matrix multiply) also get an effective precision: ``int8`` when both operands (data and
+weight; a separate bias input, as HuBERT's and Data2VecAudio's biased convs get, stays float) arrive
 through a DequantizeLinear of an INT8 tensor (explicit Q/DQ, which TensorRT fuses into an INT8
-kernel; reshapes in between are looked through), ``int8-partial`` when only some do, else the dtype of their inputs (``fp16``/``fp32``...).
+kernel; reshapes in between are looked through), ``int8-partial`` when only one does, else the dtype of their
+inputs (``fp16``/``fp32``...).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def summarise_network(network: Any) -> PrecisionSummary:
         ltype = _enum_name(layer.type)
         precision = None
         if ltype in COMPUTE_TYPES and inputs:
-            precision = _compute_precision(inputs, producers)
+            precision = _compute_precision(inputs[:2], producers)  # data and weight; a bias stays float
         summary.layers.append(LayerInfo(
             index=index, name=layer.name, type=ltype,
             inputs=[TensorInfo(t.name, dtype_name(t.dtype)) for t in inputs],

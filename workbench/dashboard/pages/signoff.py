@@ -35,6 +35,10 @@ def render() -> None:
     {"ship": st.success, "accuracy-signoff": st.info}.get(verdict_mode(record), st.error)(f"### {verdict}")
     st.caption(f"created {record['created']} · baseline `{record['baseline']}` · record sha256 "
                f"`{record['record_sha256'][:16]}…`")
+    model = record.get("model")
+    if model:
+        st.caption(f"model {model['architecture']} `{model['source']}` ({model['model_hash'][:12]}) · errors counted "
+                   f"in {str(model['error_unit']).upper()} (from {model['error_unit_from']})")
     problems = data.input_problems(view)
     if problems:
         st.warning("Inputs changed since this report was made; `python -m workbench report` will refuse it:\n\n"

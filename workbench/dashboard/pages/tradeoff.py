@@ -1,7 +1,7 @@
-"""Trade-off page: WER (overall or per condition) against latency for every candidate of a sign-off
-record, PASS/FAIL, the Pareto front and the gates drawn; choosing a candidate shows its precision plan. An
-anchors record (a sign-off record with ``anchors.json`` beside it, from ``benchmarks/anchors.py``) marks which
-tool made each point: ONNX Runtime, ModelOpt or the workbench."""
+"""Trade-off page: WER or CER (the record's unit; overall or per condition) against latency for every
+candidate of a sign-off record, PASS/FAIL, the Pareto front and the gates drawn; choosing a candidate
+shows its precision plan. An anchors record (a sign-off record with ``anchors.json`` beside it, from
+``benchmarks/anchors.py``) marks which tool made each point: ONNX Runtime, ModelOpt or the workbench."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from workbench.dashboard.data import reports as data
 from workbench.errors import WorkbenchError
 from workbench.report.render import verdict_line
 from workbench.search.outputs import SEARCH_FORMAT
+from workbench.report.render import unit_label
 
 MEAN_P50 = "mean p50 over duration buckets (what 'fastest' is judged on)"
 
@@ -29,6 +30,11 @@ def render() -> None:
         _search(roots, searches)
     else:
         _signoff(roots)
+
+
+def _shown(frame, unit: str):
+    """The frame with its ``WER`` columns named after the record's unit (WER or CER), for display."""
+    return frame.rename(columns={c: c.replace("WER", unit) for c in frame.columns if "WER" in c})
 
 
 def _plan_view(plan, candidate: str) -> None:
@@ -51,7 +57,8 @@ def _search(roots, searches: list[str]) -> None:
         return
     path, search = opened
     conds = sorted(search.get("baseline", {}).get("per_condition", {}))
-    group = st.selectbox("WER of", ["overall"] + conds, key="search-group")
+    unit = str(search.get("error_unit", "wer")).upper()
+    group = st.selectbox(f"{unit} of", ["overall"] + conds, key="search-group")
     frame = layers.search_frame(search, group)
     if frame.empty:
         st.warning("This search record has no evaluated candidates.")
@@ -62,19 +69,19 @@ def _search(roots, searches: list[str]) -> None:
     lines = {"wer": float(base["WER %"].iloc[0]) + allowed if allowed is not None and not base.empty else None,
              "allowed_delta": allowed, "latency": None}
     dev = search.get("dev_set", {})
-    st.caption(f"WER on the dev set `{dev.get('name')}` ({dev.get('utterances')} utterances); latency = mean ms per "
+    st.caption(f"{unit} on the dev set `{dev.get('name')}` ({dev.get('utterances')} utterances); latency = mean ms per "
                f"utterance, batch 1, ONNX Runtime CPU. {search.get('evaluations')} full evaluations "
                f"(one group at a time would need {search.get('one_at_a_time_evaluations')}).")
     if frame["latency ms"].notna().any():
         ui.chart(charts.tradeoff_chart(frame, lines, "latency ms", "mean ms per utterance",
-                                              f"WER {group} (%) with 95% CI"))
+                                       f"{unit} {group} (%) with 95% CI", unit))
     found = search.get("found")
     found_row = frame[frame["recommended"]]
     st.markdown(f"Found plan: **{found['name']}** (step {found['step']}, candidate "
                 f"`{found_row['candidate'].iloc[0] if not found_row.empty else '?'}`, "
                 f"{found['int8_share'] * 100:.0f} % of nodes INT8)" if found
                 else "**No plan met the budget on the dev set.**")
-    st.dataframe(frame, width="stretch", hide_index=True)
+    st.dataframe(_shown(frame, unit), width="stretch", hide_index=True)
     st.subheader("Candidate plan")
     names = list(frame["candidate"])
     if not found_row.empty and st.query_params.get("search_candidate") not in names:
@@ -98,14 +105,15 @@ def _signoff(roots) -> None:
         return
     record = view.record
     gates = record["gates"]
+    unit = unit_label(record)
     c1, c2 = st.columns(2)
-    group = c1.selectbox("WER of", [data.OVERALL] + data.conditions(record), key="group")
+    group = c1.selectbox(f"{unit} of", [data.OVERALL] + data.conditions(record), key="group")
     pct = gates.get("latency_percentile", "p90")
     gate_metric = f"{pct} at batch {gates.get('latency_batch', 1)}, worst bucket (what the latency gate judges)"
     axis = c2.radio("Latency axis", [MEAN_P50, gate_metric], key="axis")
     frame = data.tradeoff_frame(record, group)
     if frame.empty:
-        st.warning(f"No candidate has a WER for {group}.")
+        st.warning(f"No candidate has a {unit} for {group}.")
         return
     _mark_anchors(view.folder, frame)
     field = "latency ms" if axis == MEAN_P50 else f"{pct} worst ms"
@@ -114,16 +122,16 @@ def _signoff(roots) -> None:
         lines = {**lines, "latency": None}  # the latency limit is on the other metric
     if frame[field].notna().any():
         title = f"latency, batch {gates.get('latency_batch', 1)} (ms)"
-        ui.chart(charts.tradeoff_chart(frame, lines, field, title, f"WER {group} (%) with 95% CI"))
+        ui.chart(charts.tradeoff_chart(frame, lines, field, title, f"{unit} {group} (%) with 95% CI", unit))
     else:
-        st.info("This record has no latency measurements (signoff ran with --no-latency); WER only below.")
+        st.info(f"This record has no latency measurements (signoff ran with --no-latency); {unit} only below.")
     st.markdown(f"Verdict: **{verdict_line(record)}**")
     if lines.get("wer") is not None:
-        st.caption(f"Red dashed line: baseline WER + {lines['allowed_delta']} pts. The gate itself is judged on the "
+        st.caption(f"Red dashed line: baseline {unit} + {lines['allowed_delta']} pts. The gate itself is judged on the "
                    "upper end of the paired delta interval, shown as 'delta upper pts' below.")
-    st.dataframe(frame, width="stretch", hide_index=True,
+    st.dataframe(_shown(frame, unit), width="stretch", hide_index=True,
                  column_config={c: st.column_config.NumberColumn(format="%.2f") for c in
-                                ("WER %", "WER low %", "WER high %", "delta pts", "delta upper pts",
+                                (f"{unit} %", f"{unit} low %", f"{unit} high %", "delta pts", "delta upper pts",
                                  "latency ms", f"{pct} worst ms")})
 
     st.subheader("Candidate plan")
