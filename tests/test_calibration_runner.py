@@ -148,3 +148,15 @@ def test_linked_and_copied_sessions_compute_the_same(tmp_path: Path, monkeypatch
     for a, b in zip(linked, copied):
         assert np.array_equal(a, b)
     assert source.read_bytes() == before and source.stat().st_nlink == 1  # the link went with the session
+
+
+def test_statistics_list_tensors_in_graph_order(tmp_path: Path) -> None:
+    """Whichever statistics thread finishes first, the tensors (and so the sidecars' lists) come in graph order."""
+    path = tmp_path / "small.onnx"
+    onnx.save(small_graph(), str(path))
+    clips = [np.random.default_rng(k).laplace(0, 1, 24).astype(np.float32) for k in range(3)]
+    stats = collect_statistics(path, clips, len(clips), checkpoint=2)
+    assert list(stats.maxes.amax) == list(stats.histograms) == list(stats.tops) == ["y", "z"]
+    stats.maxes.amax = dict(reversed(list(stats.maxes.amax.items())))
+    stats.in_order(["y", "z"])
+    assert list(stats.maxes.amax) == ["y", "z"]

@@ -28,7 +28,7 @@ PAGES = {
     "sets": ("Speech sets", "Listen to", 4),
     "calibration": ("Calibration", "cached amax", 2),
     "layers": ("Layers", "tensors compared", 1),
-    "tradeoff": ("Trade-off: accuracy vs latency", "Recommendation", 2),
+    "tradeoff": ("Trade-off: accuracy vs latency", "Verdict:", 2),
     "signoff": ("Sign-off", "Downloads", 0),
     "run": ("Run", "Start calibration", 0),
 }

@@ -239,6 +239,19 @@ class StreamingStats:
             hist.add_magnitudes(magnitudes, top)
         return top
 
+    def in_order(self, names: list[str]) -> None:
+        """Order every per-tensor dict by ``names`` (tensors not in it keep their place after them)."""
+        rank = {n: k for k, n in enumerate(names)}
+
+        def ordered(d: dict) -> dict:
+            return dict(sorted(d.items(), key=lambda kv: rank.get(kv[0], len(rank))))
+
+        self.maxes.amax = ordered(self.maxes.amax)
+        self.histograms = ordered(self.histograms)
+        self.tops = ordered(self.tops)
+        if self.checkpoint is not None:
+            self.checkpoint.in_order(names)
+
     def histogram(self, name: str) -> Histogram | None:
         hist = self.histograms.get(name)
         return hist.finish() if hist is not None else None

@@ -142,7 +142,7 @@ def assess(before: dict[str, float], after: dict[str, float], tops: dict[str, li
             row = TensorChange(name, row.before, row.after,
                                _driver(tops.get(name, [])[checkpoint:], conditions[checkpoint:], start, row.change > 0))
         rows.append(row)
-    rows.sort(key=lambda c: -abs(c.change))
+    rows.sort(key=lambda c: (-abs(c.change), c.tensor))  # ties (e.g. no change) by name: the same file every run
     return Convergence(clips, clips - checkpoint, method, tolerance, tuple(rows))
 
 

@@ -177,6 +177,7 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
                 task.result()
     if seen == 0:
         raise WorkbenchError("the calibration set has no clips")
+    stats.in_order(names)  # the threads finish in any order; files list tensors in graph order
     return stats
 
 
