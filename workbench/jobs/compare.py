@@ -105,8 +105,9 @@ def _candidate(prepared: Prepared, candidate: Path | None, plan: PrecisionPlan |
     label = f"{plan.name}-{prepared.tag}" if plan.name != "int8" else f"int8-{prepared.tag}"
     path = prepared.int8_onnx if plan is INT8 and prepared.int8_onnx else prepared.folder / f"model.{label}.onnx"
     if plan is not INT8 or not path.exists():  # a plan file may have changed under the same name: rebuild
-        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path)
-    return name or label, path, plan
+        plan = plan.with_guard(prepared.guard)
+        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path, with_plan=True)
+    return name or label, path, plan.with_guard(prepared.guard)
 
 
 def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2, *, candidate: Path | None = None,
@@ -138,8 +139,8 @@ def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2
     if sensitivity:
         model = onnx.load(str(prepared.fp32_onnx))
         groups = node_groups(model, granularity)
-        ranked = rank_groups(VariantRunner(model, prepared.cache.amax(), threads, providers), groups, clips, rest, inverse,
-                             granularity, progress=progress, log=log)
+        variants = VariantRunner(model, prepared.cache.amax(), threads, providers, prepared.guard)
+        ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress, log=log)
         data = {**outputs.header(outputs.SENSITIVITY_FORMAT, prov), **ranked.to_json()}
         j, c = outputs.write_with_csv(outputs.sensitivity_path(folder, prepared.tag, rest, granularity), data,
                                       outputs.sensitivity_csv_rows)

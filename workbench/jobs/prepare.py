@@ -27,7 +27,8 @@ from workbench.workspace import area_path, default_area
 
 @dataclass
 class Prepared:
-    """Model hash and folder, FP32 ONNX, cache (path + parsed), calibration set, INT8-everywhere ONNX."""
+    """Model hash and folder, FP32 ONNX, cache (path + parsed), calibration set, INT8-everywhere ONNX, and the
+    FP16 guard's FP32 nodes (node -> reason) from the calibration set's float statistics."""
 
     model: str
     model_hash: str
@@ -38,6 +39,7 @@ class Prepared:
     calib_set: SpeechSet
     method: str
     int8_onnx: Path | None
+    guard: dict[str, str] = field(default_factory=dict)
 
     @property
     def tag(self) -> str:
@@ -61,7 +63,7 @@ def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", r
                                                          engines=root, calib_root=calib_root, backend=backend))
         cache = cache_mod.load(result.cache)
         return Prepared(str(model), model_hash(model), result.fp32_onnx.parent, result.fp32_onnx, result.cache,
-                        cache, speech_set, method, result.int8_onnx)
+                        cache, speech_set, method, result.int8_onnx, result.guard)
     check_cache_file(cache_path)
     cache = cache_mod.load(Path(cache_path))
     mhash = model_hash(model)
@@ -76,8 +78,11 @@ def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", r
     if cache.keys.get("onnx") != sha256_file(fp32):
         raise WorkbenchError(f"calibration cache {cache_path} was made for another ONNX export than {fp32}; "
                              "recalibrate (python -m workbench calibrate)")
+    from workbench.quantize.guard import guard_for_set
+
+    guard, _ = guard_for_set(fp32, speech_set, fp32.parent)
     return Prepared(str(model), mhash, fp32.parent, fp32, Path(cache_path), cache, speech_set,
-                    str(cache.keys.get("method", method)), None)
+                    str(cache.keys.get("method", method)), None, guard)
 
 
 def check_method(method: str) -> None:
