@@ -267,12 +267,14 @@ def test_demo_fp16_and_mixed_variants_pass_the_wer_gates(tmp_path) -> None:
     """Demo model, demo-style sets (small), percentile calibration: FP16 and the demo's mixed plan (feature
     encoder and the attention scores of layers 2 and 5 in FP16, the rest INT8) pass every WER gate and the
     overflow check in a sign-off."""
+    from workbench.calibration import cache as cache_mod
     from workbench.calibration.methods import MethodSpec
-    from workbench.config import DEMO_MODEL_DIR, SetBuildConfig
-    from workbench.quantize.plan import quantizable_nodes
+    from workbench.config import SetBuildConfig
     from workbench.jobs import calibrate
     from workbench.jobs.signoff import SignoffInputs
     from workbench.jobs.signoff import run as run_signoff
+    from workbench.quantize.plan import quantizable_nodes
+    from workbench.resources import demo_model_dir
     from workbench.speech.builder import build_synthetic_sets
     from workbench.speech.tts import available_voices
 
@@ -280,14 +282,12 @@ def test_demo_fp16_and_mixed_variants_pass_the_wer_gates(tmp_path) -> None:
         pytest.skip("no TTS engine installed (run ./setup.sh)")
     built = build_synthetic_sets(SetBuildConfig(name="demo", calib_per_condition=8, eval_per_condition=16, seed=3),
                                  root=tmp_path / "sets")
-    result = calibrate.run(calibrate.CalibrateInputs(DEMO_MODEL_DIR, str(built.calib.path),
+    result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), str(built.calib.path),
                                                      MethodSpec("percentile", 99.99), engines=tmp_path / "engines"))
     assert json.loads(result.fp16_onnx.with_suffix(".plan.json").read_text())["counts"]["fp16"] > 300
     model = onnx.load(str(result.fp32_onnx))
     fp16_nodes = {n: "fp16" for n in quantizable_nodes(model)
                   if "feature_extractor" in n or any(f"layers.{i}/attention/MatMul" in n for i in (2, 5))}
-    from workbench.calibration import cache as cache_mod
-
     mixed = build_variant(result.fp32_onnx, cache_mod.load(result.cache).amax(),
                           PrecisionPlan("mixed", "int8", fp16_nodes).with_guard(result.guard),
                           result.fp32_onnx.with_name("model.mixed.onnx"))
