@@ -298,3 +298,23 @@ def test_demo_fp16_and_mixed_variants_pass_the_wer_gates(tmp_path) -> None:
     assert verdicts["fp16"]["passed"], verdicts["fp16"]["summary"]
     assert verdicts["mixed"]["passed"], verdicts["mixed"]["summary"]
     assert any("overflow" == c["name"] and c["passed"] for c in verdicts["mixed"]["checks"])
+
+
+def test_float_statistics_file_is_reused_and_a_damaged_one_recomputed(planted_file, tmp_path, tiny_sets) -> None:
+    """``guard_for_set`` keeps its statistics beside the export, keyed by export and set: reused while the keys
+    match; a damaged file or one made for another export is recomputed, never used or fatal."""
+    from workbench.quantize.float_stats import FloatStats
+    from workbench.quantize.guard import guard_for_set
+
+    keep, path = guard_for_set(planted_file, tiny_sets.calib, tmp_path)
+    assert list(keep) == ["amplify", "attenuate"] and path.name == f"float-{tiny_sets.calib.content_hash[:12]}.json"
+    written = path.read_bytes()
+    assert guard_for_set(planted_file, tiny_sets.calib, tmp_path) == (keep, path) and path.read_bytes() == written
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(WorkbenchError, match="delete the file to recompute"):
+        FloatStats.load(path)
+    assert guard_for_set(planted_file, tiny_sets.calib, tmp_path)[0] == keep
+    assert FloatStats.load(path).keys["calibration_set"] == tiny_sets.calib.content_hash
+    other = tmp_path / "other.onnx"
+    onnx.save(planted(gain=1.0), str(other))  # another export, same set: the stored statistics are not used
+    assert guard_for_set(other, tiny_sets.calib, tmp_path)[0] == {}

@@ -11,7 +11,6 @@ the same sums per second of audio, so that the guard can project them to the lon
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -21,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 from tqdm import tqdm
 
-from workbench.artifacts import write_json_atomic
+from workbench.artifacts import read_json_artifact, write_json_atomic
 from workbench.config import SAMPLE_RATE
 from workbench.errors import WorkbenchError
 from workbench.quantize.plan import tensor_types
@@ -87,11 +86,13 @@ class FloatStats:
 
     @classmethod
     def load(cls, path: Path) -> "FloatStats":
+        """Read through the one JSON-artifact reader; anything unreadable or malformed is a WorkbenchError."""
+        hint = "delete the file to recompute them"
+        data = read_json_artifact(path, SCHEME, hint, what="float statistics")
         try:
-            return cls.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise WorkbenchError(f"float statistics {path} are not readable ({exc}); delete the file to recompute "
-                                 "them") from exc
+            return cls.from_json(data)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise WorkbenchError(f"float statistics {path} are malformed ({exc}); {hint}") from exc
 
 
 def _static_dims(model: onnx.ModelProto) -> dict[str, list[int | None]]:
