@@ -8,18 +8,27 @@ timed in its own subprocess by ``workbench.evaluate.latency.measure_latency`` th
 Variants (``workbench.quantize.build_variant`` with a ``PrecisionPlan``; ranges from the real calibration,
 ``workbench.calibration.runner.calibrate_ranges``, entropy, on ``--calib-clips`` clips):
 
-- CPU (ONNX Runtime CPU EP): ``fp32``, ``fp16`` (MatMul/Conv in FP16 with Casts), ``int8`` (INT8 everywhere,
-  the TensorRT-bound Q/DQ graph as written), ``int8-cpu`` (the same graph through
+- CPU (ONNX Runtime CPU EP): ``fp32``, ``fp16`` (the whole graph in FP16 but the FP16 guard's FP32 nodes),
+  ``int8`` (INT8 everywhere, the TensorRT-bound Q/DQ graph as written: FP16 between the islands),
+  ``int8-cpu`` (the same INT8 arithmetic with FP32 between the islands through
   ``workbench.quantize.ort_cpu.cpu_flavour``), ``mixed`` and ``mixed-cpu`` (a mixed plan: ``--mixed-plan``,
   e.g. the mixed-precision search's found plan, else the fixed plan of ``fixed_mixed_plan``).
   Named only: ``int8-cpu-u8`` and ``int8-cpu-s8``, the flavour with uint8 or int8 weights forced (``int8-cpu``
   takes what this CPU computes exactly); ``int8-cpu-s8`` runs ORT's U8S8 kernels as they are (wrong on an x86
   CPU without VNNI), to measure what uint8 weights cost.
   The demo model's variants are also checked for accuracy on ``--accuracy-clips`` clips of the evaluation set.
-- CUDA (onnxruntime-gpu, CUDA EP): ``fp32``, ``fp16`` (build_variant's FP16 plan) and ``fp16-ort``
-  (onnxruntime's float16 converter, IO kept FP32). Besides the runner's end-to-end time (numpy in and out,
-  host<->device copies included) each point is also timed device-resident (IO binding, input on the GPU),
-  which is what the PyTorch eager figures of ``benchmarks/gpu_torch.py`` measure.
+- CUDA (onnxruntime-gpu, CUDA EP): ``fp32``, ``fp16`` (as above), ``fp16-unguarded`` (the same without the
+  guard's FP32 nodes: what the guard costs), ``fp16-casts`` (the earlier FP16 plan: FP16 MatMul/Conv with a
+  Cast pair each, everything else FP32), ``fp16-ort`` (onnxruntime's float16 converter, IO kept FP32),
+  ``int8`` and ``mixed`` (FP16 between the Q/DQ islands; ONNX Runtime's CUDA EP runs Q/DQ as separate
+  kernels and the MatMuls in FP16, so this is the graph's cost there, not TensorRT's INT8 speed). Besides
+  the runner's end-to-end time (numpy in and out, host<->device copies included) each point is also timed
+  device-resident (IO binding, input on the GPU), which is what the PyTorch eager figures of
+  ``benchmarks/gpu_torch.py`` measure; every variant's logits on the timing clips are compared with FP32's
+  on the same provider (token agreement, max |diff|, inf/NaN).
+
+The FP16 guard's FP32 nodes come from float statistics of the calibration clips
+(``workbench.quantize.float_stats`` / ``guard``); they are recorded per model (``models.<m>.fp16_guard``).
 
 TensorRT INT8 latency is not measured: the H200 machine has no TensorRT, and the TensorRT-RTX runtime that
 installs here refuses compute capability 9.0 (see docs/design.md).
@@ -50,7 +59,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from inference_bench.accuracy import accuracy_check  # noqa: E402
+from inference_bench.accuracy import accuracy_check, logit_check  # noqa: E402
 from inference_bench.child import child, time_variant  # noqa: E402
 from inference_bench.interleaved import interleaved  # noqa: E402
 from inference_bench.prep import CPU_VARIANTS, CUDA_VARIANTS, WEIGHT_VARIANTS, clip_source, prepare_model  # noqa: E402
@@ -147,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     interleaved_runs: dict = {}
     for model in args.model_list:
         print(f"[{model}] export, calibration, variants ...", flush=True)
-        variants, info = prepare_model(model, args.variant_list, work, calib, args.mixed_plan)
+        variants, info = prepare_model(model, args.variant_list, work, calib, args.mixed_plan,
+                                       float_precision="fp16" if args.backend == "cuda" else "fp32")
         info["variants"] = {v.name: {k: val for k, val in asdict(v).items() if k not in ("model", "name", "path")}
                             for v in variants}
         models[model] = info
@@ -160,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
             interleaved_runs[model] = interleaved(chosen, list(np.load(clips_path)), args.interleave_points,
                                                   args.interleave_rounds, providers_of(args), args.threads)
+        if args.backend == "cuda":
+            print(f"[{model}] logits vs fp32 on the timing clips ...", flush=True)
+            accuracy.setdefault("logits_vs_fp32", {})[model] = logit_check(variants, list(np.load(clips_path)),
+                                                                          providers_of(args))
         if model == "demo" and args.backend == "cpu" and args.accuracy_clips:
             print(f"[{model}] accuracy check on {args.accuracy_clips} clips of {args.eval_set} ...", flush=True)
             accuracy = accuracy_check(variants, args.eval_set, args.accuracy_clips, args.threads)
@@ -167,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     table = format_table(rows)
     print("\n" + table)
     gains = {v: speedups(rows, v) for v in ("int8", "int8-cpu", *WEIGHT_VARIANTS, "mixed", "mixed-cpu", "fp16",
-                                             "fp16-ort")
+                                             "fp16-unguarded", "fp16-casts", "fp16-ort")
              if any(r.get("variant") == v for r in rows)}
     for variant, per_model in gains.items():
         for model, g in per_model.items():

@@ -72,8 +72,6 @@ def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashA
     from workbench.evaluate.gates import GateConfig
     from workbench.evaluate.latency import LatencyConfig
     from workbench.model.synthetic import save_random_wav2vec2
-    from workbench.quantize.plan import FP16
-    from workbench.quantize.qdq import build_variant
     from workbench.jobs.signoff import SignoffInputs
     from workbench.jobs.signoff import run as run_signoff
 
@@ -85,7 +83,7 @@ def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashA
     model = save_random_wav2vec2(root / "models" / "tiny", "tiny", seed=0)
     calibrated = calibrate.run(calibrate.CalibrateInputs(model, str(calib.path), MethodSpec("entropy"),
                                                          engines=root / "engines", parity_clips=2))
-    fp16 = build_variant(calibrated.fp32_onnx, {}, FP16, calibrated.fp32_onnx.with_name("model.fp16.onnx"))
+    fp16 = calibrated.fp16_onnx
     report_dir = root / "reports" / "unit-signoff"
     inputs = SignoffInputs(candidates=[("fp32", calibrated.fp32_onnx), ("fp16", fp16),
                                        ("int8-entropy", calibrated.int8_onnx)],

@@ -275,12 +275,21 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
         assert row["verdict"] == ("PASS" if verdict["passed"] else "FAIL")
     assert record["recommendation"]  # the fixture's gates pass at least one candidate
     assert f"Verdict: **{verdict_line(record)}**" in texts(at.markdown)
-    nodes = len(quantizable_nodes(onnx.load(str(artifacts.calibrated.fp32_onnx))))
-    expected = {"fp32": "fp32 nodes", "fp16": "fp16 nodes", "int8-entropy": "int8 nodes"}
-    for candidate, label in expected.items():
+    fp32 = onnx.load(str(artifacts.calibrated.fp32_onnx))
+    compute = len(quantizable_nodes(fp32))
+    every = sum(n.op_type != "Cast" for n in fp32.graph.node)  # the plan covers every node (Casts are not planned)
+    labels = ("int8 nodes", "fp16 nodes", "fp32 nodes", "no float data")
+    for candidate in ("fp32", "fp16", "int8-entropy"):
         at.selectbox(key="pick-candidate").select(candidate).run()
         assert not at.exception
-        assert {m.label: m.value for m in at.metric}[label] == str(nodes), candidate
+        metrics = {m.label: int(m.value) for m in at.metric if m.label in labels}
+        assert sum(metrics.values()) == every, candidate
+        if candidate == "fp32":
+            assert metrics["int8 nodes"] == metrics["fp16 nodes"] == 0 and metrics["fp32 nodes"] > compute
+        if candidate == "fp16":  # the whole graph in FP16 but the guard's FP32 nodes
+            assert metrics["int8 nodes"] == 0 and metrics["fp16 nodes"] > metrics["fp32 nodes"] + compute
+        if candidate == "int8-entropy":
+            assert metrics["int8 nodes"] == compute and metrics["fp16 nodes"] > metrics["fp32 nodes"]
     gate_axis = [o for o in at.radio(key="axis").options if "latency gate" in o][0]
     at.radio(key="axis").set_value(gate_axis).run()  # the axis the latency gate judges, with its limit drawn
     assert not at.exception
@@ -405,6 +414,7 @@ def test_layers_page_matches_the_compare_outputs(artifacts) -> None:
 
 def test_tradeoff_page_shows_search_candidates(artifacts) -> None:
     search = _compare_json(artifacts.root, "search-*.json")
+    fp32 = onnx.load(str(artifacts.calibrated.fp32_onnx))
     at = page("tradeoff")
     at.radio(key="source").set_value("search records").run()
     assert not at.exception
@@ -423,7 +433,8 @@ def test_tradeoff_page_shows_search_candidates(artifacts) -> None:
         assert not at.exception
         metrics = {m.label: m.value for m in at.metric}
         assert metrics["int8 nodes"] == str(c["int8_nodes"]), c["name"]
-        assert int(metrics["int8 nodes"]) + int(metrics["fp16 nodes"]) + int(metrics["fp32 nodes"]) == c["nodes"]
+        total = sum(int(metrics[k]) for k in ("int8 nodes", "fp16 nodes", "fp32 nodes", "no float data"))
+        assert total == len(fp32.graph.node)  # every node of the FP32 graph has a place in the plan
 
 
 def test_pages_name_the_records_error_unit(artifacts, tmp_path, monkeypatch) -> None:

@@ -151,3 +151,23 @@ class ConvergenceConfig:
 
 
 CONVERGENCE = ConvergenceConfig()
+
+
+@dataclass(frozen=True)
+class Fp16GuardConfig:
+    """When the FP16 guard keeps a node in FP32 (``workbench.quantize.guard``)."""
+
+    # a tensor whose calibrated |x| exceeds 65504 / headroom is kept FP32: calibration clips are a sample,
+    # deployed audio can be louder; 4 leaves two binades of room
+    headroom: float = 4.0
+    # sums over the time axis (GroupNorm over frames, pooling) grow with the clip: projected to this length
+    max_clip_seconds: float = 30.0
+    # a Softmax whose input reaches |x| where FP16's step exceeds this is kept FP32 with its input's writer:
+    # at step 1/8 (|x| >= 128) rounding alone moves a probability by up to 6 %
+    softmax_input_step: float = 1.0 / 16.0
+    # the overflow check before sign-off: outputs on every calibration clip, every tensor on this many (the
+    # longest half, where sums are largest, the rest spread over the set) and on any whose output held inf/NaN
+    overflow_every_tensor_clips: int = 16
+
+
+FP16_GUARD = Fp16GuardConfig()

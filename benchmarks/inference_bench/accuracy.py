@@ -1,4 +1,5 @@
-"""Accuracy of the benchmark's variants on evaluation clips: logits vs FP32, CPU flavour vs its graph, WER."""
+"""Accuracy of the benchmark's variants: on evaluation clips (CPU) logits vs FP32, CPU flavour vs its graph and
+WER; on the timing clips (any provider, the GPU too) logits vs FP32's on the same provider and inf/NaN."""
 
 from __future__ import annotations
 
@@ -47,4 +48,26 @@ def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: 
         base = name.partition("-cpu")[0]
         if base != name and base in logits:  # int8-cpu, int8-cpu-s8, ... vs int8
             out["cpu_flavour_vs_tensorrt_bound"][name] = compare(name, base)
+    return out
+
+
+def logit_check(variants: list[Variant], clips: list[np.ndarray], providers: list[str], seconds: float = 4.0) -> dict:
+    """Each variant's logits on ``clips`` (cut to ``seconds``) against FP32's on the same provider."""
+    from workbench.backends.onnxruntime import OnnxRuntimeRunner
+    from workbench.evaluate.latency import make_batch
+    from workbench.evaluate.transcribe import logits_of
+
+    feed = make_batch(clips, len(clips), seconds)
+    logits = {}
+    for variant in variants:
+        with OnnxRuntimeRunner(Path(variant.path), providers=providers, name=variant.name) as runner:
+            logits[variant.name] = np.asarray(logits_of(runner, feed), np.float32)
+    out = {}
+    for name, value in logits.items():
+        row = {"nonfinite": int(value.size - np.count_nonzero(np.isfinite(value)))}
+        if "fp32" in logits and name != "fp32":
+            ref = logits["fp32"]
+            row["max_abs_logit_diff"] = float(np.nanmax(np.abs(value - ref)))
+            row["token_agreement"] = float((value.argmax(-1) == ref.argmax(-1)).mean())
+        out[name] = row
     return out

@@ -1,4 +1,5 @@
-"""ONNX Runtime runner: CPU by default, CUDA when onnxruntime-gpu is installed and asked for."""
+"""ONNX Runtime runner: CPU by default, CUDA when onnxruntime-gpu is installed and asked for; and a CPU session
+that also returns any intermediate tensors (``session_with_outputs``: calibration, float statistics, checks)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,29 @@ def session_options(threads: int | None = None, optimization: str = "all", exact
     if exact_int8 and not u8s8_exact()[0]:
         opts.add_session_config_entry(PRECISION_MODE_KEY, "1")
     return opts
+
+
+def session_with_outputs(model: "onnx.ModelProto", names: list[str], options=None):
+    """An ONNX Runtime CPU session of ``model`` that returns the tensors ``names`` (its graph outputs replaced).
+
+    The outputs are swapped in place for serialisation and restored (a deep copy would hold the weights twice
+    more); ``options`` default to basic optimisation, so that every asked-for tensor survives.
+    """
+    import onnx
+    import onnxruntime as ort
+
+    options = options or session_options(optimization="basic")
+    original = [onnx.ValueInfoProto.FromString(o.SerializeToString()) for o in model.graph.output]
+    del model.graph.output[:]
+    model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names)
+    try:
+        data = model.SerializeToString()
+    finally:
+        del model.graph.output[:]
+        model.graph.output.extend(original)
+    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    del data
+    return session
 
 
 class OnnxRuntimeRunner(Runner):

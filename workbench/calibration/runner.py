@@ -81,12 +81,13 @@ def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threa
     then maps them from the page cache instead of reading the file (about 0.6 s for Wav2Vec2-base
     instead of 1.0-1.2 s). Where no hard link can be made (another file system), the file is copied
     there with the extra outputs appended (``graph_structure.outputs_fragment``). A ModelProto, or a
-    model with external data, is re-serialised with the outputs swapped. Thread-pool spinning is off
-    so the statistics threads get the cores while ONNX Runtime waits.
+    model with external data, is re-serialised with the outputs swapped
+    (``backends.onnxruntime.session_with_outputs``). Thread-pool spinning is off so the statistics
+    threads get the cores while ONNX Runtime waits.
     """
     import onnxruntime as ort
 
-    from workbench.backends.onnxruntime import session_options
+    from workbench.backends.onnxruntime import session_options, session_with_outputs
 
     options = session_options(threads, optimization="basic")
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -103,20 +104,7 @@ def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threa
             else:
                 write_with_external_weights(model, graph, _LINKED_WEIGHTS, names)
             return ort.InferenceSession(str(graph), options, providers=providers)
-    import onnx
-
-    # swap the outputs in place for serialisation (a deep copy would hold the weights twice more)
-    original = [onnx.ValueInfoProto.FromString(o.SerializeToString()) for o in model.graph.output]
-    del model.graph.output[:]
-    model.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names)
-    try:
-        data = model.SerializeToString()
-    finally:
-        del model.graph.output[:]
-        model.graph.output.extend(original)
-    session = ort.InferenceSession(data, options, providers=providers)
-    del data
-    return session
+    return session_with_outputs(model, names, options)
 
 
 def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarray], count: int | None,

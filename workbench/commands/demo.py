@@ -107,7 +107,7 @@ def _signoff(ctx: DemoContext) -> None:
 
     built = ctx.results["speech_sets"]
     calibrated = ctx.results["calibrate"]
-    candidates = [("fp32", calibrated.fp32_onnx), ("fp16", signoff.fp16_variant(calibrated.fp32_onnx)),
+    candidates = [("fp32", calibrated.fp32_onnx), ("fp16", calibrated.fp16_onnx),
                   (f"int8-{DEMO_METHOD}", calibrated.int8_onnx)]
     search = ctx.results.get("search")
     found = search.data["found"] if search else None

@@ -48,7 +48,8 @@ class LayerRow:
     overall: ErrorSums
     per_condition: dict[str, ErrorSums]
     polygraphy_passed: bool | None  # None: not checked by Polygraphy (not a compute node or model output)
-    precision: str | None
+    precision: str | None  # the plan's placement of the node (int8/fp16/fp32/none), None without a plan
+    reason: str | None = None  # why the plan keeps the node in FP32 (the FP16 guard), if it does
 
     @property
     def compute(self) -> bool:
@@ -62,7 +63,8 @@ class LayerRow:
         module = module_of(self.site.node)
         return {"index": self.index, "tensor": self.site.tensor, "node": self.site.node, "op": self.site.op,
                 "module": module, "group": self.site.group or group_of(self.site.node), "compute": self.compute,
-                "precision": self.precision, "numel": s.numel, "cosine": s.cosine, "sqnr_db": s.sqnr_db,
+                "precision": self.precision, "fp32_reason": self.reason, "numel": s.numel, "cosine": s.cosine,
+                "sqnr_db": s.sqnr_db,
                 "rel_l2": s.rel_l2, "max_abs_error": s.max_abs, "mean_abs_error": s.mean_abs,
                 "polygraphy_passed": self.polygraphy_passed, "significant": self.significant(cosine, sqnr_db),
                 "per_condition": {c: v.to_json() for c, v in sorted(self.per_condition.items())}}
@@ -180,14 +182,17 @@ def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], pla
                 del ref_out, cand_out, results, accuracy
     finally:
         G_LOGGER.module_severity = severity
+    placed = {p.node: p for p in plan.placements(onnx.load(str(fp32_path), load_external_data=False))} \
+        if plan is not None else {}
     rows = []
     for site in sites:
         if site.tensor not in sums:
             continue  # not a float tensor (shapes, indices)
-        precision = plan.precision_of(site.node) if plan is not None and site.op in QUANTIZABLE_OPS else None
+        place = placed.get(site.node)
         rows.append(LayerRow(len(rows), site, sums[site.tensor],
                              {c: v[site.tensor] for c, v in per_cond.items() if site.tensor in v},
-                             passed.get(site.tensor), precision))
+                             passed.get(site.tensor), place.precision if place else None,
+                             place.reason if place else None))
     if log:
         log(f"compared {len(rows)} shared float tensors on {len(clips)} clips")
     return LayerComparison(rows, [c.to_json() for c in clips], {"atol": atol, "rtol": rtol})

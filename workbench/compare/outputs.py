@@ -72,7 +72,8 @@ def _cell(value: Any) -> Any:
 
 def layers_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     conditions = sorted({c for r in data["rows"] for c in r["per_condition"]})
-    columns = ["index", "tensor", "node", "op", "module", "group", "compute", "precision", "numel", "cosine",
+    columns = ["index", "tensor", "node", "op", "module", "group", "compute", "precision", "fp32_reason", "numel",
+               "cosine",
                "sqnr_db", "rel_l2", "max_abs_error", "mean_abs_error", "polygraphy_passed", "significant"]
     columns += [f"sqnr_db_{c}" for c in conditions] + [f"cosine_{c}" for c in conditions]
     rows = []

@@ -25,7 +25,7 @@ from workbench.errors import WorkbenchError
 from workbench.evaluate.transcribe import logits_of
 from workbench.model.features import normalise_audio
 from workbench.quantize.plan import PrecisionPlan
-from workbench.quantize.qdq import variant_model
+from workbench.quantize.qdq import QDQ_FP16_OPSET, variant_model, with_opset
 
 RESTS = ("fp32", "fp16")
 
@@ -84,21 +84,27 @@ class SensitivityResult:
 
 
 class VariantRunner:
-    """Builds variants of one in-memory FP32 model and runs clips through them (ONNX Runtime, from bytes)."""
+    """Builds variants of one in-memory FP32 model and runs clips through them (ONNX Runtime, from bytes);
+    every plan gets the FP16 guard's FP32 nodes (``guard``: node -> reason)."""
 
     def __init__(self, fp32: onnx.ModelProto, amax: dict[str, float], threads: int | None = None,
                  providers: Sequence[str] = ("CPUExecutionProvider",),
-                 prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> None:
+                 prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+                 guard: dict[str, str] | None = None) -> None:
         self.fp32 = fp32
         self.amax = amax
         self.threads = threads
         self.providers = tuple(providers)
         self.prepare = prepare  # clip -> input_values (the model's feature settings)
+        self.guard = dict(guard or {})
+        self._qdq_source: onnx.ModelProto | None = None
 
     def model_bytes(self, plan: PrecisionPlan) -> bytes:
-        if plan.default == "fp32" and not plan.overrides:
+        if plan.is_fp32:
             return self.fp32.SerializeToString()
-        return variant_model(self.fp32, self.amax, plan).SerializeToString()
+        if self._qdq_source is None:  # one opset conversion for every variant (FP16 Q/DQ needs opset 19)
+            self._qdq_source = with_opset(self.fp32, QDQ_FP16_OPSET)
+        return variant_model(self._qdq_source, self.amax, plan.with_guard(self.guard)).SerializeToString()
 
     def runner(self, plan: PrecisionPlan) -> OnnxRuntimeRunner:
         return OnnxRuntimeRunner(self.model_bytes(plan), providers=self.providers, threads=self.threads,

@@ -6,7 +6,8 @@ import altair as alt
 import pandas as pd
 
 CONDITION_COLORS = alt.Scale(domain=["quiet", "noisy", "accented"], range=["#4c78a8", "#e45756", "#f58518"])
-PRECISION_COLORS = alt.Scale(domain=["int8", "fp16", "fp32"], range=["#54a24b", "#f2cf5b", "#9d755d"])
+PRECISION_COLORS = alt.Scale(domain=["int8", "fp16", "fp32", "none"],
+                             range=["#54a24b", "#f2cf5b", "#9d755d", "#d9d9d9"])
 VERDICT_COLORS = alt.Scale(domain=["PASS", "FAIL"], range=["#2e7d32", "#c62828"])
 METHOD_COLORS = alt.Scale(domain=["entropy", "max", "percentile", "mse"],
                           range=["#7b3294", "#d7191c", "#2c7bb6", "#1a9641"])
@@ -71,11 +72,14 @@ def histogram_with_thresholds(hist: pd.DataFrame, thresholds: dict[str, float], 
     return (bars + lines).properties(height=300, title="Histogram of |x| with each method's threshold")
 
 
-def plan_strip(plan: pd.DataFrame, title: str = "Precision per compute node") -> alt.Chart:
+def plan_strip(plan: pd.DataFrame, title: str = "Precision per node") -> alt.Chart:
+    """One cell per node along the network coloured int8/fp16/fp32 (grey: no float data); FP32 reasons in the
+    tooltip when the frame has them."""
+    tooltip = ["position:Q", "node:N", "op:N", "precision:N"] + (["reason:N"] if "reason" in plan.columns else [])
     return alt.Chart(plan).mark_rect().encode(
-        x=alt.X("position:O", title="compute node along the network", axis=alt.Axis(labels=False, ticks=False)),
+        x=alt.X("position:O", title="node along the network", axis=alt.Axis(labels=False, ticks=False)),
         color=alt.Color("precision:N", scale=PRECISION_COLORS, legend=alt.Legend(orient="top")),
-        tooltip=["position:Q", "node:N", "op:N", "precision:N"]).properties(height=50, title=title)
+        tooltip=tooltip).properties(height=50, title=title)
 
 
 MADE_BY = "made by"  # the column naming the tool behind each candidate (anchors records)

@@ -6,11 +6,14 @@ from before that (or of a model whose description changed) is made again.
 
 Layout under ``engines/<model hash 12>/``: ``model.fp32.onnx``, ``calib-<set hash 12>-<method>.cache``
 (+ ``.json`` sidecar, + ``.hist.npz`` per-tensor histograms for histogram methods),
-``model.int8-<method>-<set hash 12>.onnx`` (the TensorRT-bound Q/DQ graph) and, with ``ort_cpu``,
-``model.int8-<method>-<set hash 12>.ort-cpu.onnx`` (the same arithmetic laid out for ONNX Runtime's CPU
-kernels, ``workbench.quantize.ort_cpu``; its weights int8 or uint8 as ``ort_cpu_weights`` says, ``auto``: what
-this CPU's integer kernels compute exactly, ``workbench.backends.cpu_int8``). ``export_or_reuse`` is the one
-export step every job uses.
+``float-<set hash 12>.json`` (the float statistics of every tensor, from which the FP16 guard keeps nodes in
+FP32: ``workbench.quantize.guard``), ``model.int8-<method>-<set hash 12>.onnx`` (the TensorRT-bound Q/DQ
+graph, FP16 between the Q/DQ islands) and ``model.fp16-<set hash 12>.onnx`` (the whole graph in FP16 but the
+guard's FP32 nodes), each with its plan ``….plan.json`` (every node's precision, each FP32 node's reason),
+and, with ``ort_cpu``, ``model.int8-<method>-<set hash 12>.ort-cpu.onnx`` (the same INT8 arithmetic, FP32
+between the islands, laid out for ONNX Runtime's CPU kernels, ``workbench.quantize.ort_cpu``; its weights
+int8 or uint8 as ``ort_cpu_weights`` says, ``auto``: what this CPU's integer kernels compute exactly,
+``workbench.backends.cpu_int8``). ``export_or_reuse`` is the one export step every job uses.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import __version__
-from workbench.artifacts import sha256_file, write_bytes_atomic
+from workbench.artifacts import sha256_file
 from workbench.backends.cpu_int8 import int8_weight_type
 from workbench.backends.factory import device_of, ort_providers
 from workbench.calibration import cache as cache_mod
@@ -34,7 +37,8 @@ from workbench.errors import WorkbenchError
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.export import Parity, export_onnx, parity_check
 from workbench.model.loading import artifact_folder_name, check_model_source, load_model
-from workbench.quantize.plan import INT8
+from workbench.quantize.guard import guard_for_set
+from workbench.quantize.plan import FP16, INT8
 from workbench.quantize.qdq import build_variant
 from workbench.speech.store import load_set
 from workbench.workspace import default_area
@@ -102,6 +106,9 @@ class CalibrateResult:
     convergence: conv.Convergence | None = None
     convergence_note: str = ""  # why there is none
     model: ModelDescription | None = None
+    guard: dict[str, str] = field(default_factory=dict)  # node -> why the FP16 variants keep it in FP32
+    float_stats: Path | None = None
+    fp16_onnx: Path | None = None
 
     def lines(self) -> list[str]:
         p = self.parity
@@ -117,6 +124,10 @@ class CalibrateResult:
         out += (["  " + line for line in self.convergence.lines()] if self.convergence
                 else [f"  convergence: {self.convergence_note}"])
         out.append(f"INT8 variant: {self.int8_onnx}")
+        if self.fp16_onnx:
+            out.append(f"FP16 variant: {self.fp16_onnx}")
+        for node, reason in self.guard.items():
+            out.append(f"  kept in FP32: {node}: {reason}")
         if self.int8_ort_cpu:
             out.append(f"  ONNX Runtime CPU flavour: {self.int8_ort_cpu}")
         if self.int8_ort_cpu_weights:
@@ -179,16 +190,18 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         if stats.with_histograms:  # what the scales were chosen from, for the dashboard
             histograms.save(histograms.histogram_path(cache_path),
                             histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}))
+    guard, stats_path = guard_for_set(fp32, speech_set, out, prepare=description.prepare)
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}{suffix}.onnx"
-    build_variant(fp32, cache.amax(), INT8, int8)
+    build_variant(fp32, cache.amax(), INT8.with_guard(guard), int8, with_plan=True)
+    fp16 = out / f"model.fp16-{speech_set.content_hash[:12]}.onnx"
+    build_variant(fp32, {}, FP16.with_guard(guard), fp16, with_plan=True)
     cpu = None
     if inputs.ort_cpu:
-        import onnx
+        from workbench.quantize.ort_cpu import build_cpu_variant
 
-        from workbench.quantize.ort_cpu import cpu_flavour
-
-        cpu = int8.with_suffix(".ort-cpu.onnx")
-        write_bytes_atomic(cpu, cpu_flavour(onnx.load(str(int8)), *weights)[0].SerializeToString())
+        cpu = build_cpu_variant(fp32, cache.amax(), INT8, int8.with_suffix(".ort-cpu.onnx"), weights=weights[0],
+                                reason=weights[1])
     found, note = conv.from_sidecar(cache.convergence)
     return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales),
-                           cpu, weights, inputs.backend, device_of(inputs.backend), found, note, description)
+                           cpu, weights, inputs.backend, device_of(inputs.backend), found, note, description,
+                           guard=guard, float_stats=stats_path, fp16_onnx=fp16)

@@ -106,8 +106,9 @@ def _candidate(prepared: Prepared, candidate: Path | None, plan: PrecisionPlan |
     label = f"{plan.name}-{prepared.tag}" if plan.name != "int8" else f"int8-{prepared.tag}"
     path = prepared.int8_onnx if plan is INT8 and prepared.int8_onnx else prepared.folder / f"model.{label}.onnx"
     if plan is not INT8 or not path.exists():  # a plan file may have changed under the same name: rebuild
-        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path)
-    return name or label, path, plan
+        plan = plan.with_guard(prepared.guard)
+        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path, with_plan=True)
+    return name or label, path, plan.with_guard(prepared.guard)
 
 
 def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2, *, candidate: Path | None = None,
@@ -140,7 +141,8 @@ def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2
     if sensitivity:
         model = onnx.load(str(prepared.fp32_onnx))
         groups = node_groups(model, granularity)
-        variants = VariantRunner(model, prepared.cache.amax(), threads, providers, prepared.description.prepare)
+        variants = VariantRunner(model, prepared.cache.amax(), threads, providers, prepared.description.prepare,
+                                 prepared.guard)
         ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress, log=log)
         data = {**outputs.header(outputs.SENSITIVITY_FORMAT, prov), "model": prepared.description.record(),
                 **ranked.to_json()}

@@ -21,6 +21,7 @@ from workbench.errors import WorkbenchError
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model
 from workbench.model.loading import check_model_source
+from workbench.quantize.guard import guard_for_set
 from workbench.resources import demo_model_dir
 from workbench.speech.select import require_utterances
 from workbench.speech.store import SpeechSet, load_set
@@ -29,8 +30,9 @@ from workbench.workspace import area_path, default_area
 
 @dataclass
 class Prepared:
-    """Model hash and folder, FP32 ONNX, cache (path + parsed), calibration set, INT8-everywhere ONNX and the
-    model's description."""
+    """Model hash and folder, FP32 ONNX, cache (path + parsed), calibration set, INT8-everywhere ONNX, the
+    model's description, and the FP16 guard's FP32 nodes (node -> reason) from the calibration set's float
+    statistics."""
 
     model: str
     model_hash: str
@@ -42,6 +44,7 @@ class Prepared:
     method: str
     int8_onnx: Path | None
     description: ModelDescription
+    guard: dict[str, str] = field(default_factory=dict)
 
     @property
     def tag(self) -> str:
@@ -67,7 +70,7 @@ def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", r
                                                          engines=root, calib_root=calib_root, backend=backend))
         cache = cache_mod.load(result.cache)
         return Prepared(str(model), description.model_hash, result.fp32_onnx.parent, result.fp32_onnx,
-                        result.cache, cache, speech_set, method, result.int8_onnx, description)
+                        result.cache, cache, speech_set, method, result.int8_onnx, description, result.guard)
     check_cache_file(cache_path)
     cache = cache_mod.load(Path(cache_path))
     mhash = description.model_hash
@@ -82,8 +85,9 @@ def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", r
     if cache.keys.get("onnx") != sha256_file(fp32):
         raise WorkbenchError(f"calibration cache {cache_path} was made for another ONNX export than {fp32}; "
                              "recalibrate (python -m workbench calibrate)")
+    guard, _ = guard_for_set(fp32, speech_set, fp32.parent, prepare=description.prepare)
     return Prepared(str(model), mhash, fp32.parent, fp32, Path(cache_path), cache, speech_set,
-                    str(cache.keys.get("method", method)), None, description)
+                    str(cache.keys.get("method", method)), None, description, guard)
 
 
 def check_method(method: str) -> None:

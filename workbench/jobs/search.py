@@ -164,7 +164,8 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
     unit = prepared.description.error_unit.upper()
     log(f"dev set {dev_set.name}: {len(clips)} utterances; {unit} budget +{gates.max_wer_delta_points} pts overall, "
         f"+{gates.max_condition_wer_delta_points} pts per condition (upper end of the paired 95% interval)")
-    variants = VariantRunner(model, prepared.cache.amax(), threads, ort_providers(backend), prepared.description.prepare)
+    variants = VariantRunner(model, prepared.cache.amax(), threads, ort_providers(backend), prepared.description.prepare,
+                             prepared.guard)
     signoff_n = len(signoff_set.utterances) if signoff_set is not None else None
     evaluator = DevEvaluator(variants, clips, gates, resamples=resamples, seed=seed, progress=progress,
                              signoff_utterances=signoff_n, model=prepared.description)
@@ -177,11 +178,13 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
     files: dict[str, Path] = {}
     found_json = None
     if result.found is not None:
-        plan = PrecisionPlan(name, result.found.evaluation.plan.default, result.found.evaluation.plan.overrides)
+        found_plan = result.found.evaluation.plan
+        plan = PrecisionPlan(name, found_plan.default, found_plan.overrides, found_plan.rest,
+                             found_plan.keep_fp32).with_guard(prepared.guard)
         plan_path = variant_folder / f"plan.{name}.json"
         onnx_path = variant_folder / f"model.{name}.onnx"
-        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, onnx_path)
-        plan.save(plan_path)
+        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, onnx_path, with_plan=True)
+        plan.save(plan_path, model)
         files.update({"plan": plan_path, "onnx": onnx_path})
         found_json = {"name": name, "plan": plan.to_json(), "plan_path": str(plan_path), "onnx_path": str(onnx_path),
                       "onnx_sha256": sha256_file(onnx_path), "int8_share": plan.int8_share(nodes),

@@ -1,16 +1,17 @@
 """The sign-off job: candidates (ONNX files, FP32 baseline first) + evaluation set -> judged record -> report.
 
 Without candidates, FP32, FP16 and INT8 variants are built from the model and calibration set (the
-calibrate job: export, cache reused when its keys match, Q/DQ), together with the mixed plan of a
+calibrate job: export, cache reused when its keys match, FP16 guard, Q/DQ), together with the mixed plan of a
 finished search on the same export and cache (``workbench.search.found``) unless that search used the
 evaluation set as its dev set. A calibration set that shares speakers or texts with the evaluation set is
 refused, and evaluation clips outside the deployment profile are refused, scored or skipped as asked,
-never silently (``select_utterances``). Every candidate runs on ``backend`` (``workbench.backends.factory``:
-ort-cpu, ort-cuda, or TensorRT engines built from the candidates and checked against their plans with the
-engine inspector), is transcribed, scored (WER, or CER for character languages, with paired bootstrap
-intervals per condition), timed with the other candidates interleaved and judged by the gates; the verdict
-(``workbench.evaluate.verdict``) picks a winner only from latency measured on ``target``.
-``workbench.report`` renders the record.
+never silently (``select_utterances``). With a calibration set every candidate is first checked for inf/NaN
+on it (``workbench.quantize.overflow``; a candidate with an overflow fails, the tensor named). Every candidate
+runs on ``backend`` (``workbench.backends.factory``: ort-cpu, ort-cuda, or TensorRT engines built from the
+candidates and checked against their plans with the engine inspector), is transcribed, scored (WER, or CER
+for character languages, with paired bootstrap intervals per condition), timed with the other candidates
+interleaved and judged by the gates; the verdict (``workbench.evaluate.verdict``) picks a winner only from
+latency measured on ``target``. ``workbench.report`` renders the record.
 
 The model description decides how clips are fed and transcripts decoded and scored. It comes from the
 model given or from the candidates themselves (every export and variant carries it in its metadata);
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from workbench.artifacts import read_json_artifact
 from workbench.backends.factory import RunnerFactory, check_backend, device_of
 from workbench.backends.tensorrt.builder import BuildSettings
@@ -36,7 +39,7 @@ from workbench.compare.outputs import SENSITIVITY_FORMAT
 from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
-from workbench.evaluate.gates import Check, GateConfig, judge
+from workbench.evaluate.gates import Check, GateConfig, Verdict, judge
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import transcribe
@@ -46,8 +49,8 @@ from workbench.inputs.candidates import check_candidate
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
-from workbench.quantize.plan import FP16, precision_counts, precisions_of_onnx
-from workbench.quantize.qdq import build_variant
+from workbench.quantize.overflow import OverflowReport, check_overflow
+from workbench.quantize.plan import precision_counts, precisions_of_onnx
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
@@ -86,6 +89,7 @@ class SignoffInputs:
     profile_min_s: float | None = None  # deployment profile (default: the calibration set's)
     profile_max_s: float | None = None
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
+    overflow_check: bool = True  # inf/NaN check of every candidate on the calibration set (needs calib_set)
 
 
 @dataclass
@@ -122,8 +126,7 @@ def build_default_variants(model: Path | str | ModelDescription, calib_set: str 
     result = calibrate.run(calibrate.CalibrateInputs(model, calib_set, MethodSpec(method),
                                                      engines=area_path("engines", root),
                                                      calib_root=area_path("calib_sets", calib_root)))
-    fp16 = fp16_variant(result.fp32_onnx)
-    candidates = [("fp32", result.fp32_onnx), ("fp16", fp16), (f"int8-{method}", result.int8_onnx)]
+    candidates = [("fp32", result.fp32_onnx), ("fp16", result.fp16_onnx), (f"int8-{method}", result.int8_onnx)]
     found = matching_search(result.fp32_onnx, result.cache, eval_hash)
     if found is None:
         return DefaultVariants(candidates, result.cache)
@@ -151,12 +154,30 @@ def engine_check(result: EnginePrecisionCheck) -> Check:
     return Check("engine precisions", float(bad), 0.0, result.passed, result.summary())
 
 
-def fp16_variant(fp32_onnx: Path) -> Path:
-    """``model.fp16.onnx`` beside the FP32 export (written once)."""
-    fp16 = fp32_onnx.with_name("model.fp16.onnx")
-    if not fp16.exists():
-        build_variant(fp32_onnx, {}, FP16, fp16)
-    return fp16
+def overflow_reports(candidates: list[tuple[str, Path]], calib_set: SpeechSet | None,
+                     log: Callable[[str], None] = print,
+                     prepare: Callable[[np.ndarray], np.ndarray] | None = None) -> dict[str, OverflowReport]:
+    """Each candidate's inf/NaN check on the calibration set (clips made ``input_values`` by ``prepare``, the
+    model's feature settings), before anything is judged ({} without a set)."""
+    if calib_set is None:
+        return {}
+    clips = [audio for _, audio in calib_set.iter_audio()]
+    reports = {}
+    for name, path in candidates:
+        log(f"[{name}] overflow check on {len(clips)} clips of {calib_set.name}")
+        reports[name] = check_overflow(Path(path), clips, prepare=prepare)
+        log(f"[{name}] {reports[name].summary()}")
+    return reports
+
+
+def add_overflow_checks(verdicts: list[Verdict], reports: dict[str, OverflowReport]) -> None:
+    """A candidate with inf/NaN anywhere on the calibration set fails, the overflow named in its reasons."""
+    for verdict in verdicts:
+        report = reports.get(verdict.candidate)
+        if report is None:
+            continue
+        verdict.add(Check("overflow", float(len(report.overflows) + report.output_clips_nonfinite), 0.0, report.clean,
+                          report.summary()))
 
 
 def resolve_model(candidates: list[tuple[str, Path]], given: ModelDescription | None) -> ModelDescription:
@@ -277,6 +298,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     log(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
     names = [n for n, _ in candidates]
     machine = machine_info()
+    overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, log, model.prepare)
     factory = RunnerFactory(inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency))
     runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
@@ -292,6 +314,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     accuracy = compare_accuracy(utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed,
                                 scoring=Scoring.for_model(model))
     verdicts = judge(accuracy, latencies, inputs.gates)
+    add_overflow_checks(verdicts, overflow)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
         engine_checks = {n: check_engine(factory.engine_of(p), p) for n, p in candidates}
@@ -316,6 +339,9 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
     notes += profile_notes
+    notes += [f"{name}: {report.summary()}" for name, report in overflow.items()]
+    if not overflow:
+        notes.append("no overflow check (it needs the calibration set)")
     backend = {"backend": inputs.backend, "device": device_of(inputs.backend), "target": inputs.target,
                "measured": "transcription (WER) and latency of every candidate"}
     record = build_record(accuracy=accuracy.to_json(), latency={n: r.to_json() for n, r in latencies.items()},

@@ -28,12 +28,15 @@ benchmarks/inference.py and the issue-9 notes):
    only right for a file that runs on a VNNI (or non-x86) CPU. The weight type and why are written into
    the model's metadata (``METADATA_WEIGHTS``, ``METADATA_REASON``) and the rewrite counts.
 
-The TensorRT-bound graph is not touched: this is a separate, explicit step (``build_cpu_variant``).
+The TensorRT-bound graph is not touched: this is a separate, explicit step (``build_cpu_variant``), made
+from the plan with FP32 between the Q/DQ islands (``rest="fp32"``): the CPU has no fast FP16 arithmetic, and
+ONNX Runtime's integer kernels take float32 scales.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -356,11 +359,13 @@ def cpu_flavour(model: onnx.ModelProto, weights: str = "u8",
 
 def build_cpu_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path,
                       trt_path: Path | None = None, weights: str = "u8", reason: str = "") -> Path:
-    """``build_variant`` (the TensorRT-bound graph, written to ``trt_path`` when given) then ``cpu_flavour``."""
+    """``build_variant`` of ``plan`` with FP32 between the islands (written to ``trt_path`` when given), then
+    ``cpu_flavour``."""
     import tempfile
 
     from workbench.quantize.qdq import build_variant
 
+    plan = replace(plan, rest="fp32")
     if trt_path is None:
         with tempfile.TemporaryDirectory(prefix="cpu-variant-") as tmp:
             source = build_variant(fp32_path, amax, plan, Path(tmp) / "trt.onnx")

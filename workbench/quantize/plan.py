@@ -1,8 +1,19 @@
-"""Precision plan: per compute node (MatMul / Gemm / Conv) one of int8, fp16, fp32."""
+"""Precision plan: int8 / fp16 / fp32 per compute node (MatMul / Gemm / Conv), a float type for every other
+node (``rest``), and the nodes kept in FP32 by the FP16 guard, each with its reason.
+
+``rest`` is the precision of every node that is not a compute node: ``fp16`` (the default for any plan whose
+default is not fp32: the graph between Q/DQ islands runs in FP16, as TensorRT's strongly typed networks
+and NVIDIA's ONNX quantizer want it) or ``fp32`` (the FP32 baseline, and the ORT-CPU flavour). ``keep_fp32``
+names nodes (of any op) that run in FP32 whatever ``rest`` says, because FP16 would overflow or lose the
+result there (``workbench.quantize.guard`` decides them from calibration statistics).
+
+``placements(model)`` resolves the plan over every node of a model: what the plan file, the layer
+comparison, the search and the dashboard's precision strip show.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
@@ -11,10 +22,13 @@ from workbench.artifacts import write_json_atomic
 from workbench.config import QUANTIZABLE_OPS
 from workbench.errors import WorkbenchError
 from workbench.inputs.plan import FIX as PLAN_FIX
-from workbench.inputs.plan import PRECISIONS, check_plan
+from workbench.inputs.plan import FLOAT_TYPES, PRECISIONS, check_plan
 from workbench.inputs.problem import Where
 from workbench.inputs.read import read_json
 
+NO_FLOAT = "none"  # a node that writes no float tensor (shape and index arithmetic, Shape itself)
+FLOAT_ELEM_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
+                    onnx.TensorProto.BFLOAT16)
 
 
 def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
@@ -22,31 +36,74 @@ def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
     return [n.name for n in model.graph.node if n.op_type in QUANTIZABLE_OPS]
 
 
-def precisions_of_graph(model: onnx.ModelProto) -> list[tuple[str, str, str]]:
-    """(node, op, precision) for every compute node in graph order, read back from the graph itself: int8 when
-    an input comes from DequantizeLinear, fp16 when an input is cast to or stored as float16, else fp32."""
+def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
+    """Element type of every tensor (graph inputs, initializers, node outputs), by ONNX shape inference."""
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    types = {v.name: v.type.tensor_type.elem_type for v in
+             [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
+             if v.type.HasField("tensor_type")}
+    types.update({i.name: i.data_type for i in model.graph.initializer})
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+            types[node.output[0]] = node.attribute[0].t.data_type
+    return types
+
+
+def float_nodes(model: onnx.ModelProto, types: dict[str, int] | None = None) -> set[str]:
+    """Nodes that write a float tensor (the rest, Shape included, only make shapes, indices and masks)."""
+    types = tensor_types(model) if types is None else types
+    return {n.name for n in model.graph.node if any(types.get(t) in FLOAT_ELEM_TYPES for t in n.output if t)}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One node under a plan: its precision, the float type it computes in, and why it is FP32 (if kept)."""
+
+    node: str
+    op: str
+    precision: str  # int8 / fp16 / fp32, or "none" for a node that writes no float tensor
+    compute_type: str | None  # fp16 / fp32 (an int8 node's float side), None for "none"
+    reason: str | None = None
+
+    def to_json(self) -> dict:
+        out = {"node": self.node, "op": self.op, "precision": self.precision}
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+
+ADDED_OPS = ("QuantizeLinear", "DequantizeLinear", "Cast")  # written by the workbench; not nodes of a plan
+
+
+def _type_name(elem: int | None) -> str:
+    return "fp16" if elem == onnx.TensorProto.FLOAT16 else "fp32"
+
+
+def precisions_of_graph(model: onnx.ModelProto, every_node: bool = False) -> list[tuple[str, str, str]]:
+    """(node, op, precision) in graph order, read back from the graph itself (element types by shape
+    inference): a compute node is int8 when an input comes from DequantizeLinear, else the type of its data
+    input (fp16 also when an input is cast to or stored as float16); with ``every_node`` every other node too
+    (Q/DQ and Cast apart), by the type of its first float output, ``none`` when it writes no float tensor."""
+    types = tensor_types(model)
     producer = {out: node for node in model.graph.node for out in node.output}
-    fp16_inits = {i.name for i in model.graph.initializer if i.data_type == onnx.TensorProto.FLOAT16}
     rows = []
     for node in model.graph.node:
-        if node.op_type not in QUANTIZABLE_OPS:
-            continue
-        sources = [producer.get(name) for name in node.input[:2] if name]
-        if any(src is not None and src.op_type == "DequantizeLinear" for src in sources):
-            precision = "int8"
-        elif any(name in fp16_inits for name in node.input[:2]) or any(
-                src is not None and src.op_type == "Cast" and any(a.name == "to" and a.i == onnx.TensorProto.FLOAT16
-                                                                  for a in src.attribute) for src in sources):
-            precision = "fp16"
-        else:
-            precision = "fp32"
-        rows.append((node.name, node.op_type, precision))
+        if node.op_type in QUANTIZABLE_OPS:
+            sources = [producer.get(name) for name in node.input[:2] if name]
+            if any(src is not None and src.op_type == "DequantizeLinear" for src in sources):
+                rows.append((node.name, node.op_type, "int8"))
+            else:
+                half = any(types.get(name) == onnx.TensorProto.FLOAT16 for name in node.input[:2] if name)
+                rows.append((node.name, node.op_type, "fp16" if half else "fp32"))
+        elif every_node and node.op_type not in ADDED_OPS:
+            floats = [types.get(o) for o in node.output if o and types.get(o) in FLOAT_ELEM_TYPES]
+            rows.append((node.name, node.op_type, _type_name(floats[0]) if floats else NO_FLOAT))
     return rows
 
 
-def precisions_of_onnx(path: Path) -> list[tuple[str, str, str]]:
+def precisions_of_onnx(path: Path, every_node: bool = False) -> list[tuple[str, str, str]]:
     """``precisions_of_graph`` of an ONNX file (external weights are not read)."""
-    return precisions_of_graph(onnx.load(str(path), load_external_data=False))
+    return precisions_of_graph(onnx.load(str(path), load_external_data=False), every_node)
 
 
 def precision_counts(path: Path) -> dict[str, int]:
@@ -59,16 +116,23 @@ def precision_counts(path: Path) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class PrecisionPlan:
-    """``default`` precision for every quantizable node, ``overrides`` per node name."""
+    """``default`` precision for every compute node, ``overrides`` per node name; ``rest`` for every other
+    node (None: fp32 when ``default`` is fp32, else fp16); ``keep_fp32`` node -> why it stays FP32."""
 
     name: str
     default: str = "fp32"
     overrides: dict[str, str] = field(default_factory=dict)
+    rest: str | None = None
+    keep_fp32: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for value in [self.default, *self.overrides.values()]:
             if value not in PRECISIONS:
                 raise WorkbenchError(f"plan {self.name!r}: precision {value!r} is not one of {PRECISIONS}")
+        if self.rest is None:
+            object.__setattr__(self, "rest", "fp32" if self.default == "fp32" else "fp16")
+        if self.rest not in FLOAT_TYPES:
+            raise WorkbenchError(f"plan {self.name!r}: rest {self.rest!r} is not one of {FLOAT_TYPES}")
 
     def precision_of(self, node: str) -> str:
         return self.overrides.get(node, self.default)
@@ -76,28 +140,86 @@ class PrecisionPlan:
     def int8_share(self, nodes: list[str]) -> float:
         return sum(self.precision_of(n) == "int8" for n in nodes) / max(1, len(nodes))
 
+    @property
+    def is_fp32(self) -> bool:
+        """Every node in FP32: the baseline, identical to the source graph."""
+        return self.rest == "fp32" and self.default == "fp32" and all(v == "fp32" for v in self.overrides.values())
+
+    def with_guard(self, keep_fp32: dict[str, str] | None) -> "PrecisionPlan":
+        """The plan with the FP16 guard's FP32 nodes added (its own entries win)."""
+        if not keep_fp32:
+            return self
+        return replace(self, keep_fp32={**keep_fp32, **self.keep_fp32})
+
+    def placement(self, node: onnx.NodeProto, has_float: bool) -> Placement:
+        reason = self.keep_fp32.get(node.name)
+        if node.op_type in QUANTIZABLE_OPS:
+            precision = self.precision_of(node.name)
+            if precision == "int8":  # integer arithmetic; the guard can only widen its float side
+                return Placement(node.name, node.op_type, "int8", "fp32" if reason else self.rest, reason)
+            if reason:
+                return Placement(node.name, node.op_type, "fp32", "fp32", reason)
+            return Placement(node.name, node.op_type, precision, precision)
+        if not has_float:
+            return Placement(node.name, node.op_type, NO_FLOAT, None)
+        if reason:
+            return Placement(node.name, node.op_type, "fp32", "fp32", reason)
+        return Placement(node.name, node.op_type, self.rest, self.rest)
+
+    def placements(self, model: onnx.ModelProto, types: dict[str, int] | None = None) -> list[Placement]:
+        """Every node of ``model`` (graph order) under this plan. A Constant node holding a float follows its
+        readers when they all compute in one type (so an FP32 island's constants need no Cast)."""
+        floats = float_nodes(model, types)
+        placed = [self.placement(n, n.name in floats) for n in model.graph.node]
+        side = {n.name: p.compute_type for n, p in zip(model.graph.node, placed)}
+        readers: dict[str, set] = {}
+        for node in model.graph.node:
+            for name in node.input:
+                readers.setdefault(name, set()).add(side[node.name])
+        for i, node in enumerate(model.graph.node):
+            wanted = readers.get(node.output[0], set()) - {None} if node.op_type == "Constant" else set()
+            if placed[i].compute_type and len(wanted) == 1 and not placed[i].reason:
+                (ctype,) = wanted
+                placed[i] = replace(placed[i], precision=ctype, compute_type=ctype)
+        return placed
+
     def to_json(self) -> dict:
-        return {"name": self.name, "default": self.default, "overrides": dict(sorted(self.overrides.items()))}
+        out = {"name": self.name, "default": self.default, "overrides": dict(sorted(self.overrides.items())),
+               "rest": self.rest}
+        if self.keep_fp32:
+            out["keep_fp32"] = dict(sorted(self.keep_fp32.items()))
+        return out
 
     @classmethod
     def from_json(cls, obj: dict) -> "PrecisionPlan":
-        return cls(obj["name"], obj.get("default", "fp32"), dict(obj.get("overrides", {})))
+        return cls(obj["name"], obj.get("default", "fp32"), dict(obj.get("overrides", {})), obj.get("rest"),
+                   dict(obj.get("keep_fp32", {})))
 
-    def save(self, path: Path) -> None:
-        write_json_atomic(Path(path), self.to_json())
+    def save(self, path: Path, model: onnx.ModelProto | None = None) -> None:
+        """Write the plan; with ``model`` also every node's placement (``nodes``) and counts per precision."""
+        obj = self.to_json()
+        if model is not None:
+            nodes = self.placements(model)
+            counts: dict[str, int] = {}
+            for p in nodes:
+                counts[p.precision] = counts.get(p.precision, 0) + 1
+            obj["counts"] = dict(sorted(counts.items()))
+            obj["nodes"] = [p.to_json() for p in nodes]
+        write_json_atomic(Path(path), obj)
 
     def unknown_nodes(self, model: onnx.ModelProto) -> list[str]:
-        """Override names that are not quantizable nodes of ``model`` (typos, another model)."""
+        """Override names that are not quantizable nodes of ``model`` and kept names that are not nodes of it."""
         known = set(quantizable_nodes(model))
-        return sorted(n for n in self.overrides if n not in known)
+        every = {n.name for n in model.graph.node}
+        return sorted({n for n in self.overrides if n not in known} | {n for n in self.keep_fp32 if n not in every})
 
     @classmethod
     def load(cls, path: Path) -> "PrecisionPlan":
         """A plan file given by the user: a JSON object with a file-name-safe ``name``, ``default`` and
-        ``overrides`` (node -> precision), as ``search`` writes it (``plan.<name>.json``)."""
+        ``overrides`` (node -> precision), optionally ``rest`` and ``keep_fp32`` (node -> reason), as ``search``
+        writes it (``plan.<name>.json``; its ``nodes`` and ``counts`` are for reading and are ignored here)."""
         where = Where(f"precision plan {path}", PLAN_FIX)
-        obj = check_plan(read_json(Path(path), where), where)
-        return cls(obj["name"], obj.get("default", "fp32"), dict(obj.get("overrides", {})))
+        return cls.from_json(check_plan(read_json(Path(path), where), where))
 
 
 FP32 = PrecisionPlan("fp32", "fp32")

@@ -124,5 +124,6 @@ class DevEvaluator:
         """One full WER evaluation (counted in ``count``)."""
         if plan.name == BASELINE:
             plan = replace(plan, name=f"{BASELINE}-plan")
+        plan = plan.with_guard(self.variants.guard)  # recorded with the FP32 nodes the variant really has
         texts, seconds = self._transcribe(plan)
         return self._score(plan, texts, seconds)

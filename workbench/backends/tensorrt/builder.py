@@ -193,7 +193,7 @@ def _build(onnx_path: Path, onnx_sha: str, settings: BuildSettings, trt: TensorR
         "tensorrt": trt.describe(), "workbench": __version__, "build_time_s": round(build_time, 4),
         "timing_cache": str(timing_path) if timing_path else f"not used: {trt.flavour} timing cache is a no-op",
         "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "precision_counts": summary.compute_precisions(),
+        "precision_counts": summary.compute_precisions(), "layer_precisions": summary.layer_precisions(),
         "model": settings.model,
     }
     write_json_atomic(summary_path, summary.to_json())

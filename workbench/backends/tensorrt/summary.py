@@ -6,6 +6,9 @@ weight; a separate bias input, as HuBERT's and Data2VecAudio's biased convs get,
 through a DequantizeLinear of an INT8 tensor (explicit Q/DQ, which TensorRT fuses into an INT8
 kernel; reshapes in between are looked through), ``int8-partial`` when only one does, else the dtype of their
 inputs (``fp16``/``fp32``...).
+Every other layer is counted by the float type it computes in (``layer_precisions``): its first float
+output's dtype (else its first float input's; ``none`` when it has no float tensor: shape arithmetic);
+Q/DQ, Cast and Constant layers are counted apart, as ``qdq``, ``cast`` and ``constant``.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Any
 COMPUTE_TYPES = ("CONVOLUTION", "DECONVOLUTION", "MATRIX_MULTIPLY")
 # layers that only move data; TensorRT propagates Q/DQ across them (traced back through input 0)
 DATA_MOVEMENT_TYPES = ("SHUFFLE", "SQUEEZE", "UNSQUEEZE")
+FLOAT_NAMES = ("fp32", "fp16", "bf16", "fp8")
+APART = {"QUANTIZE": "qdq", "DEQUANTIZE": "qdq", "CAST": "cast", "CONSTANT": "constant"}
 DTYPE_NAMES = {"FLOAT": "fp32", "HALF": "fp16", "BF16": "bf16", "INT8": "int8", "INT32": "int32",
                "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "FP8": "fp8", "INT4": "int4"}
 
@@ -46,6 +51,10 @@ class PrecisionSummary:
     def compute_precisions(self) -> dict[str, int]:
         return dict(sorted(Counter(l.precision for l in self.layers if l.precision).items()))
 
+    def layer_precisions(self) -> dict[str, int]:
+        """Non-compute layers by the float type they compute in; Q/DQ, Cast and Constant layers apart."""
+        return dict(sorted(Counter(_other_precision(l) for l in self.layers if not l.precision).items()))
+
     def layer_types(self) -> dict[str, int]:
         return dict(sorted(Counter(l.type for l in self.layers).items()))
 
@@ -57,14 +66,28 @@ class PrecisionSummary:
         raise KeyError(name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"compute_precisions": self.compute_precisions(), "layer_types": self.layer_types(),
+        return {"compute_precisions": self.compute_precisions(), "layer_precisions": self.layer_precisions(),
+                "layer_types": self.layer_types(),
                 "num_layers": len(self.layers), "layers": [asdict(l) for l in self.layers]}
 
     def counts_line(self) -> str:
         compute = ", ".join(f"{k} {v}" for k, v in self.compute_precisions().items()) or "none"
+        other = self.layer_precisions()
+        floats = ", ".join(f"{k} {other[k]}" for k in other if k in FLOAT_NAMES) or "none"
         types = self.layer_types()
-        return (f"{len(self.layers)} layers; compute layers: {compute}; quantize {types.get('QUANTIZE', 0)}, "
-                f"dequantize {types.get('DEQUANTIZE', 0)}, cast {types.get('CAST', 0)}")
+        return (f"{len(self.layers)} layers; compute layers: {compute}; other layers: {floats}, no float "
+                f"{other.get('none', 0)}; quantize {types.get('QUANTIZE', 0)}, "
+                f"dequantize {types.get('DEQUANTIZE', 0)}, cast {types.get('CAST', 0)}, "
+                f"constant {types.get('CONSTANT', 0)}")
+
+
+def _other_precision(layer: LayerInfo) -> str:
+    if layer.type in APART:
+        return APART[layer.type]
+    for tensor in [*layer.outputs, *layer.inputs]:
+        if tensor.dtype in FLOAT_NAMES:
+            return tensor.dtype
+    return "none"
 
 
 def _enum_name(value: Any) -> str:

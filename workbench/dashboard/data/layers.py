@@ -160,13 +160,13 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
 
 
 def search_plan(search_path: Path, search: dict[str, Any], candidate: str, roots: ArtifactRoots) -> pd.DataFrame:
-    """The candidate's plan laid over the compute nodes of the FP32 ONNX in the run folder."""
-    from workbench.dashboard.data.plans import plan_of_onnx
+    """The candidate's plan laid over every node of the FP32 ONNX in the run folder (with FP32 reasons)."""
+    import onnx
+
+    from workbench.dashboard.data.plans import plan_of_placements
     from workbench.quantize.plan import PrecisionPlan
 
     entry = next((c for c in search.get("candidates", []) if c["name"] == candidate), None)
     fp32 = resolve(search_path.parent.parent / "model.fp32.onnx", "engines", roots)
-    nodes = plan_of_onnx(fp32)
     plan = PrecisionPlan("fp32", "fp32") if entry is None else PrecisionPlan.from_json(entry["plan"])
-    nodes["precision"] = [plan.precision_of(n) for n in nodes["node"]]
-    return nodes
+    return plan_of_placements(plan.placements(onnx.load(str(fp32), load_external_data=False)))

@@ -38,12 +38,16 @@ def _shown(frame, unit: str):
 
 
 def _plan_view(plan, candidate: str) -> None:
-    """Node counts per precision, a strip along the network, and the node table."""
+    """Node counts per precision, a strip along the network, the FP32 nodes with their reasons, the node table."""
     counts = plan["precision"].value_counts()
-    cols = st.columns(3)
-    for col, precision in zip(cols, ("int8", "fp16", "fp32")):
-        col.metric(f"{precision} nodes", int(counts.get(precision, 0)))
-    ui.chart(charts.plan_strip(plan, f"Precision per MatMul/Gemm/Conv node of {candidate}"))
+    cols = st.columns(4)
+    for col, precision in zip(cols, ("int8", "fp16", "fp32", "none")):
+        col.metric(f"{precision} nodes" if precision != "none" else "no float data", int(counts.get(precision, 0)))
+    ui.chart(charts.plan_strip(plan, f"Precision per node of {candidate}"))
+    kept = plan[plan["reason"].astype(bool)] if "reason" in plan.columns else plan.iloc[:0]
+    if len(kept):
+        st.caption(f"{len(kept)} node(s) kept in FP32 by the FP16 guard:")
+        st.dataframe(kept[["node", "op", "reason"]], width="stretch", hide_index=True)
     with st.expander("Nodes"):
         st.dataframe(plan, width="stretch", hide_index=True)
 

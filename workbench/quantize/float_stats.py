@@ -1,0 +1,213 @@
+"""Float statistics of every tensor of an FP32 model on calibration clips: what the FP16 guard decides from.
+
+One pass over the clips (ONNX Runtime CPU, every float node output marked as a graph output, like the
+calibration runner does for the compute inputs): per tensor the largest finite |x| and the number of
+non-finite values; per reduction or normalisation node the largest sums its statistics accumulate over one
+group (LayerNormalization: the normalised axes; InstanceNormalization: each channel over the rest;
+GroupNormalization: each group; Reduce*: the reduced axes): Σ|x| and Σx², the number of elements summed,
+whether that number grows with the clip (a reduced axis without a fixed size in the exported graph) and
+the same sums per second of audio, so that the guard can project them to the longest clip it must allow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+from tqdm import tqdm
+
+from workbench.artifacts import read_json_artifact, write_json_atomic
+from workbench.config import SAMPLE_RATE
+from workbench.errors import WorkbenchError
+from workbench.quantize.plan import tensor_types
+
+SCHEME = "workbench-float-stats/1"
+NORMALISATION_OPS = ("LayerNormalization", "InstanceNormalization", "GroupNormalization")
+SUM_OPS = ("ReduceMean", "ReduceSum", "ReduceL1", "ReduceLogSum", "ReduceLogSumExp")
+SQUARE_OPS = ("ReduceSumSquare", "ReduceL2")
+ACCUMULATING_OPS = NORMALISATION_OPS + SUM_OPS + SQUARE_OPS
+
+
+@dataclass
+class Accumulator:
+    """The largest sums one reduction/normalisation node accumulates per group, over all clips."""
+
+    op: str
+    count: int = 0  # elements summed per group (largest seen)
+    sum_abs: float = 0.0  # Σ|x| (bounds |Σx| and every partial sum)
+    sum_sq: float = 0.0  # Σx² (variance statistics, L2)
+    sum_abs_per_s: float = 0.0  # the largest Σ|x| / clip seconds
+    sum_sq_per_s: float = 0.0
+    grows_with_length: bool = False
+
+    @property
+    def uses_squares(self) -> bool:
+        return self.op in NORMALISATION_OPS + SQUARE_OPS
+
+    def largest(self, seconds: float | None = None) -> float:
+        """The accumulator the node needs: measured, or projected to clips of ``seconds`` when it grows."""
+        value = max(self.sum_abs, self.sum_sq if self.uses_squares else 0.0)
+        if seconds is None or not self.grows_with_length:
+            return value
+        rate = max(self.sum_abs_per_s, self.sum_sq_per_s if self.uses_squares else 0.0)
+        return max(value, rate * seconds)
+
+
+@dataclass
+class FloatStats:
+    """Per tensor amax / non-finite counts, per accumulating node its sums; clips and longest clip seen."""
+
+    amax: dict[str, float] = field(default_factory=dict)
+    nonfinite: dict[str, int] = field(default_factory=dict)
+    accumulators: dict[str, Accumulator] = field(default_factory=dict)
+    clips: int = 0
+    longest_s: float = 0.0
+    keys: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"format": SCHEME, "keys": self.keys, "clips": self.clips, "longest_s": self.longest_s,
+                "amax": self.amax, "nonfinite": self.nonfinite,
+                "accumulators": {k: asdict(v) for k, v in self.accumulators.items()}}
+
+    @classmethod
+    def from_json(cls, obj: dict) -> "FloatStats":
+        if obj.get("format") != SCHEME:
+            raise WorkbenchError(f"not float statistics ({obj.get('format')!r}, expected {SCHEME!r})")
+        return cls({k: float(v) for k, v in obj["amax"].items()}, {k: int(v) for k, v in obj["nonfinite"].items()},
+                   {k: Accumulator(**v) for k, v in obj["accumulators"].items()}, int(obj["clips"]),
+                   float(obj["longest_s"]), dict(obj.get("keys", {})))
+
+    def save(self, path: Path) -> None:
+        write_json_atomic(Path(path), self.to_json())
+
+    @classmethod
+    def load(cls, path: Path) -> "FloatStats":
+        """Read through the one JSON-artifact reader; anything unreadable or malformed is a WorkbenchError."""
+        hint = "delete the file to recompute them"
+        data = read_json_artifact(path, SCHEME, hint, what="float statistics")
+        try:
+            return cls.from_json(data)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise WorkbenchError(f"float statistics {path} are malformed ({exc}); {hint}") from exc
+
+
+def _static_dims(model: onnx.ModelProto) -> dict[str, list[int | None]]:
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    out = {}
+    for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
+        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
+            out[value.name] = [d.dim_value if d.HasField("dim_value") else None
+                               for d in value.type.tensor_type.shape.dim]
+    return out
+
+
+def _constant_ints(model: onnx.ModelProto, name: str) -> list[int] | None:
+    for init in model.graph.initializer:
+        if init.name == name:
+            return [int(v) for v in numpy_helper.to_array(init).reshape(-1)]
+    for node in model.graph.node:
+        if node.op_type == "Constant" and node.output[0] == name:
+            return [int(v) for v in numpy_helper.to_array(node.attribute[0].t).reshape(-1)]
+    return None
+
+
+def _reduced_axes(model: onnx.ModelProto, node: onnx.NodeProto, rank: int) -> tuple[int, ...] | None:
+    """Axes one group of ``node``'s statistics sums over (None: the node reduces nothing)."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if node.op_type == "LayerNormalization":
+        return tuple(range(int(attrs.get("axis", -1)) % rank, rank))
+    if node.op_type in ("InstanceNormalization", "GroupNormalization"):
+        return tuple(range(2, rank))  # GroupNormalization: the channel axis joins its group (see _group_view)
+    axes = attrs.get("axes")
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        axes = _constant_ints(model, node.input[1])
+    if not axes:
+        return None if attrs.get("noop_with_empty_axes", 0) else tuple(range(rank))
+    return tuple(sorted(int(a) % rank for a in axes))
+
+
+def accumulating_nodes(model: onnx.ModelProto) -> dict[str, tuple[onnx.NodeProto, str]]:
+    """Reduction/normalisation nodes with a float data input: name -> (node, input tensor)."""
+    return {n.name: (n, n.input[0]) for n in model.graph.node if n.op_type in ACCUMULATING_OPS and n.input}
+
+
+def _group_view(node: onnx.NodeProto, x: np.ndarray) -> np.ndarray:
+    if node.op_type != "GroupNormalization":
+        return x
+    groups = int(next(helper.get_attribute_value(a) for a in node.attribute if a.name == "num_groups"))
+    return x.reshape(x.shape[0], groups, -1)
+
+
+def _update_accumulator(acc: Accumulator, node: onnx.NodeProto, x: np.ndarray, axes: tuple[int, ...],
+                        seconds: float) -> None:
+    x = _group_view(node, x)
+    if node.op_type == "GroupNormalization":
+        axes = (2,)
+    count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
+    total_abs = float(np.abs(x).sum(axis=axes, dtype=np.float64).max()) if x.size else 0.0
+    total_sq = float(np.square(x, dtype=np.float64).sum(axis=axes).max()) if x.size and acc.uses_squares else 0.0
+    acc.count = max(acc.count, count)
+    acc.sum_abs, acc.sum_sq = max(acc.sum_abs, total_abs), max(acc.sum_sq, total_sq)
+    acc.sum_abs_per_s = max(acc.sum_abs_per_s, total_abs / seconds)
+    acc.sum_sq_per_s = max(acc.sum_sq_per_s, total_sq / seconds)
+
+
+def collect_float_stats(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray], count: int | None = None,
+                        keys: dict | None = None, progress: bool = True,
+                        prepare: Callable[[np.ndarray], np.ndarray] | None = None) -> FloatStats:
+    """One pass over raw 16 kHz clips through the FP32 model, each made ``input_values`` by ``prepare`` (the
+    model's feature settings; default: normalised like the feature extractor)."""
+    from workbench.backends.onnxruntime import session_with_outputs
+    from workbench.model.export import INPUT
+    from workbench.model.features import normalise_audio
+
+    prepare = prepare or normalise_audio
+    proto = onnx.load(str(model)) if isinstance(model, Path) else model
+    types = tensor_types(proto)
+    produced = [o for n in proto.graph.node for o in n.output if o and types.get(o) == onnx.TensorProto.FLOAT]
+    accumulating = accumulating_nodes(proto)
+    names = list(dict.fromkeys(produced))
+    if not names:
+        raise WorkbenchError("the model writes no float tensor; there is nothing to guard")
+    dims = _static_dims(proto)
+    session = session_with_outputs(proto, names)
+    stats = FloatStats(keys=dict(keys or {}))
+    axes_of: dict[str, tuple[int, ...] | None] = {}
+    for audio in tqdm(clips, total=count, desc="float statistics (one pass)", unit="clip", disable=not progress):
+        x = prepare(audio)[None]
+        seconds = max(len(audio) / SAMPLE_RATE, 1e-3)
+        values = dict(zip(names, session.run(names, {INPUT: x})))
+        values[INPUT] = x
+        for name, value in values.items():
+            magnitude = np.abs(value)
+            finite = np.isfinite(magnitude)
+            bad = int(magnitude.size - np.count_nonzero(finite))
+            top = float(magnitude[finite].max()) if bad and finite.any() else \
+                float(magnitude.max()) if magnitude.size and not bad else 0.0
+            stats.amax[name] = max(stats.amax.get(name, 0.0), top)
+            if bad:
+                stats.nonfinite[name] = stats.nonfinite.get(name, 0) + bad
+        for node_name, (node, source) in accumulating.items():
+            if source not in values:
+                continue
+            value = values[source]
+            if node_name not in axes_of:
+                axes_of[node_name] = _reduced_axes(proto, node, value.ndim)
+            axes = axes_of[node_name]
+            if axes is None:
+                continue
+            acc = stats.accumulators.setdefault(node_name, Accumulator(node.op_type))
+            shape = dims.get(source)
+            acc.grows_with_length = acc.grows_with_length or shape is None or any(
+                a >= len(shape) or not shape[a] for a in axes)
+            _update_accumulator(acc, node, value, axes, seconds)
+        stats.clips += 1
+        stats.longest_s = max(stats.longest_s, seconds)
+        del values
+    if stats.clips == 0:
+        raise WorkbenchError("no clips for the float statistics")
+    return stats
