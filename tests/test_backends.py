@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from evalkit import constant_ctc_onnx, write_small_set
+from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
 from workbench.backends.factory import RunnerFactory, check_backend, ort_providers
 from workbench.cli import main
 from workbench.errors import WorkbenchError
@@ -109,6 +109,7 @@ def test_signoff_on_tensorrt_engines_where_a_runtime_exists(tmp_path, speech_lik
     sset = write_small_set(tmp_path / "calib_sets", ["HELLO WORLD", "GOODBYE WORLD", "HELLO"], speech_like)
     model = constant_ctc_onnx(tmp_path / "c.onnx", "HELLO WORLD")
     result = run(SignoffInputs(candidates=[("fp32", model)], eval_set=sset, out_dir=tmp_path / "r", backend="tensorrt",
+                               model=DEFAULT_MODEL,
                                latency=LatencyConfig((1,), 1, 3), engines=tmp_path / "engines", resamples=100),
                  log=lambda _: None)
     lat = result.record["latency"]["fp32"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalkit import constant_ctc_onnx, write_small_set
+from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
 from workbench.evaluate.gates import Check, Verdict
 from workbench.evaluate.latency import LatencyConfig, LatencyPoint, LatencyResult
 from workbench.evaluate.verdict import ACCURACY, NONE, SHIP, Candidate, decide, latency_ratio
@@ -92,7 +92,7 @@ def tiny_signoff(tmp_path, speech_like, monkeypatch):
     models = [(n, constant_ctc_onnx(tmp_path / "engines" / f"{n}.onnx", "HELLO WORLD")) for n in ("fp32", "fp16", "int8")]
 
     def signoff(folder: str, **overrides):
-        inputs = SignoffInputs(candidates=models, eval_set=sset, out_dir=tmp_path / "reports" / folder,
+        inputs = SignoffInputs(candidates=models, eval_set=sset, out_dir=tmp_path / "reports" / folder, model=DEFAULT_MODEL,
                                latency=LatencyConfig((1,), 1, 5), threads=1, resamples=200, **overrides)
         return run(inputs, log=lambda _: None)
 
