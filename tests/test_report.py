@@ -123,7 +123,7 @@ def test_html_renders_in_headless_chromium(signed):
         pytest.skip("no chromium here (apt-get install -y chromium)")
     shot = tmp_path / "shot.png"
     proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           "--window-size=1200,1400", f"--screenshot={shot}", paths["html"].as_uri()],
+                           "--window-size=1200,3000", f"--screenshot={shot}", paths["html"].as_uri()],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
     img = _image(shot.read_bytes())
