@@ -149,26 +149,6 @@ def read_structure(path: Path) -> GraphSummary:
     return GraphSummary(tuple(nodes), frozenset(inits), external)
 
 
-def _length_delimited(number: int, payload: bytes) -> bytes:
-    out = bytearray()
-    for value in ((number << 3) | _LENGTH_DELIMITED, len(payload)):
-        while value >= 0x80:
-            out.append((value & 0x7F) | 0x80)
-            value >>= 7
-        out.append(value)
-    return bytes(out) + payload
-
-
-def outputs_fragment(names: list[str]) -> bytes:
-    """Serialised ModelProto holding only a graph with ``names`` as outputs.
-
-    Protobuf merges a repeated occurrence of an embedded message field, so appending these bytes to a
-    serialised model adds ``names`` to its graph outputs without parsing or re-serialising its weights.
-    """
-    outputs = b"".join(_length_delimited(12, _length_delimited(1, name.encode("utf-8"))) for name in names)
-    return _length_delimited(7, outputs)
-
-
 def _varint_bytes(value: int) -> bytes:
     out = bytearray()
     while value >= 0x80:
@@ -178,6 +158,24 @@ def _varint_bytes(value: int) -> bytes:
     return bytes(out)
 
 
+def _length_delimited(number: int, payload: bytes) -> bytes:
+    return _varint_bytes((number << 3) | _LENGTH_DELIMITED) + _varint_bytes(len(payload)) + payload
+
+
+def _output_fields(names: list[str]) -> bytes:
+    """GraphProto.output entries (ValueInfoProto with only a name) for ``names``."""
+    return b"".join(_length_delimited(12, _length_delimited(1, name.encode("utf-8"))) for name in names)
+
+
+def outputs_fragment(names: list[str]) -> bytes:
+    """Serialised ModelProto holding only a graph with ``names`` as outputs.
+
+    Protobuf merges a repeated occurrence of an embedded message field, so appending these bytes to a
+    serialised model adds ``names`` to its graph outputs without parsing or re-serialising its weights.
+    """
+    return _length_delimited(7, _output_fields(names))
+
+
 # weights smaller than this stay inline (external data has a per-tensor cost in ONNX Runtime)
 EXTERNAL_MIN_BYTES = 4096
 
@@ -185,11 +183,11 @@ EXTERNAL_MIN_BYTES = 4096
 def _externalised_tensor(buffer, start: int, end: int, location: str) -> bytes:
     """The TensorProto at ``buffer[start:end]`` with its raw_data (field 9) replaced by a reference
     to the same bytes in ``location`` (external_data = 13: location, offset, length; data_location = 14)."""
-    raw = [(a, b) for number, wire, a, b in _fields(buffer, start, end) if number == 9 and wire == _LENGTH_DELIMITED]
+    fields = list(_fields_at(buffer, start, end))
+    raw = [(a, b) for number, wire, a, b, _ in fields if number == 9 and wire == _LENGTH_DELIMITED]
     if len(raw) != 1 or raw[0][1] - raw[0][0] < EXTERNAL_MIN_BYTES:
         return bytes(buffer[start:end])
-    kept = b"".join(bytes(buffer[begin:b]) for number, _, _, b, begin in _fields_at(buffer, start, end)
-                    if number not in (9, 13, 14))
+    kept = b"".join(bytes(buffer[begin:b]) for number, _, _, b, begin in fields if number not in (9, 13, 14))
     entries = b"".join(_length_delimited(13, _length_delimited(1, key.encode()) + _length_delimited(2, value.encode()))
                        for key, value in (("location", location), ("offset", str(raw[0][0])),
                                           ("length", str(raw[0][1] - raw[0][0]))))
@@ -213,7 +211,6 @@ def write_with_external_weights(source: Path, target: Path, location: str, outpu
                     graph += _length_delimited(5, _externalised_tensor(view, a, b, location))
                 else:
                     graph += view[g_begin:b]
-            for name in outputs:
-                graph += _length_delimited(12, _length_delimited(1, name.encode("utf-8")))
+            graph += _output_fields(outputs)
             model += _length_delimited(7, bytes(graph))
     Path(target).write_bytes(bytes(model))
