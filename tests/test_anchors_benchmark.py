@@ -4,22 +4,15 @@ failed and skipped rows keep their reason), and ModelOpt's venv whose install fa
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "anchors.py"
+from benchkit import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("anchors_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("anchors.py", "anchors_benchmark")
 
 
 def test_record_and_runs_become_rows_and_a_table(bench, dash_artifacts) -> None:

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "calibration.py"
+from benchkit import load_benchmark
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("calibration_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("calibration.py", "calibration_benchmark")
 
 
 def rows(load: float = 0.3, foreign: float = 0.02) -> list[dict]:

@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_signoff.py"
+from benchkit import load_benchmark
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_signoff_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("gpu_signoff.py", "gpu_signoff_benchmark")
 
 
 def test_a_size_builds_a_random_model_once_and_says_its_weights_are_random(tmp_path: Path) -> None:

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "inference.py"
+from benchkit import load_benchmark
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("inference_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("inference.py", "inference_benchmark")
 
 
 def test_tiny_grid_writes_table_and_json(tmp_path, capsys) -> None:
