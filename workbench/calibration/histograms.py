@@ -61,7 +61,7 @@ class TensorHistograms:
 
 
 def from_statistics(stats: StreamingStats, meta: dict[str, Any]) -> TensorHistograms:
-    """Collect the finished histograms of ``stats`` (names in the order the pass first saw them)."""
+    """Collect the finished histograms of ``stats`` (names in the order of ``stats``: graph order after a calibration pass)."""
     if not stats.with_histograms:
         raise ValueError("statistics were collected without histograms")
     names = list(stats.maxes.amax)
