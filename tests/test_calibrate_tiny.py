@@ -225,3 +225,21 @@ def test_hub_ids_get_file_name_safe_folders() -> None:
 
     assert artifact_folder_name("hub:facebook/wav2vec2-base-960h") == "hub-facebook-wav2vec2-base-960h"
     assert artifact_folder_name("ab" * 32) == "ab" * 6
+
+
+def test_calibration_session_returns_the_unfused_values(calibrated, speech_like) -> None:
+    """The calibration session runs at ONNX Runtime's "extended" level (its fusions are what makes it as fast
+    as plain inference); every asked-for tensor still comes back, equal to the unoptimised graph's to 1e-5."""
+    from workbench.backends.onnxruntime import session_options, session_with_outputs
+    from workbench.calibration.runner import calibration_session
+
+    _, result = calibrated
+    names = activation_tensors(onnx.load(str(result.fp32_onnx)))
+    audio = normalise_audio(speech_like(1.5, seed=3))[None]
+    fused = calibration_session(result.fp32_onnx, names).run(names, {INPUT: audio})
+    plain = session_with_outputs(onnx.load(str(result.fp32_onnx)), names,
+                                 session_options(optimization="disable")).run(names, {INPUT: audio})
+    assert len(fused) == len(names) > 10
+    for name, a, b in zip(names, fused, plain):
+        assert a.shape == b.shape, name
+        assert np.abs(a - b).max() <= 1e-5 * max(1.0, float(np.abs(b).max())), name

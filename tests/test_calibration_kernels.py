@@ -59,8 +59,27 @@ def test_kernel_counts_equal_the_numpy_passes(monkeypatch, seed: int) -> None:
                 compute_amax(spec, slow.maxes.amax[name], slow.histogram(name)), (name, spec.name)
 
 
+def test_int32_buffer_is_settled_before_it_could_overflow(monkeypatch) -> None:
+    """With the int32 room shrunk to 1,000 values the buffer is folded into the int64 counts many times
+    (and one array is too large for it, so the numpy passes count that one): the counts stay exact."""
+    from workbench.calibration import collectors
+
+    rng = np.random.default_rng(7)
+    arrays = [(rng.standard_normal(n) * s).astype(np.float32) for n, s in ((600, 1.0), (500, 2.0), (1500, 0.5), (700, 8.0))]
+    results = []
+    for room in (collectors._INT32_ROOM, 1000):
+        monkeypatch.setattr(collectors, "_INT32_ROOM", room)
+        stats = StreamingStats()
+        for values in arrays:
+            stats.update("t", values.copy())
+        results.append(stats.histograms["t"])
+    assert results[1].recent_total <= 1000
+    assert np.array_equal(results[0].counts, results[1].counts)
+    assert results[0].counts.sum() == sum(a.size for a in arrays)
+
+
 def test_kernel_takes_back_a_partial_count_and_leaves_the_input() -> None:
-    counts = np.zeros(8, dtype=np.int64)
+    counts = np.zeros(8, dtype=np.int32)
     values = np.array([0.5, 3.2, 7.9, 9.0, 1.0], dtype=np.float32)
     before = values.copy()
     top, done = kernels.count_float32(values, np.float32(1.0), 8, counts)

@@ -8,7 +8,8 @@ so the counts after any sequence of updates equal the counts of binning every va
 final width: the result depends only on the multiset of values, not on batching or order. Float32
 arrays are counted by a compiled one-pass kernel (``kernels``) when numba is installed, others (and
 every array without numba) by numpy passes; both give the same counts. Memory is
-one float plus ``bins * refine`` int64 counts per tensor, whatever the number of clips.
+one float plus ``bins * refine`` int64 counts (and as many int32 ones for the kernel) per tensor, whatever
+the number of clips.
 
 For the convergence report (``convergence``), ``StreamingStats`` also keeps each update's max |x| per
 tensor (one float per clip and tensor, already computed by the counting pass) and, once, a copy of
@@ -88,37 +89,61 @@ def _exponent_for(top: float, fine_bins: int) -> int:
     return e
 
 
+_INT32_ROOM = 2**31 - 1  # the compiled path counts into int32 (half the cache footprint) until this many values
+
+
 @dataclass
 class GrowingHistogram:
-    """Exact, order-free histogram of |x| with power-of-two bin width (see the module docstring)."""
+    """Exact, order-free histogram of |x| with power-of-two bin width (see the module docstring).
+
+    The compiled kernel counts into ``recent`` (int32: the 65,536 fine bins then take 256 KB of cache, not
+    512 KB, about 13 % less time per value); it is folded into the int64 ``settled`` counts before it could
+    overflow and whenever ``counts`` is read, so the int32 buffer never shows.
+    """
 
     bins: int = DEFAULT_BINS
     refine: int = DEFAULT_REFINE
     exponent: int | None = None
     zeros: int = 0
-    counts: np.ndarray | None = None
+    settled: np.ndarray | None = None
+    recent: np.ndarray | None = field(default=None, repr=False)
+    recent_total: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         if self.refine < 2 or self.refine & (self.refine - 1):
             raise ValueError(f"refine must be a power of two >= 2, got {self.refine}")
 
     @property
+    def counts(self) -> np.ndarray | None:
+        """The fine counts (int64), everything counted so far included."""
+        self._settle()
+        return self.settled
+
+    def _settle(self) -> None:
+        if self.recent_total:
+            assert self.settled is not None and self.recent is not None
+            self.settled += self.recent
+            self.recent[:] = 0
+            self.recent_total = 0
+
+    @property
     def fine_bins(self) -> int:
         return self.bins * self.refine
 
     def _grow_to(self, exponent: int) -> None:
-        assert self.counts is not None and self.exponent is not None
+        counts = self.counts
+        assert counts is not None and self.exponent is not None
         shift = exponent - self.exponent
         if shift <= 0:
             return
         factor = 2 ** shift
         if factor >= self.fine_bins:
             merged = np.zeros(self.fine_bins, dtype=np.int64)
-            merged[0] = self.counts.sum()
+            merged[0] = counts.sum()
         else:
             merged = np.zeros(self.fine_bins, dtype=np.int64)
-            merged[: self.fine_bins // factor] = self.counts.reshape(-1, factor).sum(axis=1)
-        self.counts, self.exponent = merged, exponent
+            merged[: self.fine_bins // factor] = counts.reshape(-1, factor).sum(axis=1)
+        self.settled, self.exponent = merged, exponent
 
     def update(self, values: np.ndarray) -> None:
         magnitudes = np.abs(values).ravel()
@@ -128,9 +153,9 @@ class GrowingHistogram:
     def _cover(self, top: float) -> None:
         """Start the histogram, or grow it, so that ``top`` (> 0, finite) has a bin."""
         needed = _exponent_for(top, self.fine_bins)
-        if self.counts is None:
-            self.counts = np.zeros(self.fine_bins, dtype=np.int64)
-            self.counts[0] = self.zeros
+        if self.settled is None:
+            self.settled = np.zeros(self.fine_bins, dtype=np.int64)
+            self.settled[0] = self.zeros
             self.exponent = needed
         elif needed > self.exponent:
             self._grow_to(needed)
@@ -140,10 +165,10 @@ class GrowingHistogram:
         if not math.isfinite(top):
             raise ValueError("non-finite activation value; the FP32 model produced inf/nan on this input")
         if top == 0.0:
-            if self.counts is None:
+            if self.settled is None:
                 self.zeros += magnitudes.size
             else:
-                self.counts[0] += magnitudes.size
+                self.settled[0] += magnitudes.size
             return
         self._cover(top)
         assert self.exponent is not None
@@ -155,12 +180,12 @@ class GrowingHistogram:
         # truncation into a reused per-thread index buffer (a fresh int64 array per call costs ~7x more)
         index = _index_buffer(scaled.size)
         np.copyto(index, scaled, casting="unsafe")
-        self.counts += np.bincount(index, minlength=self.fine_bins)
+        self.settled += np.bincount(index, minlength=self.fine_bins)
 
     def add_compiled(self, values: np.ndarray) -> float | None:
         """Count a contiguous 1-D float32 array with the compiled kernel; its max |x|, or None when the
         numpy path must do it (all zeros, a NaN/inf, a range beyond float32 scaling, no numba)."""
-        if self.counts is None:
+        if self.settled is None:
             top = max(float(values.max()), -float(values.min()))  # NaN propagates
             if not (math.isfinite(top) and top > 0.0):
                 return None
@@ -168,7 +193,7 @@ class GrowingHistogram:
         assert self.exponent is not None
         if abs(self.exponent) >= 120:
             return None
-        top, counted = kernels.count_float32(values, np.float32(2.0 ** -self.exponent), self.fine_bins, self.counts)
+        top, counted = self._count_recent(values)
         if counted:
             return top
         top = max(float(values.max()), -float(values.min()))  # a value beyond the range: grow and count again
@@ -177,16 +202,31 @@ class GrowingHistogram:
         self._cover(top)
         if abs(self.exponent) >= 120:
             return None
-        top, counted = kernels.count_float32(values, np.float32(2.0 ** -self.exponent), self.fine_bins, self.counts)
+        top, counted = self._count_recent(values)
         return top if counted else None
+
+    def _count_recent(self, values: np.ndarray) -> tuple[float, bool]:
+        """The kernel's count of ``values`` into the int32 buffer (settled first if it could overflow)."""
+        assert self.exponent is not None
+        if self.recent is None:
+            self.recent = np.zeros(self.fine_bins, dtype=np.int32)
+        elif self.recent_total + values.size > _INT32_ROOM:
+            self._settle()
+        if values.size > _INT32_ROOM:
+            return 0.0, False  # more values in one array than int32 counts hold: the numpy passes count it
+        top, counted = kernels.count_float32(values, np.float32(2.0 ** -self.exponent), self.fine_bins, self.recent)
+        if counted:
+            self.recent_total += values.size
+        return top, counted
 
     def finish(self) -> Histogram | None:
         """The ``bins``-bin histogram over the smallest covering range, or None if only zeros were seen."""
-        if self.counts is None or self.exponent is None:
+        counts = self.counts
+        if counts is None or self.exponent is None:
             return None
-        used = int(np.flatnonzero(self.counts)[-1]) + 1
+        used = int(np.flatnonzero(counts)[-1]) + 1
         group = max(1, math.ceil(used / self.bins))
-        merged = self.counts[: self.bins * group].reshape(self.bins, group).sum(axis=1)
+        merged = counts[: self.bins * group].reshape(self.bins, group).sum(axis=1)
         return Histogram(merged, float(self.bins * group * 2.0 ** self.exponent))
 
 

@@ -49,7 +49,7 @@ def kernel() -> Callable | None:
             if not _tried:
                 _kernel = _compile()
                 if _kernel is not None:  # compile (or load from numba's cache) for the one signature used
-                    _kernel(np.zeros(1, np.float32), np.float32(1.0), np.float32(2.0), np.zeros(2, np.int64))
+                    _kernel(np.zeros(1, np.float32), np.float32(1.0), np.float32(2.0), np.zeros(2, np.int32))
                 _tried = True
     return _kernel
 
@@ -78,7 +78,8 @@ def warm_up() -> None:
 
 
 def count_float32(values: np.ndarray, inverse: np.float32, limit: int, counts: np.ndarray) -> tuple[float, bool]:
-    """Add ``trunc(|v| * inverse)`` of every value to ``counts`` (int64, ``limit`` bins).
+    """Add ``trunc(|v| * inverse)`` of every value to ``counts`` (int32, ``limit`` bins; the caller keeps the
+    total below 2**31).
 
     Returns (max |v|, True) when every value fitted. On a value beyond the range or a NaN it returns
     (max so far, False) with ``counts`` as they were. ``values`` is a contiguous 1-D float32 array;

@@ -83,13 +83,16 @@ def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threa
     there with the extra outputs appended (``graph_structure.outputs_fragment``). A ModelProto, or a
     model with external data, is re-serialised with the outputs swapped
     (``backends.onnxruntime.session_with_outputs``). Thread-pool spinning is off so the statistics
-    threads get the cores while ONNX Runtime waits.
+    threads get the cores while ONNX Runtime waits. Optimisation is "extended": ONNX Runtime's fusions
+    (MatMul+Add, GELU, LayerNorm) skip any node whose output was asked for, so every tensor is still
+    returned, and the run is as fast as plain inference (Wav2Vec2-base, 16 clips: 7.8 s with the 106 extra
+    outputs against 7.9 s plain; at "basic", 8.8 s); values agree with the unfused graph to about 1e-6.
     """
     import onnxruntime as ort
 
     from workbench.backends.onnxruntime import session_options, session_with_outputs
 
-    options = session_options(threads, optimization="basic")
+    options = session_options(threads, optimization="extended")
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     providers = list(providers)
     if isinstance(model, Path):
