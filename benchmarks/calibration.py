@@ -11,8 +11,8 @@ runs in its own subprocess (so peak RSS is that job's alone):
 
 Plain and ours run ``--rounds`` times side by side (order alternating), and ours is compared with the
 plain run of its own round. Each run records the 1-minute load average before and after it and its
-wall time per phase (plain: session, inference; ours: graph, session, inference, statistics_wait,
-statistics_tail, thresholds, convergence, cache_write). Targets (issue 19, ``TARGETS``): ours <= 1.15x plain wall
+wall time per phase (plain: session, inference; ours: graph, session, inference, statistics,
+thresholds, convergence, cache_write). Targets (issue 19, ``TARGETS``): ours <= 1.15x plain wall
 on 16 clips (median of the rounds), each further clip <= 1.05x plain's (from ``--large-clips``), peak
 RSS <= 2 GB also with 500 clips. A target is judged only when the load stayed at or below the core
 count during every paired run; otherwise the verdict says "not judged". Prints a table and writes
