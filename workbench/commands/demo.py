@@ -157,6 +157,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition, help=argparse.SUPPRESS)
     parser.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS)
     parser.add_argument("--dev-per-condition", type=int, default=DEMO_DEV_PER_CONDITION, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=defaults.seed, help=argparse.SUPPRESS)  # other texts and voices
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--engines-root", type=Path, default=area_default("engines"), help=argparse.SUPPRESS)
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
@@ -169,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
                              "--dev-per-condition at least 0")
     sets = replace(SetBuildConfig(), calib_per_condition=args.calib_per_condition,
                    eval_per_condition=args.eval_per_condition, dev_per_condition=args.dev_per_condition,
-                   workers=max(1, args.workers))
+                   seed=args.seed, workers=max(1, args.workers))
     print(f"workspace: {args.workspace.root} (sets -> {args.root}, engines -> {args.engines_root}, "
           f"reports -> {args.reports_root})")
     ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root), engines_root=Path(args.engines_root),
