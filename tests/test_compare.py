@@ -295,7 +295,8 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert found is not None and Path(found["onnx_path"]).is_file()  # 100-point budget: INT8 everywhere passes
     assert PrecisionPlan.load(Path(found["plan_path"])).to_json() == found["plan"]
     assert search["int8_everywhere_passes"] and found["int8_share"] == 1.0
-    assert (out / next(out.glob("search-max-*.json")).with_suffix(".csv").name).read_text().startswith("step,phase")
+    csv_text = (out / next(out.glob("search-max-*.json")).with_suffix(".csv").name).read_text()
+    assert csv_text.startswith("step,phase") and csv_text.splitlines()[0].endswith(",wer_delta_high_judged")
     sensitivity = next(out.glob("sensitivity-max-*-rest-fp32.json"))
     assert json.loads(sensitivity.read_text())["layers"][0]["name"] == "lm_head"
     # a sensitivity file made from another model is refused
