@@ -93,6 +93,39 @@ def test_partition_speakers():
     assert sum(roles[s] == "eval" for s in speakers if group[s] == "gb") == 1
 
 
+def test_dev_role_takes_half_of_what_evaluation_leaves_and_never_an_evaluation_speaker():
+    speakers = [f"spk{i}" for i in range(17)] + [f"gb{i}" for i in range(12)] + ["lonely"]
+    group = {s: "us" if s.startswith("spk") else "gb" if s.startswith("gb") else "scottish" for s in speakers}
+    plain = partition_speakers(speakers, group.get)
+    roles = partition_speakers(speakers, group.get, dev=True)
+    assert {s for s in speakers if roles[s] == "eval"} == {s for s in speakers if plain[s] == "eval"}
+    count = {(g, r): sum(group[s] == g and roles[s] == r for s in speakers) for g in ("us", "gb") for r in
+             ("calib", "eval", "dev")}
+    assert count == {("us", "calib"): 6, ("us", "eval"): 5, ("us", "dev"): 6,
+                     ("gb", "calib"): 4, ("gb", "eval"): 4, ("gb", "dev"): 4}
+    assert roles["lonely"] == "calib"  # a group of one stays in calibration
+
+
+def test_held_out_dev_set_shares_nothing_and_leaves_the_evaluation_set_unchanged(tiny_sets, tiny_config, tmp_path):
+    """The demo's dev set: no speaker or text of the calibration or evaluation set; the evaluation set is the same
+    bytes as without a dev set (its speakers and texts do not move), the calibration set keeps its texts."""
+    from dataclasses import replace
+
+    built = build_synthetic_sets(replace(tiny_config, dev_per_condition=2), root=tmp_path)
+    assert built.dev is not None and built.dev.name == "tiny-dev" and len(built.dev.utterances) == 6
+    assert built.eval.content_hash == tiny_sets.eval.content_hash
+    calib, evaluation, dev = (s.utterances for s in (built.calib, built.eval, built.dev))
+    for other in (calib, evaluation):
+        assert not {u.text for u in dev} & {u.text for u in other}
+        assert not {u.speaker for u in dev} & {u.speaker for u in other}
+    assert {split_of(u.text) for u in dev} == {"calib"}  # never the model's training texts
+    assert {u.condition for u in dev} == set(CONDITIONS)
+    checks = built.dev.card["checks"]
+    assert checks["held_out_from"] == ["tiny-calib", "tiny-eval"] and checks["disjoint_by_speaker"]
+    assert checks["calib_overlap"]["disjoint_by_text"] and checks["calib_overlap"]["disjoint_by_speaker"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-calib", "tiny-dev", "tiny-eval"]
+
+
 def test_same_seed_same_hash_any_worker_count(tiny_sets, tiny_config, tmp_path):
     assert tiny_config.workers == 2
     again = build_synthetic_sets(SetBuildConfig(**{**tiny_config.__dict__, "workers": 1}), root=tmp_path)

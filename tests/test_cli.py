@@ -68,6 +68,8 @@ def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
     (["data", "build", "--min-seconds", "5", "--max-seconds", "2"], "min <= opt <= max"),
     (["data", "build", "--source", "folder", "--path", "/nonexistent/folder"], "does not exist"),
     (["demo", "--calib-per-condition", "0"], "at least 1"),
+    (["demo", "--dev-per-condition", "-1"], "at least 0"),
+    (["search", "--margin", "1"], "--margin is a share of each gate"),
 ])
 def test_user_errors_exit_1(argv, message, capsys, tmp_path):
     assert main(argv + ["--root", str(tmp_path)]) == 1
@@ -113,13 +115,15 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     if not available_voices():
         pytest.skip("no TTS engine installed (run ./setup.sh)")
     engines = tmp_path.parent / f"{tmp_path.name}-engines"
-    argv = ["demo", "--calib-per-condition", "2", "--eval-per-condition", "2", "--root", str(tmp_path),
+    argv = ["demo", "--calib-per-condition", "2", "--eval-per-condition", "2", "--dev-per-condition", "2",
+            "--root", str(tmp_path),
             "--engines-root", str(engines), "--reports-root", str(engines / "reports"), "--quick"]
     assert main(argv) == 0
     out = capsys.readouterr().out
     for number, step in enumerate(STEPS, 1):
         assert f"[{number}/{len(STEPS)}] {step.name}" in out
     assert "demo-calib" in out and "demo-eval" in out and "| total | 3 | 3 | 6 |" in out
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-calib", "demo-eval"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-calib", "demo-dev", "demo-eval"]
+    assert "dev set: demo-dev, held out from calibration and evaluation" in out
     assert list(engines.glob("*/model.int8-percentile-*.onnx")) and list(engines.glob("*/calib-*.cache"))
     assert (engines / "reports" / "demo-signoff" / "report.html").exists() and "verdict" in out

@@ -21,7 +21,8 @@ import onnx
 import pytest
 
 from workbench.cli import main
-from workbench.speech.records import Clip
+from workbench.errors import WorkbenchError
+from workbench.speech.records import Clip, Utterance
 from workbench.speech.select import all_clips, clips_per_condition
 from workbench.search.evaluator import DevEvaluator
 from workbench.compare.groups import group_of, node_groups, plan_for
@@ -117,6 +118,70 @@ def test_dev_intervals_widen_to_the_signoff_set_size() -> None:
     assert widen_interval(raw, 1.0) is raw and widen_interval(None, 2.0) is None
 
 
+def _speakers(prefix: str, speakers: int, each: int, condition: str) -> list[Utterance]:
+    return [Utterance(f"{prefix}{s}-{i}", "A B C D", f"{prefix}{s}", "v", "us", condition, 1.0, "t")
+            for s in range(speakers) for i in range(each)]
+
+
+def test_dev_intervals_widen_to_the_signoff_speakers_per_check() -> None:
+    """Widening follows the bootstrap's blocks (speakers), not utterance counts: the same 40 quiet utterances
+    from 2 speakers instead of 8 give a sign-off interval about twice as wide."""
+    from workbench.search.evaluator import block_counts, widening_factors
+
+    dev = _speakers("q", 8, 5, "quiet") + _speakers("n", 8, 5, "noisy")
+    signoff = _speakers("Q", 2, 20, "quiet") + _speakers("N", 8, 5, "noisy")
+    assert block_counts(signoff) == {"overall": 10, "condition noisy": 8, "condition quiet": 2}
+    factors = widening_factors(dev, signoff)
+    assert factors == pytest.approx({"overall": math.sqrt(16 / 10), "condition quiet": 2.0, "condition noisy": 1.0})
+    assert widening_factors(signoff, dev) == {"overall": 1.0, "condition quiet": 1.0, "condition noisy": 1.0}
+    one = _speakers("x", 1, 6, "quiet")  # one speaker: the bootstrap falls back to utterances
+    assert block_counts(one) == {"overall": 6, "condition quiet": 6}
+    assert widening_factors(dev, dev[:5] + signoff[40:])["condition quiet"] == pytest.approx(math.sqrt(8 / 5))
+
+
+def test_search_judges_widened_intervals_against_the_gates_less_the_margin() -> None:
+    from workbench.evaluate.accuracy import compare_accuracy
+    from workbench.evaluate.gates import judge
+    from workbench.search.evaluator import held_back, widened
+
+    utts = _speakers("q", 8, 5, "quiet") + _speakers("n", 8, 5, "noisy")
+    hyps = [u.text if i % 7 else "A B C" for i, u in enumerate(utts)]  # one word lost in every 7th utterance
+    accuracy = compare_accuracy(utts, {"fp32": [u.text for u in utts], "cand": hyps}, "fp32", resamples=300,
+                                group_kinds=("condition",))
+    cand = accuracy.candidates["cand"]
+    gates = held_back(GateConfig(max_latency_ms=50.0), 1.0 / 3.0)
+    assert gates.max_wer_delta_points == pytest.approx(0.2) and gates.max_latency_ms is None
+    assert gates.max_condition_wer_delta_points == pytest.approx(2.0 / 3.0)
+    factors = {"overall": 1.5, "condition quiet": 2.0}
+    judged = widened(cand, factors)
+    checks = {c.name: c for c in next(v for v in judge(replace(accuracy, candidates={"cand": judged}), None, gates)
+                                      if v.candidate == "cand").checks}
+    for check, group in (("overall", cand.overall), ("condition quiet", cand.by("condition")["quiet"]),
+                         ("condition noisy", cand.by("condition")["noisy"])):
+        d = group.delta
+        expected = (d.estimate + (d.high - d.estimate) * factors.get(check, 1.0)) * 100
+        assert checks[check].value == pytest.approx(expected) and not checks[check].passed  # ~3.6 points lost
+    assert checks["overall"].limit == pytest.approx(0.2) and checks["condition noisy"].limit == pytest.approx(2 / 3)
+    assert widened(cand, {"overall": 1.0}) is cand
+
+
+def test_search_refuses_a_dev_set_that_shares_speakers_or_texts_with_the_signoff_set(tmp_path) -> None:
+    from workbench.jobs.search import check_dev_apart
+    from workbench.speech.store import SpeechSet
+
+    dev = SpeechSet(tmp_path / "x-dev", {"content_hash": "a"}, _speakers("s", 2, 2, "quiet"))
+    apart = SpeechSet(tmp_path / "x-eval", {"content_hash": "b"},
+                      [replace(u, speaker="other", text=f"T {u.id}") for u in dev.utterances])
+    check_dev_apart(dev, apart)
+    check_dev_apart(dev, None)
+    for shared in ([replace(u, text=f"T {u.id}") for u in dev.utterances],
+                   [replace(u, speaker="other") for u in dev.utterances]):
+        with pytest.raises(WorkbenchError, match="the dev set x-dev and the sign-off set x-eval share"):
+            check_dev_apart(dev, SpeechSet(tmp_path / "x-eval", {"content_hash": "b"}, shared))
+    with pytest.raises(WorkbenchError, match="is the sign-off set"):
+        check_dev_apart(dev, SpeechSet(tmp_path / "x-eval", {"content_hash": "a"}, apart.utterances))
+
+
 def test_groups_follow_the_wav2vec2_structure() -> None:
     assert group_of("/wav2vec2/feature_extractor/conv_layers.1/conv/Conv") == "feature_extractor.conv_layers.1"
     assert group_of("/wav2vec2/encoder/layers.3/attention/k_proj/MatMul") == "encoder.layers.3.attention.qkv_proj"
@@ -210,8 +275,16 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert search["dev_set"]["content_hash"] == tiny_sets.calib.content_hash  # default dev set: calibration set
     assert set(search["provenance"]) >= {"model", "fp32_onnx", "cache", "calibration_set", "dev_set", "sensitivity"}
     assert search["evaluations"] == len(search["candidates"]) >= 1
-    widen = math.sqrt(len(tiny_sets.calib.utterances) / len(tiny_sets.eval.utterances))
+    from workbench.config import SEARCH
+    from workbench.search.evaluator import widening_factors
+
+    factors = widening_factors(tiny_sets.calib.utterances, tiny_sets.eval.utterances)
+    widen = factors["overall"]
     assert search["budget"]["interval_widening"] == pytest.approx(widen)
+    assert search["budget"]["interval_widening_per_check"] == pytest.approx(factors)
+    assert search["budget"]["margin"] == pytest.approx(SEARCH.margin)
+    assert search["budget"]["judged_against"]["max_wer_delta_points"] == pytest.approx(100.0 * (1 - SEARCH.margin))
+    assert "less a 0.33 margin" in printed
     overall = search["candidates"][0]["delta"]["overall"]
     judged = search["candidates"][0]["judged_delta_high"]["overall"]
     assert judged == pytest.approx((overall["estimate"] + (overall["high"] - overall["estimate"]) * widen) * 100)
@@ -222,7 +295,8 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert found is not None and Path(found["onnx_path"]).is_file()  # 100-point budget: INT8 everywhere passes
     assert PrecisionPlan.load(Path(found["plan_path"])).to_json() == found["plan"]
     assert search["int8_everywhere_passes"] and found["int8_share"] == 1.0
-    assert (out / next(out.glob("search-max-*.json")).with_suffix(".csv").name).read_text().startswith("step,phase")
+    csv_text = (out / next(out.glob("search-max-*.json")).with_suffix(".csv").name).read_text()
+    assert csv_text.startswith("step,phase") and csv_text.splitlines()[0].endswith(",wer_delta_high_judged")
     sensitivity = next(out.glob("sensitivity-max-*-rest-fp32.json"))
     assert json.loads(sensitivity.read_text())["layers"][0]["name"] == "lm_head"
     # a sensitivity file made from another model is refused

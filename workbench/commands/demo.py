@@ -3,9 +3,9 @@
 The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext`` that calls
 one job (``workbench.jobs``) and reads what earlier steps left in ``context.results``: build the
 default speech sets (``demo``: 100 utterances per condition for calibration, 100 per condition for
-evaluation), calibrate the demo model, compare it
+evaluation, 100 per condition for a dev set held out from both), calibrate the demo model, compare it
 layer by layer against INT8 and rank the layer groups' sensitivity, search the mixed INT8/FP16 plan on
-the calibration set, and sign off FP32, FP16, INT8 and the mixed plan on the evaluation set.
+the held-out dev set, and sign off FP32, FP16, INT8 and the mixed plan on the evaluation set.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from workbench.commands.options import print_lines
-from workbench.config import SetBuildConfig
+from workbench.config import DEMO_DEV_PER_CONDITION, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
@@ -92,9 +92,11 @@ def _search(ctx: DemoContext) -> None:
     from workbench.jobs import search
 
     built = ctx.results["speech_sets"]
-    print(f"dev set: the calibration set {built.calib.name} (the sign-off judges the found plan on "
-          f"{built.eval.name})")
+    dev = built.dev or built.calib
+    print(f"dev set: {dev.name}, {'held out from calibration and evaluation' if built.dev else 'the calibration set'}"
+          f" (the sign-off judges the found plan on {built.eval.name})")
     result = search.run(search.SearchInputs(**_analysis(ctx), signoff_set=str(built.eval.path),
+                                            dev_set=str(built.dev.path) if built.dev else None,
                                             sensitivity=ctx.results["compare"].files["sensitivity_json"], refine=0,
                                             resamples=200 if ctx.quick else 1000))
     print_lines(result.lines())
@@ -127,11 +129,12 @@ def _signoff(ctx: DemoContext) -> None:
 
 
 STEPS: tuple[Step, ...] = (
-    Step("speech-sets", "build balanced calibration and evaluation sets from synthetic speech", _speech_sets),
+    Step("speech-sets", "build balanced calibration, evaluation and held-out dev sets from synthetic speech",
+         _speech_sets),
     Step("calibrate", "export the demo model to ONNX, calibrate (percentile 99.99), write cache and INT8 model",
          _calibrate),
     Step("compare", "layer-by-layer FP32 vs INT8 table (Polygraphy) and per-group sensitivity ranking", _compare),
-    Step("search", "mixed INT8/FP16 plan with the most INT8 within the WER budget (dev set: calibration set)",
+    Step("search", "mixed INT8/FP16 plan with the most INT8 within the WER budget (dev set: held out)",
          _search),
     Step("signoff", "FP32, FP16, INT8 and the mixed plan: WER with CIs, latency, gates; sign-off report", _signoff),
 )
@@ -153,6 +156,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # smaller runs for tests and quick looks; the documented demo uses the defaults
     parser.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition, help=argparse.SUPPRESS)
     parser.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS)
+    parser.add_argument("--dev-per-condition", type=int, default=DEMO_DEV_PER_CONDITION, help=argparse.SUPPRESS)
+    parser.add_argument("--seed", type=int, default=defaults.seed, help=argparse.SUPPRESS)  # other texts and voices
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--engines-root", type=Path, default=area_default("engines"), help=argparse.SUPPRESS)
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
@@ -160,10 +165,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.calib_per_condition < 1 or args.eval_per_condition < 1:
-        raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
+    if args.calib_per_condition < 1 or args.eval_per_condition < 1 or args.dev_per_condition < 0:
+        raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1, "
+                             "--dev-per-condition at least 0")
     sets = replace(SetBuildConfig(), calib_per_condition=args.calib_per_condition,
-                   eval_per_condition=args.eval_per_condition, workers=max(1, args.workers))
+                   eval_per_condition=args.eval_per_condition, dev_per_condition=args.dev_per_condition,
+                   seed=args.seed, workers=max(1, args.workers))
     print(f"workspace: {args.workspace.root} (sets -> {args.root}, engines -> {args.engines_root}, "
           f"reports -> {args.reports_root})")
     ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root), engines_root=Path(args.engines_root),

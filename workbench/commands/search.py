@@ -2,7 +2,8 @@
 
 WER (CER for character languages, or as ``--error-unit`` says) is measured on a dev set (default: the
 calibration set; not the sign-off evaluation set) against FP32 with paired bootstrap intervals; the budget comes from the gate file (defaults +0.3 points overall,
-+1.0 per condition, on the upper end of the interval). Uses the sensitivity ranking (reused when its
++1.0 per condition, on the upper end of the interval), judged with a margin (``--margin``) and dev
+intervals widened to the sign-off set's speakers (``--signoff-set``). Uses the sensitivity ranking (reused when its
 provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant;
 see ``workbench.jobs.search``.
 """
@@ -13,6 +14,7 @@ import argparse
 from pathlib import Path
 
 from workbench.commands.options import add_model_arguments, analysis_fields, print_lines
+from workbench.config import SEARCH
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,8 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dev-per-condition", type=int,
                         help="use only the first N utterances per condition of the dev set (default: all)")
     parser.add_argument("--gates", type=Path, help="gate file (JSON/TOML) with the WER budget")
-    parser.add_argument("--signoff-set", help="the set the sign-off will judge on: only its size is read, to "
-                                              "judge dev intervals widened to that size (recommended)")
+    parser.add_argument("--signoff-set", help="the set the sign-off will judge on: only its speakers and conditions "
+                                              "are read, to judge dev intervals widened to its number of speakers "
+                                              "(recommended)")
+    parser.add_argument("--margin", type=float, default=SEARCH.margin,
+                        help="share of each gate held back on the dev set: a candidate passes when its interval's "
+                             f"upper end is within (1 - margin) x the gate (default {SEARCH.margin:.2f})")
     parser.add_argument("--sensitivity", type=Path, help="sensitivity JSON from `compare` (default: reuse or make)")
     parser.add_argument("--strategy", choices=("bisect", "gallop"), default="bisect",
                         help="how k (groups kept in FP16) is searched")
@@ -40,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = search.SearchInputs(**analysis_fields(args), gates=load_gate_config(args.gates), dev_set=args.dev_set,
                                  dev_per_condition=args.dev_per_condition, signoff_set=args.signoff_set,
                                  sensitivity=args.sensitivity, strategy=args.strategy, refine=args.refine,
-                                 keep=args.keep, resamples=args.resamples, seed=args.seed)
+                                 keep=args.keep, resamples=args.resamples, seed=args.seed,
+                                 margin=args.margin)
     print_lines(search.run(inputs).lines())
     return 0

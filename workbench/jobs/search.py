@@ -20,7 +20,7 @@ from workbench.backends.factory import device_of, ort_providers
 from workbench.compare import outputs
 from workbench.compare.groups import node_groups
 from workbench.compare.sensitivity import VariantRunner
-from workbench.config import DEFAULT_BACKEND
+from workbench.config import DEFAULT_BACKEND, SEARCH
 from workbench.errors import WorkbenchError
 from workbench.evaluate.gates import GateConfig
 from workbench.jobs import compare
@@ -30,6 +30,7 @@ from workbench.quantize.qdq import build_variant
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
 from workbench.search.strategies import describe, search_plan
+from workbench.speech.overlap import overlap
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
 from workbench.speech.store import SpeechSet
 
@@ -41,7 +42,8 @@ class SearchInputs(AnalysisInputs):
     gates: GateConfig = field(default_factory=GateConfig)
     dev_set: str | Path | None = None
     dev_per_condition: int | None = None
-    signoff_set: str | Path | None = None  # only its size is read
+    signoff_set: str | Path | None = None  # only its utterances' speakers and conditions are read
+    margin: float = SEARCH.margin  # share of each gate held back on the dev set
     sensitivity: Path | None = None  # default: reuse a matching ranking or compute one
     strategy: str = "bisect"
     refine: int = 2
@@ -57,6 +59,9 @@ def check(inputs: SearchInputs) -> None:
         raise WorkbenchError("--dev-per-condition must be at least 1")
     if inputs.resamples < 100:
         raise WorkbenchError("--resamples must be at least 100")
+    if not 0.0 <= inputs.margin < 1.0:
+        raise WorkbenchError(f"--margin is a share of each gate held back: give a value from 0 up to (not "
+                             f"including) 1, not {inputs.margin:g} (default {SEARCH.margin:.2f})")
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
@@ -78,7 +83,8 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> "SearchOutp
                       per_condition=inputs.per_condition, dev_per_condition=inputs.dev_per_condition,
                       strategy=inputs.strategy, refine=inputs.refine, keep=inputs.keep, resamples=inputs.resamples,
                       seed=inputs.seed, granularity=inputs.granularity, out=inputs.out, threads=inputs.threads,
-                      progress=inputs.progress, signoff_set=signoff_set, log=log, backend=inputs.backend)
+                      progress=inputs.progress, signoff_set=signoff_set, log=log, backend=inputs.backend,
+                      margin=inputs.margin)
 
 
 def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
@@ -112,10 +118,19 @@ class SearchOutputs:
 
 
 def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
-    """Refuse a dev set that is the sign-off set (the sign-off must not judge on the data the search selected on)."""
-    if signoff_set is not None and signoff_set.content_hash == dev_set.content_hash:
+    """Refuse a dev set that is the sign-off set, or shares a speaker or a text with it (the sign-off must not
+    judge on the data the search selected on)."""
+    if signoff_set is None:
+        return
+    if signoff_set.content_hash == dev_set.content_hash:
         raise WorkbenchError(f"the dev set {dev_set.name} is the sign-off set; search on another set (--dev-set; "
                              "default: the calibration set) so the sign-off does not judge on the data it selected on")
+    shared = overlap(dev_set.utterances, signoff_set.utterances)
+    if not (shared["disjoint_by_text"] and shared["disjoint_by_speaker"]):
+        raise WorkbenchError(f"the dev set {dev_set.name} and the sign-off set {signoff_set.name} share "
+                             f"{shared['shared_speaker_count']} speaker(s) and {shared['shared_text_count']} text(s): "
+                             "the search would select on what the sign-off judges; use a dev set held out from the "
+                             "sign-off set (the demo's sets step builds one; or 'data import --disjoint-from')")
 
 
 def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sensitivity: Path | None = None,
@@ -124,11 +139,12 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
                granularity: str = "group",
                out: Path | None = None, threads: int | None = None, progress: bool = True,
                signoff_set: SpeechSet | None = None, log: Callable[[str], None] = print,
-               backend: str = DEFAULT_BACKEND) -> SearchOutputs:
-    """Find the plan with the most INT8 that meets ``gates`` on ``dev_set``; write JSON/CSV, plan and ONNX.
+               backend: str = DEFAULT_BACKEND, margin: float = SEARCH.margin) -> SearchOutputs:
+    """Find the plan with the most INT8 that meets ``gates`` held back by ``margin`` on ``dev_set``; write
+    JSON/CSV, plan and ONNX.
 
-    ``signoff_set``: the set the sign-off will judge on; only its size is used (never its audio), to
-    judge dev-set intervals widened to that size.
+    ``signoff_set``: the set the sign-off will judge on; only its utterances' speakers and conditions are used
+    (never its audio or texts), to judge dev-set intervals widened to its number of bootstrap blocks.
     """
     check_dev_apart(dev_set, signoff_set)
     require_utterances(dev_set, "dev")
@@ -162,15 +178,20 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
     ranking = [layer["name"] for layer in sorted(data["layers"], key=lambda r: r["rank"])]
     clips = clips_per_condition(dev_set, dev_per_condition) if dev_per_condition else all_clips(dev_set)
     unit = prepared.description.error_unit.upper()
-    log(f"dev set {dev_set.name}: {len(clips)} utterances; {unit} budget +{gates.max_wer_delta_points} pts overall, "
-        f"+{gates.max_condition_wer_delta_points} pts per condition (upper end of the paired 95% interval)")
     variants = VariantRunner(model, prepared.cache.amax(), threads, ort_providers(backend), prepared.description.prepare,
                              prepared.guard)
     signoff_n = len(signoff_set.utterances) if signoff_set is not None else None
     evaluator = DevEvaluator(variants, clips, gates, resamples=resamples, seed=seed, progress=progress,
-                             signoff_utterances=signoff_n, model=prepared.description)
-    if evaluator.widen > 1.0:
-        log(f"judging dev intervals widened x{evaluator.widen:.2f} to the sign-off set's {signoff_n} utterances")
+                             signoff=signoff_set.utterances if signoff_set is not None else None,
+                             model=prepared.description, margin=margin)
+    log(f"dev set {dev_set.name}: {len(clips)} utterances, {len({c.utterance.speaker for c in clips})} speakers; "
+        f"{unit} budget +{gates.max_wer_delta_points} pts overall, +{gates.max_condition_wer_delta_points} pts per "
+        f"condition, judged against +{evaluator.gates.max_wer_delta_points:.2f} / "
+        f"+{evaluator.gates.max_condition_wer_delta_points:.2f} (margin {margin:.2f} of each gate; upper end of the "
+        "paired 95% interval)")
+    if any(f > 1.0 for f in evaluator.widening.values()):
+        log("judging dev intervals widened to the sign-off set's speakers: "
+            + ", ".join(f"{check} x{f:.2f}" for check, f in evaluator.widening.items()))
     name = search_outputs.mixed_name(prepared.tag, dev_set.content_hash)
     result = search_plan(ranking, groups, evaluator.evaluate, keep=keep, refine=refine, name=name,
                          strategy=strategy, log=log)
@@ -199,7 +220,14 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
         "budget": {"max_wer_delta_points": gates.max_wer_delta_points,
                    "max_condition_wer_delta_points": gates.max_condition_wer_delta_points,
                    "judged_on": "upper end of the 95% paired bootstrap interval vs FP32",
-                   "signoff_utterances": signoff_n, "interval_widening": evaluator.widen},
+                   "signoff_utterances": signoff_n, "interval_widening": evaluator.widen,
+                   "interval_widening_per_check": evaluator.widening,
+                   "widening_rule": "sqrt(dev bootstrap blocks / sign-off bootstrap blocks) per check, at least 1 "
+                                    "(blocks: speakers when known, else utterances)",
+                   "margin": margin,
+                   "judged_against": {"max_wer_delta_points": evaluator.gates.max_wer_delta_points,
+                                      "max_condition_wer_delta_points":
+                                          evaluator.gates.max_condition_wer_delta_points}},
         "dev_set": {"name": dev_set.name, "path": str(dev_set.path), "content_hash": dev_set.content_hash,
                     "utterances": len(clips)},
         "strategy": describe(strategy, keep, refine), "sensitivity_path": str(sensitivity),
@@ -232,6 +260,13 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
            "time in ranking order: "
            f"{data['one_at_a_time_evaluations'] if data['one_at_a_time_evaluations'] is not None else 'n/a'}; "
            f"every group on its own: {data['per_group_evaluations']})"]
+    budget = data.get("budget", {})
+    if "judged_against" in budget:
+        against = budget["judged_against"]
+        out.append(f"judged against +{against['max_wer_delta_points']:.2f} pts overall, "
+                   f"+{against['max_condition_wer_delta_points']:.2f} per condition (gates "
+                   f"+{budget['max_wer_delta_points']:g} / +{budget['max_condition_wer_delta_points']:g} less a "
+                   f"{budget['margin']:.2f} margin), dev intervals widened x{budget['interval_widening']:.2f} overall")
     if data["int8_everywhere_passes"]:
         out.append("INT8 everywhere already meets the budget on the dev set")
     if found is None:

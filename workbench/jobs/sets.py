@@ -1,4 +1,5 @@
-"""The sets job: build a balanced calibration set and a disjoint evaluation set (``<name>-calib``, ``<name>-eval``).
+"""The sets job: build a balanced calibration set and a disjoint evaluation set (``<name>-calib``, ``<name>-eval``),
+and with ``dev_per_condition`` a dev set held out from both (``<name>-dev``, synthetic speech).
 
 The source is synthetic speech (the embedded TTS voices and WordNet text) or the user's speech in one
 of the layouts of ``workbench.speech.layouts`` (LibriSpeech, Common Voice, a Hugging Face dataset, an
@@ -47,9 +48,12 @@ class SetsResult:
     def lines(self) -> list[str]:
         b = self.built
         card = b.calib.card
-        return (self.recovered + set_lines(b.calib) + set_lines(b.eval)
+        dev = set_lines(b.dev) if b.dev is not None else []
+        held_out = ([f"{b.dev.name} held out from {b.calib.name} and {b.eval.name}: no shared speaker or text"]
+                    if b.dev is not None else [])
+        return (self.recovered + set_lines(b.calib) + set_lines(b.eval) + dev
                 + [f"\ndisjoint by text: {b.checks['disjoint_by_text']}, by speaker: {b.checks['disjoint_by_speaker']}"]
-                + profile_lines(card, card["made"].get("profile_fit")))
+                + held_out + profile_lines(card, card["made"].get("profile_fit")))
 
 
 def run(inputs: SetsInputs) -> SetsResult:

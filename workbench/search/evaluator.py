@@ -3,29 +3,37 @@
 The FP32 transcripts of the dev set are made once; each plan's variant is built in memory, transcribed
 (greedy CTC, batch 1), scored with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition)
 and judged by the sign-off gates on the upper end of the paired interval. The dev set must not be the
-sign-off evaluation set (default: the calibration set), so the search does not select on the data that
-later judges it. The dev set is usually larger than the sign-off set, so its intervals are narrower;
-with ``signoff_utterances`` the delta intervals are judged with their half-widths scaled by
-sqrt(dev utterances / sign-off utterances) (an approximation of the interval the sign-off will see),
-so that a plan passing here has a fair chance of passing there.
+sign-off evaluation set, so the search does not select on the data that later judges it.
+
+Two corrections make "passes on the dev set" predict "passes the sign-off":
+
+- widening: with ``signoff`` (the sign-off set's utterances; only their speakers and conditions are
+  read) each delta interval is judged with its half-widths scaled by sqrt(dev blocks / sign-off
+  blocks), per check (overall, each condition). Blocks are what the bootstrap resamples: speakers when
+  known, else utterances; a dev set with more speakers than the sign-off set gives narrower intervals
+  than the sign-off will see, whatever the utterance counts (never narrowed).
+- margin: a share of each gate held back (``SearchConfig.margin``): the candidate passes when the
+  judged upper end is within (1 - margin) x the gate, because the dev and sign-off sets are different
+  samples and the search keeps the passing candidate with the most INT8.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Sequence
 
 from tqdm import tqdm
 
 from workbench.compare.sensitivity import VariantRunner
 from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_accuracy
-from workbench.evaluate.bootstrap import Interval
+from workbench.evaluate.bootstrap import Interval, blocks_for
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.wer import Scoring
 from workbench.model.description import ModelDescription
 from workbench.quantize.plan import PrecisionPlan
-from workbench.speech.records import Clip
+from workbench.speech.records import Clip, Utterance
 
 BASELINE = "fp32"
 
@@ -66,32 +74,62 @@ def widen_interval(interval: Interval | None, factor: float) -> Interval | None:
                    high=interval.estimate + (interval.high - interval.estimate) * factor)
 
 
-def widened(cand: CandidateAccuracy, factor: float) -> CandidateAccuracy:
-    """The candidate with every delta interval's half-widths multiplied by ``factor`` (1: unchanged)."""
-    if factor == 1.0:
+def widened(cand: CandidateAccuracy, factors: dict[str, float]) -> CandidateAccuracy:
+    """The candidate with its delta intervals' half-widths multiplied by the factor of their check (``overall``,
+    ``condition <name>``; a check not named keeps its interval)."""
+    if all(f == 1.0 for f in factors.values()):
         return cand
 
-    def one(g: GroupScore) -> GroupScore:
-        return replace(g, delta=widen_interval(g.delta, factor))
+    def one(g: GroupScore, check: str) -> GroupScore:
+        return replace(g, delta=widen_interval(g.delta, factors.get(check, 1.0)))
 
-    groups = {kind: {name: one(g) for name, g in by.items()} for kind, by in cand.groups.items()}
-    return CandidateAccuracy(cand.name, cand.scores, one(cand.overall), groups)
+    groups = {kind: {name: one(g, f"{kind} {name}") for name, g in by.items()} for kind, by in cand.groups.items()}
+    return CandidateAccuracy(cand.name, cand.scores, one(cand.overall, "overall"), groups)
+
+
+def block_counts(utterances: Sequence[Utterance]) -> dict[str, int]:
+    """Bootstrap blocks per gate check (``overall``, ``condition <name>``), counted as the sign-off counts them:
+    speakers when at least two are known, else utterances."""
+    def count(group: Sequence[Utterance]) -> int:
+        blocks, _ = blocks_for([u.speaker for u in group])
+        return len(set(blocks.tolist()))
+
+    conditions = sorted({str(u.condition or "-") for u in utterances})
+    return {"overall": count(utterances),
+            **{f"condition {c}": count([u for u in utterances if str(u.condition or "-") == c]) for c in conditions}}
+
+
+def widening_factors(dev: Sequence[Utterance], signoff: Sequence[Utterance]) -> dict[str, float]:
+    """Per check: sqrt(dev blocks / sign-off blocks), at least 1; checks the sign-off set lacks are not widened."""
+    dev_blocks, signoff_blocks = block_counts(dev), block_counts(signoff)
+    return {check: max(1.0, math.sqrt(n / signoff_blocks[check])) if signoff_blocks.get(check) else 1.0
+            for check, n in dev_blocks.items()}
+
+
+def held_back(gates: GateConfig, margin: float) -> GateConfig:
+    """The gates the search judges against: each error-rate gate times (1 - margin), no latency gate."""
+    return replace(gates, max_latency_ms=None, max_wer_delta_points=gates.max_wer_delta_points * (1.0 - margin),
+                   max_condition_wer_delta_points=gates.max_condition_wer_delta_points * (1.0 - margin))
 
 
 class DevEvaluator:
     """Evaluates plans on ``clips`` against the FP32 transcripts of the same clips."""
 
     def __init__(self, variants: VariantRunner, clips: list[Clip], gates: GateConfig, resamples: int = 1000,
-                 seed: int = 0, progress: bool = True, signoff_utterances: int | None = None, *,
-                 model: ModelDescription) -> None:
+                 seed: int = 0, progress: bool = True, signoff: Sequence[Utterance] | None = None, *,
+                 model: ModelDescription, margin: float = 0.0) -> None:
+        if not 0.0 <= margin < 1.0:
+            raise ValueError(f"margin must be in [0, 1), got {margin}")
         self.variants = variants
         self.model = model  # features, vocabulary, text normaliser and error unit
         self.scoring = Scoring.for_model(model)
-        # judge as if on a set of ``signoff_utterances``: interval half-widths x sqrt(dev size / that size)
-        self.widen = max(1.0, math.sqrt(len(clips) / signoff_utterances)) if signoff_utterances else 1.0
         self.clips = clips
         self.utterances = [c.utterance for c in clips]
-        self.gates = replace(gates, max_latency_ms=None)  # the search judges WER; latency is recorded
+        # judge as if on the sign-off set: per check, interval half-widths x sqrt(dev blocks / sign-off blocks)
+        self.widening = widening_factors(self.utterances, signoff) if signoff else {}
+        self.widen = self.widening.get("overall", 1.0)
+        self.margin = margin
+        self.gates = held_back(gates, margin)  # the search judges WER; latency is recorded
         self.resamples = resamples
         self.seed = seed
         self.progress = progress
@@ -112,7 +150,7 @@ class DevEvaluator:
         accuracy = compare_accuracy(self.utterances, hyps, BASELINE, resamples=self.resamples, seed=self.seed,
                                     group_kinds=("condition",), scoring=self.scoring)
         cand = accuracy.candidates[name]
-        judged = replace(accuracy, candidates={**accuracy.candidates, name: widened(cand, self.widen)})
+        judged = replace(accuracy, candidates={**accuracy.candidates, name: widened(cand, self.widening)})
         verdict = next(v for v in judge(judged, None, self.gates) if v.candidate == name)
         if count:
             self.count += 1

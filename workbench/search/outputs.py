@@ -23,6 +23,7 @@ def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any
     columns = ["step", "phase", "k", "name", "passed", "int8_share", "fp16_groups", "wer", "wer_delta",
                "wer_delta_high", "mean_ms_per_utterance"]
     columns += [f"wer_{c}" for c in conditions] + [f"delta_high_{c}" for c in conditions]
+    columns += ["wer_delta_high_judged"]  # the overall upper end as judged (widened to the sign-off set)
     rows = []
     for cand in data["candidates"]:
         row = {k: cand[k] for k in ("step", "phase", "k", "name", "passed", "int8_share", "fp16_groups")}
@@ -33,5 +34,6 @@ def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any
         for c in conditions:
             row[f"wer_{c}"] = cand["wer"]["per_condition"][c]["estimate"] * 100
             row[f"delta_high_{c}"] = cand["delta"]["per_condition"][c]["high"] * 100
+        row["wer_delta_high_judged"] = cand.get("judged_delta_high", {}).get("overall")
         rows.append(row)
     return columns, rows

@@ -2,7 +2,10 @@
 
 Two inputs: synthetic TTS (``build_synthetic_sets``) or clips from an external source
 (``build_external_sets``). Both split speakers and texts between calibration and evaluation,
-check that the two sets are disjoint, and write both atomically under ``calib_sets/``.
+check that the two sets are disjoint, and write both atomically under ``calib_sets/``. Synthetic
+builds with ``dev_per_condition`` also write a held-out dev set (``<name>-dev``): speakers of neither
+other set, texts of the calibration split that the calibration set does not use; the calibration and
+evaluation sets' texts, and the evaluation set's speakers, are the same with or without it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
 from workbench.speech.overlap import overlap, overlap_message
 from workbench.speech.profiles import derive_profile, outside_reason, profile_fit, profile_json
 from workbench.speech.records import Clip, Skipped
-from workbench.speech.split import ROLES, partition_speakers, stable_hash
+from workbench.speech.split import DEV_ROLE, ROLES, partition_speakers, stable_hash
 from workbench.speech.store import SetSpec, SpeechSet, made_record, write_sets
 from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
 from workbench.speech.text import sentence_pool
@@ -36,6 +39,7 @@ class BuiltSets:
     calib: SpeechSet
     eval: SpeechSet
     checks: dict[str, Any]
+    dev: SpeechSet | None = None  # the held-out dev set, when one was asked for
 
 
 def bucket_targets(per_condition: int, buckets: list[str]) -> dict[str, int]:
@@ -67,34 +71,58 @@ def _profile(cfg: SetBuildConfig) -> EngineProfile:
 
 
 def _noise_plans(cfg: SetBuildConfig) -> dict[str, NoisePlan]:
-    """Per role: recorded noise (and impulse responses) of that role's share of the folders, if given."""
+    """Per role: recorded noise (and impulse responses) of that role's share of the folders, if given; the dev
+    role uses the calibration share (never the evaluation set's recordings)."""
     plans = {}
     for role in ROLES:
         noise = files_for_role(cfg.noise_dir, role, "noise") if cfg.noise_dir else ()
         rirs = files_for_role(cfg.rir_dir, role, "impulse response") if cfg.rir_dir else ()
         plans[role] = NoisePlan(cfg.conditions, noise, rirs)
+    plans[DEV_ROLE] = plans["calib"]
     return plans
+
+
+def _roles(cfg: SetBuildConfig) -> tuple[str, ...]:
+    return (*ROLES, DEV_ROLE) if cfg.dev_per_condition > 0 else ROLES
+
+
+def _per_condition(cfg: SetBuildConfig, role: str) -> int:
+    return {"calib": cfg.calib_per_condition, "eval": cfg.eval_per_condition, DEV_ROLE: cfg.dev_per_condition}[role]
+
+
+def _disjoint(a: list[Clip], b: list[Clip], name_a: str, name_b: str) -> dict[str, Any]:
+    """The overlap check of two lists of clips; a user error (nothing written) when they share a speaker or text."""
+    checks = overlap([c.utterance for c in a], [c.utterance for c in b])
+    if not (checks["disjoint_by_text"] and checks["disjoint_by_speaker"]):
+        raise WorkbenchError(f"{overlap_message(checks, name_a, name_b)}; nothing written")
+    return checks
 
 
 def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Clip],
                      skipped: dict[str, list[Skipped]], source: str, extra: dict[str, Any],
                      root: Path | None, conditions: tuple[str, ...] = CONDITIONS, derived: bool = False,
-                     plans: dict[str, NoisePlan] | None = None) -> BuiltSets:
-    checks = overlap([c.utterance for c in calib], [c.utterance for c in evaluation])
-    if not (checks["disjoint_by_text"] and checks["disjoint_by_speaker"]):
-        raise WorkbenchError(f"{overlap_message(checks, f'{cfg.name}-calib', f'{cfg.name}-eval')}; nothing written")
+                     plans: dict[str, NoisePlan] | None = None, dev: list[Clip] | None = None) -> BuiltSets:
+    names = {role: f"{cfg.name}-{role}" for role in (*ROLES, DEV_ROLE)}
+    checks = _disjoint(calib, evaluation, names["calib"], names["eval"])
+    roles: list[tuple[str, list[Clip], int, dict[str, Any]]] = [
+        ("calib", calib, cfg.calib_per_condition, {**checks, "paired_with": names["eval"]}),
+        ("eval", evaluation, cfg.eval_per_condition, {**checks, "paired_with": names["calib"]})]
+    if dev is not None:  # held out from both: the search selects on it, the sign-off never sees it
+        with_eval = _disjoint(dev, evaluation, names[DEV_ROLE], names["eval"])
+        with_calib = _disjoint(dev, calib, names[DEV_ROLE], names["calib"])
+        roles.append((DEV_ROLE, dev, cfg.dev_per_condition,
+                      {**with_eval, "paired_with": names["eval"], "held_out_from": [names["calib"], names["eval"]],
+                       "calib_overlap": with_calib}))
     specs = []
-    for role, clips in (("calib", calib), ("eval", evaluation)):
-        per_condition = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
-        set_checks = {**checks, "paired_with": f"{cfg.name}-{'eval' if role == 'calib' else 'calib'}",
-                      "requested_per_condition": per_condition,
+    for role, clips, per_condition, role_checks in roles:
+        set_checks = {**role_checks, "requested_per_condition": per_condition,
                       "shortfall": shortfall(clips, per_condition, cfg, conditions)}
         made_extra = {**extra, "noise": plans[role].describe()} if plans else extra
-        folder = area_path("calib_sets", root) / f"{cfg.name}-{role}"
+        folder = area_path("calib_sets", root) / names[role]
         specs.append(SetSpec(folder, clips, made_record(role, source, asdict(cfg), made_extra),
                              skipped[role], set_checks, profile_json(_profile(cfg), derived)))
-    calib_set, eval_set = write_sets(specs)  # both replaced together, or neither
-    return BuiltSets(calib_set, eval_set, checks)
+    written = write_sets(specs)  # all replaced together, or none
+    return BuiltSets(written[0], written[1], checks, written[2] if dev is not None else None)
 
 
 # ---------------------------------------------------------------- synthetic
@@ -102,21 +130,28 @@ def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Cl
 
 def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
     plans = _noise_plans(cfg)
-    roles = partition_speakers([v.speaker for v in voices], lambda s: next(v.accent for v in voices if v.speaker == s))
+    roles = partition_speakers([v.speaker for v in voices], lambda s: next(v.accent for v in voices if v.speaker == s),
+                               dev=cfg.dev_per_condition > 0)
     pools = sentence_pool()
     babble_voices = tuple(v for v in voices if v.engine == "espeak") or voices
     babble_texts = pools["train"][:: max(1, len(pools["train"]) // 500)]
     jobs: list[SlotJob] = []
-    for role in ROLES:
-        per_condition = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
+    # per text split: its shuffled texts per bucket and how far they are used; the dev role continues the
+    # calibration split after the calibration set's slots (disjoint texts, the calibration set unchanged)
+    drawn: dict[str, tuple[dict[str, list[str]], dict[str, int]]] = {}
+    for role in _roles(cfg):
+        per_condition = _per_condition(cfg, role)
         role_voices = [v for v in voices if roles[v.speaker] == role]
-        texts_by_bucket: dict[str, list[str]] = {}
-        rng = np.random.default_rng(stable_hash(f"{cfg.seed}|{role}|texts"))
-        for bucket, _, _ in cfg.profile.buckets():
-            lo, hi = word_range(cfg.profile, bucket)
-            cands = [t for t in pools[role] if lo <= len(t.split()) <= hi]
-            texts_by_bucket[bucket] = [cands[i] for i in rng.permutation(len(cands))]
-        cursor = {b: 0 for b in texts_by_bucket}
+        split = "calib" if role == DEV_ROLE else role
+        if split not in drawn:
+            texts_by_bucket: dict[str, list[str]] = {}
+            rng = np.random.default_rng(stable_hash(f"{cfg.seed}|{split}|texts"))
+            for bucket, _, _ in cfg.profile.buckets():
+                lo, hi = word_range(cfg.profile, bucket)
+                cands = [t for t in pools[split] if lo <= len(t.split()) <= hi]
+                texts_by_bucket[bucket] = [cands[i] for i in rng.permutation(len(cands))]
+            drawn[split] = (texts_by_bucket, {b: 0 for b in texts_by_bucket})
+        texts_by_bucket, cursor = drawn[split]
         buckets = [b for b, _, _ in cfg.profile.buckets()]
         for condition in CONDITIONS:
             cond_voices = tuple(v for v in role_voices if v.is_majority_accent == (condition != "accented"))
@@ -151,8 +186,8 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
     voices = require_voices()
     jobs = _slot_jobs(cfg, voices)
     results = run_jobs(jobs, cfg.workers, f"synthesising {cfg.name}")
-    split: dict[str, list[Clip]] = {r: [] for r in ROLES}
-    skipped: dict[str, list[Skipped]] = {r: [] for r in ROLES}
+    split: dict[str, list[Clip]] = {r: [] for r in _roles(cfg)}
+    skipped: dict[str, list[Skipped]] = {r: [] for r in _roles(cfg)}
     for job, result in zip(jobs, results):
         if isinstance(result, Clip):
             split[job.slot.role].append(result)
@@ -160,7 +195,8 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
             skipped[job.slot.role].append(result)
     extra = {"voices": [v.speaker for v in voices], "text_source": "WordNet (wordnet-base) glosses and examples"}
     plans = _noise_plans(cfg) if cfg.noise_dir else None
-    return _check_and_write(cfg, split["calib"], split["eval"], skipped, "synthetic", extra, root, plans=plans)
+    return _check_and_write(cfg, split["calib"], split["eval"], skipped, "synthetic", extra, root, plans=plans,
+                            dev=split.get(DEV_ROLE))
 
 
 # ---------------------------------------------------------------- external
@@ -173,6 +209,9 @@ def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list
     fill their own rows, and 'noisy' gets copies of other quiet clips with noise mixed in (unless the
     source labels clips noisy itself); with ``cfg.rir_dir`` each of those also gets a reverberant copy.
     Without a fixed ``cfg.profile`` the profile is derived from the clips' durations."""
+    if cfg.dev_per_condition > 0:
+        raise WorkbenchError("a held-out dev set is built from synthetic speech only; for your own speech import a "
+                             "dev set with 'python -m workbench data import --disjoint-from' and pass it as --dev-set")
     derived = cfg.profile is None
     if derived:
         cfg = replace(cfg, profile=derive_profile([c.utterance.duration_s for c in clips]) if clips else EngineProfile())

@@ -2,6 +2,9 @@
 
 Used for speakers (per accent) and for noise and impulse-response files (per kind), so that the
 calibration and evaluation sets never share a speaker or a recording, on every machine and seed.
+With ``dev=True`` half of the members left after evaluation's third form a held-out dev role (the
+search's dev set: neither the data that set the INT8 ranges nor the data that signs off); evaluation's
+members are the same with or without it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import hashlib
 from typing import Callable
 
 ROLES: tuple[str, ...] = ("calib", "eval")
+DEV_ROLE = "dev"
 
 
 def stable_hash(text: str) -> int:
@@ -22,10 +26,12 @@ def stable_fraction(text: str) -> float:
     return stable_hash(text) / 2.0**64
 
 
-def partition_speakers(speakers: list[str], group_of: Callable[[str], str]) -> dict[str, str]:
+def partition_speakers(speakers: list[str], group_of: Callable[[str], str], dev: bool = False) -> dict[str, str]:
     """Assign each member to calib or eval: per group, a third (at least one) goes to eval.
 
-    Groups with a single member stay in calibration only. Deterministic, seed independent.
+    Groups with a single member stay in calibration only. Deterministic, seed independent. ``dev``: of the
+    members not in eval, the last half in hash order (rounded down, so calibration keeps at least as many)
+    go to ``DEV_ROLE``; eval's members do not change.
     """
     groups: dict[str, list[str]] = {}
     for spk in sorted(set(speakers)):
@@ -34,6 +40,7 @@ def partition_speakers(speakers: list[str], group_of: Callable[[str], str]) -> d
     for members in groups.values():
         ordered = sorted(members, key=stable_hash)
         n_eval = 0 if len(ordered) < 2 else max(1, len(ordered) // 3)
+        n_dev = (len(ordered) - n_eval) // 2 if dev else 0
         for i, spk in enumerate(ordered):
-            roles[spk] = "eval" if i < n_eval else "calib"
+            roles[spk] = "eval" if i < n_eval else DEV_ROLE if i >= len(ordered) - n_dev else "calib"
     return roles

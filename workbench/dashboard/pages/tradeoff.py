@@ -75,7 +75,11 @@ def _search(roots, searches: list[str]) -> None:
     dev = search.get("dev_set", {})
     st.caption(f"{unit} on the dev set `{dev.get('name')}` ({dev.get('utterances')} utterances); latency = mean ms per "
                f"utterance, batch 1, ONNX Runtime CPU. {search.get('evaluations')} full evaluations "
-               f"(one group at a time would need {search.get('one_at_a_time_evaluations')}).")
+               f"(one group at a time would need {search.get('one_at_a_time_evaluations')})."
+               + (f" Candidates were judged against +{budget['judged_against']['max_wer_delta_points']:.2f} pts "
+                  f"overall (the gate less a {budget['margin']:.2f} margin), dev intervals widened "
+                  f"x{budget['interval_widening']:.2f} to the sign-off set's speakers."
+                  if "judged_against" in budget else ""))
     if frame["latency ms"].notna().any():
         ui.chart(charts.tradeoff_chart(frame, lines, "latency ms", "mean ms per utterance",
                                        f"{unit} {group} (%) with 95% CI", unit))
