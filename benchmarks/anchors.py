@@ -1,8 +1,9 @@
-"""Anchors: what ONNX Runtime and NVIDIA ModelOpt give on the demo model next to the workbench, judged alike.
+"""Anchors: what ONNX Runtime and NVIDIA ModelOpt give next to the workbench on the same model, judged alike.
 
-On the demo model (embedded) and the demo's synthetic sets (``demo-calib`` / ``demo-eval``, built once into
-``--work``), every tool calibrates on the same clips of ``demo-calib``, each in its own process (its wall time
-and peak RSS are its own; ``anchors_bench/tools.py`` says how the clips are fed):
+On the demo model (embedded; ``--model demo``, the default) or the random-weight Wav2Vec2-base (``--model base``:
+hidden 768, 12 layers, ``workbench.model.synthetic``, seed 0) and the demo's synthetic sets (``demo-calib`` /
+``demo-eval``, built once into ``--work``), every tool calibrates on the same clips of ``demo-calib``, each in its
+own process (its wall time and peak RSS are its own; ``anchors_bench/tools.py`` says how the clips are fed):
 
 - ONNX Runtime ``quantize_static``: QDQ, per-channel, symmetric INT8, MinMax / Entropy / Percentile, every
   other option at its default; clips fed at their own lengths one per batch, and where a method fails on
@@ -12,16 +13,24 @@ and peak RSS are its own; ``anchors_bench/tools.py`` says how the clips are fed)
   (``--venv``, made here: ``anchors_bench/venv.py``) and run by that venv's python; its ``calibration_data``
   is one [clips, samples] array, so the clips are cropped to the shortest one; skipped with the reason where
   it cannot install or run;
-- the workbench: ``calibrate`` (INT8 everywhere) per method, and ``search`` (the mixed INT8/FP16 plan) for
-  the methods in ``--search``.
+- the workbench: ``calibrate`` (INT8 everywhere) per method (``--methods``: entropy, max, percentile 99.99 and
+  99.9, mse), and ``search`` (the mixed INT8/FP16 plan) for the methods in ``--search`` (demo model only).
 
-Then one workbench sign-off judges FP32 and every quantized model on ``demo-eval``: WER overall and per
-condition with paired bootstrap intervals vs FP32, the gates, latency on ONNX Runtime's CPU backend. Prints a
-table, writes ``benchmarks/results/anchors.json`` (with the load average before and after) and the sign-off
-report under ``<work>/reports/anchors-demo/`` with an ``anchors.json`` beside it, which the dashboard's
-Trade-off page reads to mark the anchor points (``streamlit run app.py`` with the workspace ``--work``).
+Demo model: one workbench sign-off judges FP32 and every quantized model on ``demo-eval``: WER overall and per
+condition with paired bootstrap intervals vs FP32, the gates, latency on ONNX Runtime's CPU backend. Writes
+``benchmarks/results/anchors.json`` and the sign-off report under ``<work>/reports/anchors-demo/`` with an
+``anchors.json`` beside it, which the dashboard's Trade-off page reads to mark the anchor points
+(``streamlit run app.py`` with the workspace ``--work``).
+
+Base model: random weights recognise nothing (WER 100 % for every model), so each quantized model is judged by
+its agreement with the FP32 model's own output on a few eval clips (``anchors_bench/agreement.py``: argmax
+tokens, greedy transcripts, logit error); 5 calibration and 4 eval clips per condition unless told; its jobs
+and models live under ``<work>/base``; writes ``benchmarks/results/anchors_base.json``.
+
+Both print a table and record the load average before and after.
 
     nice python benchmarks/anchors.py --work /tmp/anchors            # everything (venv install included)
+    nice python benchmarks/anchors.py --work /tmp/anchors --model base
     python benchmarks/anchors.py --work /tmp/anchors --no-modelopt --methods percentile:99.99 --search none
 """
 
