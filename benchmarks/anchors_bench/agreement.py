@@ -27,6 +27,10 @@ WHY = ("random weights: every model's WER is 100 % (nothing is recognised), so e
        "and logit error")
 
 
+PRECISION_NOTE = ("ONNX Runtime's default session options: with session.x64quantprecision (the workbench's exact "
+                  "U8S8 option on CPUs without VNNI) the session refused it: ")
+
+
 def compare_logits(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
                    decode: Callable[[np.ndarray], str]) -> dict[str, Any]:
     """Agreement of ``candidate``'s logits with ``reference``'s, clip by clip (each [frames, vocab])."""
@@ -56,23 +60,31 @@ def compare_logits(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarr
             "mean_cosine": round(float(np.mean(cosines)), 6) if cosines else None}
 
 
-def run_logits(model: Path, inputs: Sequence[np.ndarray]) -> tuple[list[np.ndarray], float]:
+def run_logits(model: Path, inputs: Sequence[np.ndarray], exact_int8: bool = True) -> tuple[list[np.ndarray], float]:
     """Each prepared clip's logits [frames, vocab] (float32) through ONNX Runtime CPU, batch 1; mean ms per clip."""
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
     from workbench.evaluate.transcribe import logits_of
 
-    out, start = [], None
-    with OnnxRuntimeRunner(Path(model)) as runner:
+    out = []
+    with OnnxRuntimeRunner(Path(model), exact_int8=exact_int8) as runner:
         start = time.perf_counter()
         for row in inputs:
             out.append(np.asarray(logits_of(runner, row[None, :])[0], dtype=np.float32))
     return out, round(1000 * (time.perf_counter() - start) / max(len(inputs), 1), 2)
 
 
+def _error(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[-300:]}"
+
+
 def judge(fp32: Path, models: dict[str, Path], clips: Sequence[np.ndarray], description: Any,
           log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
     """FP32 and every model of ``models`` on ``clips``; per name the agreement with FP32 (or the error it raised)
-    and its mean ms per clip (ONNX Runtime CPU, indicative on a shared machine)."""
+    and its mean ms per clip (ONNX Runtime CPU, indicative on a shared machine). Sessions get the workbench's
+    options (as in its sign-off); a model whose session refuses the exact-U8S8 option is run again with ONNX
+    Runtime's defaults, and its entry says so (``loaded_with``)."""
+    from workbench.backends.cpu_int8 import u8s8_exact
+
     inputs = [description.prepare(np.asarray(c, dtype=np.float32)) for c in clips]
     reference, ms = run_logits(fp32, inputs)
     judged = {"fp32": {**compare_logits(reference, reference, description.decode), "ms_per_clip": ms}}
@@ -82,7 +94,14 @@ def judge(fp32: Path, models: dict[str, Path], clips: Sequence[np.ndarray], desc
             logits, ms = run_logits(path, inputs)
             judged[name] = {**compare_logits(reference, logits, description.decode), "ms_per_clip": ms}
         except Exception as exc:  # a model ONNX Runtime cannot run or that gives other shapes is a result too
-            judged[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+            judged[name] = {"error": _error(exc)}
+            if not u8s8_exact()[0] and "Exception during initialization" in str(exc):
+                try:  # the session had the workbench's exact-U8S8 option; run the model as ORT's defaults would
+                    logits, ms = run_logits(path, inputs, exact_int8=False)
+                    judged[name] = {**compare_logits(reference, logits, description.decode), "ms_per_clip": ms,
+                                    "loaded_with": PRECISION_NOTE + _error(exc)}
+                except Exception as again:
+                    judged[name]["error_with_ort_defaults"] = _error(again)
     return judged
 
 
@@ -124,6 +143,7 @@ def agreement_table(rows: list[dict[str, Any]]) -> list[str]:
         if r["status"] != "judged":
             cells = [r["candidate"], r["tool"], r["status"][:160]] + [""] * (len(keys) - 1) + cost
         else:
-            cells = [r["candidate"], r["tool"]] + [num(r.get(k), f) for k, f in keys] + cost
+            name = r["candidate"] + (" (ORT default session options)" if r.get("loaded_with") else "")
+            cells = [name, r["tool"]] + [num(r.get(k), f) for k, f in keys] + cost
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return lines
