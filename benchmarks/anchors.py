@@ -293,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"calibrate on the first N clips per condition of demo-calib (default: all; base: "
                              f"{BASE_CLIPS[0]})")
     parser.add_argument("--eval-per-condition", type=int, default=None,
-                        help=f"judge on the first N clips per condition of demo-eval (default: all; base: {BASE_CLIPS[1]})")
+                        help=f"judge on the first N clips per condition of demo-eval (default: all; base: "
+                             f"{BASE_CLIPS[1]})")
     parser.add_argument("--ort-methods", default=",".join(ORT_METHODS))
     parser.add_argument("--no-retry-cropped", dest="retry_cropped", action="store_false",
                         help="do not rerun a failed ONNX Runtime method on cropped clips")

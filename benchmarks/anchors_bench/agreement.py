@@ -55,7 +55,8 @@ def compare_logits(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarr
     return {"clips": len(reference), "frames": frames,
             "token_agreement_pct": round(100 * same_tokens / frames, 3) if frames else None,
             "transcript_agreement_pct": round(100 * same_texts / len(reference), 3) if len(reference) else None,
-            "max_abs_logit_diff": round(max_abs, 5), "mean_abs_logit_diff": round(abs_sum / values, 6) if values else None,
+            "max_abs_logit_diff": round(max_abs, 5),
+            "mean_abs_logit_diff": round(abs_sum / values, 6) if values else None,
             "mean_abs_diff_over_mean_abs_fp32": round(abs_sum / ref_abs_sum, 6) if ref_abs_sum else None,
             "mean_cosine": round(float(np.mean(cosines)), 6) if cosines else None}
 
