@@ -163,7 +163,8 @@ def workbench_runs(args, work: Path, calib, evalset, fp32: Path) -> list[dict[st
         runs.append(done)
         if label in search and "error" not in done:
             runs.append(run_job({"name": f"wb-mixed-{label}", "kind": "search",
-                                 "setting": f"search on {label} ranges (dev set {calib.name}, bisect, no refinement)",
+                                 "setting": f"search on {label} ranges (dev set {calib.name}, bisect, no refinement, "
+                                            "the default margin)",
                                  "method": spec.name, "cache": done["cache"], "eval_set": str(evalset.path),
                                  "resamples": args.resamples, "onnx": str(work / "models" / f"wb-mixed-{label}.onnx"),
                                  **common}, work, args))
