@@ -1,8 +1,9 @@
-"""Anchors: what ONNX Runtime and NVIDIA ModelOpt give on the demo model next to the workbench, judged alike.
+"""Anchors: what ONNX Runtime and NVIDIA ModelOpt give next to the workbench on the same model, judged alike.
 
-On the demo model (embedded) and the demo's synthetic sets (``demo-calib`` / ``demo-eval``, built once into
-``--work``), every tool calibrates on the same clips of ``demo-calib``, each in its own process (its wall time
-and peak RSS are its own; ``anchors_bench/tools.py`` says how the clips are fed):
+On the demo model (embedded; ``--model demo``, the default) or the random-weight Wav2Vec2-base (``--model base``:
+hidden 768, 12 layers, ``workbench.model.synthetic``, seed 0) and the demo's synthetic sets (``demo-calib`` /
+``demo-eval``, built once into ``--work``), every tool calibrates on the same clips of ``demo-calib``, each in its
+own process (its wall time and peak RSS are its own; ``anchors_bench/tools.py`` says how the clips are fed):
 
 - ONNX Runtime ``quantize_static``: QDQ, per-channel, symmetric INT8, MinMax / Entropy / Percentile, every
   other option at its default; clips fed at their own lengths one per batch, and where a method fails on
@@ -12,16 +13,24 @@ and peak RSS are its own; ``anchors_bench/tools.py`` says how the clips are fed)
   (``--venv``, made here: ``anchors_bench/venv.py``) and run by that venv's python; its ``calibration_data``
   is one [clips, samples] array, so the clips are cropped to the shortest one; skipped with the reason where
   it cannot install or run;
-- the workbench: ``calibrate`` (INT8 everywhere) per method, and ``search`` (the mixed INT8/FP16 plan) for
-  the methods in ``--search``.
+- the workbench: ``calibrate`` (INT8 everywhere) per method (``--methods``: entropy, max, percentile 99.99 and
+  99.9, mse), and ``search`` (the mixed INT8/FP16 plan) for the methods in ``--search`` (demo model only).
 
-Then one workbench sign-off judges FP32 and every quantized model on ``demo-eval``: WER overall and per
-condition with paired bootstrap intervals vs FP32, the gates, latency on ONNX Runtime's CPU backend. Prints a
-table, writes ``benchmarks/results/anchors.json`` (with the load average before and after) and the sign-off
-report under ``<work>/reports/anchors-demo/`` with an ``anchors.json`` beside it, which the dashboard's
-Trade-off page reads to mark the anchor points (``streamlit run app.py`` with the workspace ``--work``).
+Demo model: one workbench sign-off judges FP32 and every quantized model on ``demo-eval``: WER overall and per
+condition with paired bootstrap intervals vs FP32, the gates, latency on ONNX Runtime's CPU backend. Writes
+``benchmarks/results/anchors.json`` and the sign-off report under ``<work>/reports/anchors-demo/`` with an
+``anchors.json`` beside it, which the dashboard's Trade-off page reads to mark the anchor points
+(``streamlit run app.py`` with the workspace ``--work``).
+
+Base model: random weights recognise nothing (WER 100 % for every model), so each quantized model is judged by
+its agreement with the FP32 model's own output on a few eval clips (``anchors_bench/agreement.py``: argmax
+tokens, greedy transcripts, logit error); 5 calibration and 4 eval clips per condition unless told; its jobs
+and models live under ``<work>/base``; writes ``benchmarks/results/anchors_base.json``.
+
+Both print a table and record the load average before and after.
 
     nice python benchmarks/anchors.py --work /tmp/anchors            # everything (venv install included)
+    nice python benchmarks/anchors.py --work /tmp/anchors --model base
     python benchmarks/anchors.py --work /tmp/anchors --no-modelopt --methods percentile:99.99 --search none
 """
 
@@ -44,11 +53,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+from anchors_bench.agreement import WHY, agreement_rows, agreement_table, judge  # noqa: E402
 from anchors_bench.rows import anchor_rows, skipped_run, table_lines  # noqa: E402
 from anchors_bench.tools import FEEDS, ORT_METHODS  # noqa: E402
 from childproc import load_average, run_json_child  # noqa: E402
 
 RESULTS = HERE / "results" / "anchors.json"
+RESULTS_BASE = HERE / "results" / "anchors_base.json"
+BASE_CLIPS = (5, 4)  # base model: calibration / eval clips per condition (3 conditions): 15 / 12 clips
 REPORT_NAME = "anchors-demo"
 MODELOPT_SETTINGS = {"modelopt-default": ("defaults (entropy, rest of the graph FP16)", {}),
                      "modelopt-fp32-rest": ("defaults + high_precision_dtype='fp32' (rest of the graph FP32)",
@@ -137,22 +149,22 @@ def fresh_root(root: Path, fp32: Path) -> Path:
 
 def workbench_runs(args, work: Path, calib, evalset, fp32: Path) -> list[dict[str, Any]]:
     from calibration_methods import parse_method
-    from workbench.resources import demo_model_dir
 
     runs = []
     methods = [parse_method(m.strip()) for m in args.methods.split(",") if m.strip()]
     search = {s.strip() for s in args.search.split(",") if s.strip() and s.strip() != "none"}
     for label, spec in methods:
         root = fresh_root(work / "wb" / label, fp32)
-        common = {"model": str(demo_model_dir()), "calib_set": str(calib.path), "engines": str(root),
-                  "calib_root": str(work / "calib_sets")}
+        common = {"model": str(args.model_dir), "calib_set": str(calib.path), "engines": str(root),
+                  "calib_root": str(args.sets_root)}
         done = run_job({"name": f"wb-{label}", "kind": "workbench", "setting": f"calibrate {label}, INT8 everywhere",
                         "method": spec.name, "percentile": spec.percentile if spec.name == "percentile" else None,
                         "onnx": str(work / "models" / f"wb-{label}.onnx"), **common}, work, args)
         runs.append(done)
         if label in search and "error" not in done:
             runs.append(run_job({"name": f"wb-mixed-{label}", "kind": "search",
-                                 "setting": f"search on {label} ranges (dev set {calib.name}, bisect, no refinement)",
+                                 "setting": f"search on {label} ranges (dev set {calib.name}, bisect, no refinement, "
+                                            "the default margin)",
                                  "method": spec.name, "cache": done["cache"], "eval_set": str(evalset.path),
                                  "resamples": args.resamples, "onnx": str(work / "models" / f"wb-mixed-{label}.onnx"),
                                  **common}, work, args))
@@ -192,20 +204,78 @@ def modelopt_runs(args, work: Path, fp32: Path) -> tuple[list[dict[str, Any]], d
     return runs, info
 
 
+def made_models(runs: list[dict[str, Any]]) -> list[tuple[str, Path]]:
+    """(name, ONNX) of every run that wrote its quantized model."""
+    return [(r["job"], Path(r["onnx"])) for r in runs
+            if "error" not in r and "skipped" not in r and r.get("onnx") and Path(r["onnx"]).is_file()]
+
+
 def signoff(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, Any]]):
     from workbench.evaluate.latency import LatencyConfig
     from workbench.jobs import signoff as job
-    from workbench.resources import demo_model_dir
 
-    made = [(r["job"], Path(r["onnx"])) for r in runs if "error" not in r and r.get("onnx") and Path(r["onnx"]).is_file()]
     batches = tuple(int(b) for b in args.latency_batches.split(","))
     inputs = job.SignoffInputs(eval_set=str(evalset.path), out_dir=work / "reports" / REPORT_NAME,
-                               candidates=[("fp32", fp32), *made], model=demo_model_dir(), calib_set=str(calib.path),
-                               engines=work / "engines", calib_root=work / "calib_sets", resamples=args.resamples,
+                               candidates=[("fp32", fp32), *made_models(runs)], model=args.model_dir,
+                               calib_set=str(calib.path), engines=work / "engines", calib_root=args.sets_root,
+                               resamples=args.resamples,
                                latency=LatencyConfig(batches, warmup=2, repeats=args.latency_repeats),
                                profile_min_s=args.profile.min_s if args.profile else None,
                                profile_max_s=args.profile.max_s if args.profile else None)
     return job.run(inputs, log=lambda m: print(f"   {m}", flush=True))
+
+
+def judge_demo(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The workbench's sign-off of FP32 and every model on the eval set -> rows, table, the sidecar the dashboard
+    reads; the result fields this judging adds."""
+    from workbench.artifacts import write_json_atomic
+    from workbench.dashboard.data.anchors import ANCHORS_NAME, anchors_sidecar
+
+    result = signoff(args, work, calib, evalset, fp32, runs)
+    record = result.record
+    rows = anchor_rows(record, [{"job": "fp32", "kind": "fp32", "setting": "FP32 export"}, *runs])
+    tools = {r["candidate"]: r["tool"] for r in rows if r["status"] == "judged"}
+    write_json_atomic(result.paths["record"].parent / ANCHORS_NAME,
+                      anchors_sidecar(tools, {r["candidate"]: r["setting"] for r in rows}, "benchmarks/anchors.py"))
+    print(f"recommendation: {record['recommendation']}")
+    return {"judged_by": "the workbench's sign-off on the eval set", "gates": record["gates"],
+            "recommendation": record["recommendation"], "report": str(result.paths["record"].parent),
+            "rows": rows, "table": table_lines(rows),
+            "note": "WER in percent, deltas in points vs FP32 (paired speaker-block bootstrap, 95 %); latency: mean "
+                    "p50 ms over the duration buckets at batch 1, ONNX Runtime CPU, 2 shared cores; calibration wall "
+                    "and peak RSS per tool process. Measured on a machine shared with other jobs: see the load."}
+
+
+def judge_base(args, evalset, fp32: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Random weights: every model against the FP32 model's own output on the eval clips (``agreement.py``)."""
+    from workbench.model.description import describe_model
+
+    clips = [audio for _, audio in evalset.iter_audio()]
+    judged = judge(fp32, dict(made_models(runs)), clips, describe_model(args.model_dir),
+                   log=lambda m: print(m, flush=True))
+    rows = agreement_rows(judged, [{"job": "fp32", "kind": "fp32", "setting": "FP32 export"}, *runs])
+    return {"judged_by": WHY, "rows": rows, "table": agreement_table(rows),
+            "note": "token / transcript agreement in percent of frames / clips equal to FP32's (argmax tokens, greedy "
+                    "CTC transcripts); logit differences in logit units against FP32's logits; ms per clip: ONNX "
+                    "Runtime CPU batch 1 on 2 shared cores (indicative); calibration wall and peak RSS per tool "
+                    "process. Measured on a machine shared with other jobs: see the load."}
+
+
+def model_folder(args, work: Path) -> Path:
+    """The demo model, or the random base-size model (``workbench.model.synthetic``, seed 0) saved once in the
+    Hugging Face layout under ``<work>/model``."""
+    from workbench.model.synthetic import save_random_wav2vec2
+    from workbench.resources import demo_model_dir
+
+    if args.model == "demo":
+        return demo_model_dir()
+    folder = work / "model"
+    if not (folder / "config.json").is_file():
+        partial = work / "model.partial"
+        shutil.rmtree(partial, ignore_errors=True)
+        save_random_wav2vec2(partial, args.model, seed=0)
+        os.replace(partial, folder)
+    return folder
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,13 +283,19 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path("/tmp/anchors"), help="sets, models, venv, report")
+    parser.add_argument("--model", choices=("demo", "base"), default="demo",
+                        help="demo: the embedded model, judged by the sign-off; base: the random-weight "
+                             "Wav2Vec2-base, judged by agreement with its FP32 output (work under <work>/base)")
     parser.add_argument("--methods", default=DEFAULT_METHODS, help="the workbench's methods (default: %(default)s)")
-    parser.add_argument("--search", default="percentile-99.99",
-                        help="method labels to run the mixed search for (comma-separated, or none)")
+    parser.add_argument("--search", default=None,
+                        help="method labels to run the mixed search for (comma-separated, or none; default: "
+                             "percentile-99.99 for the demo model, none for base: its WER says nothing)")
     parser.add_argument("--calib-per-condition", type=int, default=None,
-                        help="calibrate on the first N clips per condition of demo-calib (default: all)")
+                        help=f"calibrate on the first N clips per condition of demo-calib (default: all; base: "
+                             f"{BASE_CLIPS[0]})")
     parser.add_argument("--eval-per-condition", type=int, default=None,
-                        help="judge on the first N clips per condition of demo-eval (default: all)")
+                        help=f"judge on the first N clips per condition of demo-eval (default: all; base: "
+                             f"{BASE_CLIPS[1]})")
     parser.add_argument("--ort-methods", default=",".join(ORT_METHODS))
     parser.add_argument("--no-retry-cropped", dest="retry_cropped", action="store_false",
                         help="do not rerun a failed ONNX Runtime method on cropped clips")
@@ -231,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=1800.0, help="per calibration job, seconds")
     parser.add_argument("--memory-cap-gb", type=float, default=10.0, help="address-space cap per job (0: none)")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None,
+                        help=f"result JSON (default: {RESULTS.name}, base: {RESULTS_BASE.name} in benchmarks/results)")
     parser.add_argument("--judge-only", action="store_true",
                         help="skip the calibrations: judge the models of the last run in --work (its runs.json)")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -241,27 +318,36 @@ def main(argv: list[str] | None = None) -> int:
 
         child(args.child)
         return 0
+    base = args.model != "demo"
+    if base:
+        if args.search not in (None, "none"):
+            parser.error("--search needs real weights (the search is judged by WER); with --model base leave it out")
+        args.calib_per_condition = args.calib_per_condition or BASE_CLIPS[0]
+        args.eval_per_condition = args.eval_per_condition or BASE_CLIPS[1]
+    args.search = args.search or ("none" if base else "percentile-99.99")
+    args.out = args.out or (RESULTS_BASE if base else RESULTS)
 
     from workbench.artifacts import write_json_atomic
-    from workbench.dashboard.data.anchors import ANCHORS_NAME, anchors_sidecar
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.description import describe_model
     from workbench.model.loading import model_hash
-    from workbench.resources import demo_model_dir
     from workbench.speech.profiles import deployment_profile
 
-    work = args.work.resolve()
-    args.venv = (args.venv or work / "modelopt-venv").resolve()
+    root = args.work.resolve()
+    work = root / "base" if base else root  # the base model's jobs, models and runs apart from the demo's
+    args.venv = (args.venv or root / "modelopt-venv").resolve()
     load_before, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
-    calib, evalset = build_sets(work)
+    args.sets_root = root / "calib_sets"
+    calib, evalset = build_sets(root)
     args.profile = deployment_profile(calib.card, [u.duration_s for u in calib.utterances])[0]  # the whole set's
-    calib = subset(calib, args.calib_per_condition, work / "calib_sets")
-    evalset = subset(evalset, args.eval_per_condition, work / "calib_sets")
+    calib = subset(calib, args.calib_per_condition, args.sets_root)
+    evalset = subset(evalset, args.eval_per_condition, args.sets_root)
     args.data = work / "data" / calib.name
     feeds = write_feeds(calib, args.data)
     (work / "models").mkdir(parents=True, exist_ok=True)
-    fp32 = export_or_reuse(describe_model(demo_model_dir()), work / "engines")
+    args.model_dir = model_folder(args, work)
+    fp32 = export_or_reuse(describe_model(args.model_dir), work / "engines")
     command = "python benchmarks/anchors.py " + " ".join(argv if argv is not None else sys.argv[1:])
     runs_file = work / "runs.json"
     if args.judge_only:  # the calibrations of an earlier run (its models under <work>/models), judged again
@@ -273,35 +359,24 @@ def main(argv: list[str] | None = None) -> int:
         runs += more
         calibrated_by = command
         write_json_atomic(runs_file, {"runs": runs, "modelopt": modelopt, "command": command})
-    print("-- sign-off of every model written, on " + evalset.name, flush=True)
-    result = signoff(args, work, calib, evalset, fp32, runs)
-    record = result.record
-    rows = anchor_rows(record, [{"job": "fp32", "kind": "fp32", "setting": "FP32 export"}, *runs])
-    tools = {r["candidate"]: r["tool"] for r in rows if r["status"] == "judged"}
-    write_json_atomic(result.paths["record"].parent / ANCHORS_NAME,
-                      anchors_sidecar(tools, {r["candidate"]: r["setting"] for r in rows}, "benchmarks/anchors.py"))
+    print(f"-- judging every model written, on {evalset.name}", flush=True)
+    judged = judge_base(args, evalset, fp32, runs) if base else judge_demo(args, work, calib, evalset, fp32, runs)
     load_after = [round(x, 2) for x in os.getloadavg()]
-    lines = table_lines(rows)
-    print("\n" + "\n".join(lines))
-    print(f"\nrecommendation: {record['recommendation']}; load average before {load_before}, after {load_after} "
-          f"(shared machine: times are indicative)")
-    out = {"benchmark": "anchors: ONNX Runtime and ModelOpt vs the workbench on the demo model",
+    print("\n" + "\n".join(judged["table"]))
+    print(f"\nload average before {load_before}, after {load_after} (shared machine: times are indicative)")
+    subject = ("the random-weight Wav2Vec2-base (hidden 768, 12 layers)" if base else "the demo model")
+    out = {"benchmark": f"anchors: ONNX Runtime and ModelOpt vs the workbench on {subject}",
            "command": command, "calibration_command": calibrated_by,
-           "model": str(demo_model_dir()), "model_hash": model_hash(demo_model_dir()),
+           "model": str(args.model_dir), "model_hash": model_hash(args.model_dir),
            "calib_set": {"name": calib.name, "content_hash": calib.content_hash, **feeds},
            "eval_set": {"name": evalset.name, "content_hash": evalset.content_hash,
                         "utterances": len(evalset.utterances)},
-           "feeds": FEED_NOTES, "modelopt": modelopt, "gates": record["gates"],
-           "recommendation": record["recommendation"], "report": str(result.paths["record"].parent),
-           "rows": rows, "table": lines, "runs": runs,
+           "feeds": FEED_NOTES, "modelopt": modelopt, **judged, "runs": runs,
            "load_average_before": load_before, "load_average_after": load_after,
            "total_wall_s": round(time.perf_counter() - started, 1),
-           "machine": machine_info(), "packages": package_versions(),
-           "note": "WER in percent, deltas in points vs FP32 (paired speaker-block bootstrap, 95 %); latency: mean "
-                   "p50 ms over the duration buckets at batch 1, ONNX Runtime CPU, 2 shared cores; calibration wall "
-                   "and peak RSS per tool process. Measured on a machine shared with other jobs: see the load."}
+           "machine": machine_info(), "packages": package_versions()}
     write_json_atomic(args.out, out)
-    print(f"wrote {args.out} and {result.paths['record'].parent}")
+    print(f"wrote {args.out}" + (f" and {judged['report']}" if "report" in judged else ""))
     return 0
 
 

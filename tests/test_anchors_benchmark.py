@@ -1,10 +1,12 @@
 """benchmarks/anchors.py without its heavy runs: a real sign-off record + tool runs -> rows and table (judged,
-failed and skipped rows keep their reason), and ModelOpt's venv whose install fails -> skipped rows with why."""
+failed and skipped rows keep their reason), ModelOpt's venv whose install fails -> skipped rows with why, and the
+base-model mode's judging (agreement with FP32's own output) on a real tiny model and its INT8 model."""
 
 from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pytest
 
 from benchkit import load_benchmark
@@ -61,3 +63,89 @@ def test_modelopt_that_cannot_install_gives_skipped_rows_with_the_reason(bench, 
     rows = anchor_rows(None, runs)
     assert all(r["status"] == "skipped: " + info["reason"] for r in rows)
     assert all(r["tool"] == "ModelOpt" for r in rows)
+
+
+def test_default_methods_give_every_workbench_method_a_row() -> None:
+    from calibration_methods import DEFAULT_METHODS, parse_method
+    from workbench.calibration.methods import METHODS
+
+    labels = [parse_method(m)[0] for m in DEFAULT_METHODS.split(",")]
+    assert labels == ["entropy", "max", "percentile-99.99", "percentile-99.9", "mse"]
+    assert {parse_method(m)[1].name for m in DEFAULT_METHODS.split(",")} == set(METHODS)
+
+
+def test_compare_logits_counts_tokens_transcripts_and_logit_error() -> None:
+    from anchors_bench.agreement import compare_logits
+
+    decode = lambda logits: "".join("ab"[i] for i in np.asarray(logits).argmax(-1))  # noqa: E731
+    ref = [np.array([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]]), np.array([[1.0, 0.0]])]
+    cand = [np.array([[2.0, 0.0], [0.0, 2.0], [0.0, 3.0]]), np.array([[1.0, 0.5]])]
+    got = compare_logits(ref, cand, decode)
+    assert got["frames"] == 4 and got["clips"] == 2
+    assert got["token_agreement_pct"] == 75.0  # the third frame of clip 1 flips
+    assert got["transcript_agreement_pct"] == 50.0  # "aba" vs "abb"; "a" vs "a"
+    assert got["max_abs_logit_diff"] == 3.0
+    assert got["mean_abs_logit_diff"] == pytest.approx(5.5 / 8)
+    assert got["mean_abs_diff_over_mean_abs_fp32"] == pytest.approx(5.5 / 7)
+    assert got["mean_cosine"] < 1.0
+    same = compare_logits(ref, ref, decode)
+    assert (same["token_agreement_pct"], same["max_abs_logit_diff"], same["mean_cosine"]) == (100.0, 0.0, 1.0)
+    with pytest.raises(ValueError, match="shape"):
+        compare_logits(ref, [cand[0], np.zeros((2, 2))], decode)
+
+
+def test_base_mode_judge_runs_the_models_against_fp32_and_keeps_failures(bench, dash_artifacts, tmp_path) -> None:
+    import onnxruntime as ort
+
+    from anchors_bench.agreement import agreement_rows, agreement_table, judge
+    from workbench.model.description import describe_model
+
+    art = dash_artifacts
+    fp32, int8 = art.calibrated.fp32_onnx, art.calibrated.int8_onnx
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not an onnx model")
+    model = describe_model(art.model)
+    clips = [audio for _, audio in art.eval.iter_audio()][:3]
+    # ONNX Runtime's own QDQ model of the same FP32 export: on a CPU without VNNI its session refuses the exact-U8S8
+    # option (ORT 1.32, "Attempt to replace the existing tensor"); the judge then runs it with ORT's defaults
+    from anchors_bench.tools import job_ort
+
+    np.savez(tmp_path / "natural.npz", c0=model.prepare(clips[0]))
+    job_ort({"fp32": str(fp32), "onnx": str(tmp_path / "ort.onnx"), "method": "MinMax", "feed": "natural",
+             "data": str(tmp_path)})
+    judged = judge(fp32, {"int8-entropy": int8, "fp32-again": fp32, "broken": broken, "ort": tmp_path / "ort.onnx"},
+                   clips, model, log=lambda _: None)
+    assert judged["ort"]["token_agreement_pct"] > 0 and "error" not in judged["ort"]
+    assert "x64quantprecision" in judged["ort"].get("loaded_with", "session.x64quantprecision")
+    assert judged["fp32"]["token_agreement_pct"] == 100.0 and judged["fp32-again"]["max_abs_logit_diff"] == 0.0
+    assert "error" in judged["broken"]
+    # the INT8 numbers, recomputed here with plain ONNX Runtime sessions
+    runs = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (fp32, int8)]
+    pairs = [[s.run(["logits"], {"input_values": model.prepare(c)[None]})[0][0] for s in runs] for c in clips]
+    frames = sum(len(r) for r, _ in pairs)
+    same = sum(int((r.argmax(-1) == q.argmax(-1)).sum()) for r, q in pairs)
+    got = judged["int8-entropy"]
+    assert got["frames"] == frames and got["clips"] == 3
+    assert got["token_agreement_pct"] == pytest.approx(100 * same / frames, abs=1e-3)
+    assert got["max_abs_logit_diff"] == pytest.approx(max(float(np.abs(q - r).max()) for r, q in pairs), abs=1e-3)
+    assert got["max_abs_logit_diff"] > 0
+    runs = [{"job": "fp32", "kind": "fp32", "setting": "FP32 export"},
+            {"job": "int8-entropy", "kind": "workbench", "setting": "calibrate entropy", "wall_s": 2.0,
+             "peak_rss_mb": 500.0},
+            {"job": "broken", "kind": "ort", "setting": "quantize_static MinMax", "wall_s": 1.0},
+            {"job": "ort-entropy", "kind": "ort", "setting": "Entropy", "error": "exit 1: inhomogeneous shape"},
+            {"job": "modelopt-default", "kind": "modelopt", "setting": "defaults", "skipped": "--no-modelopt"}]
+    rows = {r["candidate"]: r for r in agreement_rows(judged, runs)}
+    assert rows["int8-entropy"]["status"] == "judged" and rows["int8-entropy"]["tool"] == "workbench"
+    assert rows["int8-entropy"]["token_agreement_pct"] == got["token_agreement_pct"]
+    assert rows["broken"]["status"].startswith("failed to run: ")
+    assert rows["ort-entropy"]["status"] == "failed: exit 1: inhomogeneous shape"
+    assert rows["modelopt-default"]["status"] == "skipped: --no-modelopt"
+    lines = agreement_table(list(rows.values()))
+    assert len(lines) == 2 + len(runs) and "| 2.0 | 500 |" in lines[3]
+
+
+def test_base_mode_refuses_the_search(bench, capsys) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--model", "base", "--search", "entropy"])
+    assert exit_.value.code == 2 and "--search needs real weights" in capsys.readouterr().err
