@@ -357,7 +357,10 @@ def test_interrupted_import_leaves_existing_sets_byte_identical(tmp_path, speech
         [sys.executable, "-m", "workbench", "data", "import", "--name", "victim", "--source", "librispeech",
          "--path", str(big), "--workers", "2", "--no-progress", "--root", str(root)],
         cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        # a test run started in the background by a non-interactive shell (`pytest &`) ignores SIGINT and the
+        # child would inherit that: give it the default disposition, the one a terminal's Ctrl-C meets
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     written = 0
     while time.monotonic() < deadline and proc.poll() is None:
