@@ -8,9 +8,10 @@ Statistics of each clip are accumulated by a thread pool (one task per tensor, o
 after its run, while ONNX Runtime waits, so one clip's activations are alive at a time. Counting while
 ONNX Runtime runs the next clip was tried and dropped: its parallel ops split work evenly over the
 cores, so a statistics thread on one core held back every op, and the run time varied by +-15 % from
-run to run (Wav2Vec2-base, 16 clips, idle machine: 8.9-11.1 s against 8.9 s one after the other). The histograms are counted by a compiled one-pass kernel (``kernels``); without
-numba, ONNX Runtime's output buffers serve as the scratch space of the numpy passes (no copies)
-unless two outputs share memory. Thresholds are then searched for all tensors in parallel.
+run to run (Wav2Vec2-base, 16 clips, idle machine: 8.9-11.1 s against 8.9 s one after the other).
+The histograms are counted by a compiled one-pass kernel (``kernels``); without numba, ONNX Runtime's
+output buffers serve as the scratch space of the numpy passes (no copies) unless two outputs share
+memory. Thresholds are then searched for all tensors in parallel.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from workbench.quantize.qdq import build_variant
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
 from workbench.search.strategies import describe, search_plan
-from workbench.speech.overlap import overlap
+from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
 from workbench.speech.store import SpeechSet
 
@@ -126,9 +126,9 @@ def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
         raise WorkbenchError(f"the dev set {dev_set.name} is the sign-off set; search on another set (--dev-set; "
                              "default: the calibration set) so the sign-off does not judge on the data it selected on")
     shared = overlap(dev_set.utterances, signoff_set.utterances)
-    if not (shared["disjoint_by_text"] and shared["disjoint_by_speaker"]):
-        raise WorkbenchError(f"the dev set {dev_set.name} and the sign-off set {signoff_set.name} share "
-                             f"{shared['shared_speaker_count']} speaker(s) and {shared['shared_text_count']} text(s): "
+    if not disjoint(shared):
+        message = overlap_message(shared, dev_set.name, signoff_set.name, ("the dev set", "the sign-off set"))
+        raise WorkbenchError(f"{message}: "
                              "the search would select on what the sign-off judges; use a dev set held out from the "
                              "sign-off set (the demo's sets step builds one; or 'data import --disjoint-from')")
 

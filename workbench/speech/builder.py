@@ -23,7 +23,7 @@ from workbench.config import (CONDITIONS, MAJORITY_ACCENT, NOISY_CONDITION, REVE
 from workbench.errors import WorkbenchError
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
-from workbench.speech.overlap import overlap, overlap_message
+from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.profiles import derive_profile, outside_reason, profile_fit, profile_json
 from workbench.speech.records import Clip, Skipped
 from workbench.speech.split import DEV_ROLE, ROLES, partition_speakers, stable_hash
@@ -90,11 +90,12 @@ def _per_condition(cfg: SetBuildConfig, role: str) -> int:
     return {"calib": cfg.calib_per_condition, "eval": cfg.eval_per_condition, DEV_ROLE: cfg.dev_per_condition}[role]
 
 
-def _disjoint(a: list[Clip], b: list[Clip], name_a: str, name_b: str) -> dict[str, Any]:
+def _disjoint(a: list[Clip], b: list[Clip], name_a: str, name_b: str,
+              roles: tuple[str, str] = ("calibration set", "evaluation set")) -> dict[str, Any]:
     """The overlap check of two lists of clips; a user error (nothing written) when they share a speaker or text."""
     checks = overlap([c.utterance for c in a], [c.utterance for c in b])
-    if not (checks["disjoint_by_text"] and checks["disjoint_by_speaker"]):
-        raise WorkbenchError(f"{overlap_message(checks, name_a, name_b)}; nothing written")
+    if not disjoint(checks):
+        raise WorkbenchError(f"{overlap_message(checks, name_a, name_b, roles)}; nothing written")
     return checks
 
 
@@ -108,8 +109,8 @@ def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Cl
         ("calib", calib, cfg.calib_per_condition, {**checks, "paired_with": names["eval"]}),
         ("eval", evaluation, cfg.eval_per_condition, {**checks, "paired_with": names["calib"]})]
     if dev is not None:  # held out from both: the search selects on it, the sign-off never sees it
-        with_eval = _disjoint(dev, evaluation, names[DEV_ROLE], names["eval"])
-        with_calib = _disjoint(dev, calib, names[DEV_ROLE], names["calib"])
+        with_eval = _disjoint(dev, evaluation, names[DEV_ROLE], names["eval"], ("dev set", "evaluation set"))
+        with_calib = _disjoint(dev, calib, names[DEV_ROLE], names["calib"], ("dev set", "calibration set"))
         roles.append((DEV_ROLE, dev, cfg.dev_per_condition,
                       {**with_eval, "paired_with": names["eval"], "held_out_from": [names["calib"], names["eval"]],
                        "calib_overlap": with_calib}))

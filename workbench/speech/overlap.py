@@ -29,8 +29,15 @@ def overlap(calib: Sequence[Utterance], evaluation: Sequence[Utterance]) -> dict
     }
 
 
-def overlap_message(checks: dict[str, Any], calib_name: str, eval_name: str) -> str:
-    """``calib and eval share 3 speakers (a, b, c) and 2 texts ('X', 'Y')``."""
+def disjoint(checks: dict[str, Any]) -> bool:
+    """Whether an ``overlap`` result found no shared speaker and no shared text."""
+    return bool(checks["disjoint_by_text"] and checks["disjoint_by_speaker"])
+
+
+def overlap_message(checks: dict[str, Any], calib_name: str, eval_name: str,
+                    roles: tuple[str, str] = ("calibration set", "evaluation set")) -> str:
+    """``calibration set a and evaluation set b share 3 speakers (a, b, c) and 2 texts ('X', 'Y')`` (``roles``
+    names the two sets' parts when they are not a calibration/evaluation pair)."""
     parts = []
     if checks["shared_speaker_count"]:
         parts.append(f"{checks['shared_speaker_count']} speaker(s) ({', '.join(checks['shared_speakers'][:5])}"
@@ -38,13 +45,13 @@ def overlap_message(checks: dict[str, Any], calib_name: str, eval_name: str) -> 
     if checks["shared_text_count"]:
         parts.append(f"{checks['shared_text_count']} text(s) ({', '.join(repr(t) for t in checks['shared_texts'][:3])}"
                      f"{', ...' if checks['shared_text_count'] > 3 else ''})")
-    return f"calibration set {calib_name} and evaluation set {eval_name} share {' and '.join(parts)}"
+    return f"{roles[0]} {calib_name} and {roles[1]} {eval_name} share {' and '.join(parts)}"
 
 
 def require_disjoint(calib_set, eval_set) -> dict[str, Any]:
     """Raise a user error when two stored sets share a speaker or a text; returns the check."""
     checks = overlap(calib_set.utterances, eval_set.utterances)
-    if checks["disjoint_by_text"] and checks["disjoint_by_speaker"]:
+    if disjoint(checks):
         return checks
     raise WorkbenchError(
         f"{overlap_message(checks, calib_set.name, eval_set.name)}: a model calibrated on what it is evaluated "
