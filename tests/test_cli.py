@@ -70,6 +70,7 @@ def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
     (["demo", "--calib-per-condition", "0"], "at least 1"),
     (["demo", "--dev-per-condition", "-1"], "at least 0"),
     (["search", "--margin", "1"], "--margin is a share of each gate"),
+    (["search", "--confidence", "0.3"], "--confidence is the probability that the sign-off passes"),
 ])
 def test_user_errors_exit_1(argv, message, capsys, tmp_path):
     assert main(argv + ["--root", str(tmp_path)]) == 1

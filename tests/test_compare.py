@@ -108,14 +108,38 @@ def test_logit_kl_and_token_disagreement_known_values() -> None:
     assert same.kl == 0.0 and same.token_disagreement == 0.0 and same.frames == 5
 
 
-def test_dev_intervals_widen_to_the_signoff_set_size() -> None:
-    from workbench.search.evaluator import widen_interval
+def test_dev_intervals_predict_the_signoff_interval() -> None:
+    """Half-widths x max(1, sqrt(ratio)), then both ends out by z x se x sqrt(1 + ratio), se from the width."""
+    from statistics import NormalDist
+
     from workbench.evaluate.bootstrap import Interval
+    from workbench.search.evaluator import pass_quantile, predicted_interval
 
     raw = Interval(0.01, 0.0, 0.015, 0.95, 1000, "speaker", 30)
-    wide = widen_interval(raw, 2.0)
+    wide = predicted_interval(raw, 4.0, 0.0)  # widening only
     assert (wide.estimate, wide.low, wide.high) == pytest.approx((0.01, -0.01, 0.02))
-    assert widen_interval(raw, 1.0) is raw and widen_interval(None, 2.0) is None
+    assert predicted_interval(raw, 0.25, 0.0) is not None and predicted_interval(raw, 0.25, 0.0).high == pytest.approx(0.015)
+    z = pass_quantile(0.9)
+    assert z == pytest.approx(1.2815515655446004) and pass_quantile(0.5) == 0.0
+    se = 0.015 / (2 * NormalDist().inv_cdf(0.975))
+    shifted = predicted_interval(raw, 1.0, z)
+    assert shifted.high == pytest.approx(0.015 + z * se * math.sqrt(2))
+    assert shifted.low == pytest.approx(0.0 - z * se * math.sqrt(2))
+    assert predicted_interval(raw, 1.0, 0.0) is raw and predicted_interval(None, 2.0, 1.0) is None
+    with pytest.raises(ValueError):
+        pass_quantile(0.4)
+
+
+def test_a_wide_dev_interval_needs_a_larger_lead_than_a_narrow_one() -> None:
+    """Two plans with the same upper end on the dev set: the one that changes many transcripts both ways
+    (wide interval, estimate near 0) is predicted to fail the sign-off; the one that changes few passes."""
+    from workbench.evaluate.bootstrap import Interval
+    from workbench.search.evaluator import pass_quantile, predicted_interval
+
+    z = pass_quantile(0.9)
+    wide = predicted_interval(Interval(-0.0010, -0.0030, 0.0018, 0.95, 1000, "speaker", 34), 34 / 32, z)
+    narrow = predicted_interval(Interval(0.0012, 0.0006, 0.0018, 0.95, 1000, "speaker", 34), 34 / 32, z)
+    assert wide.high > 0.003 > narrow.high  # gate 0.3 points = 0.003
 
 
 def _speakers(prefix: str, speakers: int, each: int, condition: str) -> list[Utterance]:
@@ -126,23 +150,24 @@ def _speakers(prefix: str, speakers: int, each: int, condition: str) -> list[Utt
 def test_dev_intervals_widen_to_the_signoff_speakers_per_check() -> None:
     """Widening follows the bootstrap's blocks (speakers), not utterance counts: the same 40 quiet utterances
     from 2 speakers instead of 8 give a sign-off interval about twice as wide."""
-    from workbench.search.evaluator import block_counts, widening_factors
+    from workbench.search.evaluator import block_counts, block_ratios, widening_factors
 
     dev = _speakers("q", 8, 5, "quiet") + _speakers("n", 8, 5, "noisy")
     signoff = _speakers("Q", 2, 20, "quiet") + _speakers("N", 8, 5, "noisy")
     assert block_counts(signoff) == {"overall": 10, "condition noisy": 8, "condition quiet": 2}
-    factors = widening_factors(dev, signoff)
+    assert block_ratios(dev, signoff) == pytest.approx({"overall": 1.6, "condition quiet": 4.0, "condition noisy": 1.0})
+    factors = widening_factors(block_ratios(dev, signoff))
     assert factors == pytest.approx({"overall": math.sqrt(16 / 10), "condition quiet": 2.0, "condition noisy": 1.0})
-    assert widening_factors(signoff, dev) == {"overall": 1.0, "condition quiet": 1.0, "condition noisy": 1.0}
+    assert widening_factors(block_ratios(signoff, dev)) == {"overall": 1.0, "condition quiet": 1.0, "condition noisy": 1.0}
     one = _speakers("x", 1, 6, "quiet")  # one speaker: the bootstrap falls back to utterances
     assert block_counts(one) == {"overall": 6, "condition quiet": 6}
-    assert widening_factors(dev, dev[:5] + signoff[40:])["condition quiet"] == pytest.approx(math.sqrt(8 / 5))
+    assert widening_factors(block_ratios(dev, dev[:5] + signoff[40:]))["condition quiet"] == pytest.approx(math.sqrt(8 / 5))
 
 
-def test_search_judges_widened_intervals_against_the_gates_less_the_margin() -> None:
+def test_search_judges_predicted_intervals_against_the_gates_less_the_margin() -> None:
     from workbench.evaluate.accuracy import compare_accuracy
     from workbench.evaluate.gates import judge
-    from workbench.search.evaluator import held_back, widened
+    from workbench.search.evaluator import held_back, pass_quantile, predicted, predicted_interval
 
     utts = _speakers("q", 8, 5, "quiet") + _speakers("n", 8, 5, "noisy")
     hyps = [u.text if i % 7 else "A B C" for i, u in enumerate(utts)]  # one word lost in every 7th utterance
@@ -152,17 +177,19 @@ def test_search_judges_widened_intervals_against_the_gates_less_the_margin() -> 
     gates = held_back(GateConfig(max_latency_ms=50.0), 1.0 / 3.0)
     assert gates.max_wer_delta_points == pytest.approx(0.2) and gates.max_latency_ms is None
     assert gates.max_condition_wer_delta_points == pytest.approx(2.0 / 3.0)
-    factors = {"overall": 1.5, "condition quiet": 2.0}
-    judged = widened(cand, factors)
+    ratios = {"overall": 2.25, "condition quiet": 4.0}
+    z = pass_quantile(0.8)
+    judged = predicted(cand, ratios, z)
     checks = {c.name: c for c in next(v for v in judge(replace(accuracy, candidates={"cand": judged}), None, gates)
                                       if v.candidate == "cand").checks}
     for check, group in (("overall", cand.overall), ("condition quiet", cand.by("condition")["quiet"]),
                          ("condition noisy", cand.by("condition")["noisy"])):
         d = group.delta
-        expected = (d.estimate + (d.high - d.estimate) * factors.get(check, 1.0)) * 100
+        expected = predicted_interval(d, ratios.get(check, 1.0), z).high * 100
+        assert expected > (d.estimate + (d.high - d.estimate) * math.sqrt(ratios.get(check, 1.0))) * 100
         assert checks[check].value == pytest.approx(expected) and not checks[check].passed  # ~3.6 points lost
     assert checks["overall"].limit == pytest.approx(0.2) and checks["condition noisy"].limit == pytest.approx(2 / 3)
-    assert widened(cand, {"overall": 1.0}) is cand
+    assert predicted(cand, {"overall": 1.0}, 0.0) is cand
 
 
 def test_search_refuses_a_dev_set_that_shares_speakers_or_texts_with_the_signoff_set(tmp_path) -> None:
@@ -276,18 +303,22 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert set(search["provenance"]) >= {"model", "fp32_onnx", "cache", "calibration_set", "dev_set", "sensitivity"}
     assert search["evaluations"] == len(search["candidates"]) >= 1
     from workbench.config import SEARCH
-    from workbench.search.evaluator import widening_factors
+    from workbench.evaluate.bootstrap import Interval
+    from workbench.search.evaluator import block_ratios, pass_quantile, predicted_interval, widening_factors
 
-    factors = widening_factors(tiny_sets.calib.utterances, tiny_sets.eval.utterances)
-    widen = factors["overall"]
-    assert search["budget"]["interval_widening"] == pytest.approx(widen)
+    ratios = block_ratios(tiny_sets.calib.utterances, tiny_sets.eval.utterances)
+    factors = widening_factors(ratios)
+    assert search["budget"]["interval_widening"] == pytest.approx(factors["overall"])
     assert search["budget"]["interval_widening_per_check"] == pytest.approx(factors)
-    assert search["budget"]["margin"] == pytest.approx(SEARCH.margin)
-    assert search["budget"]["judged_against"]["max_wer_delta_points"] == pytest.approx(100.0 * (1 - SEARCH.margin))
-    assert "less a 0.33 margin" in printed
+    assert search["budget"]["block_ratio_per_check"] == pytest.approx(ratios)
+    assert search["budget"]["margin"] == pytest.approx(SEARCH.margin) == 0.0
+    assert search["budget"]["confidence"] == pytest.approx(SEARCH.confidence)
+    assert search["budget"]["judged_against"]["max_wer_delta_points"] == pytest.approx(100.0)
+    assert f"{SEARCH.confidence:.0%} chance that the sign-off passes" in printed
     overall = search["candidates"][0]["delta"]["overall"]
     judged = search["candidates"][0]["judged_delta_high"]["overall"]
-    assert judged == pytest.approx((overall["estimate"] + (overall["high"] - overall["estimate"]) * widen) * 100)
+    expected = predicted_interval(Interval(**overall), ratios["overall"], pass_quantile(SEARCH.confidence)).high * 100
+    assert judged == pytest.approx(expected) and judged > overall["high"] * 100
     first = search["candidates"][0]
     assert first["phase"] == "int8-everywhere" and first["int8_share"] == 1.0
     assert set(first["delta"]["per_condition"]) == {"quiet", "noisy", "accented"}

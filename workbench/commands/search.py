@@ -2,8 +2,9 @@
 
 WER (CER for character languages, or as ``--error-unit`` says) is measured on a dev set (default: the
 calibration set; not the sign-off evaluation set) against FP32 with paired bootstrap intervals; the budget comes from the gate file (defaults +0.3 points overall,
-+1.0 per condition, on the upper end of the interval), judged with a margin (``--margin``) and dev
-intervals widened to the sign-off set's speakers (``--signoff-set``). Uses the sensitivity ranking (reused when its
++1.0 per condition, on the upper end of the interval), judged on the sign-off interval each dev interval
+predicts (widened to the sign-off set's speakers, ``--signoff-set``, and moved out for a sign-off pass with
+probability ``--confidence``; an optional ``--margin`` holds back a share of each gate on top). Uses the sensitivity ranking (reused when its
 provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant;
 see ``workbench.jobs.search``.
 """
@@ -27,9 +28,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signoff-set", help="the set the sign-off will judge on: only its speakers and conditions "
                                               "are read, to judge dev intervals widened to its number of speakers "
                                               "(recommended)")
+    parser.add_argument("--confidence", type=float, default=SEARCH.confidence,
+                        help="keep only plans whose sign-off the dev set predicts to pass with this probability "
+                             f"(0.5-0.99; higher keeps more in FP16; default {SEARCH.confidence:g})")
     parser.add_argument("--margin", type=float, default=SEARCH.margin,
-                        help="share of each gate held back on the dev set: a candidate passes when its interval's "
-                             f"upper end is within (1 - margin) x the gate (default {SEARCH.margin:.2f})")
+                        help="share of each gate held back on top: a candidate passes when its predicted upper end "
+                             f"is within (1 - margin) x the gate (default {SEARCH.margin:g})")
     parser.add_argument("--sensitivity", type=Path, help="sensitivity JSON from `compare` (default: reuse or make)")
     parser.add_argument("--strategy", choices=("bisect", "gallop"), default="bisect",
                         help="how k (groups kept in FP16) is searched")
@@ -47,6 +51,6 @@ def run(args: argparse.Namespace) -> int:
                                  dev_per_condition=args.dev_per_condition, signoff_set=args.signoff_set,
                                  sensitivity=args.sensitivity, strategy=args.strategy, refine=args.refine,
                                  keep=args.keep, resamples=args.resamples, seed=args.seed,
-                                 margin=args.margin)
+                                 margin=args.margin, confidence=args.confidence)
     print_lines(search.run(inputs).lines())
     return 0

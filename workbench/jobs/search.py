@@ -44,6 +44,7 @@ class SearchInputs(AnalysisInputs):
     dev_per_condition: int | None = None
     signoff_set: str | Path | None = None  # only its utterances' speakers and conditions are read
     margin: float = SEARCH.margin  # share of each gate held back on the dev set
+    confidence: float = SEARCH.confidence  # probability the sign-off is predicted to pass
     sensitivity: Path | None = None  # default: reuse a matching ranking or compute one
     strategy: str = "bisect"
     refine: int = 2
@@ -62,6 +63,10 @@ def check(inputs: SearchInputs) -> None:
     if not 0.0 <= inputs.margin < 1.0:
         raise WorkbenchError(f"--margin is a share of each gate held back: give a value from 0 up to (not "
                              f"including) 1, not {inputs.margin:g} (default {SEARCH.margin:.2f})")
+    if not 0.5 <= inputs.confidence < 1.0:
+        raise WorkbenchError(f"--confidence is the probability that the sign-off passes the found plan: give a value "
+                             f"from 0.5 up to (not including) 1, not {inputs.confidence:g} (default "
+                             f"{SEARCH.confidence:g})")
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
@@ -84,7 +89,7 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> "SearchOutp
                       strategy=inputs.strategy, refine=inputs.refine, keep=inputs.keep, resamples=inputs.resamples,
                       seed=inputs.seed, granularity=inputs.granularity, out=inputs.out, threads=inputs.threads,
                       progress=inputs.progress, signoff_set=signoff_set, log=log, backend=inputs.backend,
-                      margin=inputs.margin)
+                      margin=inputs.margin, confidence=inputs.confidence)
 
 
 def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
@@ -139,12 +144,13 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
                granularity: str = "group",
                out: Path | None = None, threads: int | None = None, progress: bool = True,
                signoff_set: SpeechSet | None = None, log: Callable[[str], None] = print,
-               backend: str = DEFAULT_BACKEND, margin: float = SEARCH.margin) -> SearchOutputs:
-    """Find the plan with the most INT8 that meets ``gates`` held back by ``margin`` on ``dev_set``; write
-    JSON/CSV, plan and ONNX.
+               backend: str = DEFAULT_BACKEND, margin: float = SEARCH.margin,
+               confidence: float = SEARCH.confidence) -> SearchOutputs:
+    """Find the plan with the most INT8 whose sign-off ``dev_set`` predicts to pass ``gates`` (held back by
+    ``margin``) with probability ``confidence``; write JSON/CSV, plan and ONNX.
 
     ``signoff_set``: the set the sign-off will judge on; only its utterances' speakers and conditions are used
-    (never its audio or texts), to judge dev-set intervals widened to its number of bootstrap blocks.
+    (never its audio or texts), to predict the sign-off's intervals from its number of bootstrap blocks.
     """
     check_dev_apart(dev_set, signoff_set)
     require_utterances(dev_set, "dev")
@@ -183,12 +189,13 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
     signoff_n = len(signoff_set.utterances) if signoff_set is not None else None
     evaluator = DevEvaluator(variants, clips, gates, resamples=resamples, seed=seed, progress=progress,
                              signoff=signoff_set.utterances if signoff_set is not None else None,
-                             model=prepared.description, margin=margin)
+                             model=prepared.description, margin=margin, confidence=confidence)
     log(f"dev set {dev_set.name}: {len(clips)} utterances, {len({c.utterance.speaker for c in clips})} speakers; "
         f"{unit} budget +{gates.max_wer_delta_points} pts overall, +{gates.max_condition_wer_delta_points} pts per "
         f"condition, judged against +{evaluator.gates.max_wer_delta_points:.2f} / "
-        f"+{evaluator.gates.max_condition_wer_delta_points:.2f} (margin {margin:.2f} of each gate; upper end of the "
-        "paired 95% interval)")
+        f"+{evaluator.gates.max_condition_wer_delta_points:.2f} on the upper end of the sign-off's paired 95% interval "
+        f"as the dev interval predicts it, for a {confidence:.0%} chance that the sign-off passes"
+        + (f" (margin {margin:.2f} of each gate)" if margin else ""))
     if any(f > 1.0 for f in evaluator.widening.values()):
         log("judging dev intervals widened to the sign-off set's speakers: "
             + ", ".join(f"{check} x{f:.2f}" for check, f in evaluator.widening.items()))
@@ -224,6 +231,10 @@ def run_search(prepared: Prepared, dev_set: SpeechSet, gates: GateConfig, *, sen
                    "interval_widening_per_check": evaluator.widening,
                    "widening_rule": "sqrt(dev bootstrap blocks / sign-off bootstrap blocks) per check, at least 1 "
                                     "(blocks: speakers when known, else utterances)",
+                   "confidence": confidence, "block_ratio_per_check": evaluator.ratios,
+                   "prediction_rule": "per check: half-widths x max(1, sqrt(ratio)), both ends moved out by "
+                                      "z(confidence) x se_dev x sqrt(1 + ratio), se_dev = dev interval width / "
+                                      "(2 z(level)), ratio = dev blocks / sign-off blocks (1 without a sign-off set)",
                    "margin": margin,
                    "judged_against": {"max_wer_delta_points": evaluator.gates.max_wer_delta_points,
                                       "max_condition_wer_delta_points":
@@ -265,8 +276,11 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
         against = budget["judged_against"]
         out.append(f"judged against +{against['max_wer_delta_points']:.2f} pts overall, "
                    f"+{against['max_condition_wer_delta_points']:.2f} per condition (gates "
-                   f"+{budget['max_wer_delta_points']:g} / +{budget['max_condition_wer_delta_points']:g} less a "
-                   f"{budget['margin']:.2f} margin), dev intervals widened x{budget['interval_widening']:.2f} overall")
+                   f"+{budget['max_wer_delta_points']:g} / +{budget['max_condition_wer_delta_points']:g}"
+                   + (f" less a {budget['margin']:.2f} margin), " if budget.get("margin") else "), ")
+                   + f"dev intervals widened x{budget['interval_widening']:.2f} overall"
+                   + (f", predicted for a {budget['confidence']:.0%} chance that the sign-off passes"
+                      if "confidence" in budget else ""))
     if data["int8_everywhere_passes"]:
         out.append("INT8 everywhere already meets the budget on the dev set")
     if found is None:

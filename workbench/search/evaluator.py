@@ -5,22 +5,32 @@ The FP32 transcripts of the dev set are made once; each plan's variant is built 
 and judged by the sign-off gates on the upper end of the paired interval. The dev set must not be the
 sign-off evaluation set, so the search does not select on the data that later judges it.
 
-Two corrections make "passes on the dev set" predict "passes the sign-off":
+The search keeps the plan with the most INT8 that passes, so "passes on the dev set" must predict
+"passes the sign-off", which judges the same gates on another set (other speakers and texts). Each
+check (overall, each condition) is judged on the dev interval turned into a prediction of the
+sign-off's interval:
 
 - widening: with ``signoff`` (the sign-off set's utterances; only their speakers and conditions are
-  read) each delta interval is judged with its half-widths scaled by sqrt(dev blocks / sign-off
-  blocks), per check (overall, each condition). Blocks are what the bootstrap resamples: speakers when
-  known, else utterances; a dev set with more speakers than the sign-off set gives narrower intervals
-  than the sign-off will see, whatever the utterance counts (never narrowed).
-- margin: a share of each gate held back (``SearchConfig.margin``): the candidate passes when the
-  judged upper end is within (1 - margin) x the gate, because the dev and sign-off sets are different
-  samples and the search keeps the passing candidate with the most INT8.
+  read) the half-widths are scaled by sqrt(dev blocks / sign-off blocks), never narrowed. Blocks are
+  what the bootstrap resamples: speakers when known, else utterances; a dev set with more speakers
+  than the sign-off set gives narrower intervals than the sign-off will see.
+- shift for a sign-off pass with probability ``confidence`` (``SearchConfig.confidence``): the
+  sign-off's estimate is another sample, off the dev estimate by a normal error with standard error
+  ``se_dev * sqrt(1 + dev blocks / sign-off blocks)`` (``se_dev`` from the dev interval's width), so
+  both ends move out by ``z(confidence)`` times that. A plan that changes many transcripts (a wide
+  interval) needs a larger lead than one that changes few, however close its estimate is to zero.
+  Without ``signoff`` the sign-off set is taken to be like the dev set (ratio 1, no widening).
+- margin: an optional share of each gate held back on top (``SearchConfig.margin``, default 0).
+
+On the demo (session 5) a plan judged with the widening and a fixed margin of 1/3 of the gate passed
+the sign-off in one run of two; docs/compare-and-search.md has the runs.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from statistics import NormalDist
 from typing import Sequence
 
 from tqdm import tqdm
@@ -67,21 +77,29 @@ class Evaluation:
                 "backend": "onnxruntime-cpu"}
 
 
-def widen_interval(interval: Interval | None, factor: float) -> Interval | None:
-    if interval is None or factor == 1.0:
+def predicted_interval(interval: Interval | None, ratio: float, z_pass: float) -> Interval | None:
+    """The sign-off's interval as the dev ``interval`` predicts it: half-widths times max(1, sqrt(ratio)), then
+    both ends moved out by ``z_pass`` standard errors of the difference between the two sets' estimates
+    (``ratio``: dev bootstrap blocks / sign-off blocks)."""
+    if interval is None or not (math.isfinite(interval.low) and math.isfinite(interval.high)):
         return interval
-    return replace(interval, low=interval.estimate - (interval.estimate - interval.low) * factor,
-                   high=interval.estimate + (interval.high - interval.estimate) * factor)
+    if ratio == 1.0 and z_pass == 0.0:
+        return interval
+    spread = max(1.0, math.sqrt(ratio))
+    z_level = NormalDist().inv_cdf(0.5 + interval.level / 2.0)
+    shift = z_pass * (interval.high - interval.low) / (2.0 * z_level) * math.sqrt(1.0 + ratio)
+    return replace(interval, low=interval.estimate - (interval.estimate - interval.low) * spread - shift,
+                   high=interval.estimate + (interval.high - interval.estimate) * spread + shift)
 
 
-def widened(cand: CandidateAccuracy, factors: dict[str, float]) -> CandidateAccuracy:
-    """The candidate with its delta intervals' half-widths multiplied by the factor of their check (``overall``,
-    ``condition <name>``; a check not named keeps its interval)."""
-    if all(f == 1.0 for f in factors.values()):
+def predicted(cand: CandidateAccuracy, ratios: dict[str, float], z_pass: float) -> CandidateAccuracy:
+    """The candidate with each delta interval replaced by its predicted sign-off interval (``ratios`` per
+    check: ``overall``, ``condition <name>``; a check not named has ratio 1)."""
+    if z_pass == 0.0 and all(r == 1.0 for r in ratios.values()):
         return cand
 
     def one(g: GroupScore, check: str) -> GroupScore:
-        return replace(g, delta=widen_interval(g.delta, factors.get(check, 1.0)))
+        return replace(g, delta=predicted_interval(g.delta, ratios.get(check, 1.0), z_pass))
 
     groups = {kind: {name: one(g, f"{kind} {name}") for name, g in by.items()} for kind, by in cand.groups.items()}
     return CandidateAccuracy(cand.name, cand.scores, one(cand.overall, "overall"), groups)
@@ -99,11 +117,22 @@ def block_counts(utterances: Sequence[Utterance]) -> dict[str, int]:
             **{f"condition {c}": count([u for u in utterances if str(u.condition or "-") == c]) for c in conditions}}
 
 
-def widening_factors(dev: Sequence[Utterance], signoff: Sequence[Utterance]) -> dict[str, float]:
-    """Per check: sqrt(dev blocks / sign-off blocks), at least 1; checks the sign-off set lacks are not widened."""
+def block_ratios(dev: Sequence[Utterance], signoff: Sequence[Utterance]) -> dict[str, float]:
+    """Per check: dev blocks / sign-off blocks; checks the sign-off set lacks get 1."""
     dev_blocks, signoff_blocks = block_counts(dev), block_counts(signoff)
-    return {check: max(1.0, math.sqrt(n / signoff_blocks[check])) if signoff_blocks.get(check) else 1.0
-            for check, n in dev_blocks.items()}
+    return {check: n / signoff_blocks[check] if signoff_blocks.get(check) else 1.0 for check, n in dev_blocks.items()}
+
+
+def widening_factors(ratios: dict[str, float]) -> dict[str, float]:
+    """Per check: the half-width factor max(1, sqrt(ratio))."""
+    return {check: max(1.0, math.sqrt(r)) for check, r in ratios.items()}
+
+
+def pass_quantile(confidence: float) -> float:
+    """z such that a normal error stays below z standard errors with probability ``confidence`` (0 at 0.5)."""
+    if not 0.5 <= confidence < 1.0:
+        raise ValueError(f"confidence must be in [0.5, 1), got {confidence}")
+    return NormalDist().inv_cdf(confidence)
 
 
 def held_back(gates: GateConfig, margin: float) -> GateConfig:
@@ -117,18 +146,22 @@ class DevEvaluator:
 
     def __init__(self, variants: VariantRunner, clips: list[Clip], gates: GateConfig, resamples: int = 1000,
                  seed: int = 0, progress: bool = True, signoff: Sequence[Utterance] | None = None, *,
-                 model: ModelDescription, margin: float = 0.0) -> None:
+                 model: ModelDescription, margin: float = 0.0, confidence: float = 0.5) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
+        self.z_pass = pass_quantile(confidence)
         self.variants = variants
         self.model = model  # features, vocabulary, text normaliser and error unit
         self.scoring = Scoring.for_model(model)
         self.clips = clips
         self.utterances = [c.utterance for c in clips]
-        # judge as if on the sign-off set: per check, interval half-widths x sqrt(dev blocks / sign-off blocks)
-        self.widening = widening_factors(self.utterances, signoff) if signoff else {}
+        # judge the sign-off interval each dev interval predicts: per check, half-widths x sqrt(dev blocks /
+        # sign-off blocks) (at least 1), then moved out for a sign-off pass with probability ``confidence``
+        self.ratios = block_ratios(self.utterances, signoff) if signoff else {}
+        self.widening = widening_factors(self.ratios)
         self.widen = self.widening.get("overall", 1.0)
         self.margin = margin
+        self.confidence = confidence
         self.gates = held_back(gates, margin)  # the search judges WER; latency is recorded
         self.resamples = resamples
         self.seed = seed
@@ -150,7 +183,7 @@ class DevEvaluator:
         accuracy = compare_accuracy(self.utterances, hyps, BASELINE, resamples=self.resamples, seed=self.seed,
                                     group_kinds=("condition",), scoring=self.scoring)
         cand = accuracy.candidates[name]
-        judged = replace(accuracy, candidates={**accuracy.candidates, name: widened(cand, self.widening)})
+        judged = replace(accuracy, candidates={**accuracy.candidates, name: predicted(cand, self.ratios, self.z_pass)})
         verdict = next(v for v in judge(judged, None, self.gates) if v.candidate == name)
         if count:
             self.count += 1
