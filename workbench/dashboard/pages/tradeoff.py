@@ -77,8 +77,9 @@ def _search(roots, searches: list[str]) -> None:
                f"utterance, batch 1, ONNX Runtime CPU. {search.get('evaluations')} full evaluations "
                f"(one group at a time would need {search.get('one_at_a_time_evaluations')})."
                + (f" Candidates were judged against +{budget['judged_against']['max_wer_delta_points']:.2f} pts "
-                  f"overall (the gate less a {budget['margin']:.2f} margin), dev intervals widened "
-                  f"x{budget['interval_widening']:.2f} to the sign-off set's speakers"
+                  + (f"overall (the gate less a {budget['margin']:.2f} margin), " if budget.get("margin") else "overall, ")
+                  + "dev intervals widened "
+                  + f"x{budget['interval_widening']:.2f} to the sign-off set's speakers"
                   + (f" and moved out for a {budget['confidence']:.0%} chance that the sign-off passes"
                      if "confidence" in budget else "") + "."
                   if "judged_against" in budget else ""))
