@@ -241,19 +241,19 @@ def ratios(rows: list[dict]) -> dict:
     paired = [r["x_plain"] for r in rows if r.get("job") == "ours" and r.get("round") in plain]
     ours = [r for r in rows if r.get("job") == "ours" and "round" in r and "wall_s" in r]
     short_proxy = marginal = float("nan")
+    against = "plain's short-run inference per clip"
     if ours and ours_large and ours_large["clips"] > ours[0]["clips"]:
         extra = ours_large["wall_s"] - float(np.median([r["wall_s"] for r in ours]))
-        short_proxy = extra / (ours_large["clips"] - ours[0]["clips"]) / plain_clip
-        marginal = short_proxy
+        short_proxy = marginal = extra / (ours_large["clips"] - ours[0]["clips"]) / plain_clip
         short_plain = [r["wall_s"] for r in rows if r.get("job") == "plain" and "round" in r and "wall_s" in r]
         if plain_large and short_plain and plain_large["clips"] == ours_large["clips"]:
             marginal = extra / (plain_large["wall_s"] - float(np.median(short_plain)))
+            against = "large plain run"
     return {"ours_x_plain_per_round": paired,
             "ours_x_plain_median": float(np.median(paired)) if paired else float("nan"),
             "plain_s_per_clip_median": typical, "plain_inference_s_per_clip_median": plain_clip,
             "ours_marginal_clip_x_plain": marginal,
-            "marginal_against": "large plain run" if plain_large and marginal is not short_proxy
-            else "plain's short-run inference per clip",
+            "marginal_against": against,
             "ours_marginal_clip_x_plain_short_inference": short_proxy}
 
 
