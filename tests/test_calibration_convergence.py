@@ -1,6 +1,6 @@
 """Convergence of a calibration run (workbench/calibration/convergence.py): a stream whose range keeps
 growing in one condition is "not converged: add <that condition> clips", a stationary one converges; the
-checkpoint copy equals the statistics of the first clips; the sidecar keeps it and older sidecars read as
+checkpoint snapshot equals the statistics of the first clips; the sidecar keeps it and older sidecars read as
 "not recorded"; calibrate prints it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import convergence as conv
 from workbench.calibration.collectors import StreamingStats
-from workbench.calibration.methods import MethodSpec
+from workbench.calibration.methods import METHODS, MethodSpec
 from workbench.calibration.runner import ranges_from_statistics
 
 CONDITIONS = ("quiet", "noisy", "accented")
@@ -66,8 +66,13 @@ def test_the_checkpoint_equals_the_statistics_of_the_first_clips() -> None:
     full, _ = stream(clips, "accented", checkpoint=checkpoint)
     first, _ = stream(checkpoint, "accented")  # same seed: the same first clips
     assert full.checkpoint is not None and full.checkpoint_updates == checkpoint == 15
-    spec = MethodSpec("entropy")
-    assert ranges_from_statistics(full.checkpoint, spec) == ranges_from_statistics(first, spec)
+    for method in METHODS:  # every method's thresholds on the snapshot, not only the one calibrated
+        spec = MethodSpec(method)
+        assert ranges_from_statistics(full.checkpoint, spec) == ranges_from_statistics(first, spec), method
+    for name in ("a", "b", "c"):
+        kept, fresh = full.checkpoint.histogram(name), first.histogram(name)
+        assert kept is not None and fresh is not None
+        assert kept.range_max == fresh.range_max and np.array_equal(kept.counts, fresh.counts)
     assert full.checkpoint.maxes.amax == first.maxes.amax
     assert all(len(t) == clips for t in full.tops.values())
     assert full.tops["b"][:checkpoint] == first.tops["b"]

@@ -48,3 +48,14 @@ def test_missing_or_damaged_sidecar_is_a_user_error(tmp_path) -> None:
         histograms.load(bad)
     with pytest.raises(WorkbenchError, match="no histogram for tensor"):
         histograms.from_statistics(_stats(), {}).index("missing")
+
+
+def test_a_compressed_sidecar_from_an_earlier_version_still_reads(tmp_path) -> None:
+    """Sidecars were zlib-compressed npz until session 8; they load as before."""
+    data = histograms.from_statistics(_stats(), {"cache_sha256": "abc"})
+    path = tmp_path / "old.cache.hist.npz"
+    np.savez_compressed(path, names=np.array(data.names, dtype=np.str_), amax=data.amax, range_max=data.range_max,
+                        counts=data.counts, meta=np.array('{"format": "%s", "cache_sha256": "abc"}' % histograms.FORMAT))
+    loaded = histograms.load(path)
+    assert loaded.names == data.names and np.array_equal(loaded.counts, data.counts)
+    assert loaded.meta["cache_sha256"] == "abc"

@@ -125,3 +125,36 @@ def test_structure_reader_refuses_garbage(tmp_path: Path) -> None:
     path.write_bytes(b"\x3a\xff\xff\x7f" + b"x" * 10)
     with pytest.raises(ValueError, match="not an ONNX protobuf"):
         read_structure(path)
+
+
+def test_kernel_and_numpy_counts_mix_exactly_and_reading_writes_nothing(monkeypatch) -> None:
+    """One histogram fed by the kernel (int32 ``recent``), the numpy passes (int64 ``settled``) and all-zero
+    arrays, growing in between, equals binning everything once; ``finish`` and ``counts`` leave both count
+    arrays untouched (a kernel-only histogram never makes ``settled``: reading used to fold into it)."""
+    from workbench.calibration.collectors import GrowingHistogram
+
+    rng = np.random.default_rng(7)
+    kernel_only = GrowingHistogram()
+    kernel_only.add_compiled(rng.standard_normal(5000).astype(np.float32))
+    assert kernel_only.finish() is not None and kernel_only.counts is not None
+    assert kernel_only.settled is None
+
+    mixed, seen = GrowingHistogram(), []
+    for k, scale in enumerate((0.01, 0.0, 3.0, 0.2, 40.0, 1.0)):
+        values = (rng.laplace(0, 1, 4000) * scale).astype(np.float32)
+        seen.append(np.abs(values))
+        if k % 2:
+            mixed.update(values)  # the numpy passes (and the all-zero array)
+        else:
+            assert mixed.add_compiled(values) is not None
+    assert mixed.settled is not None and mixed.recent_total > 0  # both arrays hold counts
+    before = (mixed.settled.copy(), mixed.recent.copy(), mixed.zeros)
+    everything = np.concatenate(seen)
+    direct = np.bincount((everything / 2.0 ** mixed.exponent).astype(np.int64), minlength=mixed.fine_bins)
+    assert np.array_equal(mixed.counts, direct)
+    finished = mixed.finish()
+    assert finished is not None and finished.counts.sum() == everything.size
+    group = round(finished.range_max / 2.0 ** mixed.exponent) // mixed.bins
+    assert np.array_equal(finished.counts, direct[: mixed.bins * group].reshape(mixed.bins, group).sum(axis=1))
+    assert np.array_equal(mixed.settled, before[0]) and np.array_equal(mixed.recent, before[1])
+    assert mixed.zeros == before[2] == 4000

@@ -1,13 +1,13 @@
 """Convergence of a calibration run: had the ranges stopped moving before the set ran out?
 
 Estimate (one point of a running estimate, no second pass): during the one pass the streaming
-statistics are copied once, after the first ``n - n // 4`` clips (``StreamingStats.mark_checkpoint``:
-the running maxima and the fine histogram counts, one copy per run, nothing per clip). After the pass
-the chosen method's amax is computed from that copy and from the final statistics; the relative
+statistics are kept once, after the first ``n - n // 4`` clips (``StreamingStats.mark_checkpoint``:
+the running maxima and the finished histograms, once per run, nothing per clip). After the pass
+the chosen method's amax is computed from that snapshot and from the final statistics; the relative
 change ``(final - checkpoint) / final`` of each tensor is how far its range moved over the last
 quarter of the clips. A tensor that moved more than ``CONVERGENCE.tolerance`` (1 %, about one INT8
-step at the top of the range) is still moving. Cost on top of the pass: one copy of the statistics
-and a second threshold search per tensor (on the copy).
+step at the top of the range) is still moving. Cost on top of the pass: one snapshot of the statistics
+and a second threshold search per tensor (on the snapshot).
 
 Which speech condition drives a moving tensor: the statistics also keep each clip's max |x| per tensor
 (one float per clip and tensor, a by-product of the counting pass). For a range that grew, the driver
@@ -122,7 +122,7 @@ class Convergence:
 
 
 def checkpoint_for(clips: int) -> int | None:
-    """After how many clips the statistics are copied (``None``: too few clips to say)."""
+    """After how many clips the statistics are kept (``None``: too few clips to say)."""
     if clips < CONVERGENCE.min_clips:
         return None
     return clips - max(1, int(clips * CONVERGENCE.last_fraction))
@@ -149,7 +149,7 @@ def assess(before: dict[str, float], after: dict[str, float], tops: dict[str, li
 def measure(stats: StreamingStats, amax: dict[str, float], spec: MethodSpec, conditions: Sequence[str] | None,
             clock: PhaseClock | None = None) -> Convergence | None:
     """The run's convergence from statistics collected with ``checkpoint=checkpoint_for(clips)`` and the final
-    ``amax``; None when no checkpoint was taken (too few clips). Thresholds on the copy go to the clock's
+    ``amax``; None when no checkpoint was taken (too few clips). Thresholds on the snapshot go to the clock's
     ``convergence`` phase."""
     if stats.checkpoint is None:
         return None

@@ -77,9 +77,12 @@ def from_statistics(stats: StreamingStats, meta: dict[str, Any]) -> TensorHistog
 
 
 def save(path: Path, data: TensorHistograms) -> None:
-    """Write the sidecar atomically (compressed npz through a temporary file, then rename)."""
+    """Write the sidecar atomically (npz through a temporary file, then rename).
+
+    Uncompressed: 1.8 MB for Wav2Vec2-base's 106 tensors, written in about 5 ms; zlib made it 0.3 MB
+    but took 60 ms, part of every calibration's fixed cost (issue 19). ``load`` reads either."""
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, names=np.array(data.names, dtype=np.str_), amax=data.amax,
+    np.savez(buffer, names=np.array(data.names, dtype=np.str_), amax=data.amax,
                         range_max=data.range_max, counts=data.counts,
                         meta=np.array(json.dumps({"format": FORMAT, **data.meta}, sort_keys=True, default=str)))
     write_bytes_atomic(Path(path), buffer.getvalue())

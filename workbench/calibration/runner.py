@@ -30,7 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from workbench.calibration import kernels
-from workbench.calibration.collectors import StreamingStats
+from workbench.calibration.collectors import StatisticsSnapshot, StreamingStats
 from workbench.calibration.graph_structure import (GraphSummary, outputs_fragment, read_structure,
                                                    write_with_external_weights)
 from workbench.calibration.methods import MethodSpec, compute_amax
@@ -128,8 +128,8 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
     weights are parsed once, by ONNX Runtime. External data files are loaded. The compiled histogram
     kernel is imported in the background meanwhile. ``clock`` (optional) receives the wall time of
     each phase: graph, session, inference (the runs) and statistics (counting each run's tensors).
-    ``checkpoint`` (optional): after that many clips the statistics are copied once
-    (``StreamingStats.mark_checkpoint``), for the convergence report.
+    ``checkpoint`` (optional): after that many clips what the range methods read of the statistics is kept
+    once (``StreamingStats.mark_checkpoint``), for the convergence report.
     """
     clock = clock or PhaseClock()
     if with_histograms:
@@ -192,7 +192,7 @@ def _workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def ranges_from_statistics(stats: StreamingStats, spec: MethodSpec, clock: PhaseClock | None = None) -> dict[str, float]:
+def ranges_from_statistics(stats: StreamingStats | StatisticsSnapshot, spec: MethodSpec, clock: PhaseClock | None = None) -> dict[str, float]:
     """amax per tensor with the chosen method (tensors in parallel: numpy releases the GIL)."""
     names = list(stats.maxes.amax)
 
