@@ -43,8 +43,10 @@ sys.path.insert(0, str(HERE))
 from childproc import load_average, peak_rss_mb, run_json_child  # noqa: E402,F401  (re-exported)
 
 # issue 19: on an idle machine, 16 clips within 1.15x plain FP32 inference, each further clip within 1.05x
-TARGETS = {"ours_wall_x_plain": 1.15, "ours_marginal_clip_x_plain": 1.05, "ours_peak_rss_mb": 2048,
-           "ours_large_peak_rss_mb": 2048}
+# The marginal clip is judged twice and must pass both: by wall time (the issue's measure) and by the work
+# calibration adds to a clip outside inference (immune to the host's drift between the two long runs)
+TARGETS = {"ours_wall_x_plain": 1.15, "ours_marginal_clip_x_plain": 1.05,
+           "ours_marginal_clip_added_work_x_plain": 1.05, "ours_peak_rss_mb": 2048, "ours_large_peak_rss_mb": 2048}
 RESULTS = HERE / "results" / "calibration.json"
 # an idle machine, as issue 19 defines it: 1-minute load below 1 before each run, and other processes
 # using at most this many cores' worth of CPU during it (the job's own threads raise the load itself)
@@ -221,9 +223,20 @@ def ratios(rows: list[dict]) -> dict:
     plain's inference phase per clip in the short runs (recorded either way as
     ``ours_marginal_clip_x_plain_short_inference``): a few seconds of running against minutes, so the
     machine's sustained speed against its burst speed.
+
+    The two long runs take minutes each, one after the other, and the shared host's speed drifts
+    between them by several per cent (session 7: ours' inference 12 % faster than plain's over the same
+    clips; session 9: 3 %), more than the counting being measured. So the summary also has the drift-free
+    ``ours_marginal_clip_added_work_x_plain``: 1 + what ours spends per further clip outside its inference
+    phase (counting, mostly) over what a further clip costs plain, and ``ours_inference_x_plain_large``
+    (ours' inference per clip over plain's in the long runs: the drift, plus the extra outputs' cost,
+    which in one session is nil).
     """
     def per_clip(r: dict) -> float:
         return r["wall_s"] / r["clips"]
+
+    def outside_inference(r: dict) -> float:
+        return r["wall_s"] - r["phases_s"]["inference"]
 
     def large_run(job: str) -> dict | None:
         return next((r for r in rows if r.get("job") == job and "round" not in r and "wall_s" in r), None)
@@ -240,20 +253,29 @@ def ratios(rows: list[dict]) -> dict:
             r["x_plain"] = per_clip(r) / against
     paired = [r["x_plain"] for r in rows if r.get("job") == "ours" and r.get("round") in plain]
     ours = [r for r in rows if r.get("job") == "ours" and "round" in r and "wall_s" in r]
-    short_proxy = marginal = float("nan")
+    short_proxy = marginal = added_work = inference_drift = float("nan")
     against = "plain's short-run inference per clip"
     if ours and ours_large and ours_large["clips"] > ours[0]["clips"]:
         extra = ours_large["wall_s"] - float(np.median([r["wall_s"] for r in ours]))
         short_proxy = marginal = extra / (ours_large["clips"] - ours[0]["clips"]) / plain_clip
         short_plain = [r["wall_s"] for r in rows if r.get("job") == "plain" and "round" in r and "wall_s" in r]
+        plain_extra = plain_clip * (ours_large["clips"] - ours[0]["clips"])
         if plain_large and short_plain and plain_large["clips"] == ours_large["clips"]:
-            marginal = extra / (plain_large["wall_s"] - float(np.median(short_plain)))
+            plain_extra = plain_large["wall_s"] - float(np.median(short_plain))
+            marginal = extra / plain_extra
             against = "large plain run"
+            if "inference" in plain_large.get("phases_s", {}) and "inference" in ours_large.get("phases_s", {}):
+                inference_drift = ours_large["phases_s"]["inference"] / plain_large["phases_s"]["inference"]
+        if all("inference" in r.get("phases_s", {}) for r in [ours_large, *ours]):
+            outside = float(np.median([outside_inference(r) for r in ours]))
+            added_work = 1.0 + (outside_inference(ours_large) - outside) / plain_extra
     return {"ours_x_plain_per_round": paired,
             "ours_x_plain_median": float(np.median(paired)) if paired else float("nan"),
             "plain_s_per_clip_median": typical, "plain_inference_s_per_clip_median": plain_clip,
             "ours_marginal_clip_x_plain": marginal,
             "marginal_against": against,
+            "ours_marginal_clip_added_work_x_plain": added_work,
+            "ours_inference_x_plain_large": inference_drift,
             "ours_marginal_clip_x_plain_short_inference": short_proxy}
 
 
@@ -274,7 +296,8 @@ def verdict(rows: list[dict], summary: dict, targets: dict) -> dict:
     checks = {"ours_wall_x_plain": summary["ours_x_plain_median"] <= targets["ours_wall_x_plain"],
               "ours_peak_rss_mb": all(r["peak_rss_mb"] <= targets["ours_peak_rss_mb"] for r in ours)}
     if large:
-        checks["ours_marginal_clip_x_plain"] = summary["ours_marginal_clip_x_plain"] <= targets["ours_marginal_clip_x_plain"]
+        for key in ("ours_marginal_clip_x_plain", "ours_marginal_clip_added_work_x_plain"):
+            checks[key] = summary[key] <= targets[key]  # NaN (not measured) is not met
         checks["ours_large_peak_rss_mb"] = all(r["peak_rss_mb"] <= targets["ours_large_peak_rss_mb"] for r in large)
     return {"judged": True, **idle, "met": checks}
 
@@ -361,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     judged = verdict(rows, summary, targets)
     print(f"\nours / plain wall, per round: {', '.join(f'{x:.2f}' for x in summary['ours_x_plain_per_round'])}; "
           f"median {summary['ours_x_plain_median']:.2f} (target <= {targets['ours_wall_x_plain']}); marginal clip "
-          f"{summary['ours_marginal_clip_x_plain']:.2f} (target <= {targets['ours_marginal_clip_x_plain']})")
+          f"{summary['ours_marginal_clip_x_plain']:.2f}, by added work "
+          f"{summary['ours_marginal_clip_added_work_x_plain']:.3f} (target <= {targets['ours_marginal_clip_x_plain']}, both); "
+          f"ours' inference / plain's in the long runs {summary['ours_inference_x_plain_large']:.3f}")
     print(judged["why"] if not judged["judged"] else
           "targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in judged["met"].items()))
     record = {"model": f"Wav2Vec2ForCTC random, size {args.size}: {SIZES[args.size]}",
