@@ -14,7 +14,8 @@ plain run of its own round. Each run records the 1-minute load average before an
 wall time per phase (plain: session, inference; ours: graph, session, inference, statistics,
 thresholds, convergence, cache_write). Targets (issue 19, ``TARGETS``): ours <= 1.15x plain wall
 on 16 clips (median of the rounds), each further clip <= 1.05x plain's (``--large-clips``: both jobs
-again on that many clips; the extra clips' wall of ours over that of plain), peak
+again on that many clips; the extra clips' wall of ours over that of plain, and, immune to the host's
+drift between those two long runs, 1 + ours' extra time outside inference over plain's: both must pass), peak
 RSS <= 2 GB also with 500 clips. A target is judged only when the load stayed at or below the core
 count during every paired run; otherwise the verdict says "not judged". Prints a table and writes
 ``benchmarks/results/calibration.json``; docs/benchmarks.md explains the phases.
