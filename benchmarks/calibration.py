@@ -257,10 +257,11 @@ def ratios(rows: list[dict]) -> dict:
     short_proxy = marginal = added_work = inference_drift = float("nan")
     against = "plain's short-run inference per clip"
     if ours and ours_large and ours_large["clips"] > ours[0]["clips"]:
+        further = ours_large["clips"] - ours[0]["clips"]
         extra = ours_large["wall_s"] - float(np.median([r["wall_s"] for r in ours]))
-        short_proxy = marginal = extra / (ours_large["clips"] - ours[0]["clips"]) / plain_clip
+        plain_extra = plain_clip * further  # without a large plain run: session 5's proxy
+        short_proxy = marginal = extra / further / plain_clip
         short_plain = [r["wall_s"] for r in rows if r.get("job") == "plain" and "round" in r and "wall_s" in r]
-        plain_extra = plain_clip * (ours_large["clips"] - ours[0]["clips"])
         if plain_large and short_plain and plain_large["clips"] == ours_large["clips"]:
             plain_extra = plain_large["wall_s"] - float(np.median(short_plain))
             marginal = extra / plain_extra
@@ -385,8 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     judged = verdict(rows, summary, targets)
     print(f"\nours / plain wall, per round: {', '.join(f'{x:.2f}' for x in summary['ours_x_plain_per_round'])}; "
           f"median {summary['ours_x_plain_median']:.2f} (target <= {targets['ours_wall_x_plain']}); marginal clip "
-          f"{summary['ours_marginal_clip_x_plain']:.2f}, by added work "
-          f"{summary['ours_marginal_clip_added_work_x_plain']:.3f} (target <= {targets['ours_marginal_clip_x_plain']}, both); "
+          f"{summary['ours_marginal_clip_x_plain']:.2f} (target <= {targets['ours_marginal_clip_x_plain']}), by added work "
+          f"{summary['ours_marginal_clip_added_work_x_plain']:.3f} (target <= {targets['ours_marginal_clip_added_work_x_plain']}); "
           f"ours' inference / plain's in the long runs {summary['ours_inference_x_plain_large']:.3f}")
     print(judged["why"] if not judged["judged"] else
           "targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in judged["met"].items()))
