@@ -56,19 +56,24 @@ sys.path.insert(0, str(HERE))
 from anchors_bench.agreement import WHY, agreement_rows, agreement_table, judge  # noqa: E402
 from anchors_bench.rows import anchor_rows, skipped_run, table_lines  # noqa: E402
 from anchors_bench.tools import FEEDS, ORT_METHODS  # noqa: E402
-from childproc import load_average, run_json_child  # noqa: E402
+from childproc import run_json_child  # noqa: E402
 
 RESULTS = HERE / "results" / "anchors.json"
 RESULTS_BASE = HERE / "results" / "anchors_base.json"
 BASE_CLIPS = (5, 4)  # base model: calibration / eval clips per condition (3 conditions): 15 / 12 clips
 REPORT_NAME = "anchors-demo"
-MODELOPT_SETTINGS = {"modelopt-default": ("defaults (entropy, rest of the graph FP16)", {}),
-                     "modelopt-fp32-rest": ("defaults + high_precision_dtype='fp32' (rest of the graph FP32)",
-                                            {"high_precision_dtype": "fp32"})}
+MODELOPT_SETTINGS = {
+    "modelopt-default": ("defaults (entropy, rest of the graph FP16)", {}),
+    "modelopt-fp32-rest": (
+        "defaults + high_precision_dtype='fp32' (rest of the graph FP32)",
+        {"high_precision_dtype": "fp32"},
+    ),
+}
 FEED_NOTES = {
     "natural": "every calibration clip at its own length, one clip per batch ([1, samples])",
     "cropped": "every calibration clip cropped to the set's shortest clip, then normalised ([1, L] per batch; "
-               "ModelOpt: one [clips, L] array as calibration_data)"}
+    "ModelOpt: one [clips, L] array as calibration_data)",
+}
 
 
 def build_sets(work: Path) -> tuple[Any, Any]:
@@ -99,8 +104,10 @@ def subset(speech_set, per_condition: int | None, root: Path):
     try:
         return load_set(name, root=root)
     except WorkbenchError:
-        made = {"how": f"the first {per_condition} utterances per condition of {speech_set.name}",
-                "from": speech_set.content_hash}
+        made = {
+            "how": f"the first {per_condition} utterances per condition of {speech_set.name}",
+            "from": speech_set.content_hash,
+        }
         return write_set(root / name, clips_per_condition(speech_set, per_condition), made, [], {})
 
 
@@ -118,8 +125,13 @@ def write_feeds(calib, folder: Path) -> dict[str, Any]:
         np.save(folder / "cropped.tmp.npy", np.stack([normalise_audio(c[:shortest]) for c in clips]))
         os.replace(folder / "cropped.tmp.npy", folder / "cropped.npy")
     seconds = [len(c) / 16_000 for c in clips]
-    return {"clips": len(clips), "shortest_s": round(min(seconds), 3), "longest_s": round(max(seconds), 3),
-            "total_s": round(sum(seconds), 1), "cropped_to_s": round(shortest / 16_000, 3)}
+    return {
+        "clips": len(clips),
+        "shortest_s": round(min(seconds), 3),
+        "longest_s": round(max(seconds), 3),
+        "total_s": round(sum(seconds), 1),
+        "cropped_to_s": round(shortest / 16_000, 3),
+    }
 
 
 def run_job(spec: dict[str, Any], work: Path, args, python: str = sys.executable) -> dict[str, Any]:
@@ -128,12 +140,22 @@ def run_job(spec: dict[str, Any], work: Path, args, python: str = sys.executable
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(spec, indent=1))
     print(f"-- {spec['name']}: {spec['setting']}", flush=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    out = run_json_child([python, str(Path(__file__).resolve()), "--child", str(path)], spec["name"], args.timeout,
-                         args.memory_cap_gb, env=env)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    out = run_json_child(
+        [python, str(Path(__file__).resolve()), "--child", str(path)],
+        spec["name"],
+        args.timeout,
+        args.memory_cap_gb,
+        env=env,
+    )
     out.update(kind=spec["kind"], setting=spec["setting"])
-    print(f"   {'error: ' + out['error'] if 'error' in out else 'done in %.1f s, peak RSS %.0f MB' % (out['wall_s'], out['peak_rss_mb'])}",
-          flush=True)
+    print(
+        f"   {'error: ' + out['error'] if 'error' in out else 'done in {:.1f} s, peak RSS {:.0f} MB'.format(out['wall_s'], out['peak_rss_mb'])}",
+        flush=True,
+    )
     return out
 
 
@@ -155,19 +177,45 @@ def workbench_runs(args, work: Path, calib, evalset, fp32: Path) -> list[dict[st
     search = {s.strip() for s in args.search.split(",") if s.strip() and s.strip() != "none"}
     for label, spec in methods:
         root = fresh_root(work / "wb" / label, fp32)
-        common = {"model": str(args.model_dir), "calib_set": str(calib.path), "engines": str(root),
-                  "calib_root": str(args.sets_root)}
-        done = run_job({"name": f"wb-{label}", "kind": "workbench", "setting": f"calibrate {label}, INT8 everywhere",
-                        "method": spec.name, "percentile": spec.percentile if spec.name == "percentile" else None,
-                        "onnx": str(work / "models" / f"wb-{label}.onnx"), **common}, work, args)
+        common = {
+            "model": str(args.model_dir),
+            "calib_set": str(calib.path),
+            "engines": str(root),
+            "calib_root": str(args.sets_root),
+        }
+        done = run_job(
+            {
+                "name": f"wb-{label}",
+                "kind": "workbench",
+                "setting": f"calibrate {label}, INT8 everywhere",
+                "method": spec.name,
+                "percentile": spec.percentile if spec.name == "percentile" else None,
+                "onnx": str(work / "models" / f"wb-{label}.onnx"),
+                **common,
+            },
+            work,
+            args,
+        )
         runs.append(done)
         if label in search and "error" not in done:
-            runs.append(run_job({"name": f"wb-mixed-{label}", "kind": "search",
-                                 "setting": f"search on {label} ranges (dev set {calib.name}, bisect, no refinement, "
-                                            "the default margin)",
-                                 "method": spec.name, "cache": done["cache"], "eval_set": str(evalset.path),
-                                 "resamples": args.resamples, "onnx": str(work / "models" / f"wb-mixed-{label}.onnx"),
-                                 **common}, work, args))
+            runs.append(
+                run_job(
+                    {
+                        "name": f"wb-mixed-{label}",
+                        "kind": "search",
+                        "setting": f"search on {label} ranges (dev set {calib.name}, bisect, no refinement, "
+                        "the default margin)",
+                        "method": spec.name,
+                        "cache": done["cache"],
+                        "eval_set": str(evalset.path),
+                        "resamples": args.resamples,
+                        "onnx": str(work / "models" / f"wb-mixed-{label}.onnx"),
+                        **common,
+                    },
+                    work,
+                    args,
+                )
+            )
     return runs
 
 
@@ -176,9 +224,20 @@ def ort_runs(args, work: Path, fp32: Path) -> list[dict[str, Any]]:
     for method in [m.strip() for m in args.ort_methods.split(",") if m.strip()]:
         for feed in FEEDS:
             name = f"ort-{method.lower()}" + ("" if feed == "natural" else f"-{feed}")
-            done = run_job({"name": name, "kind": "ort", "setting": f"quantize_static {method}, {feed} clips",
-                            "method": method, "feed": feed, "fp32": str(fp32), "data": str(args.data),
-                            "onnx": str(work / "models" / f"{name}.onnx")}, work, args)
+            done = run_job(
+                {
+                    "name": name,
+                    "kind": "ort",
+                    "setting": f"quantize_static {method}, {feed} clips",
+                    "method": method,
+                    "feed": feed,
+                    "fp32": str(fp32),
+                    "data": str(args.data),
+                    "onnx": str(work / "models" / f"{name}.onnx"),
+                },
+                work,
+                args,
+            )
             runs.append(done)
             if "error" not in done or not args.retry_cropped:
                 break  # the cropped feed only where clips at their own lengths failed
@@ -192,22 +251,43 @@ def modelopt_runs(args, work: Path, fp32: Path) -> tuple[list[dict[str, Any]], d
         return [skipped_run(n, "modelopt", s, "--no-modelopt") for n, (s, _) in MODELOPT_SETTINGS.items()], {}
     print(f"-- ModelOpt venv {args.venv}: {REQUIREMENT} ...", flush=True)
     venv = ensure_venv(args.venv, pip_args=tuple(args.pip_arg or ()))
-    info = {"venv": str(args.venv), "requirement": REQUIREMENT, "versions": venv.versions,
-            "install_s": venv.installed_s, "reason": venv.reason}
+    info = {
+        "venv": str(args.venv),
+        "requirement": REQUIREMENT,
+        "versions": venv.versions,
+        "install_s": venv.installed_s,
+        "reason": venv.reason,
+    }
     if venv.python is None:
         print(f"   skipped: {venv.reason}", flush=True)
         return [skipped_run(n, "modelopt", s, venv.reason) for n, (s, _) in MODELOPT_SETTINGS.items()], info
-    runs = [run_job({"name": name, "kind": "modelopt", "setting": setting, "options": options, "fp32": str(fp32),
-                     "data": str(args.data), "onnx": str(work / "models" / f"{name}.onnx")}, work, args,
-                    python=str(venv.python))
-            for name, (setting, options) in MODELOPT_SETTINGS.items()]
+    runs = [
+        run_job(
+            {
+                "name": name,
+                "kind": "modelopt",
+                "setting": setting,
+                "options": options,
+                "fp32": str(fp32),
+                "data": str(args.data),
+                "onnx": str(work / "models" / f"{name}.onnx"),
+            },
+            work,
+            args,
+            python=str(venv.python),
+        )
+        for name, (setting, options) in MODELOPT_SETTINGS.items()
+    ]
     return runs, info
 
 
 def made_models(runs: list[dict[str, Any]]) -> list[tuple[str, Path]]:
     """(name, ONNX) of every run that wrote its quantized model."""
-    return [(r["job"], Path(r["onnx"])) for r in runs
-            if "error" not in r and "skipped" not in r and r.get("onnx") and Path(r["onnx"]).is_file()]
+    return [
+        (r["job"], Path(r["onnx"]))
+        for r in runs
+        if "error" not in r and "skipped" not in r and r.get("onnx") and Path(r["onnx"]).is_file()
+    ]
 
 
 def signoff(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, Any]]):
@@ -215,13 +295,19 @@ def signoff(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, A
     from workbench.jobs import signoff as job
 
     batches = tuple(int(b) for b in args.latency_batches.split(","))
-    inputs = job.SignoffInputs(eval_set=str(evalset.path), out_dir=work / "reports" / REPORT_NAME,
-                               candidates=[("fp32", fp32), *made_models(runs)], model=args.model_dir,
-                               calib_set=str(calib.path), engines=work / "engines", calib_root=args.sets_root,
-                               resamples=args.resamples,
-                               latency=LatencyConfig(batches, warmup=2, repeats=args.latency_repeats),
-                               profile_min_s=args.profile.min_s if args.profile else None,
-                               profile_max_s=args.profile.max_s if args.profile else None)
+    inputs = job.SignoffInputs(
+        eval_set=str(evalset.path),
+        out_dir=work / "reports" / REPORT_NAME,
+        candidates=[("fp32", fp32), *made_models(runs)],
+        model=args.model_dir,
+        calib_set=str(calib.path),
+        engines=work / "engines",
+        calib_root=args.sets_root,
+        resamples=args.resamples,
+        latency=LatencyConfig(batches, warmup=2, repeats=args.latency_repeats),
+        profile_min_s=args.profile.min_s if args.profile else None,
+        profile_max_s=args.profile.max_s if args.profile else None,
+    )
     return job.run(inputs, log=lambda m: print(f"   {m}", flush=True))
 
 
@@ -235,15 +321,22 @@ def judge_demo(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str
     record = result.record
     rows = anchor_rows(record, [{"job": "fp32", "kind": "fp32", "setting": "FP32 export"}, *runs])
     tools = {r["candidate"]: r["tool"] for r in rows if r["status"] == "judged"}
-    write_json_atomic(result.paths["record"].parent / ANCHORS_NAME,
-                      anchors_sidecar(tools, {r["candidate"]: r["setting"] for r in rows}, "benchmarks/anchors.py"))
+    write_json_atomic(
+        result.paths["record"].parent / ANCHORS_NAME,
+        anchors_sidecar(tools, {r["candidate"]: r["setting"] for r in rows}, "benchmarks/anchors.py"),
+    )
     print(f"recommendation: {record['recommendation']}")
-    return {"judged_by": "the workbench's sign-off on the eval set", "gates": record["gates"],
-            "recommendation": record["recommendation"], "report": str(result.paths["record"].parent),
-            "rows": rows, "table": table_lines(rows),
-            "note": "WER in percent, deltas in points vs FP32 (paired speaker-block bootstrap, 95 %); latency: mean "
-                    "p50 ms over the duration buckets at batch 1, ONNX Runtime CPU, 2 shared cores; calibration wall "
-                    "and peak RSS per tool process. Measured on a machine shared with other jobs: see the load."}
+    return {
+        "judged_by": "the workbench's sign-off on the eval set",
+        "gates": record["gates"],
+        "recommendation": record["recommendation"],
+        "report": str(result.paths["record"].parent),
+        "rows": rows,
+        "table": table_lines(rows),
+        "note": "WER in percent, deltas in points vs FP32 (paired speaker-block bootstrap, 95 %); latency: mean "
+        "p50 ms over the duration buckets at batch 1, ONNX Runtime CPU, 2 shared cores; calibration wall "
+        "and peak RSS per tool process. Measured on a machine shared with other jobs: see the load.",
+    }
 
 
 def judge_base(args, evalset, fp32: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -251,14 +344,23 @@ def judge_base(args, evalset, fp32: Path, runs: list[dict[str, Any]]) -> dict[st
     from workbench.model.description import describe_model
 
     clips = [audio for _, audio in evalset.iter_audio()]
-    judged = judge(fp32, dict(made_models(runs)), clips, describe_model(args.model_dir),
-                   log=lambda m: print(m, flush=True))
+    judged = judge(
+        fp32,
+        dict(made_models(runs)),
+        clips,
+        describe_model(args.model_dir),
+        log=lambda m: print(m, flush=True),
+    )
     rows = agreement_rows(judged, [{"job": "fp32", "kind": "fp32", "setting": "FP32 export"}, *runs])
-    return {"judged_by": WHY, "rows": rows, "table": agreement_table(rows),
-            "note": "token / transcript agreement in percent of frames / clips equal to FP32's (argmax tokens, greedy "
-                    "CTC transcripts); logit differences in logit units against FP32's logits; ms per clip: ONNX "
-                    "Runtime CPU batch 1 on 2 shared cores (indicative); calibration wall and peak RSS per tool "
-                    "process. Measured on a machine shared with other jobs: see the load."}
+    return {
+        "judged_by": WHY,
+        "rows": rows,
+        "table": agreement_table(rows),
+        "note": "token / transcript agreement in percent of frames / clips equal to FP32's (argmax tokens, greedy "
+        "CTC transcripts); logit differences in logit units against FP32's logits; ms per clip: ONNX "
+        "Runtime CPU batch 1 on 2 shared cores (indicative); calibration wall and peak RSS per tool "
+        "process. Measured on a machine shared with other jobs: see the load.",
+    }
 
 
 def model_folder(args, work: Path) -> Path:
@@ -281,36 +383,71 @@ def model_folder(args, work: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     from calibration_methods import DEFAULT_METHODS
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--work", type=Path, default=Path("/tmp/anchors"), help="sets, models, venv, report")
-    parser.add_argument("--model", choices=("demo", "base"), default="demo",
-                        help="demo: the embedded model, judged by the sign-off; base: the random-weight "
-                             "Wav2Vec2-base, judged by agreement with its FP32 output (work under <work>/base)")
-    parser.add_argument("--methods", default=DEFAULT_METHODS, help="the workbench's methods (default: %(default)s)")
-    parser.add_argument("--search", default=None,
-                        help="method labels to run the mixed search for (comma-separated, or none; default: "
-                             "percentile-99.99 for the demo model, none for base: its WER says nothing)")
-    parser.add_argument("--calib-per-condition", type=int, default=None,
-                        help=f"calibrate on the first N clips per condition of demo-calib (default: all; base: "
-                             f"{BASE_CLIPS[0]})")
-    parser.add_argument("--eval-per-condition", type=int, default=None,
-                        help=f"judge on the first N clips per condition of demo-eval (default: all; base: "
-                             f"{BASE_CLIPS[1]})")
+    parser.add_argument(
+        "--model",
+        choices=("demo", "base"),
+        default="demo",
+        help="demo: the embedded model, judged by the sign-off; base: the random-weight "
+        "Wav2Vec2-base, judged by agreement with its FP32 output (work under <work>/base)",
+    )
+    parser.add_argument(
+        "--methods", default=DEFAULT_METHODS, help="the workbench's methods (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--search",
+        default=None,
+        help="method labels to run the mixed search for (comma-separated, or none; default: "
+        "percentile-99.99 for the demo model, none for base: its WER says nothing)",
+    )
+    parser.add_argument(
+        "--calib-per-condition",
+        type=int,
+        default=None,
+        help=f"calibrate on the first N clips per condition of demo-calib (default: all; base: "
+        f"{BASE_CLIPS[0]})",
+    )
+    parser.add_argument(
+        "--eval-per-condition",
+        type=int,
+        default=None,
+        help=f"judge on the first N clips per condition of demo-eval (default: all; base: {BASE_CLIPS[1]})",
+    )
     parser.add_argument("--ort-methods", default=",".join(ORT_METHODS))
-    parser.add_argument("--no-retry-cropped", dest="retry_cropped", action="store_false",
-                        help="do not rerun a failed ONNX Runtime method on cropped clips")
+    parser.add_argument(
+        "--no-retry-cropped",
+        dest="retry_cropped",
+        action="store_false",
+        help="do not rerun a failed ONNX Runtime method on cropped clips",
+    )
     parser.add_argument("--no-modelopt", dest="modelopt", action="store_false")
-    parser.add_argument("--venv", type=Path, default=None, help="ModelOpt's venv (default: <work>/modelopt-venv)")
-    parser.add_argument("--pip-arg", action="append", help="extra argument for ModelOpt's pip install (repeatable)")
+    parser.add_argument(
+        "--venv", type=Path, default=None, help="ModelOpt's venv (default: <work>/modelopt-venv)"
+    )
+    parser.add_argument(
+        "--pip-arg", action="append", help="extra argument for ModelOpt's pip install (repeatable)"
+    )
     parser.add_argument("--latency-batches", default="1")
     parser.add_argument("--latency-repeats", type=int, default=10)
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--timeout", type=float, default=1800.0, help="per calibration job, seconds")
-    parser.add_argument("--memory-cap-gb", type=float, default=10.0, help="address-space cap per job (0: none)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"result JSON (default: {RESULTS.name}, base: {RESULTS_BASE.name} in benchmarks/results)")
-    parser.add_argument("--judge-only", action="store_true",
-                        help="skip the calibrations: judge the models of the last run in --work (its runs.json)")
+    parser.add_argument(
+        "--memory-cap-gb", type=float, default=10.0, help="address-space cap per job (0: none)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"result JSON (default: {RESULTS.name}, base: {RESULTS_BASE.name} in benchmarks/results)",
+    )
+    parser.add_argument(
+        "--judge-only",
+        action="store_true",
+        help="skip the calibrations: judge the models of the last run in --work (its runs.json)",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -321,7 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     base = args.model != "demo"
     if base:
         if args.search not in (None, "none"):
-            parser.error("--search needs real weights (the search is judged by WER); with --model base leave it out")
+            parser.error(
+                "--search needs real weights (the search is judged by WER); with --model base leave it out"
+            )
         args.calib_per_condition = args.calib_per_condition or BASE_CLIPS[0]
         args.eval_per_condition = args.eval_per_condition or BASE_CLIPS[1]
     args.search = args.search or ("none" if base else "percentile-99.99")
@@ -340,7 +479,9 @@ def main(argv: list[str] | None = None) -> int:
     load_before, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
     args.sets_root = root / "calib_sets"
     calib, evalset = build_sets(root)
-    args.profile = deployment_profile(calib.card, [u.duration_s for u in calib.utterances])[0]  # the whole set's
+    args.profile = deployment_profile(calib.card, [u.duration_s for u in calib.utterances])[
+        0
+    ]  # the whole set's
     calib = subset(calib, args.calib_per_condition, args.sets_root)
     evalset = subset(evalset, args.eval_per_condition, args.sets_root)
     args.data = work / "data" / calib.name
@@ -360,21 +501,35 @@ def main(argv: list[str] | None = None) -> int:
         calibrated_by = command
         write_json_atomic(runs_file, {"runs": runs, "modelopt": modelopt, "command": command})
     print(f"-- judging every model written, on {evalset.name}", flush=True)
-    judged = judge_base(args, evalset, fp32, runs) if base else judge_demo(args, work, calib, evalset, fp32, runs)
+    judged = (
+        judge_base(args, evalset, fp32, runs) if base else judge_demo(args, work, calib, evalset, fp32, runs)
+    )
     load_after = [round(x, 2) for x in os.getloadavg()]
     print("\n" + "\n".join(judged["table"]))
     print(f"\nload average before {load_before}, after {load_after} (shared machine: times are indicative)")
-    subject = ("the random-weight Wav2Vec2-base (hidden 768, 12 layers)" if base else "the demo model")
-    out = {"benchmark": f"anchors: ONNX Runtime and ModelOpt vs the workbench on {subject}",
-           "command": command, "calibration_command": calibrated_by,
-           "model": str(args.model_dir), "model_hash": model_hash(args.model_dir),
-           "calib_set": {"name": calib.name, "content_hash": calib.content_hash, **feeds},
-           "eval_set": {"name": evalset.name, "content_hash": evalset.content_hash,
-                        "utterances": len(evalset.utterances)},
-           "feeds": FEED_NOTES, "modelopt": modelopt, **judged, "runs": runs,
-           "load_average_before": load_before, "load_average_after": load_after,
-           "total_wall_s": round(time.perf_counter() - started, 1),
-           "machine": machine_info(), "packages": package_versions()}
+    subject = "the random-weight Wav2Vec2-base (hidden 768, 12 layers)" if base else "the demo model"
+    out = {
+        "benchmark": f"anchors: ONNX Runtime and ModelOpt vs the workbench on {subject}",
+        "command": command,
+        "calibration_command": calibrated_by,
+        "model": str(args.model_dir),
+        "model_hash": model_hash(args.model_dir),
+        "calib_set": {"name": calib.name, "content_hash": calib.content_hash, **feeds},
+        "eval_set": {
+            "name": evalset.name,
+            "content_hash": evalset.content_hash,
+            "utterances": len(evalset.utterances),
+        },
+        "feeds": FEED_NOTES,
+        "modelopt": modelopt,
+        **judged,
+        "runs": runs,
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "total_wall_s": round(time.perf_counter() - started, 1),
+        "machine": machine_info(),
+        "packages": package_versions(),
+    }
     write_json_atomic(args.out, out)
     print(f"wrote {args.out}" + (f" and {judged['report']}" if "report" in judged else ""))
     return 0

@@ -41,13 +41,18 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from childproc import load_average, peak_rss_mb, run_json_child  # noqa: E402,F401  (re-exported)
+from childproc import load_average, peak_rss_mb, run_json_child  # noqa: E402  (re-exported)
 
 # issue 19: on an idle machine, 16 clips within 1.15x plain FP32 inference, each further clip within 1.05x
 # The marginal clip is judged twice and must pass both: by wall time (the issue's measure) and by the work
 # calibration adds to a clip outside inference (immune to the host's drift between the two long runs)
-TARGETS = {"ours_wall_x_plain": 1.15, "ours_marginal_clip_x_plain": 1.05,
-           "ours_marginal_clip_added_work_x_plain": 1.05, "ours_peak_rss_mb": 2048, "ours_large_peak_rss_mb": 2048}
+TARGETS = {
+    "ours_wall_x_plain": 1.15,
+    "ours_marginal_clip_x_plain": 1.05,
+    "ours_marginal_clip_added_work_x_plain": 1.05,
+    "ours_peak_rss_mb": 2048,
+    "ours_large_peak_rss_mb": 2048,
+}
 RESULTS = HERE / "results" / "calibration.json"
 # an idle machine, as issue 19 defines it: 1-minute load below 1 before each run, and other processes
 # using at most this many cores' worth of CPU during it (the job's own threads raise the load itself)
@@ -65,7 +70,7 @@ def speech_like_clips(count: int, seed: int = 0) -> np.ndarray:
     for row in range(count):
         f0 = rng.uniform(90, 220) + 30 * np.sin(2 * np.pi * rng.uniform(0.3, 1.5) * t)
         phase = 2 * np.pi * np.cumsum(f0) / RATE
-        voiced = sum((0.7 ** k) * np.sin((k + 1) * phase) for k in range(8))
+        voiced = sum((0.7**k) * np.sin((k + 1) * phase) for k in range(8))
         envelope = 0.5 + 0.5 * np.sin(2 * np.pi * rng.uniform(2, 5) * t + rng.uniform(0, 6.28)) ** 2
         signal = voiced * envelope + rng.uniform(0.01, 0.2) * rng.standard_normal(len(t))
         out[row] = 0.3 * signal / np.max(np.abs(signal))
@@ -112,8 +117,14 @@ def job_ours(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
 
     clock = PhaseClock()
     spec = MethodSpec("entropy")
-    stats = collect_statistics(onnx_path, iter(clips), len(clips), bins=spec.bins, clock=clock,
-                               checkpoint=convergence.checkpoint_for(len(clips)))
+    stats = collect_statistics(
+        onnx_path,
+        iter(clips),
+        len(clips),
+        bins=spec.bins,
+        clock=clock,
+        checkpoint=convergence.checkpoint_for(len(clips)),
+    )
     amax = ranges_from_statistics(stats, spec, clock)
     found = convergence.measure(stats, amax, spec, None, clock)
     with clock.phase("cache_write"):
@@ -121,13 +132,20 @@ def job_ours(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
         cache = CalibrationCache.from_amax(amax, keys)
         cache.convergence = found.to_json() if found else None
         cache.save(out / "ours.cache")
-        histograms.save(histograms.histogram_path(out / "ours.cache"),
-                        histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}))
+        histograms.save(
+            histograms.histogram_path(out / "ours.cache"),
+            histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}),
+        )
     return {"tensors": len(amax), "phases_s": clock.seconds, "compiled_kernel_ready": kernels.ready()}
 
 
 def job_ort(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        quantize_static,
+    )
 
     from workbench.model.features import normalise_audio
 
@@ -139,9 +157,15 @@ def job_ort(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
             audio = next(self.items, None)
             return None if audio is None else {"input_values": normalise_audio(audio)[None]}
 
-    quantize_static(str(onnx_path), str(out / "ort.int8.onnx"), Reader(), quant_format=QuantFormat.QDQ,
-                    op_types_to_quantize=["MatMul", "Gemm", "Conv"], calibrate_method=CalibrationMethod.Entropy,
-                    per_channel=True)
+    quantize_static(
+        str(onnx_path),
+        str(out / "ort.int8.onnx"),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        op_types_to_quantize=["MatMul", "Gemm", "Conv"],
+        calibrate_method=CalibrationMethod.Entropy,
+        per_channel=True,
+    )
     return {}
 
 
@@ -151,8 +175,13 @@ def job_modelopt(onnx_path: Path, clips: np.ndarray, out: Path) -> dict:
     from workbench.model.features import normalise_audio
 
     data = np.stack([normalise_audio(a) for a in clips])
-    quantize(str(onnx_path), quantize_mode="int8", calibration_data={"input_values": data},
-             calibration_method="entropy", output_path=str(out / "modelopt.int8.onnx"))
+    quantize(
+        str(onnx_path),
+        quantize_mode="int8",
+        calibration_data={"input_values": data},
+        calibration_method="entropy",
+        output_path=str(out / "modelopt.int8.onnx"),
+    )
     return {}
 
 
@@ -180,16 +209,18 @@ class MachineCpu:
     children_s: float
 
     @classmethod
-    def now(cls) -> "MachineCpu":
+    def now(cls) -> MachineCpu:
         try:
             fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-            busy = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # minus idle and iowait
+            busy = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf(
+                "SC_CLK_TCK"
+            )  # minus idle and iowait
         except (OSError, ValueError, IndexError):
             busy = float("nan")
         usage = resource.getrusage(resource.RUSAGE_CHILDREN)
         return cls(busy, usage.ru_utime + usage.ru_stime)
 
-    def foreign_cores(self, before: "MachineCpu", wall_s: float) -> float:
+    def foreign_cores(self, before: MachineCpu, wall_s: float) -> float:
         """Cores' worth of CPU that processes other than the measured child used since ``before``."""
         own = self.children_s - before.children_s
         return max(0.0, (self.busy_s - before.busy_s) - own) / wall_s if wall_s > 0 else float("nan")
@@ -203,9 +234,24 @@ def settle(limit_s: float, below: float = IDLE_LOAD) -> float:
     return load_average()
 
 
-def measure(job: str, onnx_path: Path, clip_path: Path, out: Path, timeout: float, cap_gb: float,
-            settle_s: float = 0.0) -> dict:
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", job, str(onnx_path), str(clip_path), str(out)]
+def measure(
+    job: str,
+    onnx_path: Path,
+    clip_path: Path,
+    out: Path,
+    timeout: float,
+    cap_gb: float,
+    settle_s: float = 0.0,
+) -> dict:
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        job,
+        str(onnx_path),
+        str(clip_path),
+        str(out),
+    ]
     load_before = settle(settle_s)
     before = MachineCpu.now()
     row = run_json_child(cmd, job, timeout, cap_gb, load_before=load_before)
@@ -233,6 +279,7 @@ def ratios(rows: list[dict]) -> dict:
     (ours' inference per clip over plain's in the long runs: the drift, plus the extra outputs' cost,
     which in one session is nil).
     """
+
     def per_clip(r: dict) -> float:
         return r["wall_s"] / r["clips"]
 
@@ -242,15 +289,24 @@ def ratios(rows: list[dict]) -> dict:
     def large_run(job: str) -> dict | None:
         return next((r for r in rows if r.get("job") == job and "round" not in r and "wall_s" in r), None)
 
-    plain = {r["round"]: per_clip(r) for r in rows if r.get("job") == "plain" and "wall_s" in r and "round" in r}
+    plain = {
+        r["round"]: per_clip(r) for r in rows if r.get("job") == "plain" and "wall_s" in r and "round" in r
+    }
     typical = float(np.median(list(plain.values()))) if plain else float("nan")
-    inference = [r["phases_s"]["inference"] / r["clips"] for r in rows
-                 if r.get("job") == "plain" and "round" in r and "inference" in r.get("phases_s", {})]
+    inference = [
+        r["phases_s"]["inference"] / r["clips"]
+        for r in rows
+        if r.get("job") == "plain" and "round" in r and "inference" in r.get("phases_s", {})
+    ]
     plain_clip = float(np.median(inference)) if inference else float("nan")
     ours_large, plain_large = large_run("ours"), large_run("plain")
     for r in rows:
         if "wall_s" in r:
-            against = per_clip(plain_large) if r is ours_large and plain_large else plain.get(r.get("round"), typical)
+            against = (
+                per_clip(plain_large)
+                if r is ours_large and plain_large
+                else plain.get(r.get("round"), typical)
+            )
             r["x_plain"] = per_clip(r) / against
     paired = [r["x_plain"] for r in rows if r.get("job") == "ours" and r.get("round") in plain]
     ours = [r for r in rows if r.get("job") == "ours" and "round" in r and "wall_s" in r]
@@ -261,24 +317,31 @@ def ratios(rows: list[dict]) -> dict:
         extra = ours_large["wall_s"] - float(np.median([r["wall_s"] for r in ours]))
         plain_extra = plain_clip * further  # without a large plain run: session 5's proxy
         short_proxy = marginal = extra / further / plain_clip
-        short_plain = [r["wall_s"] for r in rows if r.get("job") == "plain" and "round" in r and "wall_s" in r]
+        short_plain = [
+            r["wall_s"] for r in rows if r.get("job") == "plain" and "round" in r and "wall_s" in r
+        ]
         if plain_large and short_plain and plain_large["clips"] == ours_large["clips"]:
             plain_extra = plain_large["wall_s"] - float(np.median(short_plain))
             marginal = extra / plain_extra
             against = "large plain run"
-            if "inference" in plain_large.get("phases_s", {}) and "inference" in ours_large.get("phases_s", {}):
+            if "inference" in plain_large.get("phases_s", {}) and "inference" in ours_large.get(
+                "phases_s", {}
+            ):
                 inference_drift = ours_large["phases_s"]["inference"] / plain_large["phases_s"]["inference"]
         if all("inference" in r.get("phases_s", {}) for r in [ours_large, *ours]):
             outside = float(np.median([outside_inference(r) for r in ours]))
             added_work = 1.0 + (outside_inference(ours_large) - outside) / plain_extra
-    return {"ours_x_plain_per_round": paired,
-            "ours_x_plain_median": float(np.median(paired)) if paired else float("nan"),
-            "plain_s_per_clip_median": typical, "plain_inference_s_per_clip_median": plain_clip,
-            "ours_marginal_clip_x_plain": marginal,
-            "marginal_against": against,
-            "ours_marginal_clip_added_work_x_plain": added_work,
-            "ours_inference_x_plain_large": inference_drift,
-            "ours_marginal_clip_x_plain_short_inference": short_proxy}
+    return {
+        "ours_x_plain_per_round": paired,
+        "ours_x_plain_median": float(np.median(paired)) if paired else float("nan"),
+        "plain_s_per_clip_median": typical,
+        "plain_inference_s_per_clip_median": plain_clip,
+        "ours_marginal_clip_x_plain": marginal,
+        "marginal_against": against,
+        "ours_marginal_clip_added_work_x_plain": added_work,
+        "ours_inference_x_plain_large": inference_drift,
+        "ours_marginal_clip_x_plain_short_inference": short_proxy,
+    }
 
 
 def verdict(rows: list[dict], summary: dict, targets: dict) -> dict:
@@ -290,17 +353,23 @@ def verdict(rows: list[dict], summary: dict, targets: dict) -> dict:
     foreign = max((r.get("foreign_cpu_cores", float("inf")) for r in measured), default=float("nan"))
     idle = {"max_load_before": busiest, "max_foreign_cpu_cores": foreign}
     if not measured or not busiest < IDLE_LOAD or not foreign <= IDLE_FOREIGN_CORES:
-        why = (f"not judged: the machine was not idle (load before a run up to {busiest:.2f}, limit {IDLE_LOAD}; "
-               f"other processes used up to {foreign:.2f} cores during a run, limit {IDLE_FOREIGN_CORES})")
+        why = (
+            f"not judged: the machine was not idle (load before a run up to {busiest:.2f}, limit {IDLE_LOAD}; "
+            f"other processes used up to {foreign:.2f} cores during a run, limit {IDLE_FOREIGN_CORES})"
+        )
         return {"judged": False, "why": why, **idle}
     ours = [r for r in rows if r.get("job") == "ours" and "round" in r and "peak_rss_mb" in r]
     large = [r for r in rows if r.get("job") == "ours" and "round" not in r and "peak_rss_mb" in r]
-    checks = {"ours_wall_x_plain": summary["ours_x_plain_median"] <= targets["ours_wall_x_plain"],
-              "ours_peak_rss_mb": all(r["peak_rss_mb"] <= targets["ours_peak_rss_mb"] for r in ours)}
+    checks = {
+        "ours_wall_x_plain": summary["ours_x_plain_median"] <= targets["ours_wall_x_plain"],
+        "ours_peak_rss_mb": all(r["peak_rss_mb"] <= targets["ours_peak_rss_mb"] for r in ours),
+    }
     if large:
         for key in ("ours_marginal_clip_x_plain", "ours_marginal_clip_added_work_x_plain"):
             checks[key] = summary[key] <= targets[key]  # NaN (not measured) is not met
-        checks["ours_large_peak_rss_mb"] = all(r["peak_rss_mb"] <= targets["ours_large_peak_rss_mb"] for r in large)
+        checks["ours_large_peak_rss_mb"] = all(
+            r["peak_rss_mb"] <= targets["ours_large_peak_rss_mb"] for r in large
+        )
     return {"judged": True, **idle, "met": checks}
 
 
@@ -312,8 +381,11 @@ def phase_table(rows: list[dict]) -> list[str]:
         for phase in dict.fromkeys(p for run in runs for p in run):
             lines.append(f"| {job} | {phase} | {np.median([run.get(phase, 0.0) for run in runs]):.2f} |")
         walls = [r["wall_s"] for r in rows if r.get("job") == job and "round" in r and "wall_s" in r]
-        other = [r["wall_s"] - sum(r["phases_s"].values()) for r in rows
-                 if r.get("job") == job and "round" in r and "phases_s" in r]
+        other = [
+            r["wall_s"] - sum(r["phases_s"].values())
+            for r in rows
+            if r.get("job") == job and "round" in r and "phases_s" in r
+        ]
         if other:
             lines.append(f"| {job} | imports and the rest | {np.median(other):.2f} |")
         if walls:
@@ -322,19 +394,35 @@ def phase_table(rows: list[dict]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--clips", type=int, default=16)
-    parser.add_argument("--large-clips", type=int, default=0,
-                        help="also run ours and plain on this many clips (the marginal cost of a clip)")
+    parser.add_argument(
+        "--large-clips",
+        type=int,
+        default=0,
+        help="also run ours and plain on this many clips (the marginal cost of a clip)",
+    )
     parser.add_argument("--jobs", default="plain,ours,ort,modelopt")
-    parser.add_argument("--rounds", type=int, default=3, help="plain/ours pairs, run side by side (default 3)")
-    parser.add_argument("--work", type=Path, default=None, help="folder for the model and clips (default: temp)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="plain/ours pairs, run side by side (default 3)"
+    )
+    parser.add_argument(
+        "--work", type=Path, default=None, help="folder for the model and clips (default: temp)"
+    )
     parser.add_argument("--size", default="base", choices=("base", "tiny"), help="tiny: a quick smoke run")
     parser.add_argument("--timeout", type=float, default=1800.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--memory-cap-gb", type=float, default=14.0, help="address-space cap per job (0: none)")
-    parser.add_argument("--settle", type=float, default=180.0,
-                        help=f"wait up to this many seconds before each run for the load to drop below {IDLE_LOAD}")
+    parser.add_argument(
+        "--memory-cap-gb", type=float, default=14.0, help="address-space cap per job (0: none)"
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=180.0,
+        help=f"wait up to this many seconds before each run for the load to drop below {IDLE_LOAD}",
+    )
     parser.add_argument("--child", nargs=4, metavar=("JOB", "ONNX", "CLIPS", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -353,8 +441,12 @@ def main(argv: list[str] | None = None) -> int:
     for number in range(args.rounds):  # plain and ours side by side, order alternating: load drift hits both
         for job in paired if number % 2 == 0 else paired[::-1]:
             print(f"round {number + 1}: running {job} on {args.clips} clips ...", flush=True)
-            rows.append({**measure(job, onnx_path, clip_path, work, args.timeout, args.memory_cap_gb, args.settle),
-                         "round": number + 1})
+            rows.append(
+                {
+                    **measure(job, onnx_path, clip_path, work, args.timeout, args.memory_cap_gb, args.settle),
+                    "round": number + 1,
+                }
+            )
     for job in (j for j in jobs if j not in paired):
         if job == "modelopt" and not has_module("modelopt"):
             rows.append({"job": job, "skipped": "modelopt is not installed"})
@@ -367,15 +459,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"running {job} on {args.large_clips} clips ...", flush=True)
             rows.append(measure(job, onnx_path, big, work, args.timeout, args.memory_cap_gb, args.settle))
     summary = ratios(rows)
-    print(f"\n{'job':10} {'round':>5} {'clips':>6} {'wall s':>9} {'x plain':>8} {'peak RSS MB':>12} "
-          f"{'load before/after':>18} {'other procs, cores':>19}")
+    print(
+        f"\n{'job':10} {'round':>5} {'clips':>6} {'wall s':>9} {'x plain':>8} {'peak RSS MB':>12} "
+        f"{'load before/after':>18} {'other procs, cores':>19}"
+    )
     for r in rows:
         if "wall_s" not in r:
             print(f"{r['job']:10} {'':>5} {'':>6} {str(r.get('error') or r.get('skipped'))[:200]}")
             continue
         load = f"{r.get('load_before', float('nan')):.1f} / {r.get('load_after', float('nan')):.1f}"
-        print(f"{r['job']:10} {r.get('round', ''):>5} {r['clips']:>6} {r['wall_s']:>9.1f} {r['x_plain']:>8.2f} "
-              f"{r['peak_rss_mb']:>12.0f} {load:>18} {r.get('foreign_cpu_cores', float('nan')):>19.2f}")
+        print(
+            f"{r['job']:10} {r.get('round', ''):>5} {r['clips']:>6} {r['wall_s']:>9.1f} {r['x_plain']:>8.2f} "
+            f"{r['peak_rss_mb']:>12.0f} {load:>18} {r.get('foreign_cpu_cores', float('nan')):>19.2f}"
+        )
     print("\n" + "\n".join(phase_table(rows)))
 
     from workbench.evaluate.machine import machine_info, package_versions
@@ -384,18 +480,30 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
     targets = dict(TARGETS)
     judged = verdict(rows, summary, targets)
-    print(f"\nours / plain wall, per round: {', '.join(f'{x:.2f}' for x in summary['ours_x_plain_per_round'])}; "
-          f"median {summary['ours_x_plain_median']:.2f} (target <= {targets['ours_wall_x_plain']}); marginal clip "
-          f"{summary['ours_marginal_clip_x_plain']:.2f} (target <= {targets['ours_marginal_clip_x_plain']}), by added work "
-          f"{summary['ours_marginal_clip_added_work_x_plain']:.3f} (target <= {targets['ours_marginal_clip_added_work_x_plain']}); "
-          f"ours' inference / plain's in the long runs {summary['ours_inference_x_plain_large']:.3f}")
-    print(judged["why"] if not judged["judged"] else
-          "targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in judged["met"].items()))
-    record = {"model": f"Wav2Vec2ForCTC random, size {args.size}: {SIZES[args.size]}",
-              "clip_seconds": SECONDS, "machine": machine,
-              "packages": package_versions(), "command": " ".join(["python", *sys.argv]),
-              "targets": targets, "verdict": judged,
-              "summary": summary, "phases": phase_table(rows), "rows": rows}
+    print(
+        f"\nours / plain wall, per round: {', '.join(f'{x:.2f}' for x in summary['ours_x_plain_per_round'])}; "
+        f"median {summary['ours_x_plain_median']:.2f} (target <= {targets['ours_wall_x_plain']}); marginal clip "
+        f"{summary['ours_marginal_clip_x_plain']:.2f} (target <= {targets['ours_marginal_clip_x_plain']}), by added work "
+        f"{summary['ours_marginal_clip_added_work_x_plain']:.3f} (target <= {targets['ours_marginal_clip_added_work_x_plain']}); "
+        f"ours' inference / plain's in the long runs {summary['ours_inference_x_plain_large']:.3f}"
+    )
+    print(
+        judged["why"]
+        if not judged["judged"]
+        else "targets: " + ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in judged["met"].items())
+    )
+    record = {
+        "model": f"Wav2Vec2ForCTC random, size {args.size}: {SIZES[args.size]}",
+        "clip_seconds": SECONDS,
+        "machine": machine,
+        "packages": package_versions(),
+        "command": " ".join(["python", *sys.argv]),
+        "targets": targets,
+        "verdict": judged,
+        "summary": summary,
+        "phases": phase_table(rows),
+        "rows": rows,
+    }
     from workbench.artifacts import write_json_atomic
 
     write_json_atomic(args.out, record)

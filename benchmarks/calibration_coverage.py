@@ -45,8 +45,10 @@ CONDITIONS = ("quiet", "noisy", "accented")
 # The FP16 groups of the demo's searched plan (python -m workbench demo: search on percentile-99.99 ranges
 # from demo-calib, dev set demo-calib; plan.mixed-percentile-861f60ec758d-dev-861f60ec758d.json): the whole
 # conv feature encoder and the attention-score MatMuls of layers 2 and 5. Held fixed across sets.
-DEMO_FP16_GROUPS = tuple([f"feature_extractor.conv_layers.{k}" for k in range(7)]
-                         + ["encoder.layers.2.attention.scores", "encoder.layers.5.attention.scores"])
+DEMO_FP16_GROUPS = tuple(
+    [f"feature_extractor.conv_layers.{k}" for k in range(7)]
+    + ["encoder.layers.2.attention.scores", "encoder.layers.5.attention.scores"]
+)
 
 
 def pools(calib) -> dict[str, list]:
@@ -92,9 +94,13 @@ def drift(amax: dict[str, float], reference: dict[str, float]) -> dict[str, Any]
     names = sorted(reference)
     rel = np.array([abs(amax[n] - reference[n]) / reference[n] if reference[n] else 0.0 for n in names])
     worst = int(np.argmax(rel))
-    return {"median": round(float(np.median(rel)), 5), "p90": round(float(np.quantile(rel, 0.9)), 5),
-            "max": round(float(rel[worst]), 5), "max_tensor": names[worst],
-            "max_tensor_amax": [round(amax[names[worst]], 6), round(reference[names[worst]], 6)]}
+    return {
+        "median": round(float(np.median(rel)), 5),
+        "p90": round(float(np.quantile(rel, 0.9)), 5),
+        "max": round(float(rel[worst]), 5),
+        "max_tensor": names[worst],
+        "max_tensor_amax": [round(amax[names[worst]], 6), round(reference[names[worst]], 6)],
+    }
 
 
 def order_of(specs: dict[str, list], reference: str) -> list[str]:
@@ -108,35 +114,60 @@ def record_of(args, argv, rows, evaluator, started, cpu0, load0, extra) -> dict[
     base = evaluator.baseline
     return {
         "benchmark": "calibration coverage (demo model: condition-only, balanced and size-series calibration sets)",
-        "command": "python benchmarks/calibration_coverage.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python benchmarks/calibration_coverage.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
         **extra,
-        "fp32": {"wer": interval(base.overall.wer),
-                 "per_condition": {c: interval(g.wer) for c, g in sorted(base.per_condition.items())}},
-        "sets": rows, "complete": False,
-        "total_wall_s": round(time.perf_counter() - started, 1), "total_cpu_s": round(cpu_seconds() - cpu0, 1),
-        "machine": {**machine_info(), "loadavg_at_start": [round(x, 2) for x in load0],
-                    "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "fp32": {
+            "wer": interval(base.overall.wer),
+            "per_condition": {c: interval(g.wer) for c, g in sorted(base.per_condition.items())},
+        },
+        "sets": rows,
+        "complete": False,
+        "total_wall_s": round(time.perf_counter() - started, 1),
+        "total_cpu_s": round(cpu_seconds() - cpu0, 1),
+        "machine": {
+            **machine_info(),
+            "loadavg_at_start": [round(x, 2) for x in load0],
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+        },
         "packages": package_versions(),
         "note": "WER in percent, deltas in points vs FP32 (paired speaker-block bootstrap, 95 %); amax drift: "
-                "|amax - amax of the reference set| / amax of the reference set over the tensors; shared "
-                "machine: times are indicative only",
+        "|amax - amax of the reference set| / amax of the reference set over the tensors; shared "
+        "machine: times are indicative only",
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calib-set", default="demo-calib", help="the pool (name under calib_sets/ or a path)")
+    parser.add_argument(
+        "--calib-set", default="demo-calib", help="the pool (name under calib_sets/ or a path)"
+    )
     parser.add_argument("--eval-set", default="demo-eval")
-    parser.add_argument("--equal", type=int, default=96, help="clips in each equal-size set (default %(default)s)")
-    parser.add_argument("--sizes", default="16,32,64,128,300", help="balanced set sizes (default %(default)s)")
-    parser.add_argument("--method", default=None,
-                        help="calibration method, e.g. entropy or percentile:99.9 (default: the demo's, percentile 99.99)")
-    parser.add_argument("--reference", default="balanced-300", help="the set every other set's ranges are compared with")
-    parser.add_argument("--eval-per-condition", type=int, default=None,
-                        help="score only the first N evaluation clips of each condition (default: all)")
+    parser.add_argument(
+        "--equal", type=int, default=96, help="clips in each equal-size set (default %(default)s)"
+    )
+    parser.add_argument(
+        "--sizes", default="16,32,64,128,300", help="balanced set sizes (default %(default)s)"
+    )
+    parser.add_argument(
+        "--method",
+        default=None,
+        help="calibration method, e.g. entropy or percentile:99.9 (default: the demo's, percentile 99.99)",
+    )
+    parser.add_argument(
+        "--reference", default="balanced-300", help="the set every other set's ranges are compared with"
+    )
+    parser.add_argument(
+        "--eval-per-condition",
+        type=int,
+        default=None,
+        help="score only the first N evaluation clips of each condition (default: all)",
+    )
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/calibration-coverage"), help="FP32 ONNX export goes here")
+    parser.add_argument(
+        "--work", type=Path, default=Path("/tmp/calibration-coverage"), help="FP32 ONNX export goes here"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
 
@@ -144,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from workbench.artifacts import write_json_atomic
     from workbench.calibration import convergence
-    from workbench.calibration.runner import collect_statistics, ranges_from_statistics
     from workbench.calibration.methods import MethodSpec
+    from workbench.calibration.runner import collect_statistics, ranges_from_statistics
     from workbench.commands.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.compare.groups import node_groups, plan_for
     from workbench.compare.sensitivity import VariantRunner
@@ -176,52 +207,95 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"the demo model has no groups {sorted(missing)}")
     mixed = plan_for("mixed-demo-fp16-groups", groups, "fp16", "int8", set(DEMO_FP16_GROUPS))
     plans = {"int8": PrecisionPlan("int8-everywhere", "int8"), "mixed": mixed}
-    eval_clips = clips_per_condition(evalset, args.eval_per_condition) if args.eval_per_condition else all_clips(evalset)
+    eval_clips = (
+        clips_per_condition(evalset, args.eval_per_condition)
+        if args.eval_per_condition
+        else all_clips(evalset)
+    )
     gates = GateConfig()
-    extra = {"model": str(demo), "model_hash": mhash, "method": spec.params(),
-             "mixed_plan": {"fp16_groups": list(DEMO_FP16_GROUPS), "fp16_nodes": len(mixed.overrides),
-                            "note": "the demo's searched plan's FP16 groups, held fixed across sets (not re-searched)"},
-             "pool": {"name": calib.name, "content_hash": calib.content_hash, "utterances": len(calib.utterances)},
-             "eval_set": {"name": evalset.name, "content_hash": evalset.content_hash, "utterances": len(eval_clips),
-                          "per_condition": args.eval_per_condition or "all"},
-             "reference_set": args.reference, "budget": gates.to_json(), "resamples": args.resamples,
-             "planned_sets": order_of(specs, args.reference)}
+    extra = {
+        "model": str(demo),
+        "model_hash": mhash,
+        "method": spec.params(),
+        "mixed_plan": {
+            "fp16_groups": list(DEMO_FP16_GROUPS),
+            "fp16_nodes": len(mixed.overrides),
+            "note": "the demo's searched plan's FP16 groups, held fixed across sets (not re-searched)",
+        },
+        "pool": {"name": calib.name, "content_hash": calib.content_hash, "utterances": len(calib.utterances)},
+        "eval_set": {
+            "name": evalset.name,
+            "content_hash": evalset.content_hash,
+            "utterances": len(eval_clips),
+            "per_condition": args.eval_per_condition or "all",
+        },
+        "reference_set": args.reference,
+        "budget": gates.to_json(),
+        "resamples": args.resamples,
+        "planned_sets": order_of(specs, args.reference),
+    }
     evaluator = None
     rows: dict[str, dict[str, Any]] = {}
     ranges: dict[str, dict[str, float]] = {}
     for name in order_of(specs, args.reference):  # the reference first: drift as each set finishes
         utts = specs[name]
         t0, c0 = time.perf_counter(), cpu_seconds()
-        stats = collect_statistics(fp32, (calib.audio(u) for u in utts), len(utts), bins=spec.bins,
-                                   checkpoint=convergence.checkpoint_for(len(utts)))
+        stats = collect_statistics(
+            fp32,
+            (calib.audio(u) for u in utts),
+            len(utts),
+            bins=spec.bins,
+            checkpoint=convergence.checkpoint_for(len(utts)),
+        )
         amax = ranges_from_statistics(stats, spec)
         found = convergence.measure(stats, amax, spec, [u.condition for u in utts])
         ranges[name] = amax
-        row: dict[str, Any] = {"clips": len(utts), "conditions": {c: sum(u.condition == c for u in utts) for c in CONDITIONS},
-                               "seconds_of_audio": round(sum(float(u.duration_s) for u in utts), 1),
-                               "calibrate_wall_s": round(time.perf_counter() - t0, 1),
-                               "calibrate_cpu_s": round(cpu_seconds() - c0, 1),
-                               "convergence": found.verdict() if found else "not recorded",
-                               "convergence_moving": len(found.moving) if found else None}
+        row: dict[str, Any] = {
+            "clips": len(utts),
+            "conditions": {c: sum(u.condition == c for u in utts) for c in CONDITIONS},
+            "seconds_of_audio": round(sum(float(u.duration_s) for u in utts), 1),
+            "calibrate_wall_s": round(time.perf_counter() - t0, 1),
+            "calibrate_cpu_s": round(cpu_seconds() - c0, 1),
+            "convergence": found.verdict() if found else "not recorded",
+            "convergence_moving": len(found.moving) if found else None,
+        }
         variants = VariantRunner(model, amax, args.threads)
         if evaluator is None:  # FP32 transcripts once
-            evaluator = DevEvaluator(variants, eval_clips, gates, resamples=args.resamples, seed=0, progress=False,
-                                     model=description)
+            evaluator = DevEvaluator(
+                variants,
+                eval_clips,
+                gates,
+                resamples=args.resamples,
+                seed=0,
+                progress=False,
+                model=description,
+            )
         evaluator.variants = variants
         for key, plan in plans.items():
             ev = evaluator.evaluate(plan)
-            row[key] = {"wer": interval(ev.overall.wer), "delta": interval(ev.overall.delta), "passed": ev.passed,
-                        "per_condition": {c: {"wer": interval(g.wer), "delta": interval(g.delta)}
-                                          for c, g in sorted(ev.per_condition.items())}}
+            row[key] = {
+                "wer": interval(ev.overall.wer),
+                "delta": interval(ev.overall.delta),
+                "passed": ev.passed,
+                "per_condition": {
+                    c: {"wer": interval(g.wer), "delta": interval(g.delta)}
+                    for c, g in sorted(ev.per_condition.items())
+                },
+            }
         row["amax_drift_vs_reference"] = drift(amax, ranges[args.reference])
         rows[name] = row
         write_json_atomic(args.out, record_of(args, argv, rows, evaluator, started, cpu0, load0, extra))
-        print(f"{name:<18} {len(utts):>4} clips  int8 {row['int8']['delta']['estimate']:+.2f}  "
-              f"mixed {row['mixed']['delta']['estimate']:+.2f}  {row['convergence']}", flush=True)
+        print(
+            f"{name:<18} {len(utts):>4} clips  int8 {row['int8']['delta']['estimate']:+.2f}  "
+            f"mixed {row['mixed']['delta']['estimate']:+.2f}  {row['convergence']}",
+            flush=True,
+        )
     record = record_of(args, argv, rows, evaluator, started, cpu0, load0, extra)
     base = evaluator.baseline
-    print(f"\nFP32 on {evalset.name}: WER {100 * base.overall.wer.estimate:.2f} %; deltas in points [95 % CI]; "
-          f"amax drift vs {args.reference}: median / max")
+    print(
+        f"\nFP32 on {evalset.name}: WER {100 * base.overall.wer.estimate:.2f} %; deltas in points [95 % CI]; "
+        f"amax drift vs {args.reference}: median / max"
+    )
     head = f"{'set':<18} {'clips':>5} {'plan':<6} {'overall':>22}" + "".join(f" {c:>22}" for c in CONDITIONS)
     print(head + f" {'drift med/max %':>16}  convergence")
     for name, row in rows.items():
@@ -230,12 +304,20 @@ def main(argv: list[str] | None = None) -> int:
             r = row[key]
             cells = [r["delta"]] + [r["per_condition"].get(c, {}).get("delta") for c in CONDITIONS]
             text = "".join(f" {_ci(c):>22}" for c in cells)
-            tail = (f" {100 * d['median']:>7.2f}/{100 * d['max']:<7.2f}  {row['convergence']}" if key == "int8" else "")
-            print(f"{name if key == 'int8' else '':<18} {row['clips'] if key == 'int8' else '':>5} {key:<6}{text}{tail}")
+            tail = (
+                f" {100 * d['median']:>7.2f}/{100 * d['max']:<7.2f}  {row['convergence']}"
+                if key == "int8"
+                else ""
+            )
+            print(
+                f"{name if key == 'int8' else '':<18} {row['clips'] if key == 'int8' else '':>5} {key:<6}{text}{tail}"
+            )
     record["complete"] = True
     write_json_atomic(args.out, record)
-    print(f"wrote {args.out} ({record['total_wall_s']} s wall, {record['total_cpu_s']} s CPU, load average "
-          f"{record['machine']['loadavg_at_end']})")
+    print(
+        f"wrote {args.out} ({record['total_wall_s']} s wall, {record['total_cpu_s']} s CPU, load average "
+        f"{record['machine']['loadavg_at_end']})"
+    )
     return 0
 
 

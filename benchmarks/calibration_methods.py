@@ -86,26 +86,49 @@ def evaluate_plan(evaluator, variants, plan, reference, damage_clips) -> dict[st
     evaluator.variants = variants  # the FP32 transcripts stay; this plan is built with these ranges
     ev = evaluator.evaluate(plan)
     dmg = damage_of(reference, variants.logits(plan, damage_clips), damage_clips)
-    return {"plan": plan.name, "utterances": ev.utterances, "passed": ev.passed, "reasons": ev.reasons,
-            "wer": interval(ev.overall.wer), "delta": interval(ev.overall.delta),
-            "per_condition": {c: {"wer": interval(g.wer), "delta": interval(g.delta)}
-                              for c, g in sorted(ev.per_condition.items())},
-            "kl": dmg.overall.kl, "token_disagreement": dmg.overall.token_disagreement,
-            "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(cpu_seconds() - c0, 1)}
+    return {
+        "plan": plan.name,
+        "utterances": ev.utterances,
+        "passed": ev.passed,
+        "reasons": ev.reasons,
+        "wer": interval(ev.overall.wer),
+        "delta": interval(ev.overall.delta),
+        "per_condition": {
+            c: {"wer": interval(g.wer), "delta": interval(g.delta)}
+            for c, g in sorted(ev.per_condition.items())
+        },
+        "kl": dmg.overall.kl,
+        "token_disagreement": dmg.overall.token_disagreement,
+        "wall_s": round(time.perf_counter() - t0, 1),
+        "cpu_s": round(cpu_seconds() - c0, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--methods", default=DEFAULT_METHODS,
-                        help="comma-separated: entropy, max, mse, percentile:P (default: %(default)s)")
-    parser.add_argument("--search", default="none",
-                        help="methods (labels, e.g. entropy,percentile-99.9) to run the mixed search for; all|none")
-    parser.add_argument("--attention-study", action="store_true",
-                        help="also evaluate INT8 with the attention-score MatMuls in FP16, and with softmax amax 1.0")
+    parser.add_argument(
+        "--methods",
+        default=DEFAULT_METHODS,
+        help="comma-separated: entropy, max, mse, percentile:P (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--search",
+        default="none",
+        help="methods (labels, e.g. entropy,percentile-99.9) to run the mixed search for; all|none",
+    )
+    parser.add_argument(
+        "--attention-study",
+        action="store_true",
+        help="also evaluate INT8 with the attention-score MatMuls in FP16, and with softmax amax 1.0",
+    )
     parser.add_argument("--calib-set", default="demo-calib")
     parser.add_argument("--eval-set", default="demo-eval")
-    parser.add_argument("--root", type=Path, default=Path("/tmp/calibration-methods/engines"),
-                        help="artifact root (one folder per method below it)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path("/tmp/calibration-methods/engines"),
+        help="artifact root (one folder per method below it)",
+    )
     parser.add_argument("--attention-layer", default="encoder.layers.5")
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--threads", type=int, default=None)
@@ -115,18 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     import onnx
 
     from workbench.artifacts import write_json_atomic
+    from workbench.compare.groups import node_groups, plan_for
+    from workbench.compare.sensitivity import VariantRunner
+    from workbench.evaluate.gates import GateConfig
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs import calibrate
-    from workbench.speech.select import all_clips, clips_per_condition
-    from workbench.search.evaluator import DevEvaluator
-    from workbench.compare.groups import node_groups, plan_for
-    from workbench.jobs.search import run_search
-    from workbench.compare.sensitivity import VariantRunner
     from workbench.jobs.prepare import prepare
-    from workbench.resources import demo_model_dir
-    from workbench.evaluate.gates import GateConfig
+    from workbench.jobs.search import run_search
     from workbench.model.loading import model_hash
     from workbench.quantize.plan import FP32, PrecisionPlan, quantizable_nodes
+    from workbench.resources import demo_model_dir
+    from workbench.search.evaluator import DevEvaluator
+    from workbench.speech.select import all_clips, clips_per_condition
     from workbench.speech.store import load_set
 
     methods = [parse_method(m.strip()) for m in args.methods.split(",") if m.strip()]
@@ -146,24 +169,41 @@ def main(argv: list[str] | None = None) -> int:
     for label, spec in methods:
         print(f"== {label}", flush=True)
         t0, c0 = time.perf_counter(), cpu_seconds()
-        result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), str(calib.path), spec,
-                                                         engines=args.root / label))
-        row: dict[str, Any] = {"method": label, "spec": spec.params(), "cache": str(result.cache),
-                               "reused_cache": result.reused_cache,
-                               "calibrate_wall_s": round(time.perf_counter() - t0, 1),
-                               "calibrate_cpu_s": round(cpu_seconds() - c0, 1)}
+        result = calibrate.run(
+            calibrate.CalibrateInputs(demo_model_dir(), str(calib.path), spec, engines=args.root / label)
+        )
+        row: dict[str, Any] = {
+            "method": label,
+            "spec": spec.params(),
+            "cache": str(result.cache),
+            "reused_cache": result.reused_cache,
+            "calibrate_wall_s": round(time.perf_counter() - t0, 1),
+            "calibrate_cpu_s": round(cpu_seconds() - c0, 1),
+        }
         prepared = prepare(demo_model_dir(), str(calib.path), root=args.root / label, cache_path=result.cache)
         amax = prepared.cache.amax()
         if model is None:
             model = onnx.load(str(prepared.fp32_onnx))
         variants = VariantRunner(model, amax, args.threads)
         if evaluator is None:  # FP32 transcripts and logits once; the FP32 graph is the same for every method
-            evaluator = DevEvaluator(variants, eval_clips, gates, resamples=args.resamples, seed=0, progress=False,
-                                     model=prepared.description)
+            evaluator = DevEvaluator(
+                variants,
+                eval_clips,
+                gates,
+                resamples=args.resamples,
+                seed=0,
+                progress=False,
+                model=prepared.description,
+            )
             reference = variants.logits(FP32, damage_clips)
-        everywhere = evaluate_plan(evaluator, variants, PrecisionPlan(f"int8-{label}", "int8"), reference, damage_clips)
-        row["int8_everywhere_damage"] = {"clips": len(damage_clips), "kl": everywhere.pop("kl"),
-                                         "token_disagreement": everywhere.pop("token_disagreement")}
+        everywhere = evaluate_plan(
+            evaluator, variants, PrecisionPlan(f"int8-{label}", "int8"), reference, damage_clips
+        )
+        row["int8_everywhere_damage"] = {
+            "clips": len(damage_clips),
+            "kl": everywhere.pop("kl"),
+            "token_disagreement": everywhere.pop("token_disagreement"),
+        }
         everywhere.pop("plan")
         row["eval"] = {"set": evalset.name, **everywhere}
         row["attention_amax"] = attention_amax(model, amax, args.attention_layer)
@@ -172,65 +212,133 @@ def main(argv: list[str] | None = None) -> int:
             scores = {g.name for g in groups if g.name.endswith(".attention.scores")}
             fixed = {t: 1.0 for t in softmax_outputs(model) if t in amax}
             row["attention_study"] = {
-                "attention_scores_fp16": {"groups": sorted(scores), **evaluate_plan(
-                    evaluator, variants, plan_for(f"int8-{label}-scores-fp16", groups, "fp16", "int8", scores),
-                    reference, damage_clips)},
-                "softmax_amax_1": {"tensors": len(fixed), "replaced_amax": {t: amax[t] for t in fixed}, **evaluate_plan(
-                    evaluator, VariantRunner(model, {**amax, **fixed}, args.threads),
-                    PrecisionPlan(f"int8-{label}-softmax-1", "int8"), reference, damage_clips)}}
+                "attention_scores_fp16": {
+                    "groups": sorted(scores),
+                    **evaluate_plan(
+                        evaluator,
+                        variants,
+                        plan_for(f"int8-{label}-scores-fp16", groups, "fp16", "int8", scores),
+                        reference,
+                        damage_clips,
+                    ),
+                },
+                "softmax_amax_1": {
+                    "tensors": len(fixed),
+                    "replaced_amax": {t: amax[t] for t in fixed},
+                    **evaluate_plan(
+                        evaluator,
+                        VariantRunner(model, {**amax, **fixed}, args.threads),
+                        PrecisionPlan(f"int8-{label}-softmax-1", "int8"),
+                        reference,
+                        damage_clips,
+                    ),
+                },
+            }
             for key, r in row["attention_study"].items():
-                print(f"   {key}: WER {r['wer']['estimate']:.2f} % delta {r['delta']['estimate']:+.2f} "
-                      f"[{r['delta']['low']:+.2f}, {r['delta']['high']:+.2f}] {'PASS' if r['passed'] else 'FAIL'}; "
-                      f"KL {r['kl']:.4f}", flush=True)
+                print(
+                    f"   {key}: WER {r['wer']['estimate']:.2f} % delta {r['delta']['estimate']:+.2f} "
+                    f"[{r['delta']['low']:+.2f}, {r['delta']['high']:+.2f}] {'PASS' if r['passed'] else 'FAIL'}; "
+                    f"KL {r['kl']:.4f}",
+                    flush=True,
+                )
         if label in search:
             t0, c0 = time.perf_counter(), cpu_seconds()
-            found = run_search(prepared, calib, gates, refine=0, resamples=args.resamples, signoff_set=evalset,
-                               threads=args.threads, progress=False, log=lambda m: print(f"   {m}", flush=True)).data
+            found = run_search(
+                prepared,
+                calib,
+                gates,
+                refine=0,
+                resamples=args.resamples,
+                signoff_set=evalset,
+                threads=args.threads,
+                progress=False,
+                log=lambda m: print(f"   {m}", flush=True),
+            ).data
             best = found["found"]
             row["search"] = {
-                "dev_set": calib.name, "refine": 0, "interval_widening": found["budget"]["interval_widening"],
-                "evaluations": found["evaluations"], "one_at_a_time_evaluations": found["one_at_a_time_evaluations"],
-                "int8_share": best["int8_share"] if best else None, "k_fp16_groups": best["k"] if best else None,
-                "groups": len(found["groups"]), "ranking_top5": found["ranking"][:5],
-                "candidates": [{"k": c["k"], "int8_share": c["int8_share"], "passed": c["passed"],
-                                "judged_delta_high": c["judged_delta_high"],
-                                "delta_points": ({k: round(100 * c["delta"]["overall"][k], 3) for k in ("estimate", "low", "high")}
-                                                 if c["delta"] else None)} for c in found["candidates"]],
-                "wall_s": round(time.perf_counter() - t0, 1), "cpu_s": round(cpu_seconds() - c0, 1)}
+                "dev_set": calib.name,
+                "refine": 0,
+                "interval_widening": found["budget"]["interval_widening"],
+                "evaluations": found["evaluations"],
+                "one_at_a_time_evaluations": found["one_at_a_time_evaluations"],
+                "int8_share": best["int8_share"] if best else None,
+                "k_fp16_groups": best["k"] if best else None,
+                "groups": len(found["groups"]),
+                "ranking_top5": found["ranking"][:5],
+                "candidates": [
+                    {
+                        "k": c["k"],
+                        "int8_share": c["int8_share"],
+                        "passed": c["passed"],
+                        "judged_delta_high": c["judged_delta_high"],
+                        "delta_points": (
+                            {k: round(100 * c["delta"]["overall"][k], 3) for k in ("estimate", "low", "high")}
+                            if c["delta"]
+                            else None
+                        ),
+                    }
+                    for c in found["candidates"]
+                ],
+                "wall_s": round(time.perf_counter() - t0, 1),
+                "cpu_s": round(cpu_seconds() - c0, 1),
+            }
         rows.append(row)
         e, d = row["eval"], row["int8_everywhere_damage"]
-        print(f"   eval {e['set']}: WER {e['wer']['estimate']:.2f} % delta {e['delta']['estimate']:+.2f} "
-              f"[{e['delta']['low']:+.2f}, {e['delta']['high']:+.2f}] {'PASS' if e['passed'] else 'FAIL'}; "
-              f"KL {d['kl']:.4f}, tokens changed {100 * d['token_disagreement']:.1f} %", flush=True)
+        print(
+            f"   eval {e['set']}: WER {e['wer']['estimate']:.2f} % delta {e['delta']['estimate']:+.2f} "
+            f"[{e['delta']['low']:+.2f}, {e['delta']['high']:+.2f}] {'PASS' if e['passed'] else 'FAIL'}; "
+            f"KL {d['kl']:.4f}, tokens changed {100 * d['token_disagreement']:.1f} %",
+            flush=True,
+        )
 
     base = evaluator.baseline
     record = {
         "benchmark": "calibration methods (demo model, INT8 everywhere + mixed search)",
-        "command": "python benchmarks/calibration_methods.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "model": str(demo_model_dir()), "model_hash": model_hash(demo_model_dir()),
-        "calib_set": {"name": calib.name, "content_hash": calib.content_hash, "utterances": len(calib.utterances)},
-        "eval_set": {"name": evalset.name, "content_hash": evalset.content_hash, "utterances": len(eval_clips)},
-        "budget": gates.to_json(), "resamples": args.resamples, "quantizable_nodes": len(quantizable_nodes(model)),
-        "fp32": {"wer": interval(base.overall.wer),
-                 "per_condition": {c: interval(g.wer) for c, g in sorted(base.per_condition.items())}},
+        "command": "python benchmarks/calibration_methods.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "model": str(demo_model_dir()),
+        "model_hash": model_hash(demo_model_dir()),
+        "calib_set": {
+            "name": calib.name,
+            "content_hash": calib.content_hash,
+            "utterances": len(calib.utterances),
+        },
+        "eval_set": {
+            "name": evalset.name,
+            "content_hash": evalset.content_hash,
+            "utterances": len(eval_clips),
+        },
+        "budget": gates.to_json(),
+        "resamples": args.resamples,
+        "quantizable_nodes": len(quantizable_nodes(model)),
+        "fp32": {
+            "wer": interval(base.overall.wer),
+            "per_condition": {c: interval(g.wer) for c, g in sorted(base.per_condition.items())},
+        },
         "methods": rows,
         "total_wall_s": round(time.perf_counter() - started_all, 1),
         "total_cpu_s": round(cpu_seconds() - cpu_all, 1),
         "machine": {**machine_info(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
         "packages": package_versions(),
         "note": "WER in percent, deltas in points vs FP32 (judged_delta_high: as the search records it) (paired speaker-block bootstrap, 95 %); shared machine: "
-                "wall and CPU times are indicative only",
+        "wall and CPU times are indicative only",
     }
     print(f"\nFP32 on {evalset.name}: WER {100 * base.overall.wer.estimate:.2f} %")
-    print(f"{'method':<18} {'WER %':>6} {'delta':>6} {'95% CI':>16} {'verdict':>7} {'KL':>7} {'tok %':>6} "
-          f"{'search INT8 %':>13} {'evals':>5} {'cal cpu s':>9}")
+    print(
+        f"{'method':<18} {'WER %':>6} {'delta':>6} {'95% CI':>16} {'verdict':>7} {'KL':>7} {'tok %':>6} "
+        f"{'search INT8 %':>13} {'evals':>5} {'cal cpu s':>9}"
+    )
     for r in rows:
         e, d, s = r["eval"], r["int8_everywhere_damage"], r.get("search")
-        share = f"{100 * s['int8_share']:.1f}" if s and s["int8_share"] is not None else ("none" if s else "-")
-        print(f"{r['method']:<18} {e['wer']['estimate']:>6.2f} {e['delta']['estimate']:>+6.2f} "
-              f"[{e['delta']['low']:+.2f}, {e['delta']['high']:+.2f}] {'PASS' if e['passed'] else 'FAIL':>7} "
-              f"{d['kl']:>7.4f} {100 * d['token_disagreement']:>6.1f} {share:>13} "
-              f"{s['evaluations'] if s else '-':>5} {r['calibrate_cpu_s']:>9.1f}")
+        share = (
+            f"{100 * s['int8_share']:.1f}" if s and s["int8_share"] is not None else ("none" if s else "-")
+        )
+        print(
+            f"{r['method']:<18} {e['wer']['estimate']:>6.2f} {e['delta']['estimate']:>+6.2f} "
+            f"[{e['delta']['low']:+.2f}, {e['delta']['high']:+.2f}] {'PASS' if e['passed'] else 'FAIL':>7} "
+            f"{d['kl']:>7.4f} {100 * d['token_disagreement']:>6.1f} {share:>13} "
+            f"{s['evaluations'] if s else '-':>5} {r['calibrate_cpu_s']:>9.1f}"
+        )
     write_json_atomic(args.out, record)
     print(f"wrote {args.out} ({record['total_wall_s']} s wall, {record['total_cpu_s']} s CPU)")
     return 0

@@ -25,11 +25,18 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
-def run_json_child(cmd: list[str], job: str, timeout: float, cap_gb: float, env: dict[str, str] | None = None,
-                   load_before: float | None = None) -> dict:
+def run_json_child(
+    cmd: list[str],
+    job: str,
+    timeout: float,
+    cap_gb: float,
+    env: dict[str, str] | None = None,
+    load_before: float | None = None,
+) -> dict:
     """Run ``cmd``; its last stdout line starting with ``{`` is its result. On a timeout, a non-zero exit or no
     result: ``{"job", "error"}`` with the reason (the last stderr line). Always adds ``process_wall_s`` and the
     load average before (``load_before`` when the caller took it, e.g. after waiting for an idle machine) and after."""
+
     def cap() -> None:
         if cap_gb > 0:
             limit = int(cap_gb * 2**30)
@@ -40,13 +47,26 @@ def run_json_child(cmd: list[str], job: str, timeout: float, cap_gb: float, env:
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, preexec_fn=cap, env=env)
     except subprocess.TimeoutExpired:
-        return {"job": job, "error": f"timed out after {timeout:.0f} s", **load, "load_after": load_average(),
-                "process_wall_s": time.perf_counter() - start}
+        return {
+            "job": job,
+            "error": f"timed out after {timeout:.0f} s",
+            **load,
+            "load_after": load_average(),
+            "process_wall_s": time.perf_counter() - start,
+        }
     total = time.perf_counter() - start
     load["load_after"] = load_average()
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
-        why = "killed (out of memory?)" if done.returncode in (-9, 137) else done.stderr.strip().splitlines()[-1:]
-        return {"job": job, "error": f"exit {done.returncode} under a {cap_gb:g} GB address-space cap: {why}",
-                "process_wall_s": total, **load}
+        why = (
+            "killed (out of memory?)"
+            if done.returncode in (-9, 137)
+            else done.stderr.strip().splitlines()[-1:]
+        )
+        return {
+            "job": job,
+            "error": f"exit {done.returncode} under a {cap_gb:g} GB address-space cap: {why}",
+            "process_wall_s": total,
+            **load,
+        }
     return {**json.loads(lines[-1]), "process_wall_s": total, **load}

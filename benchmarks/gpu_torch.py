@@ -37,8 +37,13 @@ def time_model(model, batch: int, seconds: float, dtype: torch.dtype, repeats: i
             torch.cuda.synchronize()
             times.append(start.elapsed_time(end))
     p50 = float(np.median(times))
-    return {"p50_ms": p50, "p90_ms": float(np.percentile(times, 90)), "p99_ms": float(np.percentile(times, 99)),
-            "clips_per_s": batch / (p50 / 1000), "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20}
+    return {
+        "p50_ms": p50,
+        "p90_ms": float(np.percentile(times, 90)),
+        "p99_ms": float(np.percentile(times, 99)),
+        "clips_per_s": batch / (p50 / 1000),
+        "peak_gpu_mb": torch.cuda.max_memory_allocated() / 2**20,
+    }
 
 
 def main() -> None:
@@ -59,13 +64,28 @@ def main() -> None:
             for seconds in (4.0, 10.0):
                 for batch in (1, 8, 32):
                     r = time_model(m, batch, seconds, dtype, args.repeats)
-                    rows.append({"model": name, "backend": "torch-eager-cuda", "precision": precision,
-                                 "clip_s": seconds, "batch": batch, **r})
-                    print(f"{name:28} {precision} {seconds:4.0f}s b{batch:<3} p50 {r['p50_ms']:8.2f} ms "
-                          f"p99 {r['p99_ms']:8.2f} ms {r['clips_per_s']:8.1f} clips/s {r['peak_gpu_mb']:8.0f} MB")
+                    rows.append(
+                        {
+                            "model": name,
+                            "backend": "torch-eager-cuda",
+                            "precision": precision,
+                            "clip_s": seconds,
+                            "batch": batch,
+                            **r,
+                        }
+                    )
+                    print(
+                        f"{name:28} {precision} {seconds:4.0f}s b{batch:<3} p50 {r['p50_ms']:8.2f} ms "
+                        f"p99 {r['p99_ms']:8.2f} ms {r['clips_per_s']:8.1f} clips/s {r['peak_gpu_mb']:8.0f} MB"
+                    )
             model.float()
-    machine = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-               "platform": platform.platform(), "cpu_count": __import__("os").cpu_count()}
+    machine = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "platform": platform.platform(),
+        "cpu_count": __import__("os").cpu_count(),
+    }
     args.out.write_text(json.dumps({"machine": machine, "results": rows}, indent=2))
 
 

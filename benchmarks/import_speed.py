@@ -56,8 +56,8 @@ def durations(n: int, total_s: float, seed: int = 0) -> list[float]:
 def generate(corpus: Path, n: int, hours: float) -> Path:
     """The LibriSpeech-layout split (written once; a marker file records what it holds)."""
     sys.path.insert(0, str(REPO / "tests"))
-    from conftest import _speech_like  # noqa: E402  (the suite's speech-like signal)
-    from layoutkit import write_librispeech  # noqa: E402
+    from conftest import _speech_like
+    from layoutkit import write_librispeech
 
     marker = corpus / "GENERATED.json"
     want = {"utterances": n, "hours": hours, "speakers": SPEAKERS, "chapters": CHAPTERS, "sigma": SIGMA}
@@ -68,8 +68,16 @@ def generate(corpus: Path, n: int, hours: float) -> Path:
     per_chapter = -(-n // (SPEAKERS * CHAPTERS))
     started = time.perf_counter()
     print(f"generating {n} utterances ({sum(lengths) / 3600:.2f} h) under {corpus} ...", flush=True)
-    write_librispeech(corpus, "test-clean", [str(1000 + s) for s in range(SPEAKERS)], CHAPTERS, per_chapter,
-                      lambda i: lengths[i], _speech_like, limit=n)
+    write_librispeech(
+        corpus,
+        "test-clean",
+        [str(1000 + s) for s in range(SPEAKERS)],
+        CHAPTERS,
+        per_chapter,
+        lambda i: lengths[i],
+        _speech_like,
+        limit=n,
+    )
     marker.write_text(json.dumps(want))
     print(f"generated in {time.perf_counter() - started:.0f} s", flush=True)
     return split
@@ -87,8 +95,13 @@ def child(mode: str, split: Path, workers: int, take: int | None) -> dict[str, A
     cpu0 = _cpu()
     with tempfile.TemporaryDirectory(prefix="import-bench-", dir=split.parent.parent) as root:
         if mode == "import":
-            result = import_set(source, ImportConfig(name="bench", workers=workers, take=take), "bench",
-                                root=Path(root), progress=False)
+            result = import_set(
+                source,
+                ImportConfig(name="bench", workers=workers, take=take),
+                "bench",
+                root=Path(root),
+                progress=False,
+            )
             utts = result.speech_set.card["utterances"]
             audio_s = result.speech_set.card["total_duration_s"]
         else:  # hold-all baseline: every decoded clip in memory at once, as data build collects a source
@@ -108,13 +121,23 @@ def child(mode: str, split: Path, workers: int, take: int | None) -> dict[str, A
             audio_s = sum(c.utterance.duration_s for c in clips)
     wall = time.perf_counter() - started
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"mode": mode, "workers": workers, "take": take, "utterances": utts, "audio_s": round(audio_s, 1),
-            "wall_s": round(wall, 2), "cpu_s": round(_cpu() - cpu0, 1),
-            "utterances_per_s": round(utts / wall, 2), "audio_s_per_s": round(audio_s / wall, 1),
-            "peak_rss_mb_main": round(own.ru_maxrss / 1024, 1),
-            "peak_rss_mb_largest_worker": round(kids.ru_maxrss / 1024, 1) if workers > 1 and mode == "import" else None,
-            "loadavg_before": [round(x, 2) for x in load_before],
-            "loadavg_after": [round(x, 2) for x in os.getloadavg()]}
+    return {
+        "mode": mode,
+        "workers": workers,
+        "take": take,
+        "utterances": utts,
+        "audio_s": round(audio_s, 1),
+        "wall_s": round(wall, 2),
+        "cpu_s": round(_cpu() - cpu0, 1),
+        "utterances_per_s": round(utts / wall, 2),
+        "audio_s_per_s": round(audio_s / wall, 1),
+        "peak_rss_mb_main": round(own.ru_maxrss / 1024, 1),
+        "peak_rss_mb_largest_worker": round(kids.ru_maxrss / 1024, 1)
+        if workers > 1 and mode == "import"
+        else None,
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+    }
 
 
 def _cpu() -> float:
@@ -123,15 +146,31 @@ def _cpu() -> float:
 
 
 def run_child(split: Path, mode: str, workers: int, take: int | None) -> dict[str, Any]:
-    argv = [sys.executable, str(Path(__file__).resolve()), "--child", mode, "--split", str(split),
-            "--workers", str(workers)] + (["--take", str(take)] if take else [])
-    out = subprocess.run(argv, check=True, capture_output=True, text=True, cwd=REPO,
-                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    argv = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        mode,
+        "--split",
+        str(split),
+        "--workers",
+        str(workers),
+    ] + (["--take", str(take)] if take else [])
+    out = subprocess.run(
+        argv,
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--corpus", type=Path, default=Path(tempfile.gettempdir()) / "workbench-import-bench")
     parser.add_argument("--utterances", type=int, default=2620)
     parser.add_argument("--hours", type=float, default=5.4)
@@ -150,8 +189,12 @@ def main(argv: list[str] | None = None) -> int:
 
     split = generate(args.corpus, args.utterances, args.hours)
     quarter = args.utterances // 4
-    plan = [("import w=1", "import", 1, None), ("import w=2", "import", 2, None),
-            ("import w=2 quarter", "import", 2, quarter), ("hold-all quarter", "hold-all", 1, quarter)]
+    plan = [
+        ("import w=1", "import", 1, None),
+        ("import w=2", "import", 2, None),
+        ("import w=2 quarter", "import", 2, quarter),
+        ("hold-all quarter", "hold-all", 1, quarter),
+    ]
     runs = {}
     for label, mode, workers, take in plan:
         print(f"{label} ...", flush=True)
@@ -160,27 +203,44 @@ def main(argv: list[str] | None = None) -> int:
     ratios = {
         "throughput_w2_over_w1": round(full2["utterances_per_s"] / full1["utterances_per_s"], 2),
         "peak_rss_main_full_over_quarter": round(full2["peak_rss_mb_main"] / q2["peak_rss_mb_main"], 2),
-        "peak_rss_hold_all_over_streaming_quarter": round(hold["peak_rss_mb_main"] / q2["peak_rss_mb_main"], 2),
+        "peak_rss_hold_all_over_streaming_quarter": round(
+            hold["peak_rss_mb_main"] / q2["peak_rss_mb_main"], 2
+        ),
     }
-    print(f"\n{'run':<20} {'utts':>5} {'audio h':>7} {'wall s':>7} {'utt/s':>6} {'x realtime':>10} "
-          f"{'RSS main MB':>11} {'RSS worker MB':>13} {'load before':>11}")
+    print(
+        f"\n{'run':<20} {'utts':>5} {'audio h':>7} {'wall s':>7} {'utt/s':>6} {'x realtime':>10} "
+        f"{'RSS main MB':>11} {'RSS worker MB':>13} {'load before':>11}"
+    )
     for label, r in runs.items():
         worker = f"{r['peak_rss_mb_largest_worker']:.0f}" if r["peak_rss_mb_largest_worker"] else "-"
-        print(f"{label:<20} {r['utterances']:>5} {r['audio_s'] / 3600:>7.2f} {r['wall_s']:>7.1f} "
-              f"{r['utterances_per_s']:>6.1f} {r['audio_s_per_s']:>10.0f} {r['peak_rss_mb_main']:>11.0f} "
-              f"{worker:>13} {r['loadavg_before'][0]:>11.2f}")
+        print(
+            f"{label:<20} {r['utterances']:>5} {r['audio_s'] / 3600:>7.2f} {r['wall_s']:>7.1f} "
+            f"{r['utterances_per_s']:>6.1f} {r['audio_s_per_s']:>10.0f} {r['peak_rss_mb_main']:>11.0f} "
+            f"{worker:>13} {r['loadavg_before'][0]:>11.2f}"
+        )
     print("ratios: " + ", ".join(f"{k} {v}" for k, v in ratios.items()))
     record = {
         "benchmark": "data import of a LibriSpeech-layout split (test-clean size), streamed",
-        "command": "python benchmarks/import_speed.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "corpus": {"utterances": args.utterances, "hours": args.hours, "speakers": SPEAKERS,
-                   "chapters_per_speaker": CHAPTERS, "durations": f"log-normal sigma {SIGMA}, {MIN_S}-{MAX_S} s",
-                   "audio": "synthetic speech-like signal (tests/conftest.py), 16 kHz FLAC"},
-        "runs": runs, "ratios": ratios,
-        "machine": {**machine_info(), "cpu_count": os.cpu_count(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "command": "python benchmarks/import_speed.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "corpus": {
+            "utterances": args.utterances,
+            "hours": args.hours,
+            "speakers": SPEAKERS,
+            "chapters_per_speaker": CHAPTERS,
+            "durations": f"log-normal sigma {SIGMA}, {MIN_S}-{MAX_S} s",
+            "audio": "synthetic speech-like signal (tests/conftest.py), 16 kHz FLAC",
+        },
+        "runs": runs,
+        "ratios": ratios,
+        "machine": {
+            **machine_info(),
+            "cpu_count": os.cpu_count(),
+            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+        },
         "packages": package_versions(),
         "note": "each run in a fresh process; peak RSS is the main process's (and the largest worker's); the "
-                "machine may be shared (load averages recorded per run): compare within a run",
+        "machine may be shared (load averages recorded per run): compare within a run",
     }
     write_json_atomic(args.out, record)
     print(f"wrote {args.out}")

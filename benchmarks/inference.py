@@ -64,14 +64,20 @@ from inference_bench.child import child, time_variant  # noqa: E402
 from inference_bench.interleaved import interleaved  # noqa: E402
 from inference_bench.prep import CPU_VARIANTS, CUDA_VARIANTS, WEIGHT_VARIANTS, clip_source, prepare_model  # noqa: E402
 from inference_bench.report import format_table, rows_of, speedups  # noqa: E402
+
 from workbench.artifacts import write_json_atomic  # noqa: E402
 from workbench.errors import WorkbenchError  # noqa: E402
 
 PROVIDERS = {"cpu": ("CPUExecutionProvider",), "cuda": ("CUDAExecutionProvider", "CPUExecutionProvider")}
-RESULTS = {"cpu": HERE / "results" / "inference_cpu.json", "cuda": HERE / "results" / "inference_gpu_h200_ort.json"}
-TENSORRT_NOTE = ("TensorRT INT8 latency is not measured: the lent H200 machine has no TensorRT, and the "
-                 "TensorRT-RTX runtime (the only TensorRT that installs from the package index here) refuses "
-                 "compute capability 9.0, so no engine can be executed on the H200 (docs/design.md).")
+RESULTS = {
+    "cpu": HERE / "results" / "inference_cpu.json",
+    "cuda": HERE / "results" / "inference_gpu_h200_ort.json",
+}
+TENSORRT_NOTE = (
+    "TensorRT INT8 latency is not measured: the lent H200 machine has no TensorRT, and the "
+    "TensorRT-RTX runtime (the only TensorRT that installs from the package index here) refuses "
+    "compute capability 9.0, so no engine can be executed on the H200 (docs/design.md)."
+)
 
 
 def providers_of(args: argparse.Namespace) -> list[str]:
@@ -88,7 +94,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     def points(text: str) -> list[tuple[int, float]]:
         return [(int(t.split("x")[0]), float(t.split("x")[1])) for t in text.split(",") if t]
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--models", default="demo,base", help="demo, base, tiny (comma-separated)")
     parser.add_argument("--variants", default=None, help="default: all the backend can run")
@@ -96,25 +104,49 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=ints, default=[1, 8, 32])
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--point-budget-s", type=float, default=12.0,
-                        help="fewer repeats (not fewer than --min-repeats) where a point would take longer")
+    parser.add_argument(
+        "--point-budget-s",
+        type=float,
+        default=12.0,
+        help="fewer repeats (not fewer than --min-repeats) where a point would take longer",
+    )
     parser.add_argument("--min-repeats", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime intra-op threads (default: its own)")
-    parser.add_argument("--calib-set", default="demo-calib", help="speech set for calibration clips, if it exists")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="ONNX Runtime intra-op threads (default: its own)"
+    )
+    parser.add_argument(
+        "--calib-set", default="demo-calib", help="speech set for calibration clips, if it exists"
+    )
     parser.add_argument("--calib-clips", type=int, default=4)
-    parser.add_argument("--eval-set", default="demo-eval", help="speech set for the accuracy check, if it exists")
+    parser.add_argument(
+        "--eval-set", default="demo-eval", help="speech set for the accuracy check, if it exists"
+    )
     parser.add_argument("--accuracy-clips", type=int, default=24, help="0: no accuracy check")
-    parser.add_argument("--interleave-variants", default="fp32,int8,int8-cpu",
-                        help="variants re-timed interleaved in one process, for robust ratios")
-    parser.add_argument("--interleave-points", type=points, default=[(1, 10.0), (8, 4.0), (32, 4.0)],
-                        help="BATCHxSECONDS,... (default 1x10,8x4,32x4)")
+    parser.add_argument(
+        "--interleave-variants",
+        default="fp32,int8,int8-cpu",
+        help="variants re-timed interleaved in one process, for robust ratios",
+    )
+    parser.add_argument(
+        "--interleave-points",
+        type=points,
+        default=[(1, 10.0), (8, 4.0), (32, 4.0)],
+        help="BATCHxSECONDS,... (default 1x10,8x4,32x4)",
+    )
     parser.add_argument("--interleave-rounds", type=int, default=5, help="0: no interleaved run")
-    parser.add_argument("--mixed-plan", type=Path, default=None, help="PrecisionPlan JSON (e.g. a found plan)")
-    parser.add_argument("--work", type=Path, default=None, help="folder for the variants (default: temporary)")
+    parser.add_argument(
+        "--mixed-plan", type=Path, default=None, help="PrecisionPlan JSON (e.g. a found plan)"
+    )
+    parser.add_argument(
+        "--work", type=Path, default=None, help="folder for the variants (default: temporary)"
+    )
     parser.add_argument("--timeout", type=float, default=1200.0, help="per (model, variant) timing process")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--cpu-dry-run", action="store_true",
-                        help="with --backend cuda: run the CUDA variants and code path on the CPU EP (a rehearsal)")
+    parser.add_argument(
+        "--cpu-dry-run",
+        action="store_true",
+        help="with --backend cuda: run the CUDA variants and code path on the CPU EP (a rehearsal)",
+    )
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     defaults = CPU_VARIANTS if args.backend == "cpu" else CUDA_VARIANTS
@@ -122,7 +154,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.variant_list = args.variants.split(",") if args.variants else list(defaults)
     bad = [v for v in args.variant_list if v not in known]
     if bad:
-        parser.error(f"variants {bad} do not run on the {args.backend} backend; choose from {', '.join(known)}")
+        parser.error(
+            f"variants {bad} do not run on the {args.backend} backend; choose from {', '.join(known)}"
+        )
     args.model_list = args.models.split(",")
     args.interleave_variants = [v for v in args.interleave_variants.split(",") if v in args.variant_list]
     if any(m not in ("demo", "base", "tiny") for m in args.model_list):
@@ -156,56 +190,107 @@ def main(argv: list[str] | None = None) -> int:
     interleaved_runs: dict = {}
     for model in args.model_list:
         print(f"[{model}] export, calibration, variants ...", flush=True)
-        variants, info = prepare_model(model, args.variant_list, work, calib, args.mixed_plan,
-                                       float_precision="fp16" if args.backend == "cuda" else "fp32")
-        info["variants"] = {v.name: {k: val for k, val in asdict(v).items() if k not in ("model", "name", "path")}
-                            for v in variants}
+        variants, info = prepare_model(
+            model,
+            args.variant_list,
+            work,
+            calib,
+            args.mixed_plan,
+            float_precision="fp16" if args.backend == "cuda" else "fp32",
+        )
+        info["variants"] = {
+            v.name: {k: val for k, val in asdict(v).items() if k not in ("model", "name", "path")}
+            for v in variants
+        }
         models[model] = info
         for variant in variants:
             print(f"[{model}] timing {variant.name} ...", flush=True)
-            results[(model, variant.name)] = time_variant(variant, args, providers_of(args), clips_path, machine, work)
+            results[(model, variant.name)] = time_variant(
+                variant, args, providers_of(args), clips_path, machine, work
+            )
         chosen = [v for v in variants if v.name in args.interleave_variants]
         if args.interleave_rounds and len(chosen) > 1:
-            print(f"[{model}] interleaved {', '.join(v.name for v in chosen)} at {args.interleave_points} ...",
-                  flush=True)
-            interleaved_runs[model] = interleaved(chosen, list(np.load(clips_path)), args.interleave_points,
-                                                  args.interleave_rounds, providers_of(args), args.threads)
+            print(
+                f"[{model}] interleaved {', '.join(v.name for v in chosen)} at {args.interleave_points} ...",
+                flush=True,
+            )
+            interleaved_runs[model] = interleaved(
+                chosen,
+                list(np.load(clips_path)),
+                args.interleave_points,
+                args.interleave_rounds,
+                providers_of(args),
+                args.threads,
+            )
         if args.backend == "cuda":
             print(f"[{model}] logits vs fp32 on the timing clips ...", flush=True)
-            accuracy.setdefault("logits_vs_fp32", {})[model] = logit_check(variants, list(np.load(clips_path)),
-                                                                          providers_of(args))
+            accuracy.setdefault("logits_vs_fp32", {})[model] = logit_check(
+                variants, list(np.load(clips_path)), providers_of(args)
+            )
         if model == "demo" and args.backend == "cpu" and args.accuracy_clips:
-            print(f"[{model}] accuracy check on {args.accuracy_clips} clips of {args.eval_set} ...", flush=True)
+            print(
+                f"[{model}] accuracy check on {args.accuracy_clips} clips of {args.eval_set} ...", flush=True
+            )
             accuracy = accuracy_check(variants, args.eval_set, args.accuracy_clips, args.threads)
     rows = rows_of(results)
     table = format_table(rows)
     print("\n" + table)
-    gains = {v: speedups(rows, v) for v in ("int8", "int8-cpu", *WEIGHT_VARIANTS, "mixed", "mixed-cpu", "fp16",
-                                             "fp16-unguarded", "fp16-casts", "fp16-ort")
-             if any(r.get("variant") == v for r in rows)}
+    gains = {
+        v: speedups(rows, v)
+        for v in (
+            "int8",
+            "int8-cpu",
+            *WEIGHT_VARIANTS,
+            "mixed",
+            "mixed-cpu",
+            "fp16",
+            "fp16-unguarded",
+            "fp16-casts",
+            "fp16-ort",
+        )
+        if any(r.get("variant") == v for r in rows)
+    }
     for variant, per_model in gains.items():
         for model, g in per_model.items():
-            print(f"{variant} / fp32 p50 ({model}): geomean {g['geomean']:.2f} over {len(g['points'])} points")
+            print(
+                f"{variant} / fp32 p50 ({model}): geomean {g['geomean']:.2f} over {len(g['points'])} points"
+            )
     for model, per_point in interleaved_runs.items():
         for point, res in per_point.items():
             ratios = ", ".join(f"{n} {r:.2f}" for n, r in res["x_fp32"].items() if n != "fp32")
             print(f"interleaved ({model}, {point}, {res['rounds']} rounds): p50 / fp32: {ratios}")
     if accuracy:
         print("accuracy:", json.dumps(accuracy, indent=1))
-    record = {"benchmark": "inference", "backend": args.backend, "providers": providers_of(args),
-              "cpu_dry_run": args.cpu_dry_run,
-              "command": "python benchmarks/inference.py " + " ".join(sys.argv[1:] if argv is None else argv),
-              "machine": machine, "packages": package_versions(),
-              "onnxruntime": __import__("onnxruntime").__version__,
-              "environment": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OMP_NUM_THREADS")},
-              "config": {"seconds": args.seconds, "batch": args.batch, "warmup": args.warmup,
-                         "repeats": args.repeats, "point_budget_s": args.point_budget_s,
-                         "min_repeats": args.min_repeats, "threads": args.threads or "onnxruntime default",
-                         "calibration_clips": calib_info, "timing_clips": timing_info},
-              "models": models, "rows": rows, "speedups_vs_fp32": gains, "interleaved": interleaved_runs,
-              "accuracy": accuracy,
-              "raw": {f"{m}/{v}": r for (m, v), r in results.items()}, "tensorrt": TENSORRT_NOTE,
-              "wall_s": round(time.perf_counter() - started, 1)}
+    record = {
+        "benchmark": "inference",
+        "backend": args.backend,
+        "providers": providers_of(args),
+        "cpu_dry_run": args.cpu_dry_run,
+        "command": "python benchmarks/inference.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": machine,
+        "packages": package_versions(),
+        "onnxruntime": __import__("onnxruntime").__version__,
+        "environment": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OMP_NUM_THREADS")},
+        "config": {
+            "seconds": args.seconds,
+            "batch": args.batch,
+            "warmup": args.warmup,
+            "repeats": args.repeats,
+            "point_budget_s": args.point_budget_s,
+            "min_repeats": args.min_repeats,
+            "threads": args.threads or "onnxruntime default",
+            "calibration_clips": calib_info,
+            "timing_clips": timing_info,
+        },
+        "models": models,
+        "rows": rows,
+        "speedups_vs_fp32": gains,
+        "interleaved": interleaved_runs,
+        "accuracy": accuracy,
+        "raw": {f"{m}/{v}": r for (m, v), r in results.items()},
+        "tensorrt": TENSORRT_NOTE,
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
     write_json_atomic(args.out, record)
     print(f"\nwrote {args.out} ({record['wall_s']:.0f} s)")
     return 1 if any("error" in r for r in rows) else 0
@@ -216,4 +301,4 @@ if __name__ == "__main__":
         raise SystemExit(main())
     except WorkbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(1)
+        raise SystemExit(1) from None

@@ -54,24 +54,38 @@ def seconds_list(text: str) -> list[float]:
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--work", type=Path, default=Path("/tmp/workbench-large-model"),
-                        help="folder for the model, sets and artifacts (about 6 GB)")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/tmp/workbench-large-model"),
+        help="folder for the model, sets and artifacts (about 6 GB)",
+    )
     parser.add_argument("--calib-seconds", type=seconds_list, default=seconds_list("6,12,20,35"))
     parser.add_argument("--eval-seconds", type=seconds_list, default=seconds_list("9,18,35"))
     parser.add_argument("--method", default="entropy", help="calibration method")
     parser.add_argument("--steps", default=",".join(STEPS), help="steps to run (comma separated)")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--shrink", action="store_true",
-                        help="the look-alike shrunk to test size (a smoke test of this script, not the benchmark)")
+    parser.add_argument(
+        "--shrink",
+        action="store_true",
+        help="the look-alike shrunk to test size (a smoke test of this script, not the benchmark)",
+    )
     parser.add_argument("--step", help=argparse.SUPPRESS)  # run one step (the child process)
     return parser.parse_args(argv)
 
 
 # ---------------------------------------------------------------- the steps (each in a child process)
 
+
 def paths(work: Path) -> dict[str, Path]:
-    return {"model": work / "model", "calib": work / "sets" / "large-calib", "eval": work / "sets" / "large-eval",
-            "engines": work / "engines", "report": work / "report", "state": work / "state.json"}
+    return {
+        "model": work / "model",
+        "calib": work / "sets" / "large-calib",
+        "eval": work / "sets" / "large-eval",
+        "engines": work / "engines",
+        "report": work / "report",
+        "state": work / "state.json",
+    }
 
 
 def state(work: Path, **update: Any) -> dict[str, Any]:
@@ -85,11 +99,10 @@ def state(work: Path, **update: Any) -> dict[str, Any]:
 
 
 def step_model(args: argparse.Namespace) -> None:
-    from workbench.model.synthetic import save_lookalike
-
     import math
 
     from workbench.model.loading import weight_shapes
+    from workbench.model.synthetic import save_lookalike
 
     folder = save_lookalike(paths(args.work)["model"], CHECKPOINT, shrink=args.shrink, seed=0)
     params = sum(math.prod(shape) for shape in weight_shapes(folder).values())
@@ -127,9 +140,17 @@ def long_clips(durations: list[float], split: str, seed: int) -> list[Any]:
             total += len(audio) / 16000 + 0.3
         audio = np.concatenate(parts)[: int(target * 16000)]
         condition = CONDITIONS[i % len(CONDITIONS)]
-        utt = Utterance(id=f"{split}-{i:02d}", text=" ".join(texts), speaker=voice.speaker, voice=voice.base_id,
-                        accent=voice.accent, condition=condition, duration_s=round(len(audio) / 16000, 4),
-                        source="synthetic-long", bucket="long" if target >= 4 else "short")
+        utt = Utterance(
+            id=f"{split}-{i:02d}",
+            text=" ".join(texts),
+            speaker=voice.speaker,
+            voice=voice.base_id,
+            accent=voice.accent,
+            condition=condition,
+            duration_s=round(len(audio) / 16000, 4),
+            source="synthetic-long",
+            bucket="long" if target >= 4 else "short",
+        )
         clips.append(Clip(utt, audio.astype(np.float32)))
     return clips
 
@@ -139,10 +160,14 @@ def step_sets(args: argparse.Namespace) -> None:
 
     p = paths(args.work)
     made = {}
-    for key, split, durations, seed in (("calib", "calib", args.calib_seconds, 0),
-                                        ("eval", "eval", args.eval_seconds, 1)):
+    for key, split, durations, seed in (
+        ("calib", "calib", args.calib_seconds, 0),
+        ("eval", "eval", args.eval_seconds, 1),
+    ):
         clips = long_clips(durations, split, seed)
-        write_set(p[key], clips, {"how": "benchmarks/large_model.py: TTS sentences joined", "seed": seed}, [], {})
+        write_set(
+            p[key], clips, {"how": "benchmarks/large_model.py: TTS sentences joined", "seed": seed}, [], {}
+        )
         made[key] = [c.utterance.duration_s for c in clips]
         print(f"{p[key].name}: {made[key]} s")
     state(args.work, clip_seconds=made)
@@ -158,8 +183,19 @@ def cli(argv: list[str]) -> None:
 
 def step_calibrate(args: argparse.Namespace) -> None:
     p = paths(args.work)
-    cli(["calibrate", "--model", str(p["model"]), "--set", str(p["calib"]), "--method", args.method,
-         "--engines", str(p["engines"])])
+    cli(
+        [
+            "calibrate",
+            "--model",
+            str(p["model"]),
+            "--set",
+            str(p["calib"]),
+            "--method",
+            args.method,
+            "--engines",
+            str(p["engines"]),
+        ]
+    )
 
 
 def fp32_onnx(work: Path) -> Path:
@@ -213,13 +249,27 @@ def step_compare(args: argparse.Namespace) -> None:
     prepared = _prepared(args)
     graph = onnx.load(str(prepared.fp32_onnx))
     group = [last_ffn(node_groups(graph))]
-    ranked = rank_groups(VariantRunner(graph, prepared.cache.amax(), prepare=prepared.description.prepare), group,
-                         clips_per_condition(prepared.calib_set, 1), progress=False)
+    ranked = rank_groups(
+        VariantRunner(graph, prepared.cache.amax(), prepare=prepared.description.prepare),
+        group,
+        clips_per_condition(prepared.calib_set, 1),
+        progress=False,
+    )
     row = ranked.results[0]
-    state(args.work, compare={"group": row.group.name, "nodes": len(row.group.nodes), "kl": row.damage.overall.kl,
-                              "int8_everywhere_kl": ranked.int8_everywhere.overall.kl, "clips": len(ranked.clips)})
-    print(f"{row.group.name}: KL {row.damage.overall.kl:.4g}; "
-          f"INT8 everywhere KL {ranked.int8_everywhere.overall.kl:.4g}")
+    state(
+        args.work,
+        compare={
+            "group": row.group.name,
+            "nodes": len(row.group.nodes),
+            "kl": row.damage.overall.kl,
+            "int8_everywhere_kl": ranked.int8_everywhere.overall.kl,
+            "clips": len(ranked.clips),
+        },
+    )
+    print(
+        f"{row.group.name}: KL {row.damage.overall.kl:.4g}; "
+        f"INT8 everywhere KL {ranked.int8_everywhere.overall.kl:.4g}"
+    )
 
 
 def step_search(args: argparse.Namespace) -> None:
@@ -236,17 +286,35 @@ def step_search(args: argparse.Namespace) -> None:
     graph = onnx.load(str(prepared.fp32_onnx))
     groups = node_groups(graph)
     variants = VariantRunner(graph, prepared.cache.amax(), prepare=prepared.description.prepare)
-    evaluator = DevEvaluator(variants, all_clips(prepared.calib_set), GateConfig(), resamples=1000,
-                             progress=False, model=prepared.description)
+    evaluator = DevEvaluator(
+        variants,
+        all_clips(prepared.calib_set),
+        GateConfig(),
+        resamples=1000,
+        progress=False,
+        model=prepared.description,
+    )
     results = {}
     kept = last_ffn(groups).name
-    plans = (PrecisionPlan("int8-everywhere", "int8"), plan_for("int8-last-ffn-fp16", groups, "fp16", "int8", {kept}))
+    plans = (
+        PrecisionPlan("int8-everywhere", "int8"),
+        plan_for("int8-last-ffn-fp16", groups, "fp16", "int8", {kept}),
+    )
     for plan in plans:
         evaluation = evaluator.evaluate(plan)
-        results[plan.name] = {"wer": evaluation.overall.wer.estimate, "delta": evaluation.overall.delta.estimate,
-                              "passed": evaluation.passed}
-    state(args.work, search={"evaluations": evaluator.count, "plans": results,
-                             "baseline_wer": evaluator.baseline.overall.wer.estimate})
+        results[plan.name] = {
+            "wer": evaluation.overall.wer.estimate,
+            "delta": evaluation.overall.delta.estimate,
+            "passed": evaluation.passed,
+        }
+    state(
+        args.work,
+        search={
+            "evaluations": evaluator.count,
+            "plans": results,
+            "baseline_wer": evaluator.baseline.overall.wer.estimate,
+        },
+    )
     print(f"{evaluator.count} evaluations: {results}")
 
 
@@ -254,15 +322,42 @@ def step_signoff(args: argparse.Namespace) -> None:
     p = paths(args.work)
     fp32 = fp32_onnx(args.work)
     int8 = sorted(fp32.parent.glob(f"model.int8-{args.method}-*.onnx"))[0]
-    cli(["signoff", "--candidate", f"fp32={fp32}", "--candidate", f"int8={int8}", "--eval-set", str(p["eval"]),
-         "--batch-sizes", "1", "--warmup", "1", "--repeats", "3", "--resamples", "1000", "--out", str(p["report"])])
+    cli(
+        [
+            "signoff",
+            "--candidate",
+            f"fp32={fp32}",
+            "--candidate",
+            f"int8={int8}",
+            "--eval-set",
+            str(p["eval"]),
+            "--batch-sizes",
+            "1",
+            "--warmup",
+            "1",
+            "--repeats",
+            "3",
+            "--resamples",
+            "1000",
+            "--out",
+            str(p["report"]),
+        ]
+    )
 
 
-STEP_FUNCTIONS = {"model": step_model, "sets": step_sets, "calibrate": step_calibrate, "ort-fp32": step_ort_fp32,
-                  "compare": step_compare, "search": step_search, "signoff": step_signoff}
+STEP_FUNCTIONS = {
+    "model": step_model,
+    "sets": step_sets,
+    "calibrate": step_calibrate,
+    "ort-fp32": step_ort_fp32,
+    "compare": step_compare,
+    "search": step_search,
+    "signoff": step_signoff,
+}
 
 
 # ---------------------------------------------------------------- the parent: one child per step, measured
+
 
 def loadavg() -> list[float]:
     return [float(v) for v in Path("/proc/loadavg").read_text().split()[:3]]
@@ -276,8 +371,15 @@ def run_step(name: str, argv: list[str]) -> dict[str, Any]:
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
     code = os.waitstatus_to_exitcode(status)
-    return {"step": name, "exit": code, "wall_s": round(wall, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-            "cpu_s": round(usage.ru_utime + usage.ru_stime, 1), "loadavg_before": before, "loadavg_after": loadavg()}
+    return {
+        "step": name,
+        "exit": code,
+        "wall_s": round(wall, 1),
+        "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+        "loadavg_before": before,
+        "loadavg_after": loadavg(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,8 +398,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name}", flush=True)
         row = run_step(name, argv)
         rows.append(row)
-        print(f"   {row['wall_s']:.0f} s wall, peak RSS {row['peak_rss_mb']:.0f} MB, exit {row['exit']}, load "
-              f"{row['loadavg_before'][0]:.1f} -> {row['loadavg_after'][0]:.1f}", flush=True)
+        print(
+            f"   {row['wall_s']:.0f} s wall, peak RSS {row['peak_rss_mb']:.0f} MB, exit {row['exit']}, load "
+            f"{row['loadavg_before'][0]:.1f} -> {row['loadavg_after'][0]:.1f}",
+            flush=True,
+        )
         write_results(args, rows, steps, table=False)  # after every step: a run stopped later keeps these
         if row["exit"] != 0:
             break
@@ -305,15 +410,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(r["exit"] == 0 for r in rows) else 1
 
 
-def write_results(args: argparse.Namespace, rows: list[dict[str, Any]], planned: list[str],
-                  table: bool = True) -> None:
+def write_results(
+    args: argparse.Namespace, rows: list[dict[str, Any]], planned: list[str], table: bool = True
+) -> None:
     """The results JSON of the steps run so far (``complete`` once every planned step succeeded); the table."""
     from workbench.artifacts import write_json_atomic
     from workbench.evaluate.machine import machine_info, package_versions
 
     base = next((r for r in rows if r["step"] == "ort-fp32" and r["exit"] == 0), None)
     if base is None and args.out.is_file():  # a partial rerun: keep the yardstick measured before
-        base = next((r for r in json.loads(args.out.read_text()).get("steps", []) if r["step"] == "ort-fp32"), None)
+        base = next(
+            (r for r in json.loads(args.out.read_text()).get("steps", []) if r["step"] == "ort-fp32"), None
+        )
     for row in rows:
         if base is not None:
             row["wall_vs_ort_fp32"] = round(row["wall_s"] / base["wall_s"], 2)
@@ -321,24 +429,40 @@ def write_results(args: argparse.Namespace, rows: list[dict[str, Any]], planned:
             row["peak_rss_vs_ort_fp32"] = round(row["peak_rss_mb"] / base["peak_rss_mb"], 2)
     facts = state(args.work)
     if table:
-        print(f"\n{'step':<10} {'wall s':>8} {'x FP32':>7} {'CPU s':>8} {'x FP32':>7} {'peak RSS MB':>12} "
-              f"{'x FP32':>7} {'load 1m':>12}")
+        print(
+            f"\n{'step':<10} {'wall s':>8} {'x FP32':>7} {'CPU s':>8} {'x FP32':>7} {'peak RSS MB':>12} "
+            f"{'x FP32':>7} {'load 1m':>12}"
+        )
         for r in rows:
-            print(f"{r['step']:<10} {r['wall_s']:>8.0f} {r.get('wall_vs_ort_fp32', float('nan')):>7.2f} "
-                  f"{r['cpu_s']:>8.0f} {r.get('cpu_vs_ort_fp32', float('nan')):>7.2f} "
-                  f"{r['peak_rss_mb']:>12.0f} {r.get('peak_rss_vs_ort_fp32', float('nan')):>7.2f} "
-                  f"{r['loadavg_before'][0]:>5.1f}->{r['loadavg_after'][0]:<5.1f}")
-    write_json_atomic(args.out, {
-        "benchmark": "large_model", "checkpoint": CHECKPOINT, "parameters": facts.get("parameters"),
-        "weights": "random (look-alike: published config, preprocessor and tokenizer files)",
-        "calib_seconds": args.calib_seconds, "eval_seconds": args.eval_seconds, "method": args.method,
-        "clip_seconds": facts.get("clip_seconds"), "shrunk": args.shrink,
-        "complete": [r["step"] for r in rows if r["exit"] == 0] == planned, "planned_steps": planned,
-        "steps": rows, "compare": facts.get("compare"), "search": facts.get("search"),
-        "command": "python benchmarks/large_model.py " + " ".join(sys.argv[1:]),
-        "note": "wall times are under the load shown (a shared 2-core machine); peak RSS is per step process",
-        "machine": machine_info(), "packages": package_versions(),
-    })
+            print(
+                f"{r['step']:<10} {r['wall_s']:>8.0f} {r.get('wall_vs_ort_fp32', float('nan')):>7.2f} "
+                f"{r['cpu_s']:>8.0f} {r.get('cpu_vs_ort_fp32', float('nan')):>7.2f} "
+                f"{r['peak_rss_mb']:>12.0f} {r.get('peak_rss_vs_ort_fp32', float('nan')):>7.2f} "
+                f"{r['loadavg_before'][0]:>5.1f}->{r['loadavg_after'][0]:<5.1f}"
+            )
+    write_json_atomic(
+        args.out,
+        {
+            "benchmark": "large_model",
+            "checkpoint": CHECKPOINT,
+            "parameters": facts.get("parameters"),
+            "weights": "random (look-alike: published config, preprocessor and tokenizer files)",
+            "calib_seconds": args.calib_seconds,
+            "eval_seconds": args.eval_seconds,
+            "method": args.method,
+            "clip_seconds": facts.get("clip_seconds"),
+            "shrunk": args.shrink,
+            "complete": [r["step"] for r in rows if r["exit"] == 0] == planned,
+            "planned_steps": planned,
+            "steps": rows,
+            "compare": facts.get("compare"),
+            "search": facts.get("search"),
+            "command": "python benchmarks/large_model.py " + " ".join(sys.argv[1:]),
+            "note": "wall times are under the load shown (a shared 2-core machine); peak RSS is per step process",
+            "machine": machine_info(),
+            "packages": package_versions(),
+        },
+    )
     if table:
         print(f"wrote {args.out}")
 

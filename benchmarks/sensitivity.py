@@ -46,18 +46,19 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.artifacts import write_json_atomic
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import calibrate_ranges
-    from workbench.speech.records import Clip
     from workbench.compare.groups import node_groups
     from workbench.compare.sensitivity import VariantRunner, rank_groups
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.model.export import export_onnx
     from workbench.model.synthetic import random_wav2vec2
-    from workbench.speech.records import Utterance
+    from workbench.speech.records import Clip, Utterance
 
     audio = speech_like_clips(args.clips)[:, : int(SECONDS * 16_000)]
     conditions = ("quiet", "noisy", "accented")
-    clips = [Clip(Utterance(f"clip{i}", "", "spk", "voice", "us", conditions[i % 3], SECONDS, "benchmark"), a)
-             for i, a in enumerate(audio)]
+    clips = [
+        Clip(Utterance(f"clip{i}", "", "spk", "voice", "us", conditions[i % 3], SECONDS, "benchmark"), a)
+        for i, a in enumerate(audio)
+    ]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "model.fp32.onnx"
         export_onnx(random_wav2vec2(args.size, seed=0), path)
@@ -74,19 +75,27 @@ def main(argv: list[str] | None = None) -> int:
     result = rank_groups(variants, groups, clips, granularity=args.granularity)
     ranking = time.perf_counter() - started
     record = {
-        "benchmark": "sensitivity ranking", "size": args.size, "granularity": args.granularity,
-        "groups": len(groups), "clips": len(clips), "clip_seconds": SECONDS,
-        "fp32_pass_s": round(plain, 2), "ranking_s": round(ranking, 2),
+        "benchmark": "sensitivity ranking",
+        "size": args.size,
+        "granularity": args.granularity,
+        "groups": len(groups),
+        "clips": len(clips),
+        "clip_seconds": SECONDS,
+        "fp32_pass_s": round(plain, 2),
+        "ranking_s": round(ranking, 2),
         "ranking_over_fp32_pass": round(ranking / plain, 1),
         "seconds_per_group": round(ranking / len(groups), 2),
         "top5": [r.group.name for r in result.results[:5]],
-        "machine": machine_info(), "packages": package_versions(),
+        "machine": machine_info(),
+        "packages": package_versions(),
         "note": "random weights; wall times on a shared machine, compare ratios within one run only",
     }
     print(f"{'job':<12} {'wall s':>8}  note")
     print(f"{'fp32 pass':<12} {plain:>8.2f}  {len(clips)} clips of {SECONDS:.0f} s")
-    print(f"{'ranking':<12} {ranking:>8.2f}  {len(groups)} groups, {ranking / len(groups):.2f} s per group, "
-          f"{ranking / plain:.1f}x the FP32 pass")
+    print(
+        f"{'ranking':<12} {ranking:>8.2f}  {len(groups)} groups, {ranking / len(groups):.2f} s per group, "
+        f"{ranking / plain:.1f}x the FP32 pass"
+    )
     write_json_atomic(args.out, record)
     print(f"wrote {args.out}")
     return 0

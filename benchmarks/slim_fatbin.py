@@ -26,7 +26,9 @@ MAGIC = 0xBA55ED50
 
 def section(path: Path, name: str = ".nv_fatbin") -> tuple[int, int]:
     """(file offset, size) of a section, from readelf."""
-    out = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["readelf", "-S", "-W", str(path)], capture_output=True, text=True, check=True
+    ).stdout
     for line in out.splitlines():
         parts = line.replace("[ ", "[").split()
         if name in parts:
@@ -52,7 +54,7 @@ def slim(data: bytearray, start: int, size: int, keep: int) -> Counter:
             keep_it = kind == 2 and arch == keep
             seen[("ptx" if kind == 1 else "cubin", arch, "kept" if keep_it else "zeroed")] += payload
             if not keep_it:
-                data[body:body + payload] = bytes(payload)
+                data[body : body + payload] = bytes(payload)
             entry = body + payload
         pos = stop
     return seen

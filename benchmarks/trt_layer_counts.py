@@ -29,6 +29,8 @@ FLOATS = ("fp16", "fp32", "bf16", "fp8")
 
 def variants(work: Path, per_condition: int, seed: int) -> tuple[dict[str, Path], dict[str, Any]]:
     """fp32 / fp16 / int8 / mixed ONNX files of the demo model, and what they were made from."""
+    import onnx
+
     from workbench.calibration import cache as cache_mod
     from workbench.calibration.methods import MethodSpec
     from workbench.config import SetBuildConfig
@@ -40,49 +42,87 @@ def variants(work: Path, per_condition: int, seed: int) -> tuple[dict[str, Path]
     from workbench.speech.builder import build_synthetic_sets
     from workbench.speech.tts import available_voices
 
-    import onnx
-
     if not available_voices():
-        raise WorkbenchError("no TTS engine installed (run ./setup.sh): the calibration set is synthetic speech")
-    built = build_synthetic_sets(SetBuildConfig(name="trtcount", calib_per_condition=per_condition,
-                                                eval_per_condition=1, seed=seed), root=work / "sets")
-    result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), str(built.calib.path),
-                                                     MethodSpec("percentile", 99.99), engines=work / "engines",
-                                                     calib_root=work / "sets"))
+        raise WorkbenchError(
+            "no TTS engine installed (run ./setup.sh): the calibration set is synthetic speech"
+        )
+    built = build_synthetic_sets(
+        SetBuildConfig(name="trtcount", calib_per_condition=per_condition, eval_per_condition=1, seed=seed),
+        root=work / "sets",
+    )
+    result = calibrate.run(
+        calibrate.CalibrateInputs(
+            demo_model_dir(),
+            str(built.calib.path),
+            MethodSpec("percentile", 99.99),
+            engines=work / "engines",
+            calib_root=work / "sets",
+        )
+    )
     model = onnx.load(str(result.fp32_onnx), load_external_data=False)
     encoder = {n: "fp16" for n in quantizable_nodes(model) if "feature_extractor" in n}
-    mixed = build_variant(result.fp32_onnx, cache_mod.load(result.cache).amax(),
-                          PrecisionPlan("mixed", "int8", encoder).with_guard(result.guard),
-                          result.fp32_onnx.with_name("model.mixed.onnx"), with_plan=True)
-    made_from = {"calibration_set": {"name": built.calib.name, "content_hash": built.calib.content_hash,
-                                     "utterances": len(built.calib.utterances)},
-                 "method": "percentile 99.99", "fp16_guard": result.guard,
-                 "mixed_plan": f"{len(encoder)} feature-encoder Conv nodes fp16, the rest int8"}
-    return ({"fp32": result.fp32_onnx, "fp16": result.fp16_onnx, "int8": result.int8_onnx, "mixed": mixed},
-            made_from)
+    mixed = build_variant(
+        result.fp32_onnx,
+        cache_mod.load(result.cache).amax(),
+        PrecisionPlan("mixed", "int8", encoder).with_guard(result.guard),
+        result.fp32_onnx.with_name("model.mixed.onnx"),
+        with_plan=True,
+    )
+    made_from = {
+        "calibration_set": {
+            "name": built.calib.name,
+            "content_hash": built.calib.content_hash,
+            "utterances": len(built.calib.utterances),
+        },
+        "method": "percentile 99.99",
+        "fp16_guard": result.guard,
+        "mixed_plan": f"{len(encoder)} feature-encoder Conv nodes fp16, the rest int8",
+    }
+    return (
+        {"fp32": result.fp32_onnx, "fp16": result.fp16_onnx, "int8": result.int8_onnx, "mixed": mixed},
+        made_from,
+    )
 
 
 def count(path: Path, engines: Path) -> dict[str, Any]:
     from workbench.config import EngineProfile
     from workbench.jobs import build
 
-    job = build.run(build.BuildInputs(path, batches=(1, 2), seconds=EngineProfile(1.0, 2.0, 4.0),
-                                      flavour="tensorrt-rtx", engines_dir=engines, force=True))
+    job = build.run(
+        build.BuildInputs(
+            path,
+            batches=(1, 2),
+            seconds=EngineProfile(1.0, 2.0, 4.0),
+            flavour="tensorrt-rtx",
+            engines_dir=engines,
+            force=True,
+        )
+    )
     summary = job.build.summary
-    return {"onnx": path.name, "compute": summary.compute_precisions(), "other": summary.layer_precisions(),
-            "layer_types": summary.layer_types(), "layers": len(summary.layers),
-            "build_time_s": round(job.build.build_time_s, 2), "tensorrt": f"{job.trt.flavour} {job.trt.version}"}
+    return {
+        "onnx": path.name,
+        "compute": summary.compute_precisions(),
+        "other": summary.layer_precisions(),
+        "layer_types": summary.layer_types(),
+        "layers": len(summary.layers),
+        "build_time_s": round(job.build.build_time_s, 2),
+        "tensorrt": f"{job.trt.flavour} {job.trt.version}",
+    }
 
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
-    lines = [f"{'variant':<8} {'compute layers':<22} {'other layers by precision':<34} {'Q / DQ':<10} cast",
-             "-" * 84]
+    lines = [
+        f"{'variant':<8} {'compute layers':<22} {'other layers by precision':<34} {'Q / DQ':<10} cast",
+        "-" * 84,
+    ]
     for name, r in rows.items():
         compute = ", ".join(f"{k} {v}" for k, v in r["compute"].items())
         other = ", ".join(f"{k} {v}" for k, v in r["other"].items() if k in FLOATS + ("none",))
         types = r["layer_types"]
-        lines.append(f"{name:<8} {compute:<22} {other:<34} "
-                     f"{types.get('QUANTIZE', 0):>3} / {types.get('DEQUANTIZE', 0):<4} {types.get('CAST', 0)}")
+        lines.append(
+            f"{name:<8} {compute:<22} {other:<34} "
+            f"{types.get('QUANTIZE', 0):>3} / {types.get('DEQUANTIZE', 0):<4} {types.get('CAST', 0)}"
+        )
     return "\n".join(lines)
 
 
@@ -99,8 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.optional import has_module
 
     if not (has_module("tensorrt_rtx_bindings") or has_module("tensorrt")):
-        print("error: no TensorRT builder: pip install tensorrt-rtx-cu13-libs tensorrt-rtx-cu13-bindings",
-              file=sys.stderr)
+        print(
+            "error: no TensorRT builder: pip install tensorrt-rtx-cu13-libs tensorrt-rtx-cu13-bindings",
+            file=sys.stderr,
+        )
         return 1
     load_before = os.getloadavg()
     started = time.perf_counter()
@@ -109,12 +151,19 @@ def main(argv: list[str] | None = None) -> int:
         files, made_from = variants(work, args.per_condition, args.seed)
         rows = {name: count(path, work / "engines" / "built") for name, path in files.items()}
     print(table(rows))
-    record = {"benchmark": "trt_layer_counts", "command": " ".join(["python", *sys.argv]),
-              "model": "demo (workbench.resources)", "profile": {"batches": [1, 2], "seconds": [1.0, 2.0, 4.0]},
-              "made_from": made_from, "rows": rows, "machine": machine_info(), "packages": package_versions(),
-              "loadavg_before": [round(x, 2) for x in load_before],
-              "loadavg_after": [round(x, 2) for x in os.getloadavg()],
-              "wall_s": round(time.perf_counter() - started, 1)}
+    record = {
+        "benchmark": "trt_layer_counts",
+        "command": " ".join(["python", *sys.argv]),
+        "model": "demo (workbench.resources)",
+        "profile": {"batches": [1, 2], "seconds": [1.0, 2.0, 4.0]},
+        "made_from": made_from,
+        "rows": rows,
+        "machine": machine_info(),
+        "packages": package_versions(),
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
     write_json_atomic(args.out, record)
     print(f"wrote {args.out}")
     return 0

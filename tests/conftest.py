@@ -22,8 +22,8 @@ installs them); everything else runs with the Python dependencies alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -57,7 +57,7 @@ def _speech_like(seconds: float, rate: int = 16_000, seed: int = 0) -> np.ndarra
     t = np.arange(int(round(seconds * rate))) / rate
     f0 = 120 + 30 * np.sin(2 * np.pi * 0.7 * t + rng.uniform(0, 6.28))
     phase = 2 * np.pi * np.cumsum(f0) / rate
-    voiced = sum((0.7 ** k) * np.sin((k + 1) * phase) for k in range(8))
+    voiced = sum((0.7**k) * np.sin((k + 1) * phase) for k in range(8))
     envelope = 0.5 + 0.5 * np.sin(2 * np.pi * 3.0 * t + rng.uniform(0, 6.28)) ** 2
     signal = voiced * envelope + 0.05 * rng.standard_normal(len(t))
     return (0.3 * signal / np.max(np.abs(signal))).astype(np.float32)

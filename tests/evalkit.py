@@ -40,11 +40,20 @@ def constant_ctc_onnx(path: Path, text: str) -> Path:
         helper.make_node("Add", ["z", "C"], ["logits"]),
     ]
     graph = helper.make_graph(
-        nodes, "const_ctc",
+        nodes,
+        "const_ctc",
         [helper.make_tensor_value_info("input_values", TensorProto.FLOAT, ["batch", "samples"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", const.shape[1], const.shape[2]])],
-        [numpy_helper.from_array(const, "C"), numpy_helper.from_array(np.zeros((), np.float32), "zero"),
-         numpy_helper.from_array(np.array([2], np.int64), "axes")])
+        [
+            helper.make_tensor_value_info(
+                "logits", TensorProto.FLOAT, ["batch", const.shape[1], const.shape[2]]
+            )
+        ],
+        [
+            numpy_helper.from_array(const, "C"),
+            numpy_helper.from_array(np.zeros((), np.float32), "zero"),
+            numpy_helper.from_array(np.array([2], np.int64), "axes"),
+        ],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -61,8 +70,16 @@ def write_small_set(root: Path, texts: list[str], speech_like, name: str = "unit
     for i, text in enumerate(texts):
         seconds = 1.2 if i % 2 == 0 else 2.0
         cond = conditions[i % 3]
-        utt = Utterance(id=f"u{i:03d}", text=text, speaker=f"spk{i % 4}", voice=f"voice{i % 4}",
-                        accent="us" if cond != "accented" else "gb", condition=cond, duration_s=seconds,
-                        source="unit", bucket="short" if seconds < 1.5 else "long")
+        utt = Utterance(
+            id=f"u{i:03d}",
+            text=text,
+            speaker=f"spk{i % 4}",
+            voice=f"voice{i % 4}",
+            accent="us" if cond != "accented" else "gb",
+            condition=cond,
+            duration_s=seconds,
+            source="unit",
+            bucket="short" if seconds < 1.5 else "long",
+        )
         clips.append(Clip(utt, speech_like(seconds, seed=i)))
     return write_set(Path(root) / name, clips, {"how": "unit test"}, [], {})

@@ -8,7 +8,6 @@ import argparse
 
 import numpy as np
 import pytest
-
 from benchkit import load_benchmark
 
 
@@ -21,13 +20,24 @@ def test_record_and_runs_become_rows_and_a_table(bench, dash_artifacts) -> None:
     from anchors_bench.rows import anchor_rows, skipped_run, table_lines
 
     record = dash_artifacts.record
-    runs = [{"job": "fp32", "kind": "fp32", "setting": "FP32 export"},
-            {"job": "int8-entropy", "kind": "workbench", "setting": "calibrate entropy", "wall_s": 3.5,
-             "peak_rss_mb": 812.0},
-            {"job": "ort-entropy", "kind": "ort", "setting": "quantize_static Entropy, natural clips",
-             "error": "exit 1 under a 10 GB address-space cap: ['ValueError: inhomogeneous shape']"},
-            {"job": "fp16", "kind": "modelopt", "setting": "defaults", "wall_s": 9.0, "peak_rss_mb": 2048.0},
-            skipped_run("modelopt-fp32-rest", "modelopt", "rest FP32", "pip install failed: no network")]
+    runs = [
+        {"job": "fp32", "kind": "fp32", "setting": "FP32 export"},
+        {
+            "job": "int8-entropy",
+            "kind": "workbench",
+            "setting": "calibrate entropy",
+            "wall_s": 3.5,
+            "peak_rss_mb": 812.0,
+        },
+        {
+            "job": "ort-entropy",
+            "kind": "ort",
+            "setting": "quantize_static Entropy, natural clips",
+            "error": "exit 1 under a 10 GB address-space cap: ['ValueError: inhomogeneous shape']",
+        },
+        {"job": "fp16", "kind": "modelopt", "setting": "defaults", "wall_s": 9.0, "peak_rss_mb": 2048.0},
+        skipped_run("modelopt-fp32-rest", "modelopt", "rest FP32", "pip install failed: no network"),
+    ]
     rows = anchor_rows(record, runs)
     assert [r["candidate"] for r in rows] == [r["job"] for r in runs]
     by = {r["candidate"]: r for r in rows}
@@ -35,21 +45,28 @@ def test_record_and_runs_become_rows_and_a_table(bench, dash_artifacts) -> None:
     for name in ("fp32", "int8-entropy", "fp16"):
         row = by[name]
         assert row["status"] == "judged"
-        assert row["wer"]["estimate"] == pytest.approx(100 * acc[name]["overall"]["wer"]["estimate"], abs=1e-3)
+        assert row["wer"]["estimate"] == pytest.approx(
+            100 * acc[name]["overall"]["wer"]["estimate"], abs=1e-3
+        )
         passed = next(v["passed"] for v in record["verdicts"] if v["candidate"] == name)
         assert row["verdict"] == ("PASS" if passed else "FAIL")
         assert set(row["per_condition"]) == set(acc[name]["groups"]["condition"])
         points = [p["p50_ms"] for p in record["latency"][name]["points"] if p["batch"] == 1]
         assert row["latency_ms"] == pytest.approx(sum(points) / len(points), abs=0.01)
     assert by["int8-entropy"]["delta"]["high"] == pytest.approx(
-        100 * acc["int8-entropy"]["overall"]["delta"]["high"], abs=1e-3)
+        100 * acc["int8-entropy"]["overall"]["delta"]["high"], abs=1e-3
+    )
     assert by["int8-entropy"]["tool"] == "workbench" and by["fp16"]["tool"] == "ModelOpt"
-    assert by["ort-entropy"]["status"].startswith("failed: ") and "inhomogeneous" in by["ort-entropy"]["status"]
+    assert (
+        by["ort-entropy"]["status"].startswith("failed: ") and "inhomogeneous" in by["ort-entropy"]["status"]
+    )
     assert by["modelopt-fp32-rest"]["status"] == "skipped: pip install failed: no network"
     lines = table_lines(rows)
     assert len(lines) == 2 + len(rows)
     assert "| 3.5 | 812 |" in next(line for line in lines if line.startswith("| int8-entropy"))
-    assert "skipped: pip install failed" in next(line for line in lines if line.startswith("| modelopt-fp32-rest"))
+    assert "skipped: pip install failed" in next(
+        line for line in lines if line.startswith("| modelopt-fp32-rest")
+    )
 
 
 def test_modelopt_that_cannot_install_gives_skipped_rows_with_the_reason(bench, tmp_path) -> None:
@@ -67,6 +84,7 @@ def test_modelopt_that_cannot_install_gives_skipped_rows_with_the_reason(bench, 
 
 def test_default_methods_give_every_workbench_method_a_row() -> None:
     from calibration_methods import DEFAULT_METHODS, parse_method
+
     from workbench.calibration.methods import METHODS
 
     labels = [parse_method(m)[0] for m in DEFAULT_METHODS.split(",")]
@@ -94,10 +112,12 @@ def test_compare_logits_counts_tokens_transcripts_and_logit_error() -> None:
         compare_logits(ref, [cand[0], np.zeros((2, 2))], decode)
 
 
-def test_base_mode_judge_runs_the_models_against_fp32_and_keeps_failures(bench, dash_artifacts, tmp_path) -> None:
+def test_base_mode_judge_runs_the_models_against_fp32_and_keeps_failures(
+    bench, dash_artifacts, tmp_path
+) -> None:
     import onnxruntime as ort
-
     from anchors_bench.agreement import agreement_rows, agreement_table, judge
+
     from workbench.model.description import describe_model
 
     art = dash_artifacts
@@ -111,13 +131,27 @@ def test_base_mode_judge_runs_the_models_against_fp32_and_keeps_failures(bench, 
     from anchors_bench.tools import job_ort
 
     np.savez(tmp_path / "natural.npz", c0=model.prepare(clips[0]))
-    job_ort({"fp32": str(fp32), "onnx": str(tmp_path / "ort.onnx"), "method": "MinMax", "feed": "natural",
-             "data": str(tmp_path)})
-    judged = judge(fp32, {"int8-entropy": int8, "fp32-again": fp32, "broken": broken, "ort": tmp_path / "ort.onnx"},
-                   clips, model, log=lambda _: None)
+    job_ort(
+        {
+            "fp32": str(fp32),
+            "onnx": str(tmp_path / "ort.onnx"),
+            "method": "MinMax",
+            "feed": "natural",
+            "data": str(tmp_path),
+        }
+    )
+    judged = judge(
+        fp32,
+        {"int8-entropy": int8, "fp32-again": fp32, "broken": broken, "ort": tmp_path / "ort.onnx"},
+        clips,
+        model,
+        log=lambda _: None,
+    )
     assert judged["ort"]["token_agreement_pct"] > 0 and "error" not in judged["ort"]
     assert "x64quantprecision" in judged["ort"].get("loaded_with", "session.x64quantprecision")
-    assert judged["fp32"]["token_agreement_pct"] == 100.0 and judged["fp32-again"]["max_abs_logit_diff"] == 0.0
+    assert (
+        judged["fp32"]["token_agreement_pct"] == 100.0 and judged["fp32-again"]["max_abs_logit_diff"] == 0.0
+    )
     assert "error" in judged["broken"]
     # the INT8 numbers, recomputed here with plain ONNX Runtime sessions
     runs = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (fp32, int8)]
@@ -127,14 +161,23 @@ def test_base_mode_judge_runs_the_models_against_fp32_and_keeps_failures(bench, 
     got = judged["int8-entropy"]
     assert got["frames"] == frames and got["clips"] == 3
     assert got["token_agreement_pct"] == pytest.approx(100 * same / frames, abs=1e-3)
-    assert got["max_abs_logit_diff"] == pytest.approx(max(float(np.abs(q - r).max()) for r, q in pairs), abs=1e-3)
+    assert got["max_abs_logit_diff"] == pytest.approx(
+        max(float(np.abs(q - r).max()) for r, q in pairs), abs=1e-3
+    )
     assert got["max_abs_logit_diff"] > 0
-    runs = [{"job": "fp32", "kind": "fp32", "setting": "FP32 export"},
-            {"job": "int8-entropy", "kind": "workbench", "setting": "calibrate entropy", "wall_s": 2.0,
-             "peak_rss_mb": 500.0},
-            {"job": "broken", "kind": "ort", "setting": "quantize_static MinMax", "wall_s": 1.0},
-            {"job": "ort-entropy", "kind": "ort", "setting": "Entropy", "error": "exit 1: inhomogeneous shape"},
-            {"job": "modelopt-default", "kind": "modelopt", "setting": "defaults", "skipped": "--no-modelopt"}]
+    runs = [
+        {"job": "fp32", "kind": "fp32", "setting": "FP32 export"},
+        {
+            "job": "int8-entropy",
+            "kind": "workbench",
+            "setting": "calibrate entropy",
+            "wall_s": 2.0,
+            "peak_rss_mb": 500.0,
+        },
+        {"job": "broken", "kind": "ort", "setting": "quantize_static MinMax", "wall_s": 1.0},
+        {"job": "ort-entropy", "kind": "ort", "setting": "Entropy", "error": "exit 1: inhomogeneous shape"},
+        {"job": "modelopt-default", "kind": "modelopt", "setting": "defaults", "skipped": "--no-modelopt"},
+    ]
     rows = {r["candidate"]: r for r in agreement_rows(judged, runs)}
     assert rows["int8-entropy"]["status"] == "judged" and rows["int8-entropy"]["tool"] == "workbench"
     assert rows["int8-entropy"]["token_agreement_pct"] == got["token_agreement_pct"]

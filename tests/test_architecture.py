@@ -13,8 +13,19 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "workbench"
 # root modules: the "foundation" row
 # root modules and the validation layer (inputs/): the "foundation" row
-FOUNDATION = {"__init__", "config", "errors", "artifacts", "optional", "values", "workspace", "resources",
-              "artifact_paths", "journal", "inputs"}
+FOUNDATION = {
+    "__init__",
+    "config",
+    "errors",
+    "artifacts",
+    "optional",
+    "values",
+    "workspace",
+    "resources",
+    "artifact_paths",
+    "journal",
+    "inputs",
+}
 ROW = re.compile(r"^\| `(?P<name>\w+)` \|[^|]*\| (?P<imports>[^|]*) \|$")
 
 
@@ -48,8 +59,15 @@ def workbench_imports(path: Path) -> list[tuple[int, str]]:
             elif node.module and node.module.split(".")[0] == "workbench":
                 names = [f"{node.module}.{a.name}" for a in node.names]
                 # ``from workbench import jobs`` imports the package ``workbench.jobs``
-                found += [(node.lineno, n if (PACKAGE / n.split(".")[1]).is_dir() and node.module == "workbench"
-                           else node.module) for n in names]
+                found += [
+                    (
+                        node.lineno,
+                        n
+                        if (PACKAGE / n.split(".")[1]).is_dir() and node.module == "workbench"
+                        else node.module,
+                    )
+                    for n in names
+                ]
     return found
 
 
@@ -69,8 +87,11 @@ def violations(package: Path = PACKAGE) -> list[str]:
             target = unit_of(module)
             if target != me and target not in rules[me]:
                 out.append(f"{rel}:{line}: {me} may not import {target} ({module})")
-            if me == "commands" and target == "commands" and module not in ("workbench.commands",
-                                                                            "workbench.commands.options"):
+            if (
+                me == "commands"
+                and target == "commands"
+                and module not in ("workbench.commands", "workbench.commands.options")
+            ):
                 out.append(f"{rel}:{line}: a verb imports another verb ({module}); call a job instead")
     return out
 
@@ -91,8 +112,10 @@ def test_the_map_lists_every_package_and_only_known_names() -> None:
 def test_the_check_catches_a_backwards_import(tmp_path: Path) -> None:
     """A backend that imports calibration (the cycle this map forbids) and a verb that imports a verb."""
     fake = tmp_path / "workbench"
-    for folder, text in {"backends": "from workbench.calibration.cache import legacy_header\n",
-                         "commands": "from workbench.commands.compare import run\n"}.items():
+    for folder, text in {
+        "backends": "from workbench.calibration.cache import legacy_header\n",
+        "commands": "from workbench.commands.compare import run\n",
+    }.items():
         (fake / folder).mkdir(parents=True)
         (fake / folder / "__init__.py").write_text("")
         (fake / folder / "bad.py").write_text(text)
@@ -101,7 +124,14 @@ def test_the_check_catches_a_backwards_import(tmp_path: Path) -> None:
     assert any("a verb imports another verb" in v for v in found)
 
 
-@pytest.mark.parametrize("module, unit", [("workbench.config", "foundation"), ("workbench", "foundation"),
-                                          ("workbench.jobs.search", "jobs"), ("workbench.cli", "cli")])
+@pytest.mark.parametrize(
+    "module, unit",
+    [
+        ("workbench.config", "foundation"),
+        ("workbench", "foundation"),
+        ("workbench.jobs.search", "jobs"),
+        ("workbench.cli", "cli"),
+    ],
+)
 def test_unit_of(module: str, unit: str) -> None:
     assert unit_of(module) == unit

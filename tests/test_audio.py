@@ -21,7 +21,9 @@ def _peak_frequency(samples: np.ndarray, rate: int) -> float:
     return float(np.fft.rfftfreq(len(samples), 1.0 / rate)[int(np.argmax(spectrum))])
 
 
-@pytest.mark.parametrize("rate,freq", [(44_100, 440.0), (8_000, 1_000.0), (22_050, 3_000.0), (48_000, 6_000.0)])
+@pytest.mark.parametrize(
+    "rate,freq", [(44_100, 440.0), (8_000, 1_000.0), (22_050, 3_000.0), (48_000, 6_000.0)]
+)
 def test_resampling_keeps_frequency_duration_and_level(tmp_path, write_wav, rate, freq):
     seconds = 1.5
     path = write_wav(tmp_path / f"sine_{rate}.wav", _sine(freq, seconds, rate), rate)
@@ -31,7 +33,7 @@ def test_resampling_keeps_frequency_duration_and_level(tmp_path, write_wav, rate
     assert abs(len(prepared.samples) - seconds * SAMPLE_RATE) <= 1
     assert abs(_peak_frequency(prepared.samples, SAMPLE_RATE) - freq) < 2.0
     # away from the filter's edge effects the sine keeps its amplitude (0.5 peak -> -9.03 dBFS RMS)
-    middle = prepared.samples[SAMPLE_RATE // 4: -SAMPLE_RATE // 4]
+    middle = prepared.samples[SAMPLE_RATE // 4 : -SAMPLE_RATE // 4]
     assert abs(rms_dbfs(middle) - 20 * np.log10(0.5 / np.sqrt(2))) < 0.2
 
 

@@ -5,8 +5,8 @@ work (calibrate, compare, search, signoff, the dashboard's Run page)."""
 from __future__ import annotations
 
 import pytest
-
 from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
+
 from workbench.backends.factory import RunnerFactory, check_backend, ort_providers
 from workbench.cli import main
 from workbench.errors import WorkbenchError
@@ -41,7 +41,9 @@ def test_ort_cpu_runner_says_what_produced_its_numbers(tmp_path) -> None:
 
 @pytest.mark.skipif(HAS_CUDA_EP, reason="this onnxruntime has the CUDA execution provider")
 def test_ort_cuda_without_onnxruntime_gpu_is_one_clear_error() -> None:
-    with pytest.raises(WorkbenchError, match="needs ONNX Runtime's CUDAExecutionProvider.*install onnxruntime-gpu"):
+    with pytest.raises(
+        WorkbenchError, match="needs ONNX Runtime's CUDAExecutionProvider.*install onnxruntime-gpu"
+    ):
         check_backend("ort-cuda")
 
 
@@ -60,9 +62,17 @@ def test_steps_that_need_layer_outputs_refuse_tensorrt() -> None:
 @pytest.mark.parametrize("verb", ["calibrate", "compare", "search", "signoff"])
 def test_every_step_refuses_a_missing_backend_before_any_work(verb, tmp_path, speech_like, capsys) -> None:
     sset = write_small_set(tmp_path / "calib_sets", ["HELLO WORLD", "GOODBYE WORLD"], speech_like)
-    args = {"calibrate": ["--set", str(sset.path)], "compare": ["--calib-set", str(sset.path)],
-            "search": ["--calib-set", str(sset.path)], "signoff": ["--eval-set", str(sset.path), "--candidate",
-                                                                   f"fp32={constant_ctc_onnx(tmp_path / 'c.onnx', 'HELLO')}"]}
+    args = {
+        "calibrate": ["--set", str(sset.path)],
+        "compare": ["--calib-set", str(sset.path)],
+        "search": ["--calib-set", str(sset.path)],
+        "signoff": [
+            "--eval-set",
+            str(sset.path),
+            "--candidate",
+            f"fp32={constant_ctc_onnx(tmp_path / 'c.onnx', 'HELLO')}",
+        ],
+    }
     engines = tmp_path / "engines"
     assert main([verb, *args[verb], "--backend", "ort-cuda", "--engines", str(engines)]) == 1
     err = capsys.readouterr().err
@@ -71,7 +81,9 @@ def test_every_step_refuses_a_missing_backend_before_any_work(verb, tmp_path, sp
 
 
 @pytest.mark.skipif(HAS_CUDA_EP, reason="this onnxruntime has the CUDA execution provider")
-def test_run_page_inputs_carry_the_backend_and_the_job_check_refuses_a_missing_one(tmp_path, speech_like) -> None:
+def test_run_page_inputs_carry_the_backend_and_the_job_check_refuses_a_missing_one(
+    tmp_path, speech_like
+) -> None:
     from workbench.dashboard.pages import run
     from workbench.dashboard.paths import ArtifactRoots
     from workbench.jobs import codec
@@ -81,10 +93,15 @@ def test_run_page_inputs_carry_the_backend_and_the_job_check_refuses_a_missing_o
     evaluation = write_small_set(tmp_path / "calib_sets", ["ONE TWO", "THREE FOUR"], speech_like, "e")
     roots = ArtifactRoots(tmp_path)
     model = str(demo_model_dir())
-    made = [run.calibrate_inputs(model, str(calib.path), "max", 99.9, roots, "ort-cuda"),
-            run.analysis_inputs("compare", model, str(calib.path), "max", 1, "group", None, roots, backend="ort-cuda"),
-            run.signoff_inputs(model, str(calib.path), str(evaluation.path), "max", "r", None, 0, roots,
-                               "ort-cuda", "ort-cuda")]
+    made = [
+        run.calibrate_inputs(model, str(calib.path), "max", 99.9, roots, "ort-cuda"),
+        run.analysis_inputs(
+            "compare", model, str(calib.path), "max", 1, "group", None, roots, backend="ort-cuda"
+        ),
+        run.signoff_inputs(
+            model, str(calib.path), str(evaluation.path), "max", "r", None, 0, roots, "ort-cuda", "ort-cuda"
+        ),
+    ]
     for number, inputs in enumerate(made):
         path = tmp_path / f"job-{number}.json"
         codec.write_job(path, inputs)
@@ -108,11 +125,24 @@ def test_signoff_on_tensorrt_engines_where_a_runtime_exists(tmp_path, speech_lik
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     sset = write_small_set(tmp_path / "calib_sets", ["HELLO WORLD", "GOODBYE WORLD", "HELLO"], speech_like)
     model = constant_ctc_onnx(tmp_path / "c.onnx", "HELLO WORLD")
-    result = run(SignoffInputs(candidates=[("fp32", model)], eval_set=sset, out_dir=tmp_path / "r", backend="tensorrt",
-                               model=DEFAULT_MODEL,
-                               latency=LatencyConfig((1,), 1, 3), engines=tmp_path / "engines", resamples=100),
-                 log=lambda _: None)
+    result = run(
+        SignoffInputs(
+            candidates=[("fp32", model)],
+            eval_set=sset,
+            out_dir=tmp_path / "r",
+            backend="tensorrt",
+            model=DEFAULT_MODEL,
+            latency=LatencyConfig((1,), 1, 3),
+            engines=tmp_path / "engines",
+            resamples=100,
+        ),
+        log=lambda _: None,
+    )
     lat = result.record["latency"]["fp32"]
     assert lat["backend"]["backend_name"] == "tensorrt" and lat["backend"]["device"].startswith("cuda")
-    assert any(c["name"] == "engine precisions" and c["passed"] for c in result.record["verdicts"][0]["checks"])
-    assert result.record["decision"]["mode"] == "ship" and result.recommendation == "fp32"  # timed on the target
+    assert any(
+        c["name"] == "engine precisions" and c["passed"] for c in result.record["verdicts"][0]["checks"]
+    )
+    assert (
+        result.record["decision"]["mode"] == "ship" and result.recommendation == "fp32"
+    )  # timed on the target

@@ -22,17 +22,17 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import onnx
 import pytest
 import soundfile as sf
+from dashkit import copy_artifacts
 from onnx import TensorProto, helper
 
-from dashkit import copy_artifacts
 from workbench.artifacts import sha256_file
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import histograms
@@ -40,7 +40,23 @@ from workbench.cli import main
 from workbench.report.record import record_digest
 from workbench.workspace import ENV_VAR
 
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+]
 SPEAKERS = {"ann": "us", "bob": "us", "cat": "us", "dan": "us", "eve": "scottish", "fay": "scottish"}
 
 
@@ -75,15 +91,45 @@ class Workspace:
         path.parent.mkdir(parents=True, exist_ok=True)
         return path
 
-    def signoff(self, *extra: str, eval_set: str | None = None, calib_set: str | None = None,
-                candidate: Path | None = None) -> list[str]:
-        return ["signoff", "--eval-set", eval_set or str(self.eval), "--calib-set", calib_set or str(self.calib),
-                "--candidate", f"fp32={candidate or self.fp32}", "--no-latency", "--threads", "1",
-                "--resamples", "100", "--root", str(self.sets), "--out", str(self.root / "reports" / "new"),
-                "--model", str(self.model), *extra]
+    def signoff(
+        self,
+        *extra: str,
+        eval_set: str | None = None,
+        calib_set: str | None = None,
+        candidate: Path | None = None,
+    ) -> list[str]:
+        return [
+            "signoff",
+            "--eval-set",
+            eval_set or str(self.eval),
+            "--calib-set",
+            calib_set or str(self.calib),
+            "--candidate",
+            f"fp32={candidate or self.fp32}",
+            "--no-latency",
+            "--threads",
+            "1",
+            "--resamples",
+            "100",
+            "--root",
+            str(self.sets),
+            "--out",
+            str(self.root / "reports" / "new"),
+            "--model",
+            str(self.model),
+            *extra,
+        ]
 
     def calibrate(self) -> list[str]:
-        return ["calibrate", "--model", str(self.model), "--set", str(self.calib), "--engines", str(self.engines)]
+        return [
+            "calibrate",
+            "--model",
+            str(self.model),
+            "--set",
+            str(self.calib),
+            "--engines",
+            str(self.engines),
+        ]
 
 
 @pytest.fixture
@@ -99,9 +145,17 @@ def ws(dash_artifacts, tmp_path, monkeypatch) -> Workspace:
         return root / Path(path).relative_to(src)
 
     c = dash_artifacts.calibrated
-    return Workspace(root, outside, moved(dash_artifacts.model), moved(dash_artifacts.calib.path),
-                     moved(dash_artifacts.eval.path), moved(c.fp32_onnx).parent, moved(c.fp32_onnx), moved(c.cache),
-                     root / "reports" / "unit-signoff" / "report.json")
+    return Workspace(
+        root,
+        outside,
+        moved(dash_artifacts.model),
+        moved(dash_artifacts.calib.path),
+        moved(dash_artifacts.eval.path),
+        moved(c.fp32_onnx).parent,
+        moved(c.fp32_onnx),
+        moved(c.cache),
+        root / "reports" / "unit-signoff" / "report.json",
+    )
 
 
 def snapshot(*roots: Path) -> dict[str, str]:
@@ -148,8 +202,26 @@ def write_manifest(folder: Path, lines: list[str] | None = None) -> Path:
 
 
 def build_args(manifest: Path, root: Path, name: str = "pair", seed: int = 0) -> list[str]:
-    return ["data", "build", "--source", "manifest", "--path", str(manifest), "--name", name, "--root", str(root),
-            "--calib-per-condition", "2", "--eval-per-condition", "2", "--workers", "1", "--seed", str(seed)]
+    return [
+        "data",
+        "build",
+        "--source",
+        "manifest",
+        "--path",
+        str(manifest),
+        "--name",
+        name,
+        "--root",
+        str(root),
+        "--calib-per-condition",
+        "2",
+        "--eval-per-condition",
+        "2",
+        "--workers",
+        "1",
+        "--seed",
+        str(seed),
+    ]
 
 
 def tiny_onnx(path: Path, input_name: str = "input_values", rank: int = 2, out_rank: int = 3) -> Path:
@@ -195,8 +267,9 @@ def _overlapping_set(ws: Workspace) -> list[str]:
     from workbench.speech.store import load_set, write_set
 
     calib, evaluation = load_set(ws.calib), load_set(ws.eval)
-    clips = [Clip(u, calib.audio(u)) for u in calib.utterances[:2]] + [Clip(u, evaluation.audio(u))
-                                                                        for u in evaluation.utterances]
+    clips = [Clip(u, calib.audio(u)) for u in calib.utterances[:2]] + [
+        Clip(u, evaluation.audio(u)) for u in evaluation.utterances
+    ]
     write_set(ws.sets / "leaky-eval", clips, {"how": "test"}, [], {})
     return ws.signoff(eval_set=str(ws.sets / "leaky-eval"))
 
@@ -204,7 +277,9 @@ def _overlapping_set(ws: Workspace) -> list[str]:
 def _cache_from_eval(ws: Workspace) -> list[str]:
     from workbench.speech.store import load_set
 
-    cache = cache_mod.CalibrationCache.from_amax({"t": 1.0}, {"calibration_set": load_set(ws.eval).content_hash})
+    cache = cache_mod.CalibrationCache.from_amax(
+        {"t": 1.0}, {"calibration_set": load_set(ws.eval).content_hash}
+    )
     cache.save(ws.run / "calib-from-eval.cache")
     return ws.signoff("--cache", str(ws.run / "calib-from-eval.cache"))
 
@@ -282,7 +357,18 @@ def _folder_source(ws: Workspace, transcript: bytes, table: bytes | None = None)
     (folder / "a.txt").write_bytes(transcript)
     if table is not None:
         (folder / "transcripts.tsv").write_bytes(table)
-    return ["data", "build", "--source", "folder", "--path", str(folder), "--root", str(ws.sets), "--name", "f"]
+    return [
+        "data",
+        "build",
+        "--source",
+        "folder",
+        "--path",
+        str(folder),
+        "--root",
+        str(ws.sets),
+        "--name",
+        "f",
+    ]
 
 
 def _manifest_lines(ws: Workspace, data: bytes) -> list[str]:
@@ -293,121 +379,314 @@ def _manifest_lines(ws: Workspace, data: bytes) -> list[str]:
 
 CASES = [
     # --- damage and leaks: nothing outside the workspace is deleted, read or hashed
-    Case("prune-dry-run-through-symlinked-folder", "leak", lambda ws: _prune_link(ws, yes=False), "nothing to prune",
-         fix=True),
-    Case("prune-yes-through-symlinked-folder", "leak", lambda ws: _prune_link(ws, yes=True), "nothing to prune",
-         fix=True),
+    Case(
+        "prune-dry-run-through-symlinked-folder",
+        "leak",
+        lambda ws: _prune_link(ws, yes=False),
+        "nothing to prune",
+        fix=True,
+    ),
+    Case(
+        "prune-yes-through-symlinked-folder",
+        "leak",
+        lambda ws: _prune_link(ws, yes=True),
+        "nothing to prune",
+        fix=True,
+    ),
     Case("prune-symlinked-cache-file", "leak", _linked_cache_file, "nothing to prune", fix=True),
     Case("list-sidecar-linked-outside", "leak", _linked_sidecar, "leads outside", fix=True),
-    Case("record-names-a-file-outside", "leak",
-         lambda ws: _record_points(ws, "candidate fp16", str(ws.outside / "secret.txt")), "lies outside the workspace"),
-    Case("record-names-a-folder-outside", "leak",
-         lambda ws: _record_points(ws, "evaluation set", str(ws.outside)), "lies outside the workspace"),
-    Case("record-names-proc-environ", "leak",
-         lambda ws: _record_points(ws, "model", "/proc/self/environ"), "lies outside the workspace"),
-    Case("record-path-escapes-with-dotdot", "leak",
-         lambda ws: _record_points(ws, "calibration cache", str(ws.engines / ".." / ".." / "outside" / "secret.txt")),
-         "lies outside the workspace"),
+    Case(
+        "record-names-a-file-outside",
+        "leak",
+        lambda ws: _record_points(ws, "candidate fp16", str(ws.outside / "secret.txt")),
+        "lies outside the workspace",
+    ),
+    Case(
+        "record-names-a-folder-outside",
+        "leak",
+        lambda ws: _record_points(ws, "evaluation set", str(ws.outside)),
+        "lies outside the workspace",
+    ),
+    Case(
+        "record-names-proc-environ",
+        "leak",
+        lambda ws: _record_points(ws, "model", "/proc/self/environ"),
+        "lies outside the workspace",
+    ),
+    Case(
+        "record-path-escapes-with-dotdot",
+        "leak",
+        lambda ws: _record_points(
+            ws, "calibration cache", str(ws.engines / ".." / ".." / "outside" / "secret.txt")
+        ),
+        "lies outside the workspace",
+    ),
     # --- paired writes: a killed build's leftovers are cleaned and never listed (kill test below)
-    Case("leftover-half-set-from-a-killed-build", "pair", _leftover_pending,
-         "removed the unfinished write .unit-calib.k1ll3d.pending", fix=True),
+    Case(
+        "leftover-half-set-from-a-killed-build",
+        "pair",
+        _leftover_pending,
+        "removed the unfinished write .unit-calib.k1ll3d.pending",
+        fix=True,
+    ),
     # --- silent wrong results
-    Case("eval-set-is-calib-set-by-name", "silent", lambda ws: ws.signoff(eval_set=str(ws.calib)),
-         "calibration set unit-calib and evaluation set unit-calib share"),
-    Case("eval-set-is-a-copy-of-calib-set", "silent",
-         lambda ws: ws.signoff(eval_set=str(_copy_set(ws, "copy-eval"))), "and evaluation set copy-eval share"),
+    Case(
+        "eval-set-is-calib-set-by-name",
+        "silent",
+        lambda ws: ws.signoff(eval_set=str(ws.calib)),
+        "calibration set unit-calib and evaluation set unit-calib share",
+    ),
+    Case(
+        "eval-set-is-a-copy-of-calib-set",
+        "silent",
+        lambda ws: ws.signoff(eval_set=str(_copy_set(ws, "copy-eval"))),
+        "and evaluation set copy-eval share",
+    ),
     Case("eval-set-shares-utterances", "silent", _overlapping_set, "and evaluation set leaky-eval share"),
     Case("cache-made-from-the-eval-set", "silent", _cache_from_eval, "was made from the evaluation set"),
-    Case("gate-nan", "silent", lambda ws: _gate(ws, '{"max_wer_delta_points": NaN}'),
-         "key 'max_wer_delta_points': must be a finite number > 0, found nan"),
-    Case("gate-infinite-toml", "silent", lambda ws: _gate(ws, "max_condition_wer_delta_points = inf\n", ".toml"),
-         "key 'max_condition_wer_delta_points': must be a finite number > 0, found inf"),
+    Case(
+        "gate-nan",
+        "silent",
+        lambda ws: _gate(ws, '{"max_wer_delta_points": NaN}'),
+        "key 'max_wer_delta_points': must be a finite number > 0, found nan",
+    ),
+    Case(
+        "gate-infinite-toml",
+        "silent",
+        lambda ws: _gate(ws, "max_condition_wer_delta_points = inf\n", ".toml"),
+        "key 'max_condition_wer_delta_points': must be a finite number > 0, found inf",
+    ),
     Case("gate-negative", "silent", lambda ws: _gate(ws, '{"max_wer_delta_points": -0.5}'), "found -0.5"),
-    Case("gate-zero-latency", "silent", lambda ws: _gate(ws, '{"max_latency_ms": 0}'),
-         "key 'max_latency_ms': must be a finite number > 0"),
-    Case("gate-string-number", "silent", lambda ws: _gate(ws, '{"max_wer_delta_points": "0.3"}'),
-         "found '0.3' (a string)"),
-    Case("gate-bool-batch", "silent", lambda ws: _gate(ws, '{"latency_batch": true}'),
-         "key 'latency_batch': must be an integer >= 1, found True"),
-    Case("gate-float-batch", "silent", lambda ws: _gate(ws, '{"latency_batch": 1.5}'), "must be an integer >= 1"),
-    Case("gate-unknown-percentile", "silent", lambda ws: _gate(ws, '{"latency_percentile": "p95"}'),
-         "must be one of p50, p90, p99"),
-    Case("gate-unknown-key", "silent", lambda ws: _gate(ws, '{"max_wer_delta": 0.3}'), "unknown keys ['max_wer_delta']"),
-    Case("gate-file-is-a-folder", "silent", lambda ws: ws.signoff("--gates", str(ws.outside)), "not a regular file"),
-    Case("histograms-deleted", "silent", lambda ws: (histograms.histogram_path(ws.cache).unlink(), ws.calibrate())[1],
-         "histograms are not usable", fix=True, repairs=True),
-    Case("histograms-truncated", "silent",
-         lambda ws: (histograms.histogram_path(ws.cache).write_bytes(b"PK\x03\x04"), ws.calibrate())[1],
-         "histograms are not usable", fix=True, repairs=True),
+    Case(
+        "gate-zero-latency",
+        "silent",
+        lambda ws: _gate(ws, '{"max_latency_ms": 0}'),
+        "key 'max_latency_ms': must be a finite number > 0",
+    ),
+    Case(
+        "gate-string-number",
+        "silent",
+        lambda ws: _gate(ws, '{"max_wer_delta_points": "0.3"}'),
+        "found '0.3' (a string)",
+    ),
+    Case(
+        "gate-bool-batch",
+        "silent",
+        lambda ws: _gate(ws, '{"latency_batch": true}'),
+        "key 'latency_batch': must be an integer >= 1, found True",
+    ),
+    Case(
+        "gate-float-batch",
+        "silent",
+        lambda ws: _gate(ws, '{"latency_batch": 1.5}'),
+        "must be an integer >= 1",
+    ),
+    Case(
+        "gate-unknown-percentile",
+        "silent",
+        lambda ws: _gate(ws, '{"latency_percentile": "p95"}'),
+        "must be one of p50, p90, p99",
+    ),
+    Case(
+        "gate-unknown-key",
+        "silent",
+        lambda ws: _gate(ws, '{"max_wer_delta": 0.3}'),
+        "unknown keys ['max_wer_delta']",
+    ),
+    Case(
+        "gate-file-is-a-folder",
+        "silent",
+        lambda ws: ws.signoff("--gates", str(ws.outside)),
+        "not a regular file",
+    ),
+    Case(
+        "histograms-deleted",
+        "silent",
+        lambda ws: (histograms.histogram_path(ws.cache).unlink(), ws.calibrate())[1],
+        "histograms are not usable",
+        fix=True,
+        repairs=True,
+    ),
+    Case(
+        "histograms-truncated",
+        "silent",
+        lambda ws: (histograms.histogram_path(ws.cache).write_bytes(b"PK\x03\x04"), ws.calibrate())[1],
+        "histograms are not usable",
+        fix=True,
+        repairs=True,
+    ),
     # --- one error line instead of a traceback
-    Case("manifest-not-utf8", "traceback", lambda ws: _manifest_lines(ws, b'{"audio": "a.wav", "text": "caf\xe9"}\n'),
-         "line 1: not UTF-8 (byte 0xe9"),
-    Case("manifest-lines-not-records", "traceback",
-         lambda ws: _manifest_lines(ws, b'[1, 2]\n5\n{"audio": 5, "text": "x"}\n"text"\n'),
-         "has no usable line (line 1: must be an object"),
+    Case(
+        "manifest-not-utf8",
+        "traceback",
+        lambda ws: _manifest_lines(ws, b'{"audio": "a.wav", "text": "caf\xe9"}\n'),
+        "line 1: not UTF-8 (byte 0xe9",
+    ),
+    Case(
+        "manifest-lines-not-records",
+        "traceback",
+        lambda ws: _manifest_lines(ws, b'[1, 2]\n5\n{"audio": 5, "text": "x"}\n"text"\n'),
+        "has no usable line (line 1: must be an object",
+    ),
     Case("manifest-empty", "traceback", lambda ws: _manifest_lines(ws, b"\n\n"), "has no usable line"),
-    Case("transcript-not-utf8", "traceback", lambda ws: _folder_source(ws, b"caf\xe9 au lait\n"), "a.txt, line 1: not UTF-8"),
-    Case("transcript-table-not-utf8", "traceback",
-         lambda ws: _folder_source(ws, b"hello\n", b"b.wav\tgood\nb.wav\tna\xefve\n"), "transcripts.tsv, line 2: not UTF-8"),
-    Case("candidate-not-onnx", "traceback",
-         lambda ws: (ws.user("model.onnx").write_text("hello"), ws.signoff(candidate=ws.user("model.onnx")))[1],
-         "is not an ONNX model"),
-    Case("candidate-other-onnx-model", "traceback",
-         lambda ws: ws.signoff(candidate=tiny_onnx(ws.user("image.onnx"), input_name="pixel_values", rank=4)),
-         "has inputs ['pixel_values'], not 'input_values'"),
-    Case("candidate-wrong-rank", "traceback",
-         lambda ws: ws.signoff(candidate=tiny_onnx(ws.user("r.onnx"), rank=3, out_rank=3)),
-         "key 'input_values': must be a float tensor [batch, samples]"),
-    Case("record-not-utf8", "traceback", lambda ws: (ws.record.write_bytes(b"\xff\xfe{}"),
-                                                     ["report", "--record", str(ws.record)])[1], "not UTF-8"),
-    Case("record-wrong-shape", "traceback",
-         lambda ws: (rewrite_record(ws.record, lambda r: r.update(candidates="fp32")),
-                     ["report", "--record", str(ws.record)])[1], "key 'candidates': must be a list"),
-    Case("record-gate-nan", "traceback",
-         lambda ws: (rewrite_record(ws.record, lambda r: r["gates"].update(max_wer_delta_points=float("nan"))),
-                     ["report", "--record", str(ws.record)])[1], "key 'gates' key 'max_wer_delta_points'"),
-    Case("plan-not-utf8", "traceback",
-         lambda ws: (ws.user("plan.json").write_bytes(b'{"name": "p\xe9"}'),
-                     ["compare", "--model", str(ws.model), "--calib-set", str(ws.calib), "--engines", str(ws.engines),
-                      "--plan", str(ws.user("plan.json"))])[1], "plan.json, line 1: not UTF-8"),
-    Case("plan-unknown-precision", "traceback",
-         lambda ws: (ws.user("plan.json").write_text('{"name": "p", "overrides": {"/MatMul": "int4"}}'),
-                     ["compare", "--model", str(ws.model), "--calib-set", str(ws.calib), "--engines", str(ws.engines),
-                      "--plan", str(ws.user("plan.json"))])[1], "key 'overrides' key '/MatMul': must be one of"),
-    Case("stored-manifest-audio-escapes-set", "traceback",
-         lambda ws: _stored_manifest(ws, lambda u: u.update(audio="../../outside/secret.txt")),
-         "key 'audio': must be a path inside the set's folder"),
-    Case("stored-manifest-duration-string", "traceback",
-         lambda ws: _stored_manifest(ws, lambda u: u.update(duration_s="long")),
-         "key 'duration_s': must be a finite number > 0"),
-    Case("sensitivity-not-an-object", "traceback",
-         lambda ws: (ws.user("sens.json").write_text("[1, 2]"),
-                     ws.signoff("--sensitivity", str(ws.user("sens.json"))))[1], "is not a sensitivity file"),
+    Case(
+        "transcript-not-utf8",
+        "traceback",
+        lambda ws: _folder_source(ws, b"caf\xe9 au lait\n"),
+        "a.txt, line 1: not UTF-8",
+    ),
+    Case(
+        "transcript-table-not-utf8",
+        "traceback",
+        lambda ws: _folder_source(ws, b"hello\n", b"b.wav\tgood\nb.wav\tna\xefve\n"),
+        "transcripts.tsv, line 2: not UTF-8",
+    ),
+    Case(
+        "candidate-not-onnx",
+        "traceback",
+        lambda ws: (ws.user("model.onnx").write_text("hello"), ws.signoff(candidate=ws.user("model.onnx")))[
+            1
+        ],
+        "is not an ONNX model",
+    ),
+    Case(
+        "candidate-other-onnx-model",
+        "traceback",
+        lambda ws: ws.signoff(candidate=tiny_onnx(ws.user("image.onnx"), input_name="pixel_values", rank=4)),
+        "has inputs ['pixel_values'], not 'input_values'",
+    ),
+    Case(
+        "candidate-wrong-rank",
+        "traceback",
+        lambda ws: ws.signoff(candidate=tiny_onnx(ws.user("r.onnx"), rank=3, out_rank=3)),
+        "key 'input_values': must be a float tensor [batch, samples]",
+    ),
+    Case(
+        "record-not-utf8",
+        "traceback",
+        lambda ws: (ws.record.write_bytes(b"\xff\xfe{}"), ["report", "--record", str(ws.record)])[1],
+        "not UTF-8",
+    ),
+    Case(
+        "record-wrong-shape",
+        "traceback",
+        lambda ws: (
+            rewrite_record(ws.record, lambda r: r.update(candidates="fp32")),
+            ["report", "--record", str(ws.record)],
+        )[1],
+        "key 'candidates': must be a list",
+    ),
+    Case(
+        "record-gate-nan",
+        "traceback",
+        lambda ws: (
+            rewrite_record(ws.record, lambda r: r["gates"].update(max_wer_delta_points=float("nan"))),
+            ["report", "--record", str(ws.record)],
+        )[1],
+        "key 'gates' key 'max_wer_delta_points'",
+    ),
+    Case(
+        "plan-not-utf8",
+        "traceback",
+        lambda ws: (
+            ws.user("plan.json").write_bytes(b'{"name": "p\xe9"}'),
+            [
+                "compare",
+                "--model",
+                str(ws.model),
+                "--calib-set",
+                str(ws.calib),
+                "--engines",
+                str(ws.engines),
+                "--plan",
+                str(ws.user("plan.json")),
+            ],
+        )[1],
+        "plan.json, line 1: not UTF-8",
+    ),
+    Case(
+        "plan-unknown-precision",
+        "traceback",
+        lambda ws: (
+            ws.user("plan.json").write_text('{"name": "p", "overrides": {"/MatMul": "int4"}}'),
+            [
+                "compare",
+                "--model",
+                str(ws.model),
+                "--calib-set",
+                str(ws.calib),
+                "--engines",
+                str(ws.engines),
+                "--plan",
+                str(ws.user("plan.json")),
+            ],
+        )[1],
+        "key 'overrides' key '/MatMul': must be one of",
+    ),
+    Case(
+        "stored-manifest-audio-escapes-set",
+        "traceback",
+        lambda ws: _stored_manifest(ws, lambda u: u.update(audio="../../outside/secret.txt")),
+        "key 'audio': must be a path inside the set's folder",
+    ),
+    Case(
+        "stored-manifest-duration-string",
+        "traceback",
+        lambda ws: _stored_manifest(ws, lambda u: u.update(duration_s="long")),
+        "key 'duration_s': must be a finite number > 0",
+    ),
+    Case(
+        "sensitivity-not-an-object",
+        "traceback",
+        lambda ws: (
+            ws.user("sens.json").write_text("[1, 2]"),
+            ws.signoff("--sensitivity", str(ws.user("sens.json"))),
+        )[1],
+        "is not a sensitivity file",
+    ),
 ]
 
 
 # a damaged cache or sidecar, against each verb that reads caches: reported (list, prune), recalibrated (calibrate)
-DAMAGE = {"cache-non-hex-scale": (_damage_cache_scale, "UNUSABLE: calibration cache "),
-          "sidecar-truncated": (_truncate_sidecar, "UNUSABLE: calibration cache sidecar")}
+DAMAGE = {
+    "cache-non-hex-scale": (_damage_cache_scale, "UNUSABLE: calibration cache "),
+    "sidecar-truncated": (_truncate_sidecar, "UNUSABLE: calibration cache sidecar"),
+}
 VERBS: dict[str, tuple[Callable[[Workspace], list[str]], str, bool]] = {
     "list": (lambda ws: ["cache", "--root", str(ws.engines), "list"], "", False),
     "prune": (lambda ws: ["cache", "--root", str(ws.engines), "prune"], "would delete", False),
     "calibrate": (Workspace.calibrate, "previous cache not used", True),
 }
-CASES += [Case(f"{damage}-{verb}", "traceback", lambda ws, d=plant, a=argv: (d(ws), a(ws))[1], expect or listed,
-               fix=True, repairs=repairs)
-          for damage, (plant, listed) in DAMAGE.items() for verb, (argv, expect, repairs) in VERBS.items()]
-CASES.append(Case("cache-non-hex-scale-show", "traceback",
-                  lambda ws: (_damage_cache_scale(ws), ["cache", "show", str(ws.cache)])[1],
-                  "line 2: is not 'name: 8 hex digits'"))
+CASES += [
+    Case(
+        f"{damage}-{verb}",
+        "traceback",
+        lambda ws, d=plant, a=argv: (d(ws), a(ws))[1],
+        expect or listed,
+        fix=True,
+        repairs=repairs,
+    )
+    for damage, (plant, listed) in DAMAGE.items()
+    for verb, (argv, expect, repairs) in VERBS.items()
+]
+CASES.append(
+    Case(
+        "cache-non-hex-scale-show",
+        "traceback",
+        lambda ws: (_damage_cache_scale(ws), ["cache", "show", str(ws.cache)])[1],
+        "line 2: is not 'name: 8 hex digits'",
+    )
+)
 
 
 def _same_histograms(a: Path, b: Path) -> bool:
     """The same tensors with the same counts and maxima (the order of tensors in the file may differ between runs)."""
     x, y = histograms.load(a), histograms.load(b)
     return sorted(x.names) == sorted(y.names) and all(
-        np.array_equal(x.counts[x.index(n)], y.counts[y.index(n)]) and x.amax[x.index(n)] == y.amax[y.index(n)]
-        for n in x.names)
+        np.array_equal(x.counts[x.index(n)], y.counts[y.index(n)])
+        and x.amax[x.index(n)] == y.amax[y.index(n)]
+        for n in x.names
+    )
 
 
 @pytest.mark.parametrize("case", CASES, ids=[f"{c.klass}:{c.id}" for c in CASES])
@@ -461,8 +740,8 @@ def test_prune_yes_never_deletes_through_a_symlinked_folder(ws: Workspace, capsy
 
 def test_record_paths_are_not_hashed_outside_the_workspace(ws: Workspace, capsys) -> None:
     """Regression: the Sign-off page hashed any path a report.json named and showed the hash prefix."""
-    from workbench.dashboard.data.reports import input_problems, load_report
     from workbench.artifact_paths import artifact_roots
+    from workbench.dashboard.data.reports import input_problems, load_report
 
     secret = ws.outside / "secret.txt"
     _record_points(ws, "candidate fp16", str(secret))
@@ -515,7 +794,9 @@ def test_recovery_leaves_a_live_writer_and_foreign_folders_alone(tmp_path) -> No
     (damaged / "new").mkdir(parents=True)
     (damaged / journal.WRITER_LOCK).write_text("")
     (damaged / journal.JOURNAL).write_text('{"names": ["../../elsewhere"]}')
-    assert journal.recover(tmp_path) == ["left .pair-eval.dmg.pending alone: its journal is damaged; remove it by hand"]
+    assert journal.recover(tmp_path) == [
+        "left .pair-eval.dmg.pending alone: its journal is damaged; remove it by hand"
+    ]
     assert users_own.is_dir() and damaged.is_dir()
 
 
@@ -543,13 +824,21 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
     assert old[0] != new[0] and old[1] != new[1]
     bystander = snapshot(pristine / "bystander-calib", pristine / "bystander-eval")
     capsys.readouterr()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
     steps: list[str] = []
     for k in range(1, 40):
         root = tmp_path / f"run{k}"
         shutil.copytree(pristine, root)
-        proc = subprocess.run([sys.executable, "-m", "workbench", *build_args(manifest, root, seed=1)],
-                              env={**env, "WORKBENCH_KILL_AT_STEP": str(k)}, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "workbench", *build_args(manifest, root, seed=1)],
+            env={**env, "WORKBENCH_KILL_AT_STEP": str(k)},
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if proc.returncode == 0:  # ran past the last step
             assert _pair_hashes(root) == new
             break
@@ -558,21 +847,43 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
         # the next run of the verb (data list) finishes or discards the write; nothing hidden is listed or left
         assert main(["data", "list", "--root", str(root)]) == 0
         listed = capsys.readouterr().out
-        assert [line.split()[0] for line in listed.splitlines() if " utts " in line] == \
-            ["bystander-calib", "bystander-eval", "pair-calib", "pair-eval"]
-        assert sorted(p.name for p in root.iterdir()) == ["bystander-calib", "bystander-eval", "pair-calib", "pair-eval"]
+        assert [line.split()[0] for line in listed.splitlines() if " utts " in line] == [
+            "bystander-calib",
+            "bystander-eval",
+            "pair-calib",
+            "pair-eval",
+        ]
+        assert sorted(p.name for p in root.iterdir()) == [
+            "bystander-calib",
+            "bystander-eval",
+            "pair-calib",
+            "pair-eval",
+        ]
         assert _pair_hashes(root) in (old, new), steps[-1]
         assert snapshot(root / "bystander-calib", root / "bystander-eval") == bystander
         committed = any("journal" in s for s in steps)
         assert _pair_hashes(root) == (new if committed else old), steps[-1]
         if not steps[-1].endswith("removed the temporary parent"):
-            assert ("completed the interrupted write of pair-calib, pair-eval" if committed
-                    else "removed the unfinished write .pair-calib.") in listed, listed
+            assert (
+                "completed the interrupted write of pair-calib, pair-eval"
+                if committed
+                else "removed the unfinished write .pair-calib."
+            ) in listed, listed
         shutil.rmtree(root)
     else:
         pytest.fail("the build never finished")
     labels = [s.split(": ", 1)[1] for s in steps]
-    assert labels == ["made the temporary folders", "wrote the audio of pair-calib", "wrote pair-calib",
-                      "wrote the audio of pair-eval", "wrote pair-eval", "wrote every folder", "wrote the journal",
-                      "moved old pair-calib aside", "moved new pair-calib into place", "moved old pair-eval aside",
-                      "moved new pair-eval into place", "removed the temporary parent"]
+    assert labels == [
+        "made the temporary folders",
+        "wrote the audio of pair-calib",
+        "wrote pair-calib",
+        "wrote the audio of pair-eval",
+        "wrote pair-eval",
+        "wrote every folder",
+        "wrote the journal",
+        "moved old pair-calib aside",
+        "moved new pair-calib into place",
+        "moved old pair-eval aside",
+        "moved new pair-eval into place",
+        "removed the temporary parent",
+    ]

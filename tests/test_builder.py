@@ -13,15 +13,17 @@ from workbench.errors import WorkbenchError
 from workbench.speech.builder import bucket_targets, build_synthetic_sets
 from workbench.speech.overlap import overlap
 from workbench.speech.profiles import card_profile
-from workbench.speech.split import partition_speakers
 from workbench.speech.records import Utterance
+from workbench.speech.split import partition_speakers
 from workbench.speech.store import load_set, verify_set
 from workbench.speech.text import sentence_pool, split_of
 
 
 def test_strata_counts_equal_the_request(tiny_sets, tiny_config):
-    for speech_set, per_condition in ((tiny_sets.calib, tiny_config.calib_per_condition),
-                                      (tiny_sets.eval, tiny_config.eval_per_condition)):
+    for speech_set, per_condition in (
+        (tiny_sets.calib, tiny_config.calib_per_condition),
+        (tiny_sets.eval, tiny_config.eval_per_condition),
+    ):
         expected = bucket_targets(per_condition, ["short", "long"])
         assert speech_set.card["strata"] == {c: dict(sorted(expected.items())) for c in sorted(CONDITIONS)}
         assert speech_set.card["checks"]["shortfall"] == {}
@@ -99,14 +101,25 @@ def test_dev_role_takes_half_of_what_evaluation_leaves_and_never_an_evaluation_s
     plain = partition_speakers(speakers, group.get)
     roles = partition_speakers(speakers, group.get, dev=True)
     assert {s for s in speakers if roles[s] == "eval"} == {s for s in speakers if plain[s] == "eval"}
-    count = {(g, r): sum(group[s] == g and roles[s] == r for s in speakers) for g in ("us", "gb") for r in
-             ("calib", "eval", "dev")}
-    assert count == {("us", "calib"): 6, ("us", "eval"): 5, ("us", "dev"): 6,
-                     ("gb", "calib"): 4, ("gb", "eval"): 4, ("gb", "dev"): 4}
+    count = {
+        (g, r): sum(group[s] == g and roles[s] == r for s in speakers)
+        for g in ("us", "gb")
+        for r in ("calib", "eval", "dev")
+    }
+    assert count == {
+        ("us", "calib"): 6,
+        ("us", "eval"): 5,
+        ("us", "dev"): 6,
+        ("gb", "calib"): 4,
+        ("gb", "eval"): 4,
+        ("gb", "dev"): 4,
+    }
     assert roles["lonely"] == "calib"  # a group of one stays in calibration
 
 
-def test_held_out_dev_set_shares_nothing_and_leaves_the_evaluation_set_unchanged(tiny_sets, tiny_config, tmp_path):
+def test_held_out_dev_set_shares_nothing_and_leaves_the_evaluation_set_unchanged(
+    tiny_sets, tiny_config, tmp_path
+):
     """The demo's dev set: no speaker or text of the calibration or evaluation set; the evaluation set is the same
     bytes as without a dev set (its speakers and texts do not move), the calibration set keeps its texts."""
     from dataclasses import replace
@@ -131,7 +144,9 @@ def test_same_seed_same_hash_any_worker_count(tiny_sets, tiny_config, tmp_path):
     again = build_synthetic_sets(SetBuildConfig(**{**tiny_config.__dict__, "workers": 1}), root=tmp_path)
     assert again.calib.content_hash == tiny_sets.calib.content_hash
     assert again.eval.content_hash == tiny_sets.eval.content_hash
-    other = build_synthetic_sets(SetBuildConfig(**{**tiny_config.__dict__, "seed": 1, "name": "seed1"}), root=tmp_path)
+    other = build_synthetic_sets(
+        SetBuildConfig(**{**tiny_config.__dict__, "seed": 1, "name": "seed1"}), root=tmp_path
+    )
     assert other.calib.content_hash != tiny_sets.calib.content_hash
 
 

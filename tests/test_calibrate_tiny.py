@@ -10,12 +10,12 @@ import onnx
 import pytest
 
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
-from workbench.jobs import calibrate
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import activation_tensors, calibrate_ranges
 from workbench.cli import main
 from workbench.errors import WorkbenchError
+from workbench.jobs import calibrate
 from workbench.model.export import INPUT, OUTPUT, module_of
 from workbench.model.features import normalise_audio
 from workbench.model.synthetic import save_random_wav2vec2
@@ -31,8 +31,9 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def calibrated(tiny_model: Path, tiny_sets, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("engines")
-    return root, calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"),
-                                                         engines=root))
+    return root, calibrate.run(
+        calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root)
+    )
 
 
 def run_model(path: Path, audio: np.ndarray) -> np.ndarray:
@@ -60,14 +61,20 @@ def test_int8_close_to_fp32_and_cache_written(calibrated, tiny_sets, tiny_model)
     int8 = onnx.load(str(result.int8_onnx))
     ops = [n.op_type for n in int8.graph.node]
     assert ops.count("QuantizeLinear") == len(cache.scales)
-    assert ops.count("DequantizeLinear") == len(cache.scales) + len(quantizable_nodes(int8)) - 2 * 2  # 2 layers x 2 act-act MatMuls
+    assert (
+        ops.count("DequantizeLinear") == len(cache.scales) + len(quantizable_nodes(int8)) - 2 * 2
+    )  # 2 layers x 2 act-act MatMuls
     vocab = load_vocabulary(tiny_model)
     conv = [n for n in quantizable_nodes(onnx.load(str(result.fp32_onnx))) if "feature_extractor" in n]
-    mixed = build_variant(result.fp32_onnx, cache.amax(), PrecisionPlan("mixed", "int8", {n: "fp32" for n in conv}),
-                          result.int8_onnx.with_name("mixed.onnx"))
+    mixed = build_variant(
+        result.fp32_onnx,
+        cache.amax(),
+        PrecisionPlan("mixed", "int8", {n: "fp32" for n in conv}),
+        result.int8_onnx.with_name("mixed.onnx"),
+    )
     agree = total = 0
     cosines: dict[str, list[float]] = {"int8": [], "mixed": []}
-    for utt, audio in list(tiny_sets.eval.iter_audio())[:4]:
+    for _utt, audio in list(tiny_sets.eval.iter_audio())[:4]:
         ref = run_model(result.fp32_onnx, audio)
         for name, path in (("int8", result.int8_onnx), ("mixed", mixed)):
             out = run_model(path, audio)
@@ -92,22 +99,32 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 def test_cache_reused_only_when_keys_match(calibrated, tiny_model, tiny_sets) -> None:
     root, first = calibrated
     before = first.cache.read_bytes()
-    again = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"),
-                                                    engines=root, parity_clips=1))
+    again = calibrate.run(
+        calibrate.CalibrateInputs(
+            tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root, parity_clips=1
+        )
+    )
     assert again.reused_cache and again.cache.read_bytes() == before
     # convergence: measured on the 12 clips (last quarter: 3), kept in the sidecar, printed again on reuse
     assert first.convergence is not None and first.convergence.clips == len(tiny_sets.calib.utterances)
     assert first.convergence.last_clips == len(tiny_sets.calib.utterances) // 4
     assert {c.tensor for c in first.convergence.changes} == set(cache_mod.load(first.cache).scales)
-    assert all(c.driver in {u.condition for u in tiny_sets.calib.utterances} for c in first.convergence.moving)
+    assert all(
+        c.driver in {u.condition for u in tiny_sets.calib.utterances} for c in first.convergence.moving
+    )
     assert again.convergence == first.convergence
     verdict = f"convergence: {first.convergence.verdict()}"
     assert verdict in "\n".join(first.lines()) and verdict in "\n".join(again.lines())
     # tamper with a provenance key: reported and recomputed, never used
     meta = cache_mod.load(first.cache)
-    cache_mod.CalibrationCache(meta.scales, {**meta.keys, "calibration_set": "someone-else"}, meta.header).save(first.cache)
-    redo = calibrate.run(calibrate.CalibrateInputs(tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"),
-                                                   engines=root, parity_clips=1))
+    cache_mod.CalibrationCache(
+        meta.scales, {**meta.keys, "calibration_set": "someone-else"}, meta.header
+    ).save(first.cache)
+    redo = calibrate.run(
+        calibrate.CalibrateInputs(
+            tiny_model, str(tiny_sets.calib.path), MethodSpec("entropy"), engines=root, parity_clips=1
+        )
+    )
     assert not redo.reused_cache and any("calibration_set" in p for p in redo.cache_problems)
     assert redo.cache.read_bytes() == before  # deterministic: recomputation gives the same bytes
 
@@ -127,8 +144,12 @@ def test_one_path_for_fp32_fp16_int8_and_mixed(calibrated, tiny_sets, tmp_path) 
     amax = cache_mod.load(result.cache).amax()
     nodes = quantizable_nodes(onnx.load(str(result.fp32_onnx)))
     conv = [n for n in nodes if "feature_extractor" in n]
-    plans = [PrecisionPlan("fp32"), PrecisionPlan("fp16", "fp16"), PrecisionPlan("int8", "int8"),
-             PrecisionPlan("mixed", "int8", {n: "fp16" for n in conv})]
+    plans = [
+        PrecisionPlan("fp32"),
+        PrecisionPlan("fp16", "fp16"),
+        PrecisionPlan("int8", "int8"),
+        PrecisionPlan("mixed", "int8", {n: "fp16" for n in conv}),
+    ]
     audio = tiny_sets.eval.audio(tiny_sets.eval.utterances[0])
     ref = run_model(result.fp32_onnx, audio)
     for plan in plans:
@@ -143,7 +164,9 @@ def test_one_path_for_fp32_fp16_int8_and_mixed(calibrated, tiny_sets, tmp_path) 
         if plan.name == "fp32":
             assert Counter(ops) == Counter(n.op_type for n in onnx.load(str(result.fp32_onnx)).graph.node)
             assert np.array_equal(out, ref)
-        if plan.name == "fp16":  # the whole graph in FP16: one Cast in, one out (the model's no-op Cast dropped)
+        if (
+            plan.name == "fp16"
+        ):  # the whole graph in FP16: one Cast in, one out (the model's no-op Cast dropped)
             assert "QuantizeLinear" not in ops and ops.count("Cast") == 2
             assert np.max(np.abs(out - ref)) < 0.05
         if plan.name == "mixed":  # FP16 between the Q/DQ islands, the FP16 convolutions need no Casts
@@ -156,7 +179,12 @@ def test_plan_errors_are_user_errors(calibrated, tmp_path) -> None:
     with pytest.raises(WorkbenchError, match="not one of"):
         PrecisionPlan("bad", "int4")
     with pytest.raises(WorkbenchError, match="does not have"):
-        build_variant(result.fp32_onnx, {}, PrecisionPlan("typo", "fp32", {"/no/such/MatMul": "int8"}), tmp_path / "x.onnx")
+        build_variant(
+            result.fp32_onnx,
+            {},
+            PrecisionPlan("typo", "fp32", {"/no/such/MatMul": "int8"}),
+            tmp_path / "x.onnx",
+        )
     with pytest.raises(WorkbenchError, match="no range"):
         build_variant(result.fp32_onnx, {}, PrecisionPlan("int8", "int8"), tmp_path / "y.onnx")
 
@@ -178,20 +206,27 @@ def test_gemm_weights_quantised_per_output_channel(tmp_path) -> None:
     rng = np.random.default_rng(0)
     w = (rng.standard_normal((6, 4)) * np.array([[0.01], [0.1], [1], [5], [0.5], [2]])).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("Gemm", ["x", "W"], ["y"], name="fc", transB=1)], "g",
+        [helper.make_node("Gemm", ["x", "W"], ["y"], name="fc", transB=1)],
+        "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6])], [numpy_helper.from_array(w, "W")])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 6])],
+        [numpy_helper.from_array(w, "W")],
+    )
     src = tmp_path / "gemm.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(src))
     x = rng.uniform(-3, 3, (5, 4)).astype(np.float32)
     exact = np.abs(w).max(axis=1) / 127
     for rest in ("fp32", "fp16"):  # float32 scales, or float16 ones rounded up (no weight clips)
-        out = build_variant(src, {"x": 3.0}, PrecisionPlan("int8", "int8", rest=rest), tmp_path / f"gemm.{rest}.onnx")
+        out = build_variant(
+            src, {"x": 3.0}, PrecisionPlan("int8", "int8", rest=rest), tmp_path / f"gemm.{rest}.onnx"
+        )
         model = onnx.load(str(out))
         dq = next(n for n in model.graph.node if n.op_type == "DequantizeLinear" and "fc_w1" in n.name)
         scales = next(numpy_helper.to_array(i) for i in model.graph.initializer if i.name == dq.input[1])
         assert scales.shape == (6,) and scales.dtype == (np.float32 if rest == "fp32" else np.float16)
-        assert np.allclose(scales.astype(np.float32), exact, rtol=1e-3) and np.all(scales.astype(np.float32) >= exact)
+        assert np.allclose(scales.astype(np.float32), exact, rtol=1e-3) and np.all(
+            scales.astype(np.float32) >= exact
+        )
         with OnnxRuntimeRunner(out) as runner:
             y = runner.infer({"x": x})["y"]
         assert np.allclose(y, x @ w.T, atol=0.05 * np.abs(x @ w.T).max())
@@ -208,15 +243,18 @@ def test_missing_model_folder_is_a_user_error(tmp_path) -> None:
 
 
 def test_model_that_fails_to_load_leaves_no_folder(tmp_path, tiny_sets) -> None:
-    from workbench.jobs import calibrate
     from workbench.calibration.methods import MethodSpec
+    from workbench.jobs import calibrate
 
     (tmp_path / "no-weights").mkdir()
     (tmp_path / "no-weights" / "config.json").write_text("{}")
     engines = tmp_path / "engines"
     with pytest.raises(WorkbenchError):
-        calibrate.run(calibrate.CalibrateInputs(tmp_path / "no-weights", str(tiny_sets.calib.path), MethodSpec("max"),
-                                                engines=engines))
+        calibrate.run(
+            calibrate.CalibrateInputs(
+                tmp_path / "no-weights", str(tiny_sets.calib.path), MethodSpec("max"), engines=engines
+            )
+        )
     assert not engines.exists() or not any(engines.iterdir())
 
 
@@ -237,8 +275,9 @@ def test_calibration_session_returns_the_unfused_values(calibrated, speech_like)
     names = activation_tensors(onnx.load(str(result.fp32_onnx)))
     audio = normalise_audio(speech_like(1.5, seed=3))[None]
     fused = calibration_session(result.fp32_onnx, names).run(names, {INPUT: audio})
-    plain = session_with_outputs(onnx.load(str(result.fp32_onnx)), names,
-                                 session_options(optimization="disable")).run(names, {INPUT: audio})
+    plain = session_with_outputs(
+        onnx.load(str(result.fp32_onnx)), names, session_options(optimization="disable")
+    ).run(names, {INPUT: audio})
     assert len(fused) == len(names) > 10
     for name, a, b in zip(names, fused, plain):
         assert a.shape == b.shape, name

@@ -19,8 +19,9 @@ from workbench.calibration.runner import ranges_from_statistics
 CONDITIONS = ("quiet", "noisy", "accented")
 
 
-def stream(clips: int, growing: str | None, seed: int = 0, checkpoint: int | None = None,
-           samples: int = 4000) -> tuple[StreamingStats, list[str]]:
+def stream(
+    clips: int, growing: str | None, seed: int = 0, checkpoint: int | None = None, samples: int = 4000
+) -> tuple[StreamingStats, list[str]]:
     """Three tensors over ``clips`` clips cycling through the conditions; in condition ``growing`` the
     values of tensor ``b`` get larger with every clip of that condition (the others are stationary)."""
     rng = np.random.default_rng(seed)
@@ -58,7 +59,9 @@ def test_a_stationary_stream_converges() -> None:
     found = conv.measure(stats, ranges_from_statistics(stats, spec), spec, conditions)
     assert found is not None and found.converged, found.detail()
     assert found.max_change <= 0.01
-    assert found.verdict() == f"converged: max amax change {found.max_change * 100:.1f} % over the last 12 clips"
+    assert (
+        found.verdict() == f"converged: max amax change {found.max_change * 100:.1f} % over the last 12 clips"
+    )
 
 
 def test_the_checkpoint_equals_the_statistics_of_the_first_clips() -> None:

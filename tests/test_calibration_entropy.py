@@ -98,7 +98,9 @@ def hand_made(bins: int) -> dict[str, np.ndarray]:
     high = np.zeros(bins, dtype=np.int64)  # Q empty for candidates below bins - 40: NaN divergences
     high[-40:] = rng.integers(1, 50, 40)
     out["mass_only_high"] = high
-    gappy = np.bincount(np.abs(rng.normal(0, bins / 7, 200_000)).astype(int).clip(0, bins - 1), minlength=bins)
+    gappy = np.bincount(
+        np.abs(rng.normal(0, bins / 7, 200_000)).astype(int).clip(0, bins - 1), minlength=bins
+    )
     gappy[rng.random(bins) < 0.25] = 0  # empty bins i-1 with a tail behind them: infinite divergences
     gappy[-1] = 1
     out["gappy_lone_outlier"] = gappy
@@ -137,8 +139,10 @@ def modelopt():
             warnings.simplefilter("ignore")
             from modelopt.torch.quantization.calib import histogram
     except Exception as exc:  # ImportError, or a CUDA/torch mismatch inside ModelOpt
-        pytest.skip(f"nvidia-modelopt does not import here ({type(exc).__name__}: {exc}); "
-                    "pip install nvidia-modelopt (the dev extra) to compare with NVIDIA's reference")
+        pytest.skip(
+            f"nvidia-modelopt does not import here ({type(exc).__name__}: {exc}); "
+            "pip install nvidia-modelopt (the dev extra) to compare with NVIDIA's reference"
+        )
     return histogram
 
 
@@ -171,7 +175,9 @@ def test_every_candidates_divergence_agrees_with_the_literal_loop(hists_512, nam
     assert entropy.threshold_bin(counts) == len(slow) - 1 - int(np.argmin(slow[::-1])) + 128
 
 
-@pytest.mark.parametrize("name", ["gaussian", "half_normal", "integers", "gappy_lone_outlier", "sparse_values"])
+@pytest.mark.parametrize(
+    "name", ["gaussian", "half_normal", "integers", "gappy_lone_outlier", "sparse_values"]
+)
 def test_tie_breaking_divergence_is_the_references_bit_for_bit(hists_512, name: str) -> None:
     counts = hists_512[name]
     bins = entropy.reference_counts(counts)
@@ -237,8 +243,18 @@ def test_modelopt_calibrator_amax_on_its_own_histogram(modelopt, kind: str) -> N
     assert np.float32(entropy.threshold(counts, edges)) == np.float32(reference)
 
 
-FULL_SIZE = ["gaussian", "laplace", "half_normal", "gaussian_outliers", "student_t2", "integers", "mostly_zero",
-             "gappy_lone_outlier", "mass_only_high", "equal_counts"]
+FULL_SIZE = [
+    "gaussian",
+    "laplace",
+    "half_normal",
+    "gaussian_outliers",
+    "student_t2",
+    "integers",
+    "mostly_zero",
+    "gappy_lone_outlier",
+    "mass_only_high",
+    "equal_counts",
+]
 
 
 @pytest.mark.slow
@@ -257,9 +273,9 @@ def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like
     took 752 s on the shared machine, every seventh 101 s of CPU; the 2048-bin search is the same code
     as the 512-bin one, and the synthetic tests compare both sizes."""
     from workbench.calibration.runner import collect_statistics
-    from workbench.resources import demo_model_dir
     from workbench.model.export import export_onnx
     from workbench.model.loading import load_model
+    from workbench.resources import demo_model_dir
 
     demo = demo_model_dir()
     if not (demo / "config.json").exists():
@@ -285,4 +301,6 @@ def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like
             if modelopt_histogram is not None:
                 assert ours == modelopt_bin(modelopt_histogram, counts), (name, len(counts))
     if modelopt_histogram is None:
-        pytest.skip("fast == literal loop on every tensor; nvidia-modelopt does not import, so not compared with it")
+        pytest.skip(
+            "fast == literal loop on every tensor; nvidia-modelopt does not import, so not compared with it"
+        )

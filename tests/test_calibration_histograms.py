@@ -25,7 +25,9 @@ def test_round_trip_gives_the_same_thresholds_for_every_method(tmp_path) -> None
     stats = _stats()
     path = histograms.histogram_path(tmp_path / "calib-x-entropy.cache")
     assert path.name == "calib-x-entropy.cache.hist.npz"
-    histograms.save(path, histograms.from_statistics(stats, {"cache_sha256": "abc", "keys": {"method": "entropy"}}))
+    histograms.save(
+        path, histograms.from_statistics(stats, {"cache_sha256": "abc", "keys": {"method": "entropy"}})
+    )
     loaded = histograms.load(path)
     assert loaded.names == ["a", "b", "zeros"]
     assert loaded.meta["cache_sha256"] == "abc" and loaded.meta["keys"] == {"method": "entropy"}
@@ -54,8 +56,14 @@ def test_a_compressed_sidecar_from_an_earlier_version_still_reads(tmp_path) -> N
     """Sidecars were zlib-compressed npz until session 8; they load as before."""
     data = histograms.from_statistics(_stats(), {"cache_sha256": "abc"})
     path = tmp_path / "old.cache.hist.npz"
-    np.savez_compressed(path, names=np.array(data.names, dtype=np.str_), amax=data.amax, range_max=data.range_max,
-                        counts=data.counts, meta=np.array('{"format": "%s", "cache_sha256": "abc"}' % histograms.FORMAT))
+    np.savez_compressed(
+        path,
+        names=np.array(data.names, dtype=np.str_),
+        amax=data.amax,
+        range_max=data.range_max,
+        counts=data.counts,
+        meta=np.array(f'{{"format": "{histograms.FORMAT}", "cache_sha256": "abc"}}'),
+    )
     loaded = histograms.load(path)
     assert loaded.names == data.names and np.array_equal(loaded.counts, data.counts)
     assert loaded.meta["cache_sha256"] == "abc"

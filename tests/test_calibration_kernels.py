@@ -15,7 +15,9 @@ from workbench.calibration.graph_structure import GraphSummary, outputs_fragment
 from workbench.calibration.methods import MethodSpec, compute_amax
 from workbench.calibration.runner import activation_tensors
 
-pytestmark = pytest.mark.skipif(not kernels.available(), reason="numba is not installed: only the numpy passes run")
+pytestmark = pytest.mark.skipif(
+    not kernels.available(), reason="numba is not installed: only the numpy passes run"
+)
 
 
 def clips(seed: int) -> list[dict[str, np.ndarray]]:
@@ -23,17 +25,19 @@ def clips(seed: int) -> list[dict[str, np.ndarray]]:
     rng = np.random.default_rng(seed)
     out = []
     for c in range(6):
-        out.append({
-            "growing": (rng.standard_normal((3, 700)) * 3.0 ** c).astype(np.float32),
-            "shrinking": (rng.laplace(0, 1, 900) / 4.0 ** c).astype(np.float32),
-            "zeros_then_values": (np.zeros(64) if c < 3 else rng.laplace(0, 1e-3, 64)).astype(np.float32),
-            "relu": np.maximum(rng.standard_normal(800), 0).astype(np.float32),
-            "tiny": (rng.standard_normal(300) * 1e-36).astype(np.float32),
-            "huge": (rng.standard_normal(300) * 1e36).astype(np.float32),
-            "float64": rng.standard_normal(200) * (c + 1),
-            "transposed": rng.standard_normal((40, 30)).astype(np.float32).T,
-            "one_value": np.full(50, -2.5 if c % 2 else 2.5, dtype=np.float32),
-        })
+        out.append(
+            {
+                "growing": (rng.standard_normal((3, 700)) * 3.0**c).astype(np.float32),
+                "shrinking": (rng.laplace(0, 1, 900) / 4.0**c).astype(np.float32),
+                "zeros_then_values": (np.zeros(64) if c < 3 else rng.laplace(0, 1e-3, 64)).astype(np.float32),
+                "relu": np.maximum(rng.standard_normal(800), 0).astype(np.float32),
+                "tiny": (rng.standard_normal(300) * 1e-36).astype(np.float32),
+                "huge": (rng.standard_normal(300) * 1e36).astype(np.float32),
+                "float64": rng.standard_normal(200) * (c + 1),
+                "transposed": rng.standard_normal((40, 30)).astype(np.float32).T,
+                "one_value": np.full(50, -2.5 if c % 2 else 2.5, dtype=np.float32),
+            }
+        )
     return out
 
 
@@ -55,8 +59,9 @@ def test_kernel_counts_equal_the_numpy_passes(monkeypatch, seed: int) -> None:
         assert (a.exponent, a.zeros) == (b.exponent, b.zeros), name
         assert np.array_equal(a.counts, b.counts), name
         for spec in (MethodSpec("entropy"), MethodSpec("max"), MethodSpec("percentile"), MethodSpec("mse")):
-            assert compute_amax(spec, fast.maxes.amax[name], fast.histogram(name)) == \
-                compute_amax(spec, slow.maxes.amax[name], slow.histogram(name)), (name, spec.name)
+            assert compute_amax(spec, fast.maxes.amax[name], fast.histogram(name)) == compute_amax(
+                spec, slow.maxes.amax[name], slow.histogram(name)
+            ), (name, spec.name)
 
 
 def test_int32_buffer_is_settled_before_it_could_overflow(monkeypatch) -> None:
@@ -65,7 +70,10 @@ def test_int32_buffer_is_settled_before_it_could_overflow(monkeypatch) -> None:
     from workbench.calibration import collectors
 
     rng = np.random.default_rng(7)
-    arrays = [(rng.standard_normal(n) * s).astype(np.float32) for n, s in ((600, 1.0), (500, 2.0), (1500, 0.5), (700, 8.0))]
+    arrays = [
+        (rng.standard_normal(n) * s).astype(np.float32)
+        for n, s in ((600, 1.0), (500, 2.0), (1500, 0.5), (700, 8.0))
+    ]
     results = []
     for room in (collectors._INT32_ROOM, 1000):
         monkeypatch.setattr(collectors, "_INT32_ROOM", room)
@@ -150,11 +158,13 @@ def test_kernel_and_numpy_counts_mix_exactly_and_reading_writes_nothing(monkeypa
     assert mixed.settled is not None and mixed.recent_total > 0  # both arrays hold counts
     before = (mixed.settled.copy(), mixed.recent.copy(), mixed.zeros)
     everything = np.concatenate(seen)
-    direct = np.bincount((everything / 2.0 ** mixed.exponent).astype(np.int64), minlength=mixed.fine_bins)
+    direct = np.bincount((everything / 2.0**mixed.exponent).astype(np.int64), minlength=mixed.fine_bins)
     assert np.array_equal(mixed.counts, direct)
     finished = mixed.finish()
     assert finished is not None and finished.counts.sum() == everything.size
-    group = round(finished.range_max / 2.0 ** mixed.exponent) // mixed.bins
-    assert np.array_equal(finished.counts, direct[: mixed.bins * group].reshape(mixed.bins, group).sum(axis=1))
+    group = round(finished.range_max / 2.0**mixed.exponent) // mixed.bins
+    assert np.array_equal(
+        finished.counts, direct[: mixed.bins * group].reshape(mixed.bins, group).sum(axis=1)
+    )
     assert np.array_equal(mixed.settled, before[0]) and np.array_equal(mixed.recent, before[1])
     assert mixed.zeros == before[2] == 4000

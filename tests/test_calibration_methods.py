@@ -26,8 +26,11 @@ def collect(x: np.ndarray, batch: int, order: np.ndarray | None = None) -> tuple
 
 def samples(kind: str, n: int = 50_000) -> np.ndarray:
     rng = np.random.default_rng(1)
-    x = {"gauss_outlier": rng.standard_normal(n), "uniform": rng.uniform(-3, 3, n),
-         "laplace": rng.laplace(0, 1, n)}[kind].astype(np.float32)
+    x = {
+        "gauss_outlier": rng.standard_normal(n),
+        "uniform": rng.uniform(-3, 3, n),
+        "laplace": rng.laplace(0, 1, n),
+    }[kind].astype(np.float32)
     if kind == "gauss_outlier":
         x[123] = 80.0
     return x
@@ -59,7 +62,7 @@ def test_growing_histogram_equals_one_shot_binning() -> None:
     for part in parts:
         grown.update(part)
     everything = np.abs(np.concatenate(parts))
-    width = 2.0 ** grown.exponent
+    width = 2.0**grown.exponent
     direct = np.bincount((everything / width).astype(np.int64), minlength=grown.fine_bins)
     assert np.array_equal(grown.counts, direct)
     assert grown.counts.sum() == everything.size
@@ -76,7 +79,7 @@ def test_scales_identical_for_batch_sizes_and_order(method: str) -> None:
             order = rng.permutation(len(clips)) if shuffle else np.arange(len(clips))
             stats = StreamingStats()
             for start in range(0, len(clips), batch):
-                stats.update("t", np.stack([clips[j] for j in order[start:start + batch]]))
+                stats.update("t", np.stack([clips[j] for j in order[start : start + batch]]))
             results.add(compute_amax(MethodSpec(method), stats.maxes.amax["t"], stats.histogram("t")))
     assert len(results) == 1
 
@@ -116,15 +119,31 @@ def test_cache_round_trips_bit_exactly(tmp_path) -> None:
     assert (tmp_path / "copy.cache").read_bytes() == path.read_bytes()
 
 
-@pytest.mark.parametrize("version, number", [("5.1.0", 5100), ("7.1.3", 7103), ("8.5.1", 8501), ("8.6.0", 8600),
-                                             ("10.3.0.26", 100300), ("10.13.0", 101300)])
+@pytest.mark.parametrize(
+    "version, number",
+    [
+        ("5.1.0", 5100),
+        ("7.1.3", 7103),
+        ("8.5.1", 8501),
+        ("8.6.0", 8600),
+        ("10.3.0.26", 100300),
+        ("10.13.0", 101300),
+    ],
+)
 def test_trt_version_number_is_what_tensorrt_writes(version: str, number: int) -> None:
     """Headers seen in public caches: TRT-5100/7103/8501/8600 (TensorRT <= 8), TRT-100300/101300 (TensorRT 10)."""
     assert cache_header.trt_version_number(version) == number
 
 
-@pytest.mark.parametrize("method, algorithm", [("entropy", "EntropyCalibration2"), ("max", "MinMaxCalibration"),
-                                               ("percentile", "EntropyCalibration2"), ("mse", "EntropyCalibration2")])
+@pytest.mark.parametrize(
+    "method, algorithm",
+    [
+        ("entropy", "EntropyCalibration2"),
+        ("max", "MinMaxCalibration"),
+        ("percentile", "EntropyCalibration2"),
+        ("mse", "EntropyCalibration2"),
+    ],
+)
 def test_cache_header_per_method_and_true_method_in_sidecar(tmp_path, method: str, algorithm: str) -> None:
     path = tmp_path / f"{method}.cache"
     cache_mod.CalibrationCache.from_amax({"x": 1.0}, {"method": method}).save(path)
@@ -138,7 +157,9 @@ def test_restamping_changes_only_the_header() -> None:
     text = cache_mod.CalibrationCache.from_amax({"a": 2.0, "b": 0.5}, {"method": "max"}).to_text().encode()
     for_86 = cache_header.stamped(text, "8.6.1")
     assert for_86.split(b"\n", 1) == [b"TRT-8601-MinMaxCalibration", text.split(b"\n", 1)[1]]
-    assert cache_header.stamped(text, "10.8.0", "EntropyCalibration2").startswith(b"TRT-100800-EntropyCalibration2\n")
+    assert cache_header.stamped(text, "10.8.0", "EntropyCalibration2").startswith(
+        b"TRT-100800-EntropyCalibration2\n"
+    )
     with pytest.raises(WorkbenchError, match="not a TensorRT calibration cache"):
         cache_header.stamped(b"hello\n", "10.3.0")
     with pytest.raises(WorkbenchError, match="not like"):

@@ -10,7 +10,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from workbench.calibration import kernels
 from workbench.calibration.collectors import StreamingStats
-from workbench.calibration.runner import _unshared, activation_tensors, calibration_session, collect_statistics
+from workbench.calibration.runner import (
+    _unshared,
+    activation_tensors,
+    calibration_session,
+    collect_statistics,
+)
 from workbench.model.export import INPUT
 from workbench.model.features import normalise_audio
 
@@ -18,14 +23,27 @@ from workbench.model.features import normalise_audio
 def small_graph() -> onnx.ModelProto:
     """input -> Relu (y) -> Reshape (z); y and z both feed a MatMul, so both are calibrated."""
     rng = np.random.default_rng(0)
-    nodes = [helper.make_node("Relu", [INPUT], ["y"]), helper.make_node("Reshape", ["y", "shape"], ["z"]),
-             helper.make_node("MatMul", ["y", "W1"], ["a"]), helper.make_node("MatMul", ["z", "W2"], ["b"])]
-    inits = [numpy_helper.from_array(np.array([1, -1, 6], np.int64), "shape"),
-             numpy_helper.from_array(rng.standard_normal((24, 3)).astype(np.float32), "W1"),
-             numpy_helper.from_array(rng.standard_normal((6, 2)).astype(np.float32), "W2")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, [1, 24])],
-                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, None),
-                               helper.make_tensor_value_info("b", TensorProto.FLOAT, None)], inits)
+    nodes = [
+        helper.make_node("Relu", [INPUT], ["y"]),
+        helper.make_node("Reshape", ["y", "shape"], ["z"]),
+        helper.make_node("MatMul", ["y", "W1"], ["a"]),
+        helper.make_node("MatMul", ["z", "W2"], ["b"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array([1, -1, 6], np.int64), "shape"),
+        numpy_helper.from_array(rng.standard_normal((24, 3)).astype(np.float32), "W1"),
+        numpy_helper.from_array(rng.standard_normal((6, 2)).astype(np.float32), "W2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, [1, 24])],
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, None),
+        ],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -95,12 +113,22 @@ def test_aliased_outputs_are_not_used_as_scratch() -> None:
 def wide_graph() -> onnx.ModelProto:
     """input [1, 24] -> MatMul with a 24x256 weight (24 KB: external data when linked) -> Relu -> MatMul."""
     rng = np.random.default_rng(5)
-    nodes = [helper.make_node("MatMul", [INPUT, "W1"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
-             helper.make_node("MatMul", ["r", "W2"], ["logits"])]
-    inits = [numpy_helper.from_array(rng.standard_normal((24, 256)).astype(np.float32), "W1"),
-             numpy_helper.from_array(rng.standard_normal((256, 3)).astype(np.float32), "W2")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, [1, 24])],
-                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)], inits)
+    nodes = [
+        helper.make_node("MatMul", [INPUT, "W1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["r"]),
+        helper.make_node("MatMul", ["r", "W2"], ["logits"]),
+    ]
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((24, 256)).astype(np.float32), "W1"),
+        numpy_helper.from_array(rng.standard_normal((256, 3)).astype(np.float32), "W2"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(INPUT, TensorProto.FLOAT, [1, 24])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)],
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -120,7 +148,11 @@ def test_linked_weights_model_holds_the_same_weights(tmp_path: Path) -> None:
     assert (folder / "graph.onnx").stat().st_size < 24 * 256 * 4  # W1 was not copied
     written = onnx.load(str(folder / "graph.onnx"), load_external_data=False)
     external = {t.name for t in written.graph.initializer if t.data_location == TensorProto.EXTERNAL}
-    assert external == {t.name for t in wide_graph().graph.initializer if t.ByteSize() >= EXTERNAL_MIN_BYTES} == {"W1"}
+    assert (
+        external
+        == {t.name for t in wide_graph().graph.initializer if t.ByteSize() >= EXTERNAL_MIN_BYTES}
+        == {"W1"}
+    )
     assert [o.name for o in written.graph.output] == ["logits", "h", "r"]
     (folder / "weights.bin").unlink()  # onnx.load refuses hard-linked data files (ONNX Runtime does not)
     (folder / "weights.bin").write_bytes(source.read_bytes())

@@ -16,7 +16,9 @@ from workbench.cli import COMMANDS, build_parser, main
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "workbench", *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def _verbs() -> dict[str, argparse.ArgumentParser]:
@@ -28,7 +30,9 @@ def _verbs() -> dict[str, argparse.ArgumentParser]:
 
 def test_help_lists_every_verb_the_parser_has_with_its_purpose():
     verbs = _verbs()
-    assert {"demo", "data", "calibrate", "compare", "search", "signoff", "report", "cache", "build"} <= set(verbs)
+    assert {"demo", "data", "calibrate", "compare", "search", "signoff", "report", "cache", "build"} <= set(
+        verbs
+    )
     proc = _run("--help")
     assert proc.returncode == 0, proc.stderr
     flat = " ".join(proc.stdout.split())  # argparse wraps long purposes over lines
@@ -40,7 +44,7 @@ def test_help_lists_every_verb_the_parser_has_with_its_purpose():
 
 def test_readme_verb_table_names_exactly_the_parsers_verbs():
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    table = readme[readme.index("## CLI verbs"):readme.index("## Artifacts")]
+    table = readme[readme.index("## CLI verbs") : readme.index("## Artifacts")]
     named = {m.split()[0] for m in re.findall(r"^\| `([^`]+)`", table, flags=re.M)}
     assert named == set(_verbs())
 
@@ -61,17 +65,20 @@ def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["data", "build", "--calib-per-condition", "0"], "at least 1"),
-    (["data", "build", "--source", "folder"], "needs --path"),
-    (["data", "build", "--name", "bad name!"], "may hold only"),
-    (["data", "build", "--min-seconds", "5", "--max-seconds", "2"], "min <= opt <= max"),
-    (["data", "build", "--source", "folder", "--path", "/nonexistent/folder"], "does not exist"),
-    (["demo", "--calib-per-condition", "0"], "at least 1"),
-    (["demo", "--dev-per-condition", "-1"], "at least 0"),
-    (["search", "--margin", "1"], "--margin is a share of each gate"),
-    (["search", "--confidence", "0.3"], "--confidence is the probability that the sign-off passes"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["data", "build", "--calib-per-condition", "0"], "at least 1"),
+        (["data", "build", "--source", "folder"], "needs --path"),
+        (["data", "build", "--name", "bad name!"], "may hold only"),
+        (["data", "build", "--min-seconds", "5", "--max-seconds", "2"], "min <= opt <= max"),
+        (["data", "build", "--source", "folder", "--path", "/nonexistent/folder"], "does not exist"),
+        (["demo", "--calib-per-condition", "0"], "at least 1"),
+        (["demo", "--dev-per-condition", "-1"], "at least 0"),
+        (["search", "--margin", "1"], "--margin is a share of each gate"),
+        (["search", "--confidence", "0.3"], "--confidence is the probability that the sign-off passes"),
+    ],
+)
 def test_user_errors_exit_1(argv, message, capsys, tmp_path):
     assert main(argv + ["--root", str(tmp_path)]) == 1
     err = capsys.readouterr().err
@@ -100,8 +107,22 @@ def test_data_build_from_folder(tmp_path, write_wav, speech_like, capsys):
         write_wav(folder / speaker / f"c{i}.wav", speech_like(1.5 if i % 2 else 5.0, seed=i))
         (folder / speaker / f"c{i}.txt").write_text(f"clip number {'one ' * (i + 1)}")
     root = tmp_path / "sets"
-    argv = ["data", "build", "--source", "folder", "--path", str(folder), "--name", "fold",
-            "--calib-per-condition", "2", "--eval-per-condition", "2", "--root", str(root)]
+    argv = [
+        "data",
+        "build",
+        "--source",
+        "folder",
+        "--path",
+        str(folder),
+        "--name",
+        "fold",
+        "--calib-per-condition",
+        "2",
+        "--eval-per-condition",
+        "2",
+        "--root",
+        str(root),
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "fold-calib" in out and "fold-eval" in out and "disjoint by text: True, by speaker: True" in out
@@ -116,9 +137,22 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     if not available_voices():
         pytest.skip("no TTS engine installed (run ./setup.sh)")
     engines = tmp_path.parent / f"{tmp_path.name}-engines"
-    argv = ["demo", "--calib-per-condition", "2", "--eval-per-condition", "2", "--dev-per-condition", "2",
-            "--root", str(tmp_path),
-            "--engines-root", str(engines), "--reports-root", str(engines / "reports"), "--quick"]
+    argv = [
+        "demo",
+        "--calib-per-condition",
+        "2",
+        "--eval-per-condition",
+        "2",
+        "--dev-per-condition",
+        "2",
+        "--root",
+        str(tmp_path),
+        "--engines-root",
+        str(engines),
+        "--reports-root",
+        str(engines / "reports"),
+        "--quick",
+    ]
     assert main(argv) == 0
     out = capsys.readouterr().out
     for number, step in enumerate(STEPS, 1):

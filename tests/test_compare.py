@@ -21,19 +21,19 @@ import onnx
 import pytest
 
 from workbench.cli import main
-from workbench.errors import WorkbenchError
-from workbench.speech.records import Clip, Utterance
-from workbench.speech.select import all_clips, clips_per_condition
-from workbench.search.evaluator import DevEvaluator
 from workbench.compare.groups import group_of, node_groups, plan_for
-from workbench.jobs.compare import run_compare
 from workbench.compare.metrics import ErrorSums, OutputDamage
-from workbench.search.strategies import search_plan
 from workbench.compare.sensitivity import VariantRunner, rank_groups
-from workbench.jobs.prepare import prepare
+from workbench.errors import WorkbenchError
 from workbench.evaluate.gates import GateConfig
 from workbench.evaluate.transcribe import transcribe
+from workbench.jobs.compare import run_compare
+from workbench.jobs.prepare import prepare
 from workbench.quantize.plan import PrecisionPlan
+from workbench.search.evaluator import DevEvaluator
+from workbench.search.strategies import search_plan
+from workbench.speech.records import Clip, Utterance
+from workbench.speech.select import all_clips, clips_per_condition
 
 PLANTED_CHANNEL = 7
 OUTLIER = 1000.0
@@ -99,8 +99,9 @@ def test_logit_kl_and_token_disagreement_known_values() -> None:
     damage = OutputDamage()
     damage.add(np.array([[0.0, 0.0], [0.0, 1.0]]), np.array([[math.log(3.0), 0.0], [1.0, 0.0]]))
     p2 = np.array([1, math.e]) / (1 + math.e)
-    expected = (0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25)
-                + float((p2 * np.log(p2 / p2[::-1])).sum())) / 2
+    expected = (
+        0.5 * math.log(0.5 / 0.75) + 0.5 * math.log(0.5 / 0.25) + float((p2 * np.log(p2 / p2[::-1])).sum())
+    ) / 2
     assert damage.kl == pytest.approx(expected)
     assert damage.token_disagreement == pytest.approx(0.5)  # frame 2 flips, frame 1 keeps token 0
     same = OutputDamage()
@@ -118,7 +119,9 @@ def test_dev_intervals_predict_the_signoff_interval() -> None:
     raw = Interval(0.01, 0.0, 0.015, 0.95, 1000, "speaker", 30)
     wide = predicted_interval(raw, 4.0, 0.0)  # widening only
     assert (wide.estimate, wide.low, wide.high) == pytest.approx((0.01, -0.01, 0.02))
-    assert predicted_interval(raw, 0.25, 0.0) is not None and predicted_interval(raw, 0.25, 0.0).high == pytest.approx(0.015)
+    assert predicted_interval(raw, 0.25, 0.0) is not None and predicted_interval(
+        raw, 0.25, 0.0
+    ).high == pytest.approx(0.015)
     z = pass_quantile(0.9)
     assert z == pytest.approx(1.2815515655446004) and pass_quantile(0.5) == 0.0
     se = 0.015 / (2 * NormalDist().inv_cdf(0.975))
@@ -143,8 +146,11 @@ def test_a_wide_dev_interval_needs_a_larger_lead_than_a_narrow_one() -> None:
 
 
 def _speakers(prefix: str, speakers: int, each: int, condition: str) -> list[Utterance]:
-    return [Utterance(f"{prefix}{s}-{i}", "A B C D", f"{prefix}{s}", "v", "us", condition, 1.0, "t")
-            for s in range(speakers) for i in range(each)]
+    return [
+        Utterance(f"{prefix}{s}-{i}", "A B C D", f"{prefix}{s}", "v", "us", condition, 1.0, "t")
+        for s in range(speakers)
+        for i in range(each)
+    ]
 
 
 def test_dev_intervals_widen_to_the_signoff_speakers_per_check() -> None:
@@ -155,13 +161,23 @@ def test_dev_intervals_widen_to_the_signoff_speakers_per_check() -> None:
     dev = _speakers("q", 8, 5, "quiet") + _speakers("n", 8, 5, "noisy")
     signoff = _speakers("Q", 2, 20, "quiet") + _speakers("N", 8, 5, "noisy")
     assert block_counts(signoff) == {"overall": 10, "condition noisy": 8, "condition quiet": 2}
-    assert block_ratios(dev, signoff) == pytest.approx({"overall": 1.6, "condition quiet": 4.0, "condition noisy": 1.0})
+    assert block_ratios(dev, signoff) == pytest.approx(
+        {"overall": 1.6, "condition quiet": 4.0, "condition noisy": 1.0}
+    )
     factors = widening_factors(block_ratios(dev, signoff))
-    assert factors == pytest.approx({"overall": math.sqrt(16 / 10), "condition quiet": 2.0, "condition noisy": 1.0})
-    assert widening_factors(block_ratios(signoff, dev)) == {"overall": 1.0, "condition quiet": 1.0, "condition noisy": 1.0}
+    assert factors == pytest.approx(
+        {"overall": math.sqrt(16 / 10), "condition quiet": 2.0, "condition noisy": 1.0}
+    )
+    assert widening_factors(block_ratios(signoff, dev)) == {
+        "overall": 1.0,
+        "condition quiet": 1.0,
+        "condition noisy": 1.0,
+    }
     one = _speakers("x", 1, 6, "quiet")  # one speaker: the bootstrap falls back to utterances
     assert block_counts(one) == {"overall": 6, "condition quiet": 6}
-    assert widening_factors(block_ratios(dev, dev[:5] + signoff[40:]))["condition quiet"] == pytest.approx(math.sqrt(8 / 5))
+    assert widening_factors(block_ratios(dev, dev[:5] + signoff[40:]))["condition quiet"] == pytest.approx(
+        math.sqrt(8 / 5)
+    )
 
 
 def test_search_judges_predicted_intervals_against_the_gates_less_the_margin() -> None:
@@ -171,8 +187,13 @@ def test_search_judges_predicted_intervals_against_the_gates_less_the_margin() -
 
     utts = _speakers("q", 8, 5, "quiet") + _speakers("n", 8, 5, "noisy")
     hyps = [u.text if i % 7 else "A B C" for i, u in enumerate(utts)]  # one word lost in every 7th utterance
-    accuracy = compare_accuracy(utts, {"fp32": [u.text for u in utts], "cand": hyps}, "fp32", resamples=300,
-                                group_kinds=("condition",))
+    accuracy = compare_accuracy(
+        utts,
+        {"fp32": [u.text for u in utts], "cand": hyps},
+        "fp32",
+        resamples=300,
+        group_kinds=("condition",),
+    )
     cand = accuracy.candidates["cand"]
     gates = held_back(GateConfig(max_latency_ms=50.0), 1.0 / 3.0)
     assert gates.max_wer_delta_points == pytest.approx(0.2) and gates.max_latency_ms is None
@@ -180,15 +201,26 @@ def test_search_judges_predicted_intervals_against_the_gates_less_the_margin() -
     ratios = {"overall": 2.25, "condition quiet": 4.0}
     z = pass_quantile(0.8)
     judged = predicted(cand, ratios, z)
-    checks = {c.name: c for c in next(v for v in judge(replace(accuracy, candidates={"cand": judged}), None, gates)
-                                      if v.candidate == "cand").checks}
-    for check, group in (("overall", cand.overall), ("condition quiet", cand.by("condition")["quiet"]),
-                         ("condition noisy", cand.by("condition")["noisy"])):
+    checks = {
+        c.name: c
+        for c in next(
+            v
+            for v in judge(replace(accuracy, candidates={"cand": judged}), None, gates)
+            if v.candidate == "cand"
+        ).checks
+    }
+    for check, group in (
+        ("overall", cand.overall),
+        ("condition quiet", cand.by("condition")["quiet"]),
+        ("condition noisy", cand.by("condition")["noisy"]),
+    ):
         d = group.delta
         expected = predicted_interval(d, ratios.get(check, 1.0), z).high * 100
         assert expected > (d.estimate + (d.high - d.estimate) * math.sqrt(ratios.get(check, 1.0))) * 100
         assert checks[check].value == pytest.approx(expected) and not checks[check].passed  # ~3.6 points lost
-    assert checks["overall"].limit == pytest.approx(0.2) and checks["condition noisy"].limit == pytest.approx(2 / 3)
+    assert checks["overall"].limit == pytest.approx(0.2) and checks["condition noisy"].limit == pytest.approx(
+        2 / 3
+    )
     assert predicted(cand, {"overall": 1.0}, 0.0) is cand
 
 
@@ -197,12 +229,17 @@ def test_search_refuses_a_dev_set_that_shares_speakers_or_texts_with_the_signoff
     from workbench.speech.store import SpeechSet
 
     dev = SpeechSet(tmp_path / "x-dev", {"content_hash": "a"}, _speakers("s", 2, 2, "quiet"))
-    apart = SpeechSet(tmp_path / "x-eval", {"content_hash": "b"},
-                      [replace(u, speaker="other", text=f"T {u.id}") for u in dev.utterances])
+    apart = SpeechSet(
+        tmp_path / "x-eval",
+        {"content_hash": "b"},
+        [replace(u, speaker="other", text=f"T {u.id}") for u in dev.utterances],
+    )
     check_dev_apart(dev, apart)
     check_dev_apart(dev, None)
-    for shared in ([replace(u, text=f"T {u.id}") for u in dev.utterances],
-                   [replace(u, speaker="other") for u in dev.utterances]):
+    for shared in (
+        [replace(u, text=f"T {u.id}") for u in dev.utterances],
+        [replace(u, speaker="other") for u in dev.utterances],
+    ):
         with pytest.raises(WorkbenchError, match="the dev set x-dev and the sign-off set x-eval share"):
             check_dev_apart(dev, SpeechSet(tmp_path / "x-eval", {"content_hash": "b"}, shared))
     with pytest.raises(WorkbenchError, match="is the sign-off set"):
@@ -210,11 +247,22 @@ def test_search_refuses_a_dev_set_that_shares_speakers_or_texts_with_the_signoff
 
 
 def test_groups_follow_the_wav2vec2_structure() -> None:
-    assert group_of("/wav2vec2/feature_extractor/conv_layers.1/conv/Conv") == "feature_extractor.conv_layers.1"
-    assert group_of("/wav2vec2/encoder/layers.3/attention/k_proj/MatMul") == "encoder.layers.3.attention.qkv_proj"
+    assert (
+        group_of("/wav2vec2/feature_extractor/conv_layers.1/conv/Conv") == "feature_extractor.conv_layers.1"
+    )
+    assert (
+        group_of("/wav2vec2/encoder/layers.3/attention/k_proj/MatMul")
+        == "encoder.layers.3.attention.qkv_proj"
+    )
     assert group_of("/wav2vec2/encoder/layers.3/attention/MatMul_1") == "encoder.layers.3.attention.scores"
-    assert group_of("/wav2vec2/encoder/layers.3/attention/out_proj/MatMul") == "encoder.layers.3.attention.out_proj"
-    assert group_of("/wav2vec2/encoder/layers.0/feed_forward/output_dense/MatMul") == "encoder.layers.0.feed_forward"
+    assert (
+        group_of("/wav2vec2/encoder/layers.3/attention/out_proj/MatMul")
+        == "encoder.layers.3.attention.out_proj"
+    )
+    assert (
+        group_of("/wav2vec2/encoder/layers.0/feed_forward/output_dense/MatMul")
+        == "encoder.layers.0.feed_forward"
+    )
     assert group_of("/wav2vec2/encoder/pos_conv_embed/conv/Conv") == "encoder.pos_conv_embed"
     assert group_of("/lm_head/MatMul") == "lm_head"
     assert group_of("/lm_head/MatMul", "node") == "/lm_head/MatMul"
@@ -223,20 +271,33 @@ def test_groups_follow_the_wav2vec2_structure() -> None:
 # ---- planted sensitive layer
 
 
-def test_layer_table_rows_in_graph_order_and_error_starts_at_the_planted_layer(planted, tiny_sets, tmp_path) -> None:
+def test_layer_table_rows_in_graph_order_and_error_starts_at_the_planted_layer(
+    planted, tiny_sets, tmp_path
+) -> None:
     prepared, model, _, _ = planted
     # only the LM head in INT8: every tensor before it must be identical, the logits must not
     plan = plan_for("lm-head-int8", node_groups(model), "int8", "fp32", {"lm_head"})
-    out = run_compare(prepared, tiny_sets.calib, 1, plan=plan, sensitivity=False, out=tmp_path, progress=False,
-                      log=lambda _: None)
+    out = run_compare(
+        prepared,
+        tiny_sets.calib,
+        1,
+        plan=plan,
+        sensitivity=False,
+        out=tmp_path,
+        progress=False,
+        log=lambda _: None,
+    )
     data = out.layers
     rows = data["rows"]
     order = {o: i for i, n in enumerate(model.graph.node) for o in n.output}
     assert [order[r["tensor"]] for r in rows[:-1]] == sorted(order[r["tensor"]] for r in rows[:-1])
     assert rows[-1]["tensor"] == "logits"
     assert data["first_significant"]["group"] == "lm_head"
-    assert all(r["cosine"] == 1.0 and r["polygraphy_passed"] in (True, None) for r in rows
-               if not r["group"].startswith("lm_head"))
+    assert all(
+        r["cosine"] == 1.0 and r["polygraphy_passed"] in (True, None)
+        for r in rows
+        if not r["group"].startswith("lm_head")
+    )
     head = next(r for r in rows if r["op"] == "MatMul" and r["module"] == "lm_head")
     assert head["precision"] == "int8" and head["sqnr_db"] < 20 and head["polygraphy_passed"] is False
     assert set(head["per_condition"]) == {"quiet", "noisy", "accented"}
@@ -247,7 +308,7 @@ def test_layer_table_rows_in_graph_order_and_error_starts_at_the_planted_layer(p
 
 
 def test_ranking_puts_the_planted_layer_first(planted, tiny_sets) -> None:
-    prepared, model, variants, _ = planted
+    _prepared, model, variants, _ = planted
     groups = node_groups(model)
     result = rank_groups(variants, groups, clips_per_condition(tiny_sets.calib, 1), progress=False)
     assert result.ranking[0] == "lm_head"
@@ -264,7 +325,9 @@ def test_search_keeps_the_planted_layer_out_of_int8(planted, tiny_sets) -> None:
     groups = node_groups(model)
     ranked = rank_groups(variants, groups, clips_per_condition(tiny_sets.calib, 1), progress=False)
     clips = all_clips(tiny_sets.calib)
-    own = transcribe(variants.runner(PrecisionPlan("fp32")), [c.audio for c in clips], prepared.description).texts
+    own = transcribe(
+        variants.runner(PrecisionPlan("fp32")), [c.audio for c in clips], prepared.description
+    ).texts
     dev = [Clip(replace(c.utterance, text=t), c.audio) for c, t in zip(clips, own)]
     gates = GateConfig(max_wer_delta_points=25.0, max_condition_wer_delta_points=50.0)
     evaluator = DevEvaluator(variants, dev, gates, resamples=200, progress=False, model=prepared.description)
@@ -277,8 +340,9 @@ def test_search_keeps_the_planted_layer_out_of_int8(planted, tiny_sets) -> None:
     assert result.evaluations == evaluator.count < len(groups)
     assert not result.int8_everywhere_passes
     # the planted layer alone in INT8 (everything else FP16) breaks the budget
-    only_head = evaluator.evaluate(plan_for("only-head", groups, "fp16", "int8",
-                                            {g.name for g in groups} - {"lm_head"}))
+    only_head = evaluator.evaluate(
+        plan_for("only-head", groups, "fp16", "int8", {g.name for g in groups} - {"lm_head"})
+    )
     assert not only_head.passed
 
 
@@ -290,17 +354,52 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     prepared, _, _, engines = planted
     gates = tmp_path / "gates.json"
     gates.write_text(json.dumps({"max_wer_delta_points": 100.0, "max_condition_wer_delta_points": 100.0}))
-    common = ["--model", prepared.model, "--calib-set", str(tiny_sets.calib.path), "--method", "max",
-              "--engines", str(engines), "--per-condition", "1", "--no-progress"]
-    assert main(["search", *common, "--gates", str(gates), "--resamples", "200", "--refine", "0",
-                 "--signoff-set", str(tiny_sets.eval.path)]) == 0
+    common = [
+        "--model",
+        prepared.model,
+        "--calib-set",
+        str(tiny_sets.calib.path),
+        "--method",
+        "max",
+        "--engines",
+        str(engines),
+        "--per-condition",
+        "1",
+        "--no-progress",
+    ]
+    assert (
+        main(
+            [
+                "search",
+                *common,
+                "--gates",
+                str(gates),
+                "--resamples",
+                "200",
+                "--refine",
+                "0",
+                "--signoff-set",
+                str(tiny_sets.eval.path),
+            ]
+        )
+        == 0
+    )
     out = prepared.folder / "compare"
     printed = capsys.readouterr().out
     assert "full WER evaluations:" in printed
     search = json.loads(next(out.glob("search-max-*.json")).read_text())
     assert search["format"] == "workbench-search/1"
-    assert search["dev_set"]["content_hash"] == tiny_sets.calib.content_hash  # default dev set: calibration set
-    assert set(search["provenance"]) >= {"model", "fp32_onnx", "cache", "calibration_set", "dev_set", "sensitivity"}
+    assert (
+        search["dev_set"]["content_hash"] == tiny_sets.calib.content_hash
+    )  # default dev set: calibration set
+    assert set(search["provenance"]) >= {
+        "model",
+        "fp32_onnx",
+        "cache",
+        "calibration_set",
+        "dev_set",
+        "sensitivity",
+    }
     assert search["evaluations"] == len(search["candidates"]) >= 1
     from workbench.config import SEARCH
     from workbench.evaluate.bootstrap import Interval
@@ -317,13 +416,18 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert f"{SEARCH.confidence:.0%} chance that the sign-off passes" in printed
     overall = search["candidates"][0]["delta"]["overall"]
     judged = search["candidates"][0]["judged_delta_high"]["overall"]
-    expected = predicted_interval(Interval(**overall), ratios["overall"], pass_quantile(SEARCH.confidence)).high * 100
+    expected = (
+        predicted_interval(Interval(**overall), ratios["overall"], pass_quantile(SEARCH.confidence)).high
+        * 100
+    )
     assert judged == pytest.approx(expected) and judged > overall["high"] * 100
     first = search["candidates"][0]
     assert first["phase"] == "int8-everywhere" and first["int8_share"] == 1.0
     assert set(first["delta"]["per_condition"]) == {"quiet", "noisy", "accented"}
     found = search["found"]
-    assert found is not None and Path(found["onnx_path"]).is_file()  # 100-point budget: INT8 everywhere passes
+    assert (
+        found is not None and Path(found["onnx_path"]).is_file()
+    )  # 100-point budget: INT8 everywhere passes
     assert PrecisionPlan.load(Path(found["plan_path"])).to_json() == found["plan"]
     assert search["int8_everywhere_passes"] and found["int8_share"] == 1.0
     csv_text = (out / next(out.glob("search-max-*.json")).with_suffix(".csv").name).read_text()
@@ -334,7 +438,9 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     other = json.loads(sensitivity.read_text())
     other["provenance"]["model"] = "0" * 64
     (tmp_path / "other.json").write_text(json.dumps(other))
-    assert main(["search", *common, "--sensitivity", str(tmp_path / "other.json"), "--out", str(tmp_path)]) == 1
+    assert (
+        main(["search", *common, "--sensitivity", str(tmp_path / "other.json"), "--out", str(tmp_path)]) == 1
+    )
     assert "another model" in capsys.readouterr().err
     # the sign-off's default candidates pick the found plan up, unless it was searched on the evaluation set;
     # damaged search files beside it are passed over
@@ -343,12 +449,14 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     (out / "search-zz-binary.json").write_bytes(b"\xff\xfe")
     (out / "search-zz-list.json").write_text("[1, 2]")
 
-    built = build_default_variants(prepared.model, str(tiny_sets.calib.path), "max", root=engines,
-                                   eval_hash=tiny_sets.eval.content_hash)
+    built = build_default_variants(
+        prepared.model, str(tiny_sets.calib.path), "max", root=engines, eval_hash=tiny_sets.eval.content_hash
+    )
     assert [n for n, _ in built.candidates] == ["fp32", "fp16", "int8-max", "mixed"]
     assert dict(built.candidates)["mixed"] == Path(found["onnx_path"]) and built.sensitivity == sensitivity
-    selected_on_eval = build_default_variants(prepared.model, str(tiny_sets.calib.path), "max", root=engines,
-                                              eval_hash=tiny_sets.calib.content_hash)
+    selected_on_eval = build_default_variants(
+        prepared.model, str(tiny_sets.calib.path), "max", root=engines, eval_hash=tiny_sets.calib.content_hash
+    )
     assert "mixed" not in dict(selected_on_eval.candidates)
 
 
@@ -357,24 +465,93 @@ def test_compare_verb_user_errors(planted, tiny_sets, tmp_path, capsys) -> None:
 
     prepared, _, _, engines = planted
     calib = str(tiny_sets.calib.path)
-    assert main(["compare", "--model", str(tmp_path / "no" / "model"), "--calib-set", calib,
-                 "--engines", str(tmp_path / "e")]) == 1
+    assert (
+        main(
+            [
+                "compare",
+                "--model",
+                str(tmp_path / "no" / "model"),
+                "--calib-set",
+                calib,
+                "--engines",
+                str(tmp_path / "e"),
+            ]
+        )
+        == 1
+    )
     assert "does not exist" in capsys.readouterr().err
-    assert main(["compare", "--model", prepared.model, "--calib-set", str(tmp_path / "missing-set"),
-                 "--engines", str(engines)]) == 1
+    assert (
+        main(
+            [
+                "compare",
+                "--model",
+                prepared.model,
+                "--calib-set",
+                str(tmp_path / "missing-set"),
+                "--engines",
+                str(engines),
+            ]
+        )
+        == 1
+    )
     assert "no speech set" in capsys.readouterr().err
     foreign = tmp_path / "foreign.cache"
-    cache_mod.CalibrationCache(prepared.cache.scales, {**prepared.cache.keys, "model": "f" * 64},
-                               prepared.cache.header).save(foreign)
+    cache_mod.CalibrationCache(
+        prepared.cache.scales, {**prepared.cache.keys, "model": "f" * 64}, prepared.cache.header
+    ).save(foreign)
     before = foreign.read_bytes()
-    assert main(["compare", "--model", prepared.model, "--calib-set", calib, "--cache", str(foreign),
-                 "--engines", str(engines)]) == 1
+    assert (
+        main(
+            [
+                "compare",
+                "--model",
+                prepared.model,
+                "--calib-set",
+                calib,
+                "--cache",
+                str(foreign),
+                "--engines",
+                str(engines),
+            ]
+        )
+        == 1
+    )
     assert "another model" in capsys.readouterr().err and foreign.read_bytes() == before
-    assert main(["compare", "--model", prepared.model, "--calib-set", calib, "--engines", str(engines),
-                 "--no-layers", "--no-sensitivity"]) == 1
+    assert (
+        main(
+            [
+                "compare",
+                "--model",
+                prepared.model,
+                "--calib-set",
+                calib,
+                "--engines",
+                str(engines),
+                "--no-layers",
+                "--no-sensitivity",
+            ]
+        )
+        == 1
+    )
     assert "nothing to do" in capsys.readouterr().err
-    assert main(["search", "--model", prepared.model, "--calib-set", calib, "--method", "max", "--engines",
-                 str(engines), "--signoff-set", calib]) == 1
+    assert (
+        main(
+            [
+                "search",
+                "--model",
+                prepared.model,
+                "--calib-set",
+                calib,
+                "--method",
+                "max",
+                "--engines",
+                str(engines),
+                "--signoff-set",
+                calib,
+            ]
+        )
+        == 1
+    )
     assert "is the sign-off set" in capsys.readouterr().err
 
 
@@ -384,17 +561,34 @@ def _files_and_hashes(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): sha256_file(p) for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothing(planted, tiny_sets, tmp_path,
-                                                                                  capsys) -> None:
+def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothing(
+    planted, tiny_sets, tmp_path, capsys
+) -> None:
     prepared, _, _, engines = planted
-    common = ["--model", prepared.model, "--calib-set", str(tiny_sets.calib.path), "--method", "max",
-              "--engines", str(engines), "--per-condition", "1", "--no-progress", "--no-sensitivity"]
+    common = [
+        "--model",
+        prepared.model,
+        "--calib-set",
+        str(tiny_sets.calib.path),
+        "--method",
+        "max",
+        "--engines",
+        str(engines),
+        "--per-condition",
+        "1",
+        "--no-progress",
+        "--no-sensitivity",
+    ]
     empty = tmp_path / "empty-set"  # a set whose manifest lists no utterance
     empty.mkdir()
     (empty / "card.json").write_text((tiny_sets.calib.path / "card.json").read_text())
     (empty / "manifest.jsonl").write_text("")
-    plans = {"corrupt": '{"name": broken', "list": "[1, 2]", "escape": '{"name": "../../escape", "default": "int8"}',
-             "unknown": '{"name": "typo", "default": "int8", "overrides": {"/no/such/MatMul": "fp16"}}'}
+    plans = {
+        "corrupt": '{"name": broken',
+        "list": "[1, 2]",
+        "escape": '{"name": "../../escape", "default": "int8"}',
+        "unknown": '{"name": "typo", "default": "int8", "overrides": {"/no/such/MatMul": "fp16"}}',
+    }
     for name, text in plans.items():
         (tmp_path / f"{name}.json").write_text(text)
     cases = [
@@ -408,7 +602,10 @@ def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothin
         (["compare", *common, "--candidate", str(tmp_path / "none.onnx")], "is not a file"),
         (["compare", *common, "--cache", str(tmp_path / "none.cache")], "is not a file"),
         (["search", *common[:-1], "--dev-set", str(empty)], "dev set empty-set"),
-        (["search", *common[:-1], "--sensitivity", str(tmp_path / "corrupt.json")], "corrupt.json, line 1: not valid JSON"),
+        (
+            ["search", *common[:-1], "--sensitivity", str(tmp_path / "corrupt.json")],
+            "corrupt.json, line 1: not valid JSON",
+        ),
     ]
     before = _files_and_hashes(engines)
     for argv, expected in cases:

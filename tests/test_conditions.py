@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from workbench.config import NOISE_KINDS, SAMPLE_RATE
-from workbench.speech.conditions import make_noise, measure_snr, mix_at_snr
 from workbench.speech.audio import rms_dbfs
+from workbench.speech.conditions import make_noise, measure_snr, mix_at_snr
 
 
 @pytest.mark.parametrize("kind", NOISE_KINDS)

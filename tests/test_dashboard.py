@@ -16,21 +16,23 @@ import onnx
 import pytest
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
+from dashkit import copy_artifacts
+from streamlit.testing.v1 import AppTest
 
-from workbench.calibration import cache as cache_mod  # noqa: E402
-from dashkit import copy_artifacts  # noqa: E402
-from workbench.dashboard import access  # noqa: E402
-from workbench.dashboard import background as jobs  # noqa: E402
-from workbench.dashboard.paths import ENV_VAR, ArtifactRoots, OutsideArtifacts, resolve  # noqa: E402
-from workbench.quantize.plan import quantizable_nodes  # noqa: E402
-from workbench.report.render import verdict_line  # noqa: E402
+from workbench.calibration import cache as cache_mod
+from workbench.dashboard import access
+from workbench.dashboard import background as jobs
+from workbench.dashboard.paths import ENV_VAR, ArtifactRoots, OutsideArtifacts, resolve
+from workbench.quantize.plan import quantizable_nodes
+from workbench.report.render import verdict_line
 
 APP = Path(__file__).resolve().parent.parent / "app.py"
 
 
 def page(name: str, **query: str) -> AppTest:
-    at = AppTest.from_string(f"from workbench.dashboard.pages import {name}\n{name}.render()", default_timeout=60)
+    at = AppTest.from_string(
+        f"from workbench.dashboard.pages import {name}\n{name}.render()", default_timeout=60
+    )
     for key, value in query.items():
         at.query_params[key] = value
     return at.run()
@@ -41,8 +43,14 @@ def access_env(monkeypatch):
     """No access setting from the caller's environment; Streamlit options a test changes are put back."""
     from streamlit import config
 
-    for name in (access.TOKEN_ENV, access.TOKEN_FILE_ENV, access.AUTH_ENV, access.READ_ONLY_ENV,
-                 access.MAX_JOBS_ENV, access.ALLOWED_USERS_ENV):
+    for name in (
+        access.TOKEN_ENV,
+        access.TOKEN_FILE_ENV,
+        access.AUTH_ENV,
+        access.READ_ONLY_ENV,
+        access.MAX_JOBS_ENV,
+        access.ALLOWED_USERS_ENV,
+    ):
         monkeypatch.delenv(name, raising=False)
     saved = {name: config.get_option(name) for name in ("client.disableDataExport", "server.address")}
     yield monkeypatch
@@ -79,8 +87,20 @@ def test_resolver_allows_only_the_artifact_folders(tmp_path) -> None:
     assert resolve("a/card.json", "calib_sets", roots) == (root / "calib_sets/a/card.json").resolve()
     assert resolve(root / "calib_sets/a", "calib_sets", roots).is_dir()
     assert resolve("inside/card.json", "calib_sets", roots).name == "card.json"  # symlink that stays inside
-    refused = ["../../secret.txt", "a/../../project-file.txt", "../reports", str(secret), "/etc/passwd", "leak",
-               "leakdir/secret.txt", "leakdir", "a/\x00x", "", "missing", "~/x"]
+    refused = [
+        "../../secret.txt",
+        "a/../../project-file.txt",
+        "../reports",
+        str(secret),
+        "/etc/passwd",
+        "leak",
+        "leakdir/secret.txt",
+        "leakdir",
+        "a/\x00x",
+        "",
+        "missing",
+        "~/x",
+    ]
     for value in refused:
         with pytest.raises(OutsideArtifacts):
             resolve(value, "calib_sets", roots)
@@ -90,8 +110,9 @@ def test_resolver_allows_only_the_artifact_folders(tmp_path) -> None:
     assert resolve(root / "reports" / "r.json", ("calib_sets", "reports"), roots).name == "r.json"
 
 
-@pytest.mark.parametrize("name,param", [("sets", "set"), ("signoff", "report"), ("tradeoff", "report"),
-                                        ("calibration", "cache")])
+@pytest.mark.parametrize(
+    "name,param", [("sets", "set"), ("signoff", "report"), ("tradeoff", "report"), ("calibration", "cache")]
+)
 def test_crafted_query_parameters_are_refused(artifacts, name, param) -> None:
     for value in ("../../../etc/passwd", "/etc/passwd", "..", "unit-calib/../../models/tiny/config.json"):
         at = page(name, **{param: value})
@@ -129,9 +150,15 @@ def test_app_navigation_opens_the_overview(artifacts) -> None:
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     assert not at.exception
     counts = {m.label: m.value for m in at.metric}
-    assert counts["speech sets"] == "2" and counts["calibration caches"] == "1" and counts["sign-off reports"] == "1"
+    assert (
+        counts["speech sets"] == "2"
+        and counts["calibration caches"] == "1"
+        and counts["sign-off reports"] == "1"
+    )
     assert counts["layer comparisons"] == "1"
-    assert verdict_line(artifacts.record).split(":")[0].replace("SHIP ", "") in texts(at.success) + texts(at.info) + texts(at.error)
+    assert verdict_line(artifacts.record).split(":")[0].replace("SHIP ", "") in texts(at.success) + texts(
+        at.info
+    ) + texts(at.error)
     assert f"Workspace: `{artifacts.root.resolve()}`" in texts(at.caption)
 
 
@@ -148,26 +175,37 @@ def test_overview_shows_the_current_directory_as_the_workspace_by_default(tmp_pa
 
 def test_empty_artifact_folders_say_which_command_to_run(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
-    expected = {"sets": "data build", "calibration": "workbench calibrate", "layers": "workbench compare",
-                "tradeoff": "workbench signoff", "signoff": "workbench demo", "run": "data build",
-                "home": "workbench demo"}
+    expected = {
+        "sets": "data build",
+        "calibration": "workbench calibrate",
+        "layers": "workbench compare",
+        "tradeoff": "workbench signoff",
+        "signoff": "workbench demo",
+        "run": "data build",
+        "home": "workbench demo",
+    }
     for name, command in expected.items():
         at = page(name)
         assert not at.exception, name
         assert command in texts(at.info), name
 
 
-def test_a_damaged_record_is_shown_as_an_error_on_the_pages_that_open_it(artifacts, tmp_path, monkeypatch) -> None:
+def test_a_damaged_record_is_shown_as_an_error_on_the_pages_that_open_it(
+    artifacts, tmp_path, monkeypatch
+) -> None:
     root = tmp_path / "art"
     shutil.copytree(artifacts.root / "reports", root / "reports", ignore=shutil.ignore_patterns("_jobs"))
     record = next((root / "reports").glob("*/report.json"))
-    record.write_text(record.read_text().replace('"candidates"', '"candidatez"', 1))  # digest no longer matches
+    record.write_text(
+        record.read_text().replace('"candidates"', '"candidatez"', 1)
+    )  # digest no longer matches
     monkeypatch.setenv(ENV_VAR, str(root))
     for name in ("signoff", "tradeoff"):
         at = page(name)
         assert not at.exception, name
-        assert [e.value for e in at.error] == [at.error[0].value] and "was edited after it was written" in \
-            at.error[0].value, name
+        assert [e.value for e in at.error] == [
+            at.error[0].value
+        ] and "was edited after it was written" in at.error[0].value, name
         assert not at.dataframe, name  # the page stops at the error
 
 
@@ -176,8 +214,13 @@ def test_pareto_column_marks_the_front_and_leaves_untimed_rows_off() -> None:
 
     from workbench.dashboard.data.reports import on_pareto_front
 
-    frame = pd.DataFrame({"candidate": ["fp32", "fp16", "int8", "slow-and-worse", "untimed"],
-                          "latency ms": [10.0, 6.0, 4.0, 8.0, None], "WER %": [10.0, 10.5, 12.0, 11.0, 1.0]})
+    frame = pd.DataFrame(
+        {
+            "candidate": ["fp32", "fp16", "int8", "slow-and-worse", "untimed"],
+            "latency ms": [10.0, 6.0, 4.0, 8.0, None],
+            "WER %": [10.0, 10.5, 12.0, 11.0, 1.0],
+        }
+    )
     assert list(on_pareto_front(frame)) == [True, True, True, False, False]
 
 
@@ -216,7 +259,7 @@ def test_calibration_page_matches_cache_and_histograms(artifacts) -> None:
     assert metrics["entropy (cache)"] == cached
     assert float(metrics["max"]) >= float(metrics["percentile"]) > 0
     assert len(at.selectbox(key="tensor").options) == len(cache.scales)
-    other = [t for t in at.selectbox(key="tensor").options if t != tensor][0]
+    other = next(t for t in at.selectbox(key="tensor").options if t != tensor)
     at.selectbox(key="tensor").select(other).run()
     assert {m.label: m.value for m in at.metric}["entropy (cache)"] == f"{cache.amax()[other]:.4g}"
 
@@ -247,7 +290,9 @@ def test_calibration_page_shows_convergence_and_older_sidecars(artifacts, tmp_pa
     assert old.selectbox(key="tensor").options
 
 
-def test_calibration_page_says_when_histograms_belong_to_another_run(artifacts, tmp_path, monkeypatch) -> None:
+def test_calibration_page_says_when_histograms_belong_to_another_run(
+    artifacts, tmp_path, monkeypatch
+) -> None:
     root = tmp_path / "art"
     shutil.copytree(artifacts.root / "engines", root / "engines")
     (root / "calib_sets").mkdir()
@@ -277,7 +322,9 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
     assert f"Verdict: **{verdict_line(record)}**" in texts(at.markdown)
     fp32 = onnx.load(str(artifacts.calibrated.fp32_onnx))
     compute = len(quantizable_nodes(fp32))
-    every = sum(n.op_type != "Cast" for n in fp32.graph.node)  # the plan covers every node (Casts are not planned)
+    every = sum(
+        n.op_type != "Cast" for n in fp32.graph.node
+    )  # the plan covers every node (Casts are not planned)
     labels = ("int8 nodes", "fp16 nodes", "fp32 nodes", "no float data")
     for candidate in ("fp32", "fp16", "int8-entropy"):
         at.selectbox(key="pick-candidate").select(candidate).run()
@@ -290,7 +337,7 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
             assert metrics["int8 nodes"] == 0 and metrics["fp16 nodes"] > metrics["fp32 nodes"] + compute
         if candidate == "int8-entropy":
             assert metrics["int8 nodes"] == compute and metrics["fp16 nodes"] > metrics["fp32 nodes"]
-    gate_axis = [o for o in at.radio(key="axis").options if "latency gate" in o][0]
+    gate_axis = next(o for o in at.radio(key="axis").options if "latency gate" in o)
     at.radio(key="axis").set_value(gate_axis).run()  # the axis the latency gate judges, with its limit drawn
     assert not at.exception
     worst = at.dataframe[0].value.set_index("candidate")["p90 worst ms"]
@@ -301,7 +348,9 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
     at.selectbox(key="group").select(condition).run()
     got = at.dataframe[0].value.set_index("candidate")["WER %"]
     for name in record["candidates"]:
-        want = record["accuracy"]["candidates"][name]["groups"]["condition"][condition]["wer"]["estimate"] * 100
+        want = (
+            record["accuracy"]["candidates"][name]["groups"]["condition"][condition]["wer"]["estimate"] * 100
+        )
         assert got[name] == pytest.approx(want)
 
 
@@ -321,7 +370,9 @@ def test_tradeoff_page_marks_the_anchor_points_of_an_anchors_record(artifacts, t
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
     shapes = [layer["encoding"]["shape"] for layer in spec["layer"] if "shape" in layer.get("encoding", {})]
     assert shapes and shapes[0]["field"] == "made by"  # the same chart, the tool drawn as the marker's shape
-    sidecar.write_text('{"format": "workbench-anchors", "version": 1, "tools": ["fp16"]}')  # damaged: warned, no marks
+    sidecar.write_text(
+        '{"format": "workbench-anchors", "version": 1, "tools": ["fp16"]}'
+    )  # damaged: warned, no marks
     at = page("tradeoff")
     assert not at.exception and "made by" not in at.dataframe[0].value.columns
     assert "Anchor points not marked" in texts(at.warning)
@@ -340,7 +391,9 @@ def test_signoff_page_verdict_downloads_and_input_check(artifacts) -> None:
     assert len(at.get("iframe")) == 1
 
 
-def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(artifacts, tmp_path, monkeypatch) -> None:
+def test_signoff_page_flags_changed_inputs_and_does_not_serve_outside_files(
+    artifacts, tmp_path, monkeypatch
+) -> None:
     outside = tmp_path / "outside.onnx"
     outside.write_bytes(b"x")
 
@@ -369,8 +422,11 @@ def test_signoff_page_offers_engines_built_from_a_candidate(artifacts, tmp_path,
     root = copy_artifacts(artifacts.root, tmp_path / "art")
     int8 = next((root / "engines").glob("*/model.int8-*.onnx"))
     try:
-        built = build_engine(int8, BuildSettings(batches=(1,), samples=Range(16_000, 32_000, 80_000)),
-                             engines_dir=root / "engines" / "trt")
+        built = build_engine(
+            int8,
+            BuildSettings(batches=(1,), samples=Range(16_000, 32_000, 80_000)),
+            engines_dir=root / "engines" / "trt",
+        )
     except WorkbenchError as exc:
         pytest.skip(f"no TensorRT builder here: {exc}")
     monkeypatch.setenv(ENV_VAR, str(root))
@@ -405,7 +461,10 @@ def test_layers_page_matches_the_compare_outputs(artifacts) -> None:
         at.selectbox(key="layer-node").select(node).run()
         assert not at.exception
         shown = {m.label: m.value for m in at.metric}
-        assert shown["cosine"] == f"{rows[node]['cosine']:.5f}" and shown["rel L2"] == f"{rows[node]['rel_l2']:.4f}"
+        assert (
+            shown["cosine"] == f"{rows[node]['cosine']:.5f}"
+            and shown["rel L2"] == f"{rows[node]['rel_l2']:.4f}"
+        )
         assert shown["sensitivity KL"] == f"{kl[rows[node]['group']]:.4g}"
         assert any(json.loads(j.value).get("op") == rows[node]["op"] for j in at.json)  # the ONNX node itself
     at.toggle(key="compute-only").set_value(False).run()
@@ -419,7 +478,9 @@ def test_tradeoff_page_shows_search_candidates(artifacts) -> None:
     at.radio(key="source").set_value("search records").run()
     assert not at.exception
     frame = at.dataframe[0].value
-    assert list(frame["candidate"]) == [search["baseline"]["name"]] + [c["name"] for c in search["candidates"]]
+    assert list(frame["candidate"]) == [search["baseline"]["name"]] + [
+        c["name"] for c in search["candidates"]
+    ]
     for c in search["candidates"]:
         row = frame[frame["candidate"] == c["name"]].iloc[0]
         assert row["WER %"] == pytest.approx(c["wer"]["overall"]["estimate"] * 100)
@@ -488,11 +549,13 @@ def test_run_page_job_inputs_survive_the_job_file_and_stay_in_the_artifact_root(
 
     roots = ArtifactRoots(artifacts.root)
     model, calib, dev = str(artifacts.model), str(artifacts.calib.path), str(artifacts.eval.path)
-    made = [run.calibrate_inputs(model, calib, "mse", 99.9, roots),
-            run.analysis_inputs("compare", model, calib, "entropy", 2, "group", None, roots),
-            run.analysis_inputs("search", model, calib, "entropy", 2, "node", calib, roots, dev),
-            run.signoff_inputs(model, calib, dev, "entropy", "ui-report", "1,8", 10, roots),
-            run.signoff_inputs(model, calib, dev, "entropy", "ui-report", None, 0, roots)]
+    made = [
+        run.calibrate_inputs(model, calib, "mse", 99.9, roots),
+        run.analysis_inputs("compare", model, calib, "entropy", 2, "group", None, roots),
+        run.analysis_inputs("search", model, calib, "entropy", 2, "node", calib, roots, dev),
+        run.signoff_inputs(model, calib, dev, "entropy", "ui-report", "1,8", 10, roots),
+        run.signoff_inputs(model, calib, dev, "entropy", "ui-report", None, 0, roots),
+    ]
     assert [codec.job_of(i) for i in made] == ["calibrate", "compare", "search", "signoff", "signoff"]
     for number, inputs in enumerate(made):
         path = tmp_path / f"job-{number}.json"
@@ -515,8 +578,12 @@ def test_run_page_job_inputs_survive_the_job_file_and_stay_in_the_artifact_root(
     page_at = page("run")
     tabs = [t.label for t in page_at.tabs]
     assert tabs == ["Calibrate", "Compare layers", "Search", "Sign-off"]
-    assert [b.label for b in page_at.form_submit_button] == ["Start calibration", "Start compare", "Start search",
-                                                            "Start sign-off"]
+    assert [b.label for b in page_at.form_submit_button] == [
+        "Start calibration",
+        "Start compare",
+        "Start search",
+        "Start sign-off",
+    ]
 
 
 @pytest.mark.slow
@@ -576,8 +643,9 @@ def _private_root(artifacts, tmp_path) -> ArtifactRoots:
     return ArtifactRoots(root)
 
 
-def test_jobs_are_refused_by_the_jobs_own_input_checks_before_anything_starts(artifacts, tmp_path,
-                                                                              monkeypatch) -> None:
+def test_jobs_are_refused_by_the_jobs_own_input_checks_before_anything_starts(
+    artifacts, tmp_path, monkeypatch
+) -> None:
     """The checks each job's ``run`` starts with (so the CLI verb's too) refuse bad inputs on the Run page."""
     from workbench.calibration.methods import MethodSpec
     from workbench.errors import WorkbenchError
@@ -588,24 +656,34 @@ def test_jobs_are_refused_by_the_jobs_own_input_checks_before_anything_starts(ar
     model, calib, ev = roots.models / "tiny", roots.calib_sets / "unit-calib", roots.calib_sets / "unit-eval"
     where = {"engines": roots.engines, "calib_root": roots.calib_sets}
     refused = {
-        "no speech set": calibrate.CalibrateInputs(model, roots.calib_sets / "missing", MethodSpec("max"), **where),
-        "model folder .* does not exist": calibrate.CalibrateInputs(roots.models / "gone", calib, MethodSpec("max"),
-                                                                     **where),
+        "no speech set": calibrate.CalibrateInputs(
+            model, roots.calib_sets / "missing", MethodSpec("max"), **where
+        ),
+        "model folder .* does not exist": calibrate.CalibrateInputs(
+            roots.models / "gone", calib, MethodSpec("max"), **where
+        ),
         "--method must be one of": compare.CompareInputs(model, calib, method="kl", **where),
         "--per-condition must be at least 1": compare.CompareInputs(model, calib, per_condition=0, **where),
-        "--candidate .* is not a file": compare.CompareInputs(model, calib, candidate=tmp_path / "x.onnx", **where),
-        "is the sign-off set": search.SearchInputs(model, calib, dev_set=str(ev), signoff_set=str(ev), **where),
+        "--candidate .* is not a file": compare.CompareInputs(
+            model, calib, candidate=tmp_path / "x.onnx", **where
+        ),
+        "is the sign-off set": search.SearchInputs(
+            model, calib, dev_set=str(ev), signoff_set=str(ev), **where
+        ),
         "--resamples must be at least 100": search.SearchInputs(model, calib, resamples=10, **where),
         "give --calib-set": signoff.SignoffInputs(ev, roots.reports / "r", model=model, **where),
-        "candidate fp32 .* does not exist": signoff.SignoffInputs(ev, roots.reports / "r",
-                                                                   candidates=[("fp32", tmp_path / "a.onnx")],
-                                                                   **where)}
+        "candidate fp32 .* does not exist": signoff.SignoffInputs(
+            ev, roots.reports / "r", candidates=[("fp32", tmp_path / "a.onnx")], **where
+        ),
+    }
     for message, inputs in refused.items():
         with pytest.raises(WorkbenchError, match=message):
             jobs.start(inputs, roots, max_jobs=5)
         with pytest.raises(WorkbenchError, match=message):  # the same check where the CLI verb meets it
             importlib.import_module(type(inputs).__module__).run(inputs)
-    assert not jobs.jobs_root(roots).exists() and not (roots.engines.exists() and any(roots.engines.iterdir()))
+    assert not jobs.jobs_root(roots).exists() and not (
+        roots.engines.exists() and any(roots.engines.iterdir())
+    )
     # through the Run page's search form: the job's message on the page, and nothing started
     at = page("run")
     at.selectbox(key="search-dev").select("unit-eval")
@@ -624,16 +702,22 @@ def test_job_limit_refuses_the_next_job_with_a_message(artifacts, tmp_path, monk
     at = page("run")
     assert "0 of at most 1 jobs running" in texts(at.caption)
     at.selectbox(key="cal-model").select("models/tiny")
-    at.form_submit_button[0].click().run()  # a real calibration: starting Python and torch alone takes seconds
+    at.form_submit_button[
+        0
+    ].click().run()  # a real calibration: starting Python and torch alone takes seconds
     first = jobs.list_jobs(roots)
     assert len(first) == 1 and "already running" not in texts(at.error)
     try:
         at.selectbox(key="cal-method").select("max")
         at.form_submit_button[0].click().run()
-        assert first[0].running, "the first job ended before the second was asked for; the limit was not tested"
+        assert first[0].running, (
+            "the first job ended before the second was asked for; the limit was not tested"
+        )
         assert not at.exception
-        assert ("1 job already running and this dashboard runs at most 1 at once; wait for one to finish or stop "
-                "one under Jobs below") in texts(at.error)
+        assert (
+            "1 job already running and this dashboard runs at most 1 at once; wait for one to finish or stop "
+            "one under Jobs below"
+        ) in texts(at.error)
         assert [j.id for j in jobs.list_jobs(roots)] == [first[0].id]
         at = page("run", job=first[0].id)
         assert "1 of at most 1 jobs running" in texts(at.caption)
@@ -710,8 +794,9 @@ def test_wrong_or_missing_token_shows_only_the_sign_in(artifacts, access_env) ->
     assert at.metric
 
 
-def test_bad_access_settings_and_an_open_address_without_access_control_show_nothing(artifacts, access_env,
-                                                                                     tmp_path) -> None:
+def test_bad_access_settings_and_an_open_address_without_access_control_show_nothing(
+    artifacts, access_env, tmp_path
+) -> None:
     from streamlit import config
 
     readable = tmp_path / "token.txt"
@@ -732,17 +817,22 @@ def test_bad_access_settings_and_an_open_address_without_access_control_show_not
     assert [t.label for t in at.text_input] == ["Access token"]
 
 
-def test_oidc_login_fails_closed_without_provider_settings_and_otherwise_offers_only_the_login(artifacts,
-                                                                                             access_env) -> None:
+def test_oidc_login_fails_closed_without_provider_settings_and_otherwise_offers_only_the_login(
+    artifacts, access_env
+) -> None:
     access_env.setenv(access.AUTH_ENV, "oidc")
     access_env.setenv(access.ALLOWED_USERS_ENV, "@example.com")
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     _assert_locked(at)
     assert "no `[auth]` section" in texts(at.error) and not at.button
     at = AppTest.from_file(str(APP), default_timeout=60)
-    at.secrets["auth"] = {"redirect_uri": "http://localhost:8501/oauth2callback", "cookie_secret": "x" * 32,
-                          "client_id": "id", "client_secret": "secret",
-                          "server_metadata_url": "https://idp.example.com/.well-known/openid-configuration"}
+    at.secrets["auth"] = {
+        "redirect_uri": "http://localhost:8501/oauth2callback",
+        "cookie_secret": "x" * 32,
+        "client_id": "id",
+        "client_secret": "secret",
+        "server_metadata_url": "https://idp.example.com/.well-known/openid-configuration",
+    }
     at.run()
     _assert_locked(at)
     assert [b.label for b in at.button] == ["Log in"] and not at.error

@@ -19,8 +19,16 @@ from dashkit import free_port, serve
 from workbench.dashboard.paths import ENV_VAR
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 APP_DIR = Path(__file__).resolve().parent.parent
 # url path -> (title, text the page must show, minimum number of charts)
 PAGES = {
@@ -38,14 +46,24 @@ PAGES = {
 def server(dash_artifacts, tmp_path):
     port = free_port()
     env = {**os.environ, ENV_VAR: str(dash_artifacts.root)}
-    argv = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", f"--server.port={port}",
-            "--server.fileWatcherType=none"]
+    argv = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.headless=true",
+        f"--server.port={port}",
+        "--server.fileWatcherType=none",
+    ]
     with serve(argv, port, APP_DIR, env, tmp_path / "streamlit.log") as running:
         yield running.url
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium; setup.sh installs it)")
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium; setup.sh installs it)"
+)
 def test_every_page_renders_in_headless_chromium(server, tmp_path) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev extra) is not installed")
     shots = Path(os.environ.get("DASHBOARD_SCREENSHOTS") or tmp_path / "screenshots")
@@ -60,13 +78,19 @@ def test_every_page_renders_in_headless_chromium(server, tmp_path) -> None:
                 page.get_by_text(text, exact=False).filter(visible=True).first.wait_for(timeout=60_000)
                 if charts:
                     page.wait_for_function(
-                        "n => document.querySelectorAll('[data-testid=\"stVegaLiteChart\"] canvas, "
-                        "[data-testid=\"stVegaLiteChart\"] svg.marks').length >= n", arg=charts, timeout=60_000)
+                        'n => document.querySelectorAll(\'[data-testid="stVegaLiteChart"] canvas, '
+                        '[data-testid="stVegaLiteChart"] svg.marks\').length >= n',
+                        arg=charts,
+                        timeout=60_000,
+                    )
                 if path == "calibration":  # the convergence verdict from the cache sidecar
-                    page.get_by_text("converged: ", exact=False).filter(visible=True).first.wait_for(timeout=60_000)
+                    page.get_by_text("converged: ", exact=False).filter(visible=True).first.wait_for(
+                        timeout=60_000
+                    )
                 if path == "signoff":  # the report page, rendered into its sandboxed frame, and its downloads
-                    page.frame_locator("iframe").first.get_by_role("heading", name="Precision sign-off").wait_for(
-                        timeout=60_000)
+                    page.frame_locator("iframe").first.get_by_role(
+                        "heading", name="Precision sign-off"
+                    ).wait_for(timeout=60_000)
                     assert page.locator('[data-testid="stDownloadButton"]').count() >= 3
                 page.wait_for_timeout(800)  # let the last charts finish drawing
                 assert page.locator('[data-testid="stException"]').count() == 0, path
@@ -82,12 +106,18 @@ def test_every_page_renders_in_headless_chromium(server, tmp_path) -> None:
             before = page.locator("h3").first.inner_text()
             box = heat.bounding_box()
             page.mouse.click(box["x"] + box["width"] * 0.8, box["y"] + box["height"] * 0.5)
-            page.wait_for_function("b => { const h = document.querySelector('h3'); return h && h.innerText !== b; }",
-                                   arg=before, timeout=60_000)
+            page.wait_for_function(
+                "b => { const h = document.querySelector('h3'); return h && h.innerText !== b; }",
+                arg=before,
+                timeout=60_000,
+            )
             after = page.locator("h3").first.inner_text()
             page.wait_for_function(  # the rerun has finished: the node's own row is shown, nothing stale left
                 "n => !document.querySelector('[data-stale=\"true\"]') && [...document.querySelectorAll("
-                "'[data-testid=\"stJson\"]')].some(e => e.innerText.includes(n))", arg=after, timeout=60_000)
+                "'[data-testid=\"stJson\"]')].some(e => e.innerText.includes(n))",
+                arg=after,
+                timeout=60_000,
+            )
             page.screenshot(path=str(shots / "layers-clicked.png"), full_page=True)
             # a crafted query parameter is refused in the browser too
             page.goto(f"{server}/sets?set=../../../../etc/passwd")
@@ -99,23 +129,39 @@ def test_every_page_renders_in_headless_chromium(server, tmp_path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium; setup.sh installs it)")
-def test_shared_read_only_dashboard_asks_for_the_token_and_offers_no_run_page_or_downloads(dash_artifacts,
-                                                                                          tmp_path) -> None:
+@pytest.mark.skipif(
+    not CHROMIUM.exists(), reason="Debian chromium is not installed (/usr/bin/chromium; setup.sh installs it)"
+)
+def test_shared_read_only_dashboard_asks_for_the_token_and_offers_no_run_page_or_downloads(
+    dash_artifacts, tmp_path
+) -> None:
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (dev extra) is not installed")
     token = "browser-test-token-" + "x" * 24
     token_file = tmp_path / "token.txt"
     token_file.write_text(token + "\n")
     token_file.chmod(0o600)
     port = free_port()
-    argv = [sys.executable, "-m", "workbench", "dashboard", "--port", str(port), "--token-file", str(token_file),
-            "--read-only", "--workspace", str(dash_artifacts.root)]
+    argv = [
+        sys.executable,
+        "-m",
+        "workbench",
+        "dashboard",
+        "--port",
+        str(port),
+        "--token-file",
+        str(token_file),
+        "--read-only",
+        "--workspace",
+        str(dash_artifacts.root),
+    ]
     env = {**os.environ, "STREAMLIT_SERVER_HEADLESS": "true", "STREAMLIT_SERVER_FILE_WATCHER_TYPE": "none"}
     shots = Path(os.environ.get("DASHBOARD_SCREENSHOTS") or tmp_path / "screenshots")
     shots.mkdir(parents=True, exist_ok=True)
     content = '[data-testid="stMetric"], [data-testid="stSidebarNav"], [data-testid="stVegaLiteChart"]'
-    with serve(argv, port, tmp_path, env, tmp_path / "streamlit.log") as server, \
-            sync_api.sync_playwright() as pw:
+    with (
+        serve(argv, port, tmp_path, env, tmp_path / "streamlit.log") as server,
+        sync_api.sync_playwright() as pw,
+    ):
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1600})
@@ -141,15 +187,25 @@ def test_shared_read_only_dashboard_asks_for_the_token_and_offers_no_run_page_or
             page.get_by_text("visitors need the access token").wait_for(timeout=60_000)
             nav = page.locator('[data-testid="stSidebarNav"]')
             nav.wait_for(timeout=60_000)
-            links = [t.strip().splitlines()[-1] for t in nav.locator("a").all_inner_texts()]  # after the icon name
+            links = [
+                t.strip().splitlines()[-1] for t in nav.locator("a").all_inner_texts()
+            ]  # after the icon name
             assert "Overview" in links and "Sign-off" in links and "Run" not in links, links
-            for title, heading in (("Sign-off", "Sign-off"), ("Calibration", "Calibration"), ("Sets", "Speech sets"),
-                                   ("Layers", "Layers"), ("Trade-off", "Trade-off: accuracy vs latency")):
-                nav.locator("a", has_text=title).first.click()  # in-app navigation keeps the signed-in session
+            for title, heading in (
+                ("Sign-off", "Sign-off"),
+                ("Calibration", "Calibration"),
+                ("Sets", "Speech sets"),
+                ("Layers", "Layers"),
+                ("Trade-off", "Trade-off: accuracy vs latency"),
+            ):
+                nav.locator(
+                    "a", has_text=title
+                ).first.click()  # in-app navigation keeps the signed-in session
                 page.get_by_role("heading", name=heading, exact=True).wait_for(timeout=60_000)
                 if title == "Sign-off":
-                    page.frame_locator("iframe").first.get_by_role("heading", name="Precision sign-off").wait_for(
-                        timeout=60_000)
+                    page.frame_locator("iframe").first.get_by_role(
+                        "heading", name="Precision sign-off"
+                    ).wait_for(timeout=60_000)
                 page.wait_for_timeout(800)
                 assert page.locator('[data-testid="stException"]').count() == 0, title
                 assert page.locator('[data-testid="stDownloadButton"]').count() == 0, title

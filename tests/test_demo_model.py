@@ -9,19 +9,27 @@ import jiwer
 import numpy as np
 import pytest
 
-from workbench.resources import demo_model_dir
 from workbench.model.features import normalise_audio
 from workbench.model.vocab import VOCAB, decode_ids
+from workbench.resources import demo_model_dir
 from workbench.speech.text import sentence_pool
 from workbench.speech.tts import Prosody, available_voices, synthesize
 
-pytestmark = pytest.mark.skipif(not any(v.engine == "espeak" for v in available_voices()),
-                                reason="espeak-ng is not installed (./setup.sh installs it)")
+pytestmark = pytest.mark.skipif(
+    not any(v.engine == "espeak" for v in available_voices()),
+    reason="espeak-ng is not installed (./setup.sh installs it)",
+)
 
 
 def test_shipped_model_is_complete_and_small() -> None:
     files = {p.name for p in demo_model_dir().iterdir()}
-    assert {"config.json", "model.safetensors", "vocab.json", "preprocessor_config.json", "README.md"} <= files
+    assert {
+        "config.json",
+        "model.safetensors",
+        "vocab.json",
+        "preprocessor_config.json",
+        "README.md",
+    } <= files
     size = sum(p.stat().st_size for p in demo_model_dir().iterdir())
     assert size <= 25 * 2**20
 

@@ -26,23 +26,34 @@ def mixed_graph(path: Path) -> Path:
     """x -> Q/DQ -> Conv (INT8) -> transpose -> Cast fp16 -> MatMul (FP16) -> Cast fp32 -> MatMul (FP32)."""
     rng = np.random.default_rng(0)
     n = helper.make_node
-    inits = [numpy_helper.from_array(rng.standard_normal((8, 1, 3)).astype(np.float32), "cw"),
-             numpy_helper.from_array(np.array(0.02, np.float32), "ws"), numpy_helper.from_array(np.array(0, np.int8), "wz"),
-             numpy_helper.from_array(np.array(0.05, np.float32), "xs"), numpy_helper.from_array(np.array(0, np.int8), "xz"),
-             numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float16), "w16"),
-             numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "w32")]
-    nodes = [n("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="x_q"),
-             n("DequantizeLinear", ["xq", "xs", "xz"], ["xdq"], name="x_dq"),
-             n("QuantizeLinear", ["cw", "ws", "wz"], ["cwq"], name="cw_q"),
-             n("DequantizeLinear", ["cwq", "ws", "wz"], ["cwdq"], name="cw_dq"),
-             n("Conv", ["xdq", "cwdq"], ["c"], name="/conv/Conv", pads=[1, 1]),
-             n("Transpose", ["c"], ["ct"], name="tr", perm=[0, 2, 1]),
-             n("Cast", ["ct"], ["ct16"], name="to16", to=TensorProto.FLOAT16),
-             n("MatMul", ["ct16", "w16"], ["m16"], name="/proj16/MatMul"),
-             n("Cast", ["m16"], ["m32"], name="to32", to=TensorProto.FLOAT),
-             n("MatMul", ["m32", "w32"], ["y"], name="/head/MatMul")]
-    graph = helper.make_graph(nodes, "mixed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1, "s"])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 4])], inits)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((8, 1, 3)).astype(np.float32), "cw"),
+        numpy_helper.from_array(np.array(0.02, np.float32), "ws"),
+        numpy_helper.from_array(np.array(0, np.int8), "wz"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "xs"),
+        numpy_helper.from_array(np.array(0, np.int8), "xz"),
+        numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float16), "w16"),
+        numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "w32"),
+    ]
+    nodes = [
+        n("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="x_q"),
+        n("DequantizeLinear", ["xq", "xs", "xz"], ["xdq"], name="x_dq"),
+        n("QuantizeLinear", ["cw", "ws", "wz"], ["cwq"], name="cw_q"),
+        n("DequantizeLinear", ["cwq", "ws", "wz"], ["cwdq"], name="cw_dq"),
+        n("Conv", ["xdq", "cwdq"], ["c"], name="/conv/Conv", pads=[1, 1]),
+        n("Transpose", ["c"], ["ct"], name="tr", perm=[0, 2, 1]),
+        n("Cast", ["ct"], ["ct16"], name="to16", to=TensorProto.FLOAT16),
+        n("MatMul", ["ct16", "w16"], ["m16"], name="/proj16/MatMul"),
+        n("Cast", ["m16"], ["m32"], name="to32", to=TensorProto.FLOAT),
+        n("MatMul", ["m32", "w32"], ["y"], name="/head/MatMul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mixed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 1, "s"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["b", "s", 4])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
@@ -51,32 +62,76 @@ def mixed_graph(path: Path) -> Path:
 
 def tensor(name: str, dtype: str, trt11: bool) -> dict:
     if trt11:
-        return {"Name": name, "Location": "Device", "Dimensions": [1, -1, 8], "Datatype": dtype,
-                "Format": "Row major linear format"}
-    words = {"Int8": "Thirty-two wide channel vectorized row major Int8 format", "Half": "Row major linear FP16 format",
-             "Float": "Row major linear FP32 format"}
+        return {
+            "Name": name,
+            "Location": "Device",
+            "Dimensions": [1, -1, 8],
+            "Datatype": dtype,
+            "Format": "Row major linear format",
+        }
+    words = {
+        "Int8": "Thirty-two wide channel vectorized row major Int8 format",
+        "Half": "Row major linear FP16 format",
+        "Float": "Row major linear FP32 format",
+    }
     return {"Name": name, "Location": "Device", "Dimensions": [1, -1, 8], "Format/Datatype": words[dtype]}
 
 
 def engine_json(conv: str = "Int8", proj: str = "Half", head: str = "Float", trt11: bool = False) -> str:
     """An engine's inspector output (detailed verbosity) for ``mixed_graph``, with the given input types."""
     layers = [
-        {"Name": "Reformatting CopyNode for Input Tensor 0 to x_q + /conv/Conv", "LayerType": "Reformat",
-         "Inputs": [tensor("x", "Float", trt11)], "Outputs": [tensor("x_reformatted", "Float", trt11)]},
-        {"Name": "x_q", "LayerType": "Scale", "Inputs": [tensor("x", "Float", trt11)],
-         "Outputs": [tensor("xq", "Int8", trt11)], "Metadata": "[ONNX Layer: x_q]"},
-        {"Name": "cw_q + x_dq + /conv/Conv", "LayerType": "CaskConvolution", "Inputs": [tensor("xq", conv, trt11)],
-         "Outputs": [tensor("c", "Float", trt11)], "TacticName": "sm90_xmma_fprop_implicit_gemm",
-         "Metadata": SEP.join(f"[ONNX Layer: {n}]" for n in ("cw_q", "cw_dq", "x_dq", "/conv/Conv"))},
-        {"Name": "tr + to16", "LayerType": "Shuffle", "Inputs": [tensor("c", "Float", trt11)],
-         "Outputs": [tensor("ct16", "Half", trt11)], "Metadata": "[ONNX Layer: tr]\x1f[ONNX Layer: to16]"},
-        {"Name": "/proj16/MatMul", "LayerType": "gemm", "Inputs": [tensor("ct16", proj, trt11)],
-         "Outputs": [tensor("m16", proj, trt11)], "Metadata": "[ONNX Layer: /proj16/MatMul]"},
-        {"Name": "to32 + /head/MatMul", "LayerType": "CaskGemmMatrixMultiply", "Inputs": [tensor("m32", head, trt11)],
-         "Outputs": [tensor("y", head, trt11)]},  # no Metadata: matched through the fused name
+        {
+            "Name": "Reformatting CopyNode for Input Tensor 0 to x_q + /conv/Conv",
+            "LayerType": "Reformat",
+            "Inputs": [tensor("x", "Float", trt11)],
+            "Outputs": [tensor("x_reformatted", "Float", trt11)],
+        },
+        {
+            "Name": "x_q",
+            "LayerType": "Scale",
+            "Inputs": [tensor("x", "Float", trt11)],
+            "Outputs": [tensor("xq", "Int8", trt11)],
+            "Metadata": "[ONNX Layer: x_q]",
+        },
+        {
+            "Name": "cw_q + x_dq + /conv/Conv",
+            "LayerType": "CaskConvolution",
+            "Inputs": [tensor("xq", conv, trt11)],
+            "Outputs": [tensor("c", "Float", trt11)],
+            "TacticName": "sm90_xmma_fprop_implicit_gemm",
+            "Metadata": SEP.join(f"[ONNX Layer: {n}]" for n in ("cw_q", "cw_dq", "x_dq", "/conv/Conv")),
+        },
+        {
+            "Name": "tr + to16",
+            "LayerType": "Shuffle",
+            "Inputs": [tensor("c", "Float", trt11)],
+            "Outputs": [tensor("ct16", "Half", trt11)],
+            "Metadata": "[ONNX Layer: tr]\x1f[ONNX Layer: to16]",
+        },
+        {
+            "Name": "/proj16/MatMul",
+            "LayerType": "gemm",
+            "Inputs": [tensor("ct16", proj, trt11)],
+            "Outputs": [tensor("m16", proj, trt11)],
+            "Metadata": "[ONNX Layer: /proj16/MatMul]",
+        },
+        {
+            "Name": "to32 + /head/MatMul",
+            "LayerType": "CaskGemmMatrixMultiply",
+            "Inputs": [tensor("m32", head, trt11)],
+            "Outputs": [tensor("y", head, trt11)],
+        },  # no Metadata: matched through the fused name
     ]
-    io = ({"I/O Tensors": [{"Name": "x", "IOMode": "Input", "DataType": "Float"},
-                           {"Name": "y", "IOMode": "Output", "DataType": "Float"}]} if trt11 else {"Bindings": ["x", "y"]})
+    io = (
+        {
+            "I/O Tensors": [
+                {"Name": "x", "IOMode": "Input", "DataType": "Float"},
+                {"Name": "y", "IOMode": "Output", "DataType": "Float"},
+            ]
+        }
+        if trt11
+        else {"Bindings": ["x", "y"]}
+    )
     return json.dumps({"Layers": layers, **io})
 
 
@@ -102,7 +157,10 @@ def test_a_clean_engine_passes(plan, trt11) -> None:
 def test_int8_fallback_is_detected(plan, trt11) -> None:
     result = check_plan(parse_engine_information(engine_json(conv="Half", trt11=trt11)), plan)
     assert not result.passed and [m.node for m in result.int8_fallback] == ["/conv/Conv"]
-    assert result.int8_fallback[0].realized == "fp16" and result.int8_fallback[0].layer == "cw_q + x_dq + /conv/Conv"
+    assert (
+        result.int8_fallback[0].realized == "fp16"
+        and result.int8_fallback[0].layer == "cw_q + x_dq + /conv/Conv"
+    )
     assert "1 planned INT8 but not INT8: /conv/Conv (fp16 in cw_q + x_dq + /conv/Conv)" in result.summary()
 
 
@@ -121,11 +179,17 @@ def test_nodes_the_engine_does_not_name_are_unverified(plan) -> None:
     assert result.not_found == ["/proj16/MatMul"] and not result.passed and "unverified" in result.summary()
 
 
-@pytest.mark.parametrize("text,match", [
-    ("not json", "not JSON"),
-    ('{"Bindings": ["x"]}', 'no "Layers" list'),
-    ('{"Layers": ["cw_q + x_dq + /conv/Conv"], "Bindings": ["x"]}', "without detailed profiling verbosity"),
-])
+@pytest.mark.parametrize(
+    "text,match",
+    [
+        ("not json", "not JSON"),
+        ('{"Bindings": ["x"]}', 'no "Layers" list'),
+        (
+            '{"Layers": ["cw_q + x_dq + /conv/Conv"], "Bindings": ["x"]}',
+            "without detailed profiling verbosity",
+        ),
+    ],
+)
 def test_inspector_output_without_precisions_is_refused(text, match) -> None:
     with pytest.raises(WorkbenchError, match=match):
         parse_engine_information(text)
@@ -138,18 +202,24 @@ def test_data_type_words() -> None:
     assert dtype_of({"Datatype": "Float"}) == "fp32" and dtype_of({"Name": "x"}) is None
 
 
-@pytest.mark.skipif(not (has_module("tensorrt") or has_module("tensorrt_rtx_bindings")),
-                    reason="no TensorRT builder installed")
+@pytest.mark.skipif(
+    not (has_module("tensorrt") or has_module("tensorrt_rtx_bindings")),
+    reason="no TensorRT builder installed",
+)
 def test_a_real_engine_inspector_where_a_runtime_can_load_it(plan, tmp_path) -> None:
     """Build the mixed graph with the installed TensorRT; inspect it where the runtime can load the engine."""
     from workbench.backends.tensorrt.builder import BuildSettings, build_engine
     from workbench.backends.tensorrt.inspector import engine_information
     from workbench.backends.tensorrt.profile import Range
 
-    built = build_engine(mixed_graph(tmp_path / "mixed.onnx"), BuildSettings((1, 2), Range(16, 32, 64)), tmp_path)
+    built = build_engine(
+        mixed_graph(tmp_path / "mixed.onnx"), BuildSettings((1, 2), Range(16, 32, 64)), tmp_path
+    )
     try:
         text = engine_information(built.engine_path)
-    except Exception as exc:  # noqa: BLE001 - the runtime's refusal is the reason to skip
-        pytest.skip(f"the engine built ({built.engine_bytes} bytes) but this TensorRT runtime cannot load it to "
-                    f"inspect it here (no CUDA GPU here; on the H200 TensorRT-RTX refuses compute capability 9.0): {exc}")
+    except Exception as exc:
+        pytest.skip(
+            f"the engine built ({built.engine_bytes} bytes) but this TensorRT runtime cannot load it to "
+            f"inspect it here (no CUDA GPU here; on the H200 TensorRT-RTX refuses compute capability 9.0): {exc}"
+        )
     assert check_plan(parse_engine_information(text), plan).passed

@@ -5,28 +5,37 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
+
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.bootstrap import blocks_for, paired_delta_interval, wer_interval
 from workbench.evaluate.gates import GateConfig, judge, load_gate_config
-from workbench.evaluate.latency import LatencyConfig, LatencyPoint, LatencyResult, bucket_clips, measure_latency
+from workbench.evaluate.latency import (
+    LatencyConfig,
+    LatencyPoint,
+    LatencyResult,
+    bucket_clips,
+    measure_latency,
+)
 from workbench.evaluate.transcribe import transcribe_set
-from workbench.model.features import normalise_audio
 from workbench.evaluate.wer import corpus_wer, score_utterance, score_utterances
+from workbench.model.features import normalise_audio
 from workbench.speech.records import Utterance
 
 
-@pytest.mark.parametrize("ref,hyp,s,d,i,n", [
-    ("the cat sat on the mat", "the cat sat on the mat", 0, 0, 0, 6),
-    ("the cat sat on the mat", "the bat sat on mat", 1, 1, 0, 6),      # cat->bat, drop 'the'
-    ("a b c", "a x c d", 1, 0, 1, 3),
-    ("hello world", "", 0, 2, 0, 2),
-    ("", "oops", 0, 0, 1, 0),
-    ("Hello, World!", "hello world", 0, 0, 0, 2),                    # normalisation: case + punctuation
-    ("don't  stop-now", "DONT stop now", 1, 0, 0, 3),                # hyphen splits, apostrophe kept
-])
+@pytest.mark.parametrize(
+    "ref,hyp,s,d,i,n",
+    [
+        ("the cat sat on the mat", "the cat sat on the mat", 0, 0, 0, 6),
+        ("the cat sat on the mat", "the bat sat on mat", 1, 1, 0, 6),  # cat->bat, drop 'the'
+        ("a b c", "a x c d", 1, 0, 1, 3),
+        ("hello world", "", 0, 2, 0, 2),
+        ("", "oops", 0, 0, 1, 0),
+        ("Hello, World!", "hello world", 0, 0, 0, 2),  # normalisation: case + punctuation
+        ("don't  stop-now", "DONT stop now", 1, 0, 0, 3),  # hyphen splits, apostrophe kept
+    ],
+)
 def test_wer_hand_computed(ref, hyp, s, d, i, n):
     e = score_utterance("x", ref, hyp)
     assert (e.substitutions, e.deletions, e.insertions, e.reference_words) == (s, d, i, n)
@@ -96,9 +105,20 @@ def test_paired_delta_identical_is_zero_and_worse_is_positive():
 
 def _utts(n: int) -> list[Utterance]:
     conds = ("quiet", "noisy", "accented")
-    return [Utterance(id=f"u{i}", text="one two three four five six seven eight nine ten", speaker=f"s{i % 6}",
-                      voice=f"v{i % 6}", accent="gb" if i % 3 == 2 else "us", condition=conds[i % 3],
-                      duration_s=2.0, source="unit", bucket="short") for i in range(n)]
+    return [
+        Utterance(
+            id=f"u{i}",
+            text="one two three four five six seven eight nine ten",
+            speaker=f"s{i % 6}",
+            voice=f"v{i % 6}",
+            accent="gb" if i % 3 == 2 else "us",
+            condition=conds[i % 3],
+            duration_s=2.0,
+            source="unit",
+            bucket="short",
+        )
+        for i in range(n)
+    ]
 
 
 def _hyps(utts, broken_condition: str | None = None):
@@ -114,9 +134,12 @@ def test_gate_that_must_fail_does():
     assert acc.bootstrap_unit == "speaker"
     assert acc.candidates["int8"].by("condition")["noisy"].delta.estimate == pytest.approx(0.2)
     assert acc.candidates["int8"].overall.delta.estimate == pytest.approx(0.2 / 3)
+
     def lat(name, ms):
-        return LatencyResult(name, {"backend": "test"}, {}, [LatencyPoint(1, "short", 2.0, ms, ms, ms, ms, 3, 1.0)],
-                             0.0, 0.0)
+        return LatencyResult(
+            name, {"backend": "test"}, {}, [LatencyPoint(1, "short", 2.0, ms, ms, ms, ms, 3, 1.0)], 0.0, 0.0
+        )
+
     latencies = {"fp32": lat("fp32", 30.0), "fp16": lat("fp16", 20.0), "int8": lat("int8", 10.0)}
     verdicts = {v.candidate: v for v in judge(acc, latencies, GateConfig())}
     assert verdicts["fp32"].passed and verdicts["fp16"].passed
@@ -149,7 +172,9 @@ def test_transcribe_and_latency_through_onnxruntime(tmp_path, speech_like):
     out = transcribe_set(OnnxRuntimeRunner(model, threads=1), sset, DEFAULT_MODEL, "const")
     assert out.texts == ["HELLO WORLD"] * 4
     acc = compare_accuracy(sset.utterances, {"const": out.texts}, "const", resamples=200)
-    assert acc.candidates["const"].overall.wer.estimate == pytest.approx((0 + 1 + 2 + 0) / (2 + 3 + 1 + 2))  # THERE deleted; GOODBYE: 1 S + 1 I
+    assert acc.candidates["const"].overall.wer.estimate == pytest.approx(
+        (0 + 1 + 2 + 0) / (2 + 3 + 1 + 2)
+    )  # THERE deleted; GOODBYE: 1 S + 1 I
 
     buckets = bucket_clips(sset)
     assert set(buckets) == {"short", "long"}

@@ -28,9 +28,13 @@ RATE = 16_000
 
 
 def _model(nodes, inits, name: str = "g", out_dims=("batch", "frames", 5)) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, name,
-                              [helper.make_tensor_value_info("input_values", TP.FLOAT, ["batch", "samples"])],
-                              [helper.make_tensor_value_info("logits", TP.FLOAT, list(out_dims))], inits)
+    graph = helper.make_graph(
+        nodes,
+        name,
+        [helper.make_tensor_value_info("input_values", TP.FLOAT, ["batch", "samples"])],
+        [helper.make_tensor_value_info("logits", TP.FLOAT, list(out_dims))],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -41,18 +45,22 @@ def planted(gain: float = 20000.0) -> onnx.ModelProto:
     """waveform -> Conv -> x gain -> / gain -> Transpose -> MatMul -> logits; ``big`` (Mul output) passes 65504
     on normalised speech-like audio; Shape + Reshape keep the frames (a node without float output)."""
     rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(np.array([1], np.int64), "axes"),
-             numpy_helper.from_array((rng.standard_normal((4, 1, 8)) * 0.5).astype(np.float32), "conv_w"),
-             numpy_helper.from_array(np.array(gain, np.float32), "gain"),
-             numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "proj_w")]
-    nodes = [helper.make_node("Unsqueeze", ["input_values", "axes"], ["x3"], name="unsqueeze"),
-             helper.make_node("Conv", ["x3", "conv_w"], ["conv"], name="conv", strides=[4]),
-             helper.make_node("Mul", ["conv", "gain"], ["big"], name="amplify"),
-             helper.make_node("Div", ["big", "gain"], ["back"], name="attenuate"),
-             helper.make_node("Shape", ["back"], ["back_shape"], name="shape"),
-             helper.make_node("Reshape", ["back", "back_shape"], ["same"], name="reshape"),
-             helper.make_node("Transpose", ["same"], ["frames"], name="to_frames", perm=[0, 2, 1]),
-             helper.make_node("MatMul", ["frames", "proj_w"], ["logits"], name="proj")]
+    inits = [
+        numpy_helper.from_array(np.array([1], np.int64), "axes"),
+        numpy_helper.from_array((rng.standard_normal((4, 1, 8)) * 0.5).astype(np.float32), "conv_w"),
+        numpy_helper.from_array(np.array(gain, np.float32), "gain"),
+        numpy_helper.from_array(rng.standard_normal((4, 5)).astype(np.float32), "proj_w"),
+    ]
+    nodes = [
+        helper.make_node("Unsqueeze", ["input_values", "axes"], ["x3"], name="unsqueeze"),
+        helper.make_node("Conv", ["x3", "conv_w"], ["conv"], name="conv", strides=[4]),
+        helper.make_node("Mul", ["conv", "gain"], ["big"], name="amplify"),
+        helper.make_node("Div", ["big", "gain"], ["back"], name="attenuate"),
+        helper.make_node("Shape", ["back"], ["back_shape"], name="shape"),
+        helper.make_node("Reshape", ["back", "back_shape"], ["same"], name="reshape"),
+        helper.make_node("Transpose", ["same"], ["frames"], name="to_frames", perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["frames", "proj_w"], ["logits"], name="proj"),
+    ]
     return _model(nodes, inits, "planted")
 
 
@@ -66,7 +74,8 @@ def run(path: Path, audio: np.ndarray) -> np.ndarray:
     from workbench.model.features import normalise_audio
 
     return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
-        None, {"input_values": normalise_audio(audio)[None]})[0]
+        None, {"input_values": normalise_audio(audio)[None]}
+    )[0]
 
 
 def cast_boundaries(variant: onnx.ModelProto, plan: PrecisionPlan, source: onnx.ModelProto) -> list[str]:
@@ -101,8 +110,9 @@ def planted_file(tmp_path) -> Path:
     return path
 
 
-def test_planted_overflow_gets_an_fp32_island_and_the_unguarded_variant_is_named(planted_file, tmp_path,
-                                                                                 speech_like) -> None:
+def test_planted_overflow_gets_an_fp32_island_and_the_unguarded_variant_is_named(
+    planted_file, tmp_path, speech_like
+) -> None:
     audio = clips(speech_like)
     stats = collect_float_stats(planted_file, audio, progress=False)
     assert stats.amax["big"] > FP16_MAX > stats.amax["conv"]  # the plant works: FP16 cannot hold `big`
@@ -120,8 +130,12 @@ def test_planted_overflow_gets_an_fp32_island_and_the_unguarded_variant_is_named
     assert check_overflow(guarded, audio, every_tensor_clips=2).clean
     graph = onnx.load(str(guarded))
     casts = [(n.input[0], n.output[0]) for n in graph.graph.node if n.op_type == "Cast"]
-    assert casts == [("input_values", "input_values_fp16"), ("conv", "conv_fp32"), ("back", "back_fp16"),
-                     ("logits_fp16", "logits")]  # one in, one out, one pair around the island
+    assert casts == [
+        ("input_values", "input_values_fp16"),
+        ("conv", "conv_fp32"),
+        ("back", "back_fp16"),
+        ("logits_fp16", "logits"),
+    ]  # one in, one out, one pair around the island
     assert cast_boundaries(graph, FP16.with_guard(keep), model) == []
 
 
@@ -132,8 +146,15 @@ def test_plan_covers_every_node_and_lists_fp32_reasons(planted_file, tmp_path, s
     placed = {p.node: p for p in plan.placements(model)}
     assert list(placed) == [n.name for n in model.graph.node]
     assert {n: p.precision for n, p in placed.items()} == {
-        "unsqueeze": "fp16", "conv": "fp16", "amplify": "fp32", "attenuate": "fp32", "shape": "none",
-        "reshape": "fp16", "to_frames": "fp16", "proj": "int8"}
+        "unsqueeze": "fp16",
+        "conv": "fp16",
+        "amplify": "fp32",
+        "attenuate": "fp32",
+        "shape": "none",
+        "reshape": "fp16",
+        "to_frames": "fp16",
+        "proj": "int8",
+    }
     assert placed["proj"].compute_type == "fp16" and placed["amplify"].reason == keep["amplify"]
     plan.save(tmp_path / "plan.json", model)
     saved = json.loads((tmp_path / "plan.json").read_text())
@@ -165,11 +186,14 @@ def test_int8_variant_carries_fp16_between_islands_at_opset_19(planted_file, tmp
             q = numpy_helper.to_array(inits[node.input[0]])
             assert np.abs(q).max() <= 127 and scale.min() > 0
     w = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "proj_w"))
-    wq = numpy_helper.to_array(inits["proj_w1_int8"]).astype(np.float32) * \
-        numpy_helper.to_array(inits["proj_w1_scale"]).astype(np.float32)
+    wq = numpy_helper.to_array(inits["proj_w1_int8"]).astype(np.float32) * numpy_helper.to_array(
+        inits["proj_w1_scale"]
+    ).astype(np.float32)
     assert np.abs(wq - w).max() <= np.abs(w).max(axis=0).max() / 127  # within one step of the original
     assert cast_boundaries(graph, plan, model) == []
-    rest32 = build_variant(planted_file, amax, PrecisionPlan("int8", "int8", rest="fp32"), tmp_path / "r32.onnx")
+    rest32 = build_variant(
+        planted_file, amax, PrecisionPlan("int8", "int8", rest="fp32"), tmp_path / "r32.onnx"
+    )
     kept = onnx.load(str(rest32))
     assert kept.opset_import[0].version == 17 and not any(n.op_type == "Cast" for n in kept.graph.node)
     audio = clips(speech_like)[1]
@@ -182,20 +206,26 @@ def _time_norm_model(scale: float) -> onnx.ModelProto:
     """Conv -> InstanceNormalization over time (GroupNorm as exported) -> LayerNorm over 4 channels -> logits;
     a Softmax over the logits times ``scale`` (a large Softmax input when scale is large)."""
     rng = np.random.default_rng(1)
-    inits = [numpy_helper.from_array(np.array([1], np.int64), "axes"),
-             numpy_helper.from_array((rng.standard_normal((4, 1, 8)) * 0.2).astype(np.float32), "conv_w"),
-             numpy_helper.from_array(np.ones(4, np.float32), "in_s"),
-             numpy_helper.from_array(np.zeros(4, np.float32), "in_b"),
-             numpy_helper.from_array(np.ones(4, np.float32), "ln_s"),
-             numpy_helper.from_array(np.zeros(4, np.float32), "ln_b"),
-             numpy_helper.from_array(np.array(scale, np.float32), "scale")]
-    nodes = [helper.make_node("Unsqueeze", ["input_values", "axes"], ["x3"], name="unsqueeze"),
-             helper.make_node("Conv", ["x3", "conv_w"], ["conv"], name="conv", strides=[4]),
-             helper.make_node("InstanceNormalization", ["conv", "in_s", "in_b"], ["normed"], name="group_norm"),
-             helper.make_node("Transpose", ["normed"], ["frames"], name="to_frames", perm=[0, 2, 1]),
-             helper.make_node("LayerNormalization", ["frames", "ln_s", "ln_b"], ["ln"], name="layer_norm", axis=-1),
-             helper.make_node("Mul", ["ln", "scale"], ["scores"], name="scores"),
-             helper.make_node("Softmax", ["scores"], ["logits"], name="softmax", axis=-1)]
+    inits = [
+        numpy_helper.from_array(np.array([1], np.int64), "axes"),
+        numpy_helper.from_array((rng.standard_normal((4, 1, 8)) * 0.2).astype(np.float32), "conv_w"),
+        numpy_helper.from_array(np.ones(4, np.float32), "in_s"),
+        numpy_helper.from_array(np.zeros(4, np.float32), "in_b"),
+        numpy_helper.from_array(np.ones(4, np.float32), "ln_s"),
+        numpy_helper.from_array(np.zeros(4, np.float32), "ln_b"),
+        numpy_helper.from_array(np.array(scale, np.float32), "scale"),
+    ]
+    nodes = [
+        helper.make_node("Unsqueeze", ["input_values", "axes"], ["x3"], name="unsqueeze"),
+        helper.make_node("Conv", ["x3", "conv_w"], ["conv"], name="conv", strides=[4]),
+        helper.make_node("InstanceNormalization", ["conv", "in_s", "in_b"], ["normed"], name="group_norm"),
+        helper.make_node("Transpose", ["normed"], ["frames"], name="to_frames", perm=[0, 2, 1]),
+        helper.make_node(
+            "LayerNormalization", ["frames", "ln_s", "ln_b"], ["ln"], name="layer_norm", axis=-1
+        ),
+        helper.make_node("Mul", ["ln", "scale"], ["scores"], name="scores"),
+        helper.make_node("Softmax", ["scores"], ["logits"], name="softmax", axis=-1),
+    ]
     return _model(nodes, inits, "norms", ("batch", "frames", 4))
 
 
@@ -211,7 +241,9 @@ def test_time_sums_are_projected_and_softmax_inputs_guarded(tmp_path, speech_lik
     assert list(keep) == ["group_norm"] and "projected to 30 s clips" in keep["group_norm"]
     loud = tmp_path / "loud.onnx"
     onnx.save(_time_norm_model(300.0), str(loud))
-    keep = fp32_islands(onnx.load(str(loud)), collect_float_stats(loud, clips(speech_like, (0.5,)), progress=False))
+    keep = fp32_islands(
+        onnx.load(str(loud)), collect_float_stats(loud, clips(speech_like, (0.5,)), progress=False)
+    )
     assert list(keep) == ["group_norm", "scores", "softmax"]  # the Softmax and the writer of its input
     assert "FP16's step 0.5 " in keep["softmax"] and keep["scores"].startswith("writes the input of softmax")
 
@@ -232,33 +264,45 @@ def test_signoff_fails_a_candidate_with_an_overflow_and_names_it(planted_file, t
     from workbench.jobs.signoff import add_overflow_checks
 
     plain = build_variant(planted_file, {}, FP16, tmp_path / "plain.onnx")
-    reports = {"fp16": check_overflow(plain, clips(speech_like), every_tensor_clips=1),
-               "fp32": check_overflow(planted_file, clips(speech_like), every_tensor_clips=1)}
+    reports = {
+        "fp16": check_overflow(plain, clips(speech_like), every_tensor_clips=1),
+        "fp32": check_overflow(planted_file, clips(speech_like), every_tensor_clips=1),
+    }
     verdicts = [Verdict("fp32", True), Verdict("fp16", True)]
     add_overflow_checks(verdicts, reports)
     assert verdicts[0].passed and not verdicts[1].passed
     assert "inf/NaN in big written by amplify (Mul)" in verdicts[1].summary
 
 
-@pytest.mark.skipif(not HAS_BUILDER, reason="no TensorRT builder: pip install tensorrt-rtx-cu13-libs "
-                    "tensorrt-rtx-cu13-bindings")
+@pytest.mark.skipif(
+    not HAS_BUILDER,
+    reason="no TensorRT builder: pip install tensorrt-rtx-cu13-libs tensorrt-rtx-cu13-bindings",
+)
 def test_tensorrt_build_counts_non_compute_layers_by_precision(planted_file, tmp_path, speech_like) -> None:
     from workbench.backends.tensorrt.builder import BuildSettings, build_engine
     from workbench.backends.tensorrt.profile import Range
 
-    keep = fp32_islands(onnx.load(str(planted_file)), collect_float_stats(planted_file, clips(speech_like),
-                                                                          progress=False))
+    keep = fp32_islands(
+        onnx.load(str(planted_file)), collect_float_stats(planted_file, clips(speech_like), progress=False)
+    )
     settings = BuildSettings(batches=(1, 2), samples=Range(8_000, 16_000, 24_000))
     counts = {}
-    for name, plan in (("fp16", FP16.with_guard(keep)), ("int8", INT8.with_guard(keep)),
-                       ("fp32", PrecisionPlan("fp32"))):
+    for name, plan in (
+        ("fp16", FP16.with_guard(keep)),
+        ("int8", INT8.with_guard(keep)),
+        ("fp32", PrecisionPlan("fp32")),
+    ):
         variant = build_variant(planted_file, {"x3": 4.0, "frames": 8.0}, plan, tmp_path / f"{name}.onnx")
         summary = build_engine(variant, settings, tmp_path / "engines").summary
         counts[name] = (summary.compute_precisions(), summary.layer_precisions())
         assert summary.by_name("amplify").outputs[0].dtype == ("fp32")  # the island, in every variant
         if name != "fp32":
             assert summary.by_name("to_frames").outputs[0].dtype == "fp16"
-    assert counts["fp16"][0] == {"fp16": 2} and counts["int8"][0] == {"int8": 2} and counts["fp32"][0] == {"fp32": 2}
+    assert (
+        counts["fp16"][0] == {"fp16": 2}
+        and counts["int8"][0] == {"int8": 2}
+        and counts["fp32"][0] == {"fp32": 2}
+    )
     assert counts["fp16"][1]["fp16"] > counts["fp16"][1].get("fp32", 0) >= 2  # amplify, attenuate
     assert "fp16" not in counts["fp32"][1] and counts["int8"][1]["qdq"] == 6
 
@@ -288,40 +332,78 @@ def test_demo_fp16_and_mixed_variants_pass_the_wer_gates(tmp_path) -> None:
 
     if not available_voices():
         pytest.skip("no TTS engine installed (run ./setup.sh)")
-    built = build_synthetic_sets(SetBuildConfig(name="demo", calib_per_condition=8, eval_per_condition=16, seed=3),
-                                 root=tmp_path / "sets")
-    result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), str(built.calib.path),
-                                                     MethodSpec("percentile", 99.99), engines=tmp_path / "engines"))
+    built = build_synthetic_sets(
+        SetBuildConfig(name="demo", calib_per_condition=8, eval_per_condition=16, seed=3),
+        root=tmp_path / "sets",
+    )
+    result = calibrate.run(
+        calibrate.CalibrateInputs(
+            demo_model_dir(),
+            str(built.calib.path),
+            MethodSpec("percentile", 99.99),
+            engines=tmp_path / "engines",
+        )
+    )
     assert json.loads(result.fp16_onnx.with_suffix(".plan.json").read_text())["counts"]["fp16"] > 300
     model = onnx.load(str(result.fp32_onnx))
-    searched = re.compile(r"/(feature_extractor|feature_projection)/|layers\.[25]/attention/MatMul|"
-                          r"layers\.[125]/feed_forward/")
+    searched = re.compile(
+        r"/(feature_extractor|feature_projection)/|layers\.[25]/attention/MatMul|"
+        r"layers\.[125]/feed_forward/"
+    )
     fp16_nodes = {n: "fp16" for n in quantizable_nodes(model) if searched.search(n)}
     assert len(fp16_nodes) == 18
-    mixed = build_variant(result.fp32_onnx, cache_mod.load(result.cache).amax(),
-                          PrecisionPlan("mixed", "int8", fp16_nodes).with_guard(result.guard),
-                          result.fp32_onnx.with_name("model.mixed.onnx"))
-    candidates = [("fp32", result.fp32_onnx), ("fp16", result.fp16_onnx), ("mixed", mixed), ("int8", result.int8_onnx)]
-    record = run_signoff(SignoffInputs(candidates=candidates, eval_set=built.eval, out_dir=tmp_path / "report",
-                                       calib_set=built.calib, latency=None, resamples=500), log=lambda _: None).record
+    mixed = build_variant(
+        result.fp32_onnx,
+        cache_mod.load(result.cache).amax(),
+        PrecisionPlan("mixed", "int8", fp16_nodes).with_guard(result.guard),
+        result.fp32_onnx.with_name("model.mixed.onnx"),
+    )
+    candidates = [
+        ("fp32", result.fp32_onnx),
+        ("fp16", result.fp16_onnx),
+        ("mixed", mixed),
+        ("int8", result.int8_onnx),
+    ]
+    record = run_signoff(
+        SignoffInputs(
+            candidates=candidates,
+            eval_set=built.eval,
+            out_dir=tmp_path / "report",
+            calib_set=built.calib,
+            latency=None,
+            resamples=500,
+        ),
+        log=lambda _: None,
+    ).record
     verdicts = {v["candidate"]: v for v in record["verdicts"]}
     assert verdicts["fp16"]["passed"], verdicts["fp16"]["summary"]
     for name in ("fp16", "mixed", "int8"):
         assert [c["passed"] for c in verdicts[name]["checks"] if c["name"] == "overflow"] == [True], name
-    delta = {name: record["accuracy"]["candidates"][name]["overall"]["delta"]["estimate"] for name in ("mixed", "int8")}
+    delta = {
+        name: record["accuracy"]["candidates"][name]["overall"]["delta"]["estimate"]
+        for name in ("mixed", "int8")
+    }
     assert delta["mixed"] < delta["int8"], delta
 
 
-def test_float_statistics_file_is_reused_and_a_damaged_one_recomputed(planted_file, tmp_path, tiny_sets) -> None:
+def test_float_statistics_file_is_reused_and_a_damaged_one_recomputed(
+    planted_file, tmp_path, tiny_sets
+) -> None:
     """``guard_for_set`` keeps its statistics beside the export, keyed by export and set: reused while the keys
     match; a damaged file or one made for another export is recomputed, never used or fatal."""
     from workbench.quantize.float_stats import FloatStats
     from workbench.quantize.guard import guard_for_set
 
     keep, path = guard_for_set(planted_file, tiny_sets.calib, tmp_path)
-    assert list(keep) == ["amplify", "attenuate"] and path.name == f"float-{tiny_sets.calib.content_hash[:12]}.json"
+    assert (
+        list(keep) == ["amplify", "attenuate"]
+        and path.name == f"float-{tiny_sets.calib.content_hash[:12]}.json"
+    )
     written = path.read_bytes()
-    assert guard_for_set(planted_file, tiny_sets.calib, tmp_path) == (keep, path) and path.read_bytes() == written
+    assert (
+        guard_for_set(planted_file, tiny_sets.calib, tmp_path) == (keep, path)
+        and path.read_bytes() == written
+    )
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(WorkbenchError, match="delete the file to recompute"):
         FloatStats.load(path)

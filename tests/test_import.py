@@ -13,14 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from workbench.journal import SUFFIX
 import soundfile as sf
-
 from layoutkit import text_of, write_commonvoice, write_librispeech
+
 from workbench.cli import main
 from workbench.config import EngineProfile
 from workbench.errors import WorkbenchError
+from workbench.journal import SUFFIX
 from workbench.speech.importer import ImportConfig, import_set
 from workbench.speech.layouts import SourceOptions, open_source
 from workbench.speech.layouts.commonvoice import accent_name
@@ -39,8 +38,16 @@ def _duration(i: int) -> float:
 def libri(tmp_path, speech_like):
     """A test-clean-like split: 3 speakers x 2 chapters x 3 utterances, one 12.3 s clip, one listed clip
     missing, one silent clip, one FLAC without a transcript line."""
-    split, ids = write_librispeech(tmp_path / "corpus", "test-clean", SPEAKERS, 2, 3, _duration, speech_like,
-                                   sexes={"19": "F", "26": "M"})
+    split, ids = write_librispeech(
+        tmp_path / "corpus",
+        "test-clean",
+        SPEAKERS,
+        2,
+        3,
+        _duration,
+        speech_like,
+        sexes={"19": "F", "26": "M"},
+    )
     missing = split / "26" / "261" / "26-261-0001.flac"
     missing.unlink()
     silent = split / "32" / "321" / "32-321-0002.flac"
@@ -86,16 +93,37 @@ def test_librispeech_import_keeps_every_usable_utterance(libri, tmp_path):
     assert result.fit.outside == 0
     # the stored set does not depend on the worker count
     again = _import(open_source("librispeech", split), tmp_path, name="ls-eval-1", workers=1)
-    assert [json.loads(x)["id"] for x in (again.speech_set.path / "manifest.jsonl").read_text().splitlines()] == \
-        [u.id for u in sset.utterances]
+    assert [
+        json.loads(x)["id"] for x in (again.speech_set.path / "manifest.jsonl").read_text().splitlines()
+    ] == [u.id for u in sset.utterances]
     assert again.speech_set.content_hash == sset.content_hash
 
 
 def test_fixed_profile_says_how_many_and_what_to_pass(libri, tmp_path, capsys):
     split, usable, _ = libri
     root = tmp_path / "sets"
-    assert main(["data", "import", "--name", "ls8", "--source", "librispeech", "--path", str(split),
-                 "--max-seconds", "8", "--no-progress", "--workers", "1", "--root", str(root)]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "import",
+                "--name",
+                "ls8",
+                "--source",
+                "librispeech",
+                "--path",
+                str(split),
+                "--max-seconds",
+                "8",
+                "--no-progress",
+                "--workers",
+                "1",
+                "--root",
+                str(root),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert f"left out by the fixed profile: 1 of {len(usable)} clips (0 shorter, 1 longer" in out
     assert "pass --max-seconds 12.3" in out
@@ -110,7 +138,10 @@ def test_take_keeps_a_seeded_sample(libri, tmp_path):
     split, _, _ = libri
     one = _import(open_source("librispeech", split), tmp_path, name="t1", take=5, role="calib")
     two = _import(open_source("librispeech", split), tmp_path, name="t2", take=5, role="calib", workers=2)
-    assert one.speech_set.card["utterances"] == 5 and one.speech_set.card["checks"]["take"] == {"requested": 5, "kept": 5}
+    assert one.speech_set.card["utterances"] == 5 and one.speech_set.card["checks"]["take"] == {
+        "requested": 5,
+        "kept": 5,
+    }
     assert [u.id for u in one.speech_set.utterances] == [u.id for u in two.speech_set.utterances]
     # workers that ran past the fifth clip left no audio behind
     assert len(list((two.speech_set.path / "audio").iterdir())) == 5
@@ -136,11 +167,23 @@ def _cv_rows() -> list[dict]:
     for n, (client, (accent, gender, age)) in enumerate(CLIENTS.items()):
         for k in range(2):
             i = 2 * n + k
-            rows.append({"client_id": f"{client}{'f' * 60}", "path": f"common_voice_en_{100 + i}.mp3",
-                         "sentence": text_of(200 + i).capitalize() + ".", "accent": accent, "gender": gender,
-                         "age": age, "seconds": 1.5 + 0.5 * k})
-    rows.append({"client_id": "a1" + "f" * 60, "path": "common_voice_en_999.mp3", "sentence": "Gone missing."})
-    rows.append({"client_id": "a2" + "f" * 60, "path": "common_voice_en_998.mp3", "sentence": "", "seconds": 1.5})
+            rows.append(
+                {
+                    "client_id": f"{client}{'f' * 60}",
+                    "path": f"common_voice_en_{100 + i}.mp3",
+                    "sentence": text_of(200 + i).capitalize() + ".",
+                    "accent": accent,
+                    "gender": gender,
+                    "age": age,
+                    "seconds": 1.5 + 0.5 * k,
+                }
+            )
+    rows.append(
+        {"client_id": "a1" + "f" * 60, "path": "common_voice_en_999.mp3", "sentence": "Gone missing."}
+    )
+    rows.append(
+        {"client_id": "a2" + "f" * 60, "path": "common_voice_en_998.mp3", "sentence": "", "seconds": 1.5}
+    )
     return rows
 
 
@@ -150,8 +193,12 @@ def test_commonvoice_import_places_accents_and_speakers(tmp_path, speech_like):
     sset = load_set(result.speech_set.path)
     verify_set(sset)
     assert sset.card["utterances"] == 16
-    expected = {"a": ("us", "quiet"), "b": ("england", "accented"), "c": ("scotland", "accented"),
-                "d": ("unknown", "accent-unknown")}
+    expected = {
+        "a": ("us", "quiet"),
+        "b": ("england", "accented"),
+        "c": ("scotland", "accented"),
+        "d": ("unknown", "accent-unknown"),
+    }
     for utt in sset.utterances:
         client = utt.speaker.removeprefix("commonvoice:")[:2]
         assert utt.speaker == f"commonvoice:{client}{'f' * 60}"
@@ -159,8 +206,17 @@ def test_commonvoice_import_places_accents_and_speakers(tmp_path, speech_like):
         accent_cell, gender, age = CLIENTS[client]
         assert utt.extra.get("gender", "") == gender and utt.extra.get("age", "") == age
         assert utt.extra.get("accent_label", "") == accent_cell
-        assert abs(utt.duration_s - (1.5 if utt.extra["original"].endswith(("0.mp3", "2.mp3", "4.mp3", "6.mp3", "8.mp3"))
-                                     else 2.0)) < 0.06  # decoded from MP3 at 48 kHz
+        assert (
+            abs(
+                utt.duration_s
+                - (
+                    1.5
+                    if utt.extra["original"].endswith(("0.mp3", "2.mp3", "4.mp3", "6.mp3", "8.mp3"))
+                    else 2.0
+                )
+            )
+            < 0.06
+        )  # decoded from MP3 at 48 kHz
         assert "resampled 48000 Hz to 16000 Hz" in utt.fixes
     assert sset.card["accents"] == {"england": 4, "scotland": 2, "unknown": 4, "us": 6}
     assert sset.card["conditions"] == {"quiet": 6, "accented": 6, "accent-unknown": 4}
@@ -170,13 +226,26 @@ def test_commonvoice_import_places_accents_and_speakers(tmp_path, speech_like):
 
 
 def test_commonvoice_old_accent_column_and_bad_input(tmp_path, speech_like, monkeypatch):
-    rows = [{"client_id": "x1", "path": "a.mp3", "sentence": "Alpha bravo.", "accent": "us", "seconds": 1.5},
-            {"client_id": "x2", "path": "b.mp3", "sentence": "Charlie delta.", "accent": "england", "seconds": 1.5},
-            {"client_id": "x3", "path": "c.mp3", "sentence": "Echo foxtrot.", "accent": "indian", "seconds": 1.5}]
+    rows = [
+        {"client_id": "x1", "path": "a.mp3", "sentence": "Alpha bravo.", "accent": "us", "seconds": 1.5},
+        {
+            "client_id": "x2",
+            "path": "b.mp3",
+            "sentence": "Charlie delta.",
+            "accent": "england",
+            "seconds": 1.5,
+        },
+        {"client_id": "x3", "path": "c.mp3", "sentence": "Echo foxtrot.", "accent": "indian", "seconds": 1.5},
+    ]
     root = write_commonvoice(tmp_path / "cv", "dev", rows, speech_like, old_format=True)
-    sset = _import(open_source("commonvoice", root, SourceOptions(split="dev")), tmp_path, name="cv-dev").speech_set
+    sset = _import(
+        open_source("commonvoice", root, SourceOptions(split="dev")), tmp_path, name="cv-dev"
+    ).speech_set
     assert sorted((u.accent, u.condition) for u in sset.utterances) == [
-        ("england", "accented"), ("indian", "accented"), ("us", "quiet")]
+        ("england", "accented"),
+        ("indian", "accented"),
+        ("us", "quiet"),
+    ]
     assert accent_name("India and South Asia (India, Pakistan, Sri Lanka)") == "indian"
     assert accent_name("Nigerian English, slight") == "nigerian-english-slight"
     with pytest.raises(WorkbenchError, match=r"no test.tsv in .*it has dev.tsv"):
@@ -199,8 +268,16 @@ def test_manifest_conditions_get_their_own_rows_and_gates(tmp_path, speech_like)
         path = tmp_path / "m" / f"c{i}.wav"
         path.parent.mkdir(exist_ok=True)
         sf.write(str(path), speech_like(1.5 + 0.2 * i, seed=i), 8_000 if condition == "telephone" else 16_000)
-        lines.append(json.dumps({"audio": path.name, "text": text_of(300 + i), "speaker": f"s{i % 4}",
-                                 **({"condition": condition.upper()} if condition else {})}))
+        lines.append(
+            json.dumps(
+                {
+                    "audio": path.name,
+                    "text": text_of(300 + i),
+                    "speaker": f"s{i % 4}",
+                    **({"condition": condition.upper()} if condition else {}),
+                }
+            )
+        )
     manifest = tmp_path / "m" / "list.jsonl"
     manifest.write_text("\n".join(lines) + "\n")
     sset = _import(open_source("manifest", manifest), tmp_path, name="cond").speech_set
@@ -209,7 +286,9 @@ def test_manifest_conditions_get_their_own_rows_and_gates(tmp_path, speech_like)
     # every condition, whatever its name, gets a row and a gate in sign-off
     utts = sset.utterances
     wrong_on_phone = [("ZULU " + u.text) if u.condition == "telephone" else u.text for u in utts]
-    accuracy = compare_accuracy(utts, {"fp32": [u.text for u in utts], "int8": wrong_on_phone}, "fp32", resamples=200)
+    accuracy = compare_accuracy(
+        utts, {"fp32": [u.text for u in utts], "int8": wrong_on_phone}, "fp32", resamples=200
+    )
     verdict = {v.candidate: v for v in judge(accuracy, None, GateConfig(max_wer_delta_points=100.0))}["int8"]
     checks = {c.name: c for c in verdict.checks}
     assert {"condition telephone", "condition far-field", "condition quiet"} <= set(checks)
@@ -226,35 +305,88 @@ def pair(tmp_path, speech_like):
     (train-like, the default fixed 1-8 s profile) that share speaker 26 and two texts (of speaker 40)."""
     corpus = tmp_path / "corpus"
     test_split, _ = write_librispeech(corpus, "test-clean", SPEAKERS, 1, 3, _duration, speech_like)
-    train_split, _ = write_librispeech(corpus, "train-clean-100", ("40", "41", "26"), 1, 3,
-                                       lambda i: 1.5 + 0.3 * (i % 5), speech_like, first_text=7)
+    train_split, _ = write_librispeech(
+        corpus,
+        "train-clean-100",
+        ("40", "41", "26"),
+        1,
+        3,
+        lambda i: 1.5 + 0.3 * (i % 5),
+        speech_like,
+        first_text=7,
+    )
     root = tmp_path / "sets"
-    for name, split, role, profile in (("ls-test", test_split, "eval", None),
-                                       ("ls-train", train_split, "calib", EngineProfile())):
-        import_set(open_source("librispeech", split), ImportConfig(name=name, role=role, workers=1, profile=profile),
-                   name, root=root, progress=False)
+    for name, split, role, profile in (
+        ("ls-test", test_split, "eval", None),
+        ("ls-train", train_split, "calib", EngineProfile()),
+    ):
+        import_set(
+            open_source("librispeech", split),
+            ImportConfig(name=name, role=role, workers=1, profile=profile),
+            name,
+            root=root,
+            progress=False,
+        )
     return root, train_split
 
 
 def test_overlapping_pair_is_refused_with_counts(pair, capsys):
     root, train_split = pair
-    argv = ["signoff", "--eval-set", "ls-test", "--calib-set", "ls-train", "--candidate", "fp32=none.onnx",
-            "--root", str(root)]
+    argv = [
+        "signoff",
+        "--eval-set",
+        "ls-test",
+        "--calib-set",
+        "ls-train",
+        "--candidate",
+        "fp32=none.onnx",
+        "--root",
+        str(root),
+    ]
     assert main(argv) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: calibration set ls-train and evaluation set ls-test share 1 speaker(s) "
-                          "(librispeech:26) and 2 text(s)")
+    assert err.startswith(
+        "error: calibration set ls-train and evaluation set ls-test share 1 speaker(s) "
+        "(librispeech:26) and 2 text(s)"
+    )
     assert "--disjoint-from" in err and "Traceback" not in err
     # re-importing the calibration set disjoint from the evaluation set makes the pair acceptable
-    assert main(["data", "import", "--name", "ls-train", "--role", "calib", "--source", "librispeech", "--path",
-                 str(train_split), "--disjoint-from", "ls-test", "--max-seconds", "8", "--no-progress",
-                 "--root", str(root)]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "import",
+                "--name",
+                "ls-train",
+                "--role",
+                "calib",
+                "--source",
+                "librispeech",
+                "--path",
+                str(train_split),
+                "--disjoint-from",
+                "ls-test",
+                "--max-seconds",
+                "8",
+                "--no-progress",
+                "--root",
+                str(root),
+            ]
+        )
+        == 0
+    )
     calib = load_set(root / "ls-train")
-    assert calib.card["checks"]["disjoint_from"] == {"set": "ls-test", "dropped_for_speaker": 3, "dropped_for_text": 2}
+    assert calib.card["checks"]["disjoint_from"] == {
+        "set": "ls-test",
+        "dropped_for_speaker": 3,
+        "dropped_for_text": 2,
+    }
     from workbench.jobs.signoff import select_utterances
 
     utts, notes = select_utterances(load_set(root / "ls-test"), calib, "score")
-    assert len(utts) == 9 and notes[0].startswith("1 of 9 evaluation clips are outside the deployment profile 1-8 s")
+    assert len(utts) == 9 and notes[0].startswith(
+        "1 of 9 evaluation clips are outside the deployment profile 1-8 s"
+    )
 
 
 def test_clips_outside_the_deployment_profile_are_never_silent(pair):
@@ -267,7 +399,11 @@ def test_clips_outside_the_deployment_profile_are_never_silent(pair):
         select_utterances(evaluation, calib)  # default: refuse
     message = str(refused.value)
     assert "1 of 9 evaluation clips fall outside the deployment profile" in message
-    assert "0 shorter, 1 longer" in message and "--outside-profile score" in message and "--max-seconds 12.3" in message
+    assert (
+        "0 shorter, 1 longer" in message
+        and "--outside-profile score" in message
+        and "--max-seconds 12.3" in message
+    )
     kept, notes = select_utterances(evaluation, calib, "skip")
     assert len(kept) == 8 and max(u.duration_s for u in kept) < LONG and "left out" in notes[0]
     scored, notes = select_utterances(evaluation, calib, "score")
@@ -279,22 +415,38 @@ def test_clips_outside_the_deployment_profile_are_never_silent(pair):
 
 def test_signoff_report_says_what_it_did_with_outside_clips(pair, tmp_path):
     from evalkit import DEFAULT_MODEL, constant_ctc_onnx
+
     from workbench.jobs.signoff import SignoffInputs, run
 
     root, train_split = pair
-    import_set(open_source("librispeech", train_split),
-               ImportConfig(name="ls-train", role="calib", workers=1, profile=EngineProfile(), disjoint_from="ls-test"),
-               "train", root=root, progress=False)
+    import_set(
+        open_source("librispeech", train_split),
+        ImportConfig(
+            name="ls-train", role="calib", workers=1, profile=EngineProfile(), disjoint_from="ls-test"
+        ),
+        "train",
+        root=root,
+        progress=False,
+    )
     evaluation, calib = load_set(root / "ls-test"), load_set(root / "ls-train")
     fp32 = constant_ctc_onnx(tmp_path / "fp32.onnx", "ALPHA")
-    common = dict(candidates=[("fp32", fp32)], model=DEFAULT_MODEL, eval_set=evaluation, calib_set=calib, latency=None,
-                  threads=1, resamples=50)
+    common = dict(
+        candidates=[("fp32", fp32)],
+        model=DEFAULT_MODEL,
+        eval_set=evaluation,
+        calib_set=calib,
+        latency=None,
+        threads=1,
+        resamples=50,
+    )
     with pytest.raises(WorkbenchError, match="outside the deployment profile"):
         run(SignoffInputs(out_dir=tmp_path / "r0", **common), log=lambda _: None)
     result = run(SignoffInputs(out_dir=tmp_path / "r1", outside_profile="skip", **common), log=lambda _: None)
     record, paths = result.record, result.paths
     assert record["accuracy"]["candidates"]["fp32"]["overall"]["utterances"] == 8
-    assert any(n.startswith("1 of 9 evaluation clips outside the deployment profile 1-8 s") for n in record["notes"])
+    assert any(
+        n.startswith("1 of 9 evaluation clips outside the deployment profile 1-8 s") for n in record["notes"]
+    )
     assert "were left out" in paths["markdown"].read_text()
 
 
@@ -313,7 +465,10 @@ def test_bad_import_input_is_one_error_line(tmp_path, capsys, libri):
     cases = [
         (["--source", "librispeech", "--path", str(tmp_path / "nope")], "does not exist"),
         (["--source", "librispeech", "--path", str(tmp_path / "empty")], "trans.txt files under"),
-        (["--source", "librispeech", "--path", str(split), "--noise-dir", str(tmp_path)], "also give --noisy-share"),
+        (
+            ["--source", "librispeech", "--path", str(split), "--noise-dir", str(tmp_path)],
+            "also give --noisy-share",
+        ),
         (["--source", "librispeech", "--path", str(split), "--noisy-share", "1.5"], "between 0 and 1"),
         (["--source", "librispeech", "--path", str(split), "--disjoint-from", "nothing"], "no speech set"),
         (["--source", "manifest"], "needs --path"),
@@ -331,8 +486,11 @@ def test_bad_import_input_is_one_error_line(tmp_path, capsys, libri):
 
 def _tree(root: Path) -> dict[str, bytes]:
     """Every visible file under ``root`` (hidden temporary folders of a killed writer excluded)."""
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    }
 
 
 @pytest.mark.slow
@@ -345,22 +503,50 @@ def test_interrupted_import_leaves_existing_sets_byte_identical(tmp_path, speech
     import time
 
     root = tmp_path / "sets"
-    small, _ = write_librispeech(tmp_path / "small", "dev-clean", ("19", "26"), 1, 3, lambda i: 2.0, speech_like)
+    small, _ = write_librispeech(
+        tmp_path / "small", "dev-clean", ("19", "26"), 1, 3, lambda i: 2.0, speech_like
+    )
     for name in ("victim", "bystander"):  # "victim" is the set the interrupted import would replace
-        import_set(open_source("librispeech", small), ImportConfig(name=name, workers=1), name, root=root,
-                   progress=False)
-    big, _ = write_librispeech(tmp_path / "big", "test-clean", [str(s) for s in range(100, 120)], 1, 6,
-                               lambda i: 3.0, speech_like)
+        import_set(
+            open_source("librispeech", small),
+            ImportConfig(name=name, workers=1),
+            name,
+            root=root,
+            progress=False,
+        )
+    big, _ = write_librispeech(
+        tmp_path / "big", "test-clean", [str(s) for s in range(100, 120)], 1, 6, lambda i: 3.0, speech_like
+    )
     before = _tree(root)
     repo = Path(__file__).resolve().parent.parent
     proc = subprocess.Popen(
-        [sys.executable, "-m", "workbench", "data", "import", "--name", "victim", "--source", "librispeech",
-         "--path", str(big), "--workers", "2", "--no-progress", "--root", str(root)],
-        cwd=repo, env={**os.environ, "PYTHONPATH": str(repo)}, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "workbench",
+            "data",
+            "import",
+            "--name",
+            "victim",
+            "--source",
+            "librispeech",
+            "--path",
+            str(big),
+            "--workers",
+            "2",
+            "--no-progress",
+            "--root",
+            str(root),
+        ],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         # a test run started in the background by a non-interactive shell (`pytest &`) ignores SIGINT and the
         # child would inherit that: give it the default disposition, the one a terminal's Ctrl-C meets
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.monotonic() + 120
     written = 0
     while time.monotonic() < deadline and proc.poll() is None:
@@ -376,7 +562,10 @@ def test_interrupted_import_leaves_existing_sets_byte_identical(tmp_path, speech
     verify_set(load_set(root / "victim"))
     if sig == "SIGINT":
         assert proc.returncode == 130 and b"interrupted" in err
-        assert sorted(p.name for p in root.iterdir()) == ["bystander", "victim"]  # the temporary folder is gone
+        assert sorted(p.name for p in root.iterdir()) == [
+            "bystander",
+            "victim",
+        ]  # the temporary folder is gone
     else:
         assert proc.returncode == -signal.SIGKILL
         leftovers = [p.name for p in root.iterdir() if p.name not in ("bystander", "victim")]

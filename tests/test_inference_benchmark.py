@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from benchkit import load_benchmark
 
 
@@ -16,10 +15,36 @@ def load_script():
 def test_tiny_grid_writes_table_and_json(tmp_path, capsys) -> None:
     bench = load_script()
     out = tmp_path / "results" / "inference.json"
-    code = bench.main(["--models", "tiny", "--seconds", "0.5,1", "--batch", "1,2", "--variants", "fp32,int8,int8-cpu",
-                       "--warmup", "1", "--repeats", "2", "--calib-set", "", "--calib-clips", "2",
-                       "--accuracy-clips", "0", "--interleave-points", "2x0.5", "--interleave-rounds", "2",
-                       "--work", str(tmp_path / "work"), "--out", str(out)])
+    code = bench.main(
+        [
+            "--models",
+            "tiny",
+            "--seconds",
+            "0.5,1",
+            "--batch",
+            "1,2",
+            "--variants",
+            "fp32,int8,int8-cpu",
+            "--warmup",
+            "1",
+            "--repeats",
+            "2",
+            "--calib-set",
+            "",
+            "--calib-clips",
+            "2",
+            "--accuracy-clips",
+            "0",
+            "--interleave-points",
+            "2x0.5",
+            "--interleave-rounds",
+            "2",
+            "--work",
+            str(tmp_path / "work"),
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     record = json.loads(out.read_text())
@@ -27,14 +52,18 @@ def test_tiny_grid_writes_table_and_json(tmp_path, capsys) -> None:
     assert "onnxruntime" in record["packages"] and "TensorRT" in record["tensorrt"]
     rows = record["rows"]
     assert {(r["variant"], r["clip_s"], r["batch"]) for r in rows} == {
-        (v, s, b) for v in ("fp32", "int8", "int8-cpu") for s in (0.5, 1.0) for b in (1, 2)}
+        (v, s, b) for v in ("fp32", "int8", "int8-cpu") for s in (0.5, 1.0) for b in (1, 2)
+    }
     for row in rows:
         assert row["p50_ms"] > 0 and row["p99_ms"] >= row["p50_ms"] and row["peak_rss_mb"] > 0
         assert row["clips_per_s"] == pytest.approx(row["batch"] / (row["p50_ms"] / 1000))
         if row["variant"] == "fp32":
             assert row["x_fp32"] == pytest.approx(1.0)
-        line = next(ln for ln in printed.splitlines()
-                    if ln.split()[:4] == ["tiny", row["variant"], f"{row['clip_s']:g}s", str(row["batch"])])
+        line = next(
+            ln
+            for ln in printed.splitlines()
+            if ln.split()[:4] == ["tiny", row["variant"], f"{row['clip_s']:g}s", str(row["batch"])]
+        )
         assert f"{row['p50_ms']:.1f}" in line
     cpu = record["speedups_vs_fp32"]["int8-cpu"]["tiny"]
     assert len(cpu["points"]) == 4 and cpu["geomean"] > 0

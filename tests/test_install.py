@@ -22,9 +22,12 @@ REPO = Path(__file__).resolve().parent.parent
 PYPI_LIMIT_BYTES = 100 * 10**6  # PyPI's default upload limit per file
 
 
-def _sh(argv: list[str | Path], cwd: Path, env: dict[str, str] | None = None,
-        timeout: float = 900) -> subprocess.CompletedProcess:
-    proc = subprocess.run([str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+def _sh(
+    argv: list[str | Path], cwd: Path, env: dict[str, str] | None = None, timeout: float = 900
+) -> subprocess.CompletedProcess:
+    proc = subprocess.run(
+        [str(a) for a in argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
     assert proc.returncode == 0, f"{argv}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
     return proc
 
@@ -33,8 +36,16 @@ def _source_copy(dest: Path) -> Path:
     """The checkout's tracked and not-ignored files (no artifacts, builds or caches), as a clean build tree."""
     if shutil.which("git") is None or not (REPO / ".git").exists():
         pytest.skip("needs git and a git checkout to list the source files")
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = REPO / name
         if source.is_file():
@@ -63,12 +74,19 @@ def test_wheel_installs_into_a_fresh_venv_and_works_from_an_empty_folder(tmp_pat
     src = _source_copy(tmp_path / "src")
     dist = tmp_path / "dist"
     # --no-build-isolation: the build uses the installed setuptools (nothing is downloaded)
-    _sh([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-w", dist, "-q"], cwd=src)
+    _sh(
+        [sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "--no-build-isolation", "-w", dist, "-q"],
+        cwd=src,
+    )
     (wheel,) = dist.glob("workbench-*.whl")
     size = wheel.stat().st_size
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"workbench/demo_model/model.safetensors", "workbench/demo_model/config.json",
-            "workbench/demo_model/vocab.json", "workbench/cli.py"} <= names
+    assert {
+        "workbench/demo_model/model.safetensors",
+        "workbench/demo_model/config.json",
+        "workbench/demo_model/vocab.json",
+        "workbench/cli.py",
+    } <= names
     assert not any(n.startswith(("calib_sets/", "engines/", "reports/", "models/", "tests/")) for n in names)
     assert size < PYPI_LIMIT_BYTES
     print(f"\nwheel {wheel.name}: {size} bytes ({size / 2**20:.1f} MiB)")
@@ -76,18 +94,28 @@ def test_wheel_installs_into_a_fresh_venv_and_works_from_an_empty_folder(tmp_pat
     venv = tmp_path / "venv"
     _sh([sys.executable, "-m", "venv", "--system-site-packages", venv], cwd=tmp_path)
     bindir = venv / "bin"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "WORKBENCH_WORKSPACE", "WORKBENCH_ARTIFACTS", "VIRTUAL_ENV")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "WORKBENCH_WORKSPACE", "WORKBENCH_ARTIFACTS", "VIRTUAL_ENV")
+    }
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
     # --ignore-installed: the same version is visible from the system site-packages (editable install)
-    _sh([bindir / "python", "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", wheel], cwd=tmp_path,
-        env=env)
+    _sh(
+        [bindir / "python", "-m", "pip", "install", "--no-deps", "--ignore-installed", "-q", wheel],
+        cwd=tmp_path,
+        env=env,
+    )
 
     work = tmp_path / "empty"
     work.mkdir()
-    imported = _sh([bindir / "python", "-c", "import workbench; print(workbench.__file__)"], cwd=work, env=env)
+    imported = _sh(
+        [bindir / "python", "-c", "import workbench; print(workbench.__file__)"], cwd=work, env=env
+    )
     assert Path(imported.stdout.strip()).resolve().is_relative_to(venv.resolve()), imported.stdout
-    assert not Path(imported.stdout.strip()).resolve().is_relative_to(Path(workbench.__file__).resolve().parent)
+    assert (
+        not Path(imported.stdout.strip()).resolve().is_relative_to(Path(workbench.__file__).resolve().parent)
+    )
     before = _snapshot(venv)
 
     script = _sh([bindir / "workbench", "--version"], cwd=work, env=env).stdout
@@ -97,19 +125,39 @@ def test_wheel_installs_into_a_fresh_venv_and_works_from_an_empty_folder(tmp_pat
     assert f"workspace: {work.resolve()}" in script
     assert "TensorRT (tensorrt):" in script and "TensorRT-RTX" in script and "ONNX Runtime:" in script
     wide = {**env, "COLUMNS": "1000"}  # no wrapping, so the two usage lines differ only in the program name
-    helps = [_sh(argv, cwd=work, env=wide).stdout for argv in ([bindir / "workbench", "calibrate", "--help"],
-                                                              [bindir / "python", "-m", "workbench", "calibrate",
-                                                               "--help"])]
+    helps = [
+        _sh(argv, cwd=work, env=wide).stdout
+        for argv in (
+            [bindir / "workbench", "calibrate", "--help"],
+            [bindir / "python", "-m", "workbench", "calibrate", "--help"],
+        )
+    ]
     assert helps[0].replace("usage: workbench", "usage: python -m workbench") == helps[1]
 
     wb = [bindir / "workbench"]
-    built = _sh([*wb, "data", "build", "--name", "t", "--calib-per-condition", "1", "--eval-per-condition", "1"],
-                cwd=work, env=env)
+    built = _sh(
+        [*wb, "data", "build", "--name", "t", "--calib-per-condition", "1", "--eval-per-condition", "1"],
+        cwd=work,
+        env=env,
+    )
     assert "disjoint by text: True" in built.stdout
     calibrated = _sh([*wb, "calibrate", "--set", "t-calib"], cwd=work, env=env)
     assert "INT8 variant:" in calibrated.stdout
-    signed = _sh([*wb, "signoff", "--calib-set", "t-calib", "--eval-set", "t-eval", "--no-latency",
-                  "--resamples", "100"], cwd=work, env=env)
+    signed = _sh(
+        [
+            *wb,
+            "signoff",
+            "--calib-set",
+            "t-calib",
+            "--eval-set",
+            "t-eval",
+            "--no-latency",
+            "--resamples",
+            "100",
+        ],
+        cwd=work,
+        env=env,
+    )
     assert "verdict:" in signed.stdout
 
     made = sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file())
@@ -120,7 +168,9 @@ def test_wheel_installs_into_a_fresh_venv_and_works_from_an_empty_folder(tmp_pat
         assert any(pattern in p for p in engines), (pattern, engines)
     (report_dir,) = (work / "reports").glob("signoff-*")
     assert {"report.json", "report.md", "report.html"} <= {p.name for p in report_dir.iterdir()}
-    for line in (calibrated.stdout + signed.stdout).splitlines():  # every path the verbs print is in the folder
+    for line in (
+        calibrated.stdout + signed.stdout
+    ).splitlines():  # every path the verbs print is in the folder
         for word in line.split():
             if word.startswith("/") and word.endswith((".onnx", ".cache", ".html")):
                 assert Path(word).resolve().is_relative_to(work.resolve()), line

@@ -8,13 +8,21 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import onnx
 import pytest
+from modelkit import (
+    CHECKPOINTS,
+    CHINESE_VOCAB,
+    LOWER_VOCAB,
+    chinese_model,
+    lower_case_model,
+    tree_state,
+    unit_set,
+)
 
-from modelkit import (CHECKPOINTS, CHINESE_VOCAB, LOWER_VOCAB, chinese_model, lower_case_model, tree_state,
-                      unit_set)
 from workbench.cli import main
 from workbench.errors import WorkbenchError
 from workbench.model.architectures import SUPPORTED
@@ -25,18 +33,31 @@ from workbench.model.synthetic import save_lookalike
 from workbench.model.textnorm import TextNormaliser
 from workbench.model.vocab import DEFAULT_VOCABULARY, Vocabulary, load_vocabulary
 
-STRUCTURE = ("feat_extract_norm", "do_stable_layer_norm", "conv_bias", "position_embeddings_type", "num_buckets",
-             "conv_kernel", "conv_stride", "feat_proj_layer_norm", "conv_pos_kernel_size", "num_conv_pos_embeddings")
+STRUCTURE = (
+    "feat_extract_norm",
+    "do_stable_layer_norm",
+    "conv_bias",
+    "position_embeddings_type",
+    "num_buckets",
+    "conv_kernel",
+    "conv_stride",
+    "feat_proj_layer_norm",
+    "conv_pos_kernel_size",
+    "num_conv_pos_embeddings",
+)
 
 
 @pytest.fixture(scope="module")
 def lookalikes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("lookalikes")
-    return {name: save_lookalike(root / name.replace("/", "--"), name, seed=0, head_scale=50.0)
-            for name in CHECKPOINTS}
+    return {
+        name: save_lookalike(root / name.replace("/", "--"), name, seed=0, head_scale=50.0)
+        for name in CHECKPOINTS
+    }
 
 
 # ---------------------------------------------------------------- description of each public checkpoint
+
 
 @pytest.mark.parametrize("name", CHECKPOINTS)
 def test_lookalike_keeps_the_published_structure_and_is_described(lookalikes, name) -> None:
@@ -66,14 +87,19 @@ def test_export_parity_groups_and_metadata(lookalikes, name, tmp_path, speech_li
     model = load_model(description)
     path = export_onnx(model, tmp_path / "model.onnx", description)
     parity = parity_check(model, path, [speech_like(1.3, seed=1), speech_like(2.1, seed=2)], description)
-    assert parity.max_abs_logit_diff < 1e-3 and parity.token_agreement > 0.99 and parity.transcripts_equal == 2
+    assert (
+        parity.max_abs_logit_diff < 1e-3 and parity.token_agreement > 0.99 and parity.transcripts_equal == 2
+    )
     assert description_of_onnx(path).same_model(description)
     graph = onnx.load(str(path))
     groups = node_groups(graph)
     members = Counter(n for g in groups for n in g.nodes)
     assert set(members) == set(quantizable_nodes(graph)) and set(members.values()) == {1}
     names = {g.name: g for g in groups}
-    assert {f"feature_extractor.conv_layers.{i}" for i in range(7)} | {"feature_projection", "lm_head"} <= set(names)
+    assert {f"feature_extractor.conv_layers.{i}" for i in range(7)} | {
+        "feature_projection",
+        "lm_head",
+    } <= set(names)
     layers = PUBLISHED[name]["config"]
     for i in range(2):  # the shrunk models have two layers
         if layers["model_type"] == "wav2vec2-conformer":
@@ -98,6 +124,7 @@ def test_export_parity_groups_and_metadata(lookalikes, name, tmp_path, speech_li
 
 # ---------------------------------------------------------------- vocabularies and text
 
+
 def test_lower_case_vocabulary_with_its_blank_last(tmp_path) -> None:
     folder = lower_case_model(tmp_path / "lower")
     description = describe_model(folder)
@@ -116,7 +143,9 @@ def test_lower_case_vocabulary_with_its_blank_last(tmp_path) -> None:
 
 
 def test_vocabulary_without_apostrophe_joins_contractions() -> None:
-    vocab = Vocabulary({"<pad>": 0, "|": 1, **{c: i + 2 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}}, 0)
+    vocab = Vocabulary(
+        {"<pad>": 0, "|": 1, **{c: i + 2 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}}, 0
+    )
     norm = TextNormaliser.for_vocabulary(vocab)
     assert not norm.apostrophe and norm("Don't STOP") == "dont stop"
 
@@ -165,15 +194,20 @@ def test_multilingual_vocabulary_picks_the_target_language(tmp_path) -> None:
 
 # ---------------------------------------------------------------- features: raw audio for do_normalize=False
 
+
 def _first_conv_input(onnx_path: Path) -> str:
     graph = onnx.load(str(onnx_path))
     conv = next(n for n in graph.graph.node if n.op_type == "Conv")
     return conv.input[0]
 
 
-@pytest.mark.parametrize("name,raw", [("patrickvonplaten/wavlm-libri-clean-100h-base-plus", True),
-                                      ("facebook/wav2vec2-base-960h", False)])
-def test_calibration_feeds_what_the_feature_extractor_would(lookalikes, name, raw, tmp_path, speech_like) -> None:
+@pytest.mark.parametrize(
+    "name,raw",
+    [("patrickvonplaten/wavlm-libri-clean-100h-base-plus", True), ("facebook/wav2vec2-base-960h", False)],
+)
+def test_calibration_feeds_what_the_feature_extractor_would(
+    lookalikes, name, raw, tmp_path, speech_like
+) -> None:
     """The cache's range of the first conv's input (= input_values) is the raw audio's peak for a
     do_normalize=False model and the normalised audio's peak otherwise."""
     from workbench.calibration import cache as cache_mod
@@ -182,8 +216,11 @@ def test_calibration_feeds_what_the_feature_extractor_would(lookalikes, name, ra
     from workbench.model.features import normalise_audio as normalise
 
     sset = unit_set(tmp_path / "calib", ["ONE", "TWO", "THREE"], speech_like)
-    result = calibrate.run(calibrate.CalibrateInputs(lookalikes[name], str(sset.path), MethodSpec("max"),
-                                                     engines=tmp_path / "engines", parity_clips=1))
+    result = calibrate.run(
+        calibrate.CalibrateInputs(
+            lookalikes[name], str(sset.path), MethodSpec("max"), engines=tmp_path / "engines", parity_clips=1
+        )
+    )
     amax = cache_mod.load(result.cache).amax()[_first_conv_input(result.fp32_onnx)]
     audios = [a for _, a in sset.iter_audio()]
     raw_peak = max(float(np.abs(a).max()) for a in audios)
@@ -201,7 +238,7 @@ def test_transcription_and_timing_feed_raw_audio_to_a_raw_model(lookalikes, tmp_
     from workbench.model.loading import load_model
 
     class Recording(OnnxRuntimeRunner):  # the real ONNX Runtime runner, keeping what it was fed
-        fed: list[np.ndarray] = []
+        fed: ClassVar[list[np.ndarray]] = []
 
         def infer_impl(self, feeds):
             Recording.fed.append(np.array(feeds["input_values"]))
@@ -213,11 +250,14 @@ def test_transcription_and_timing_feed_raw_audio_to_a_raw_model(lookalikes, tmp_
     transcribe(Recording(path), [audio], description)
     np.testing.assert_array_equal(Recording.fed[0][0], audio)
     Recording.fed.clear()
-    measure_latency(Recording(path), {"all": (1.5, [audio])}, LatencyConfig((2,), 0, 1), prepare=description.prepare)
+    measure_latency(
+        Recording(path), {"all": (1.5, [audio])}, LatencyConfig((2,), 0, 1), prepare=description.prepare
+    )
     np.testing.assert_array_equal(Recording.fed[0], np.stack([audio, audio]))
 
 
 # ---------------------------------------------------------------- unsupported models: one line, nothing written
+
 
 def _wav2vec2_model_without_head(folder: Path, claims_ctc: bool) -> Path:
     import torch
@@ -248,8 +288,15 @@ def _config_only(folder: Path, config: dict) -> Path:
 def _whisper(folder: Path) -> Path:
     import transformers
 
-    config = transformers.WhisperConfig(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                                        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32)
+    config = transformers.WhisperConfig(
+        d_model=32,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+    )
     config.architectures = ["WhisperForConditionalGeneration"]
     folder.mkdir(parents=True)
     config.save_pretrained(str(folder))
@@ -261,8 +308,9 @@ def _bert(folder: Path) -> Path:
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                                     vocab_size=100)
+    config = transformers.BertConfig(
+        hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=100
+    )
     transformers.BertForMaskedLM(config).save_pretrained(str(folder))
     return folder
 
@@ -281,14 +329,20 @@ UNSUPPORTED = {
     "whisper": (_whisper, "WhisperForConditionalGeneration"),
     "bert": (_bert, "BertForMaskedLM"),
     "audio-classifier": (_audio_classifier, "Wav2Vec2ForSequenceClassification"),
-    "unknown-model-type": (lambda f: _config_only(f, {"model_type": "not-a-model",
-                                                     "architectures": ["Wav2Vec2ForCTC"]}),
-                           "model_type is 'not-a-model'"),
-    "config-transformers-cannot-load": (lambda f: _config_only(f, {"model_type": "wav2vec2", "architectures":
-                                                                   ["Wav2Vec2ForCTC"], "conv_dim": "many"}),
-                                        "transformers cannot load"),
-    "config-not-json": (lambda f: (_config_only(f, {}), (f / "config.json").write_text("{not json"))[0],
-                        "config.json cannot be read"),
+    "unknown-model-type": (
+        lambda f: _config_only(f, {"model_type": "not-a-model", "architectures": ["Wav2Vec2ForCTC"]}),
+        "model_type is 'not-a-model'",
+    ),
+    "config-transformers-cannot-load": (
+        lambda f: _config_only(
+            f, {"model_type": "wav2vec2", "architectures": ["Wav2Vec2ForCTC"], "conv_dim": "many"}
+        ),
+        "transformers cannot load",
+    ),
+    "config-not-json": (
+        lambda f: (_config_only(f, {}), (f / "config.json").write_text("{not json"))[0],
+        "config.json cannot be read",
+    ),
 }
 
 
@@ -297,25 +351,58 @@ def small_sets(tmp_path_factory: pytest.TempPathFactory):
     from conftest import _speech_like
 
     root = tmp_path_factory.mktemp("sets")
-    return (unit_set(root / "unit-calib", ["ONE TWO", "THREE", "FOUR FIVE"], _speech_like),
-            unit_set(root / "unit-eval", ["SIX", "SEVEN EIGHT", "NINE"], _speech_like, seed=1))
+    return (
+        unit_set(root / "unit-calib", ["ONE TWO", "THREE", "FOUR FIVE"], _speech_like),
+        unit_set(root / "unit-eval", ["SIX", "SEVEN EIGHT", "NINE"], _speech_like, seed=1),
+    )
 
 
 @pytest.mark.parametrize("case", sorted(UNSUPPORTED))
-def test_unsupported_model_is_one_error_line_and_nothing_is_written(case, tmp_path, small_sets, capsys) -> None:
+def test_unsupported_model_is_one_error_line_and_nothing_is_written(
+    case, tmp_path, small_sets, capsys
+) -> None:
     make, named = UNSUPPORTED[case]
     folder = make(tmp_path / case)
     calib, evaluation = small_sets
     engines, out = tmp_path / "engines", tmp_path / "report"
     before = tree_state(folder, calib.path, evaluation.path)
     capsys.readouterr()  # what making the folder printed
-    for argv in (["calibrate", "--model", str(folder), "--set", str(calib.path), "--engines", str(engines)],
-                 ["compare", "--model", str(folder), "--calib-set", str(calib.path), "--engines", str(engines),
-                  "--no-progress"],
-                 ["search", "--model", str(folder), "--calib-set", str(calib.path), "--engines", str(engines),
-                  "--no-progress"],
-                 ["signoff", "--model", str(folder), "--calib-set", str(calib.path), "--eval-set",
-                  str(evaluation.path), "--engines", str(engines), "--out", str(out)]):
+    for argv in (
+        ["calibrate", "--model", str(folder), "--set", str(calib.path), "--engines", str(engines)],
+        [
+            "compare",
+            "--model",
+            str(folder),
+            "--calib-set",
+            str(calib.path),
+            "--engines",
+            str(engines),
+            "--no-progress",
+        ],
+        [
+            "search",
+            "--model",
+            str(folder),
+            "--calib-set",
+            str(calib.path),
+            "--engines",
+            str(engines),
+            "--no-progress",
+        ],
+        [
+            "signoff",
+            "--model",
+            str(folder),
+            "--calib-set",
+            str(calib.path),
+            "--eval-set",
+            str(evaluation.path),
+            "--engines",
+            str(engines),
+            "--out",
+            str(out),
+        ],
+    ):
         assert main(argv) == 1, argv[0]
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("error: "), (argv[0], err)
@@ -332,8 +419,12 @@ def test_damaged_weights_are_one_error_line_and_nothing_is_written(tmp_path, sma
     (folder / "pytorch_model.bin").write_bytes(b"not a checkpoint")
     engines = tmp_path / "engines"
     capsys.readouterr()
-    assert main(["calibrate", "--model", str(folder), "--set", str(small_sets[0].path), "--engines",
-                 str(engines)]) == 1
+    assert (
+        main(
+            ["calibrate", "--model", str(folder), "--set", str(small_sets[0].path), "--engines", str(engines)]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: could not load a Wav2Vec2ForCTC"), err
     assert "save_pretrained" in err[0] and not engines.exists()
@@ -341,8 +432,20 @@ def test_damaged_weights_are_one_error_line_and_nothing_is_written(tmp_path, sma
 
 def test_a_hub_id_that_is_not_here_is_one_error_line(tmp_path, small_sets, capsys) -> None:
     engines = tmp_path / "engines"
-    assert main(["calibrate", "--model", "nobody/no-such-model", "--set", str(small_sets[0].path),
-                 "--engines", str(engines)]) == 1
+    assert (
+        main(
+            [
+                "calibrate",
+                "--model",
+                "nobody/no-such-model",
+                "--set",
+                str(small_sets[0].path),
+                "--engines",
+                str(engines),
+            ]
+        )
+        == 1
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "hub id 'nobody/no-such-model'" in err[0] and "local folder" in err[0]
     assert not engines.exists()

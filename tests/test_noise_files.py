@@ -9,8 +9,8 @@ import shutil
 import numpy as np
 import pytest
 import soundfile as sf
-
 from layoutkit import make_rir, write_librispeech, write_musan, write_rirs
+
 from workbench.config import EngineProfile, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.speech.builder import build_external_sets
@@ -74,7 +74,7 @@ def test_reverberation_is_a_convolution_aligned_on_the_direct_path(tmp_path):
     impulse[100] = 0.5
     out = reverberate(impulse, loaded)
     assert len(out) == len(impulse) and np.allclose(out[:100], 0) and out[100] == pytest.approx(0.5)
-    assert np.allclose(out[100:4000], 0.5 * loaded[: 3900])
+    assert np.allclose(out[100:4000], 0.5 * loaded[:3900])
 
 
 def _remeasure(noisy: np.ndarray, clean: np.ndarray) -> float:
@@ -86,8 +86,15 @@ def _remeasure(noisy: np.ndarray, clean: np.ndarray) -> float:
 
 @pytest.fixture
 def corpus(tmp_path, speech_like):
-    split, _ = write_librispeech(tmp_path / "corpus", "test-clean", ("19", "26", "32", "40"), 1, 3,
-                                 lambda i: 2.0 + 0.5 * (i % 4), speech_like)
+    split, _ = write_librispeech(
+        tmp_path / "corpus",
+        "test-clean",
+        ("19", "26", "32", "40"),
+        1,
+        3,
+        lambda i: 2.0 + 0.5 * (i % 4),
+        speech_like,
+    )
     return split
 
 
@@ -95,9 +102,16 @@ def test_import_uses_its_own_noise_and_rirs_and_measures_snr(corpus, musan, rirs
     root = tmp_path / "sets"
     sets = {}
     for role in ("eval", "calib"):
-        cfg = ImportConfig(name=f"n-{role}", role=role, workers=2, noisy_share=1.0, noise_dir=musan, rir_dir=rirs)
-        sets[role] = import_set(open_source("librispeech", corpus), cfg, "test", root=root, progress=False).speech_set
-    noise_split, rir_split = split_files(scan_folder(musan)), split_files(scan_folder(rirs, "impulse response"))
+        cfg = ImportConfig(
+            name=f"n-{role}", role=role, workers=2, noisy_share=1.0, noise_dir=musan, rir_dir=rirs
+        )
+        sets[role] = import_set(
+            open_source("librispeech", corpus), cfg, "test", root=root, progress=False
+        ).speech_set
+    noise_split, rir_split = (
+        split_files(scan_folder(musan)),
+        split_files(scan_folder(rirs, "impulse response")),
+    )
     used = {}
     for role, sset in sets.items():
         stored = load_set(sset.path)
@@ -123,13 +137,21 @@ def test_import_uses_its_own_noise_and_rirs_and_measures_snr(corpus, musan, rirs
                 wet = reverberate(clean[base], load_rir(rir.path))
                 assert abs(_remeasure(stored.audio(utt), wet) - utt.requested_snr_db) <= 0.5
         assert stored.card["made"]["noise"]["noise_files"].keys() == noise_names
-    assert used["eval"] and used["calib"] and not used["eval"] & used["calib"]  # neither hears the other's noise
+    assert (
+        used["eval"] and used["calib"] and not used["eval"] & used["calib"]
+    )  # neither hears the other's noise
 
 
 def test_build_pair_uses_each_roles_noise(corpus, musan, tmp_path):
     clips, skipped = collect(open_source("librispeech", corpus))
-    cfg = SetBuildConfig(name="nb", calib_per_condition=2, eval_per_condition=2, workers=1, noise_dir=musan,
-                         profile=EngineProfile(1.0, 3.0, 8.0))
+    cfg = SetBuildConfig(
+        name="nb",
+        calib_per_condition=2,
+        eval_per_condition=2,
+        workers=1,
+        noise_dir=musan,
+        profile=EngineProfile(1.0, 3.0, 8.0),
+    )
     built = build_external_sets(cfg, clips, skipped, "test", root=tmp_path / "sets")
     split = split_files(scan_folder(musan))
     for role, sset in (("calib", built.calib), ("eval", built.eval)):

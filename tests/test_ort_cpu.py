@@ -30,11 +30,15 @@ from workbench.quantize.ort_cpu import METADATA_REASON, METADATA_WEIGHTS, build_
 RNG = np.random.default_rng(0)
 U8S8_EXACT, U8S8_WHY = u8s8_exact()
 # uint8 weights everywhere; int8 weights only where ORT's U8S8 kernels are exact on this CPU
-WEIGHTS = [pytest.param("u8", id="u8"),
-           pytest.param("s8", id="s8", marks=pytest.mark.skipif(not U8S8_EXACT, reason=f"int8 weights: {U8S8_WHY}"))]
+WEIGHTS = [
+    pytest.param("u8", id="u8"),
+    pytest.param("s8", id="s8", marks=pytest.mark.skipif(not U8S8_EXACT, reason=f"int8 weights: {U8S8_WHY}")),
+]
 
 
-def run(model: onnx.ModelProto | Path, feeds: dict[str, np.ndarray], reference: bool = False) -> list[np.ndarray]:
+def run(
+    model: onnx.ModelProto | Path, feeds: dict[str, np.ndarray], reference: bool = False
+) -> list[np.ndarray]:
     """A plain ORT session (default optimisation: the fused integer kernels); ``reference``: no optimisation
     at all, so every DequantizeLinear runs and the arithmetic is float (what the Q/DQ graph means)."""
     src = str(model) if isinstance(model, Path) else model.SerializeToString()
@@ -53,38 +57,70 @@ def optimised_ops(model: onnx.ModelProto | Path, tmp_path: Path, name: str) -> C
     return Counter(n.op_type for n in onnx.load(opts.optimized_model_filepath).graph.node)
 
 
-def qdq_conv_model(cin: int, cout: int, kernel: int, stride: int, bias: bool = False, group: int = 1,
-                   pads: tuple[int, int] = (0, 0), consumers: int = 1) -> onnx.ModelProto:
+def qdq_conv_model(
+    cin: int,
+    cout: int,
+    kernel: int,
+    stride: int,
+    bias: bool = False,
+    group: int = 1,
+    pads: tuple[int, int] = (0, 0),
+    consumers: int = 1,
+) -> onnx.ModelProto:
     """x -> Q/DQ (int8, zero point 0) -> Conv with a per-channel DQ'd int8 weight, like build_variant writes."""
     w = RNG.standard_normal((cout, cin // group, kernel)).astype(np.float32)
     ws = (np.abs(w).max(axis=(1, 2)) / 127).astype(np.float32)
     wq = np.clip(np.round(w / ws[:, None, None]), -127, 127).astype(np.int8)
-    inits = [numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
-             numpy_helper.from_array(np.array(0, np.int8), "xz"), numpy_helper.from_array(wq, "wq"),
-             numpy_helper.from_array(ws, "ws"), numpy_helper.from_array(np.zeros(cout, np.int8), "wz")]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="q"),
-             helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dq"),
-             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="wdq", axis=0)]
+    inits = [
+        numpy_helper.from_array(np.array(0.02, np.float32), "xs"),
+        numpy_helper.from_array(np.array(0, np.int8), "xz"),
+        numpy_helper.from_array(wq, "wq"),
+        numpy_helper.from_array(ws, "ws"),
+        numpy_helper.from_array(np.zeros(cout, np.int8), "wz"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"], name="q"),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"], name="dq"),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="wdq", axis=0),
+    ]
     inputs = ["xd", "wd"]
     if bias:
         inits.append(numpy_helper.from_array(RNG.standard_normal(cout).astype(np.float32), "b"))
         inputs.append("b")
     outputs = []
     for i in range(consumers):
-        nodes.append(helper.make_node("Conv", inputs, [f"y{i}"], name=f"conv{i}", strides=[stride], group=group,
-                                      pads=list(pads)))
-        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, ["batch", "channels", "frames"]))
-    graph = helper.make_graph(nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
-                                                                            [None, cin, None])], outputs, inits)
+        nodes.append(
+            helper.make_node(
+                "Conv", inputs, [f"y{i}"], name=f"conv{i}", strides=[stride], group=group, pads=list(pads)
+            )
+        )
+        outputs.append(
+            helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, ["batch", "channels", "frames"])
+        )
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, cin, None])],
+        outputs,
+        inits,
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("cin,kernel,stride,length,bias", [(32, 3, 2, 101, False), (32, 3, 2, 100, True),
-                                                            (16, 4, 2, 37, False), (64, 2, 2, 9, True),
-                                                            (32, 5, 3, 5, False)])
+@pytest.mark.parametrize(
+    "cin,kernel,stride,length,bias",
+    [
+        (32, 3, 2, 101, False),
+        (32, 3, 2, 100, True),
+        (16, 4, 2, 37, False),
+        (64, 2, 2, 9, True),
+        (32, 5, 3, 5, False),
+    ],
+)
 @pytest.mark.parametrize("weights", WEIGHTS)
-def test_conv_becomes_integer_matmul_with_the_same_output(cin, kernel, stride, length, bias, weights,
-                                                          tmp_path) -> None:
+def test_conv_becomes_integer_matmul_with_the_same_output(
+    cin, kernel, stride, length, bias, weights, tmp_path
+) -> None:
     model = qdq_conv_model(cin, 24, kernel, stride, bias)
     x = RNG.standard_normal((2, cin, length)).astype(np.float32)
     flavoured, stats = cpu_flavour(model, weights)
@@ -173,8 +209,10 @@ def test_weight_type_follows_the_cpu_flags(tmp_path) -> None:
     from workbench.errors import WorkbenchError
 
     cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text("processor\t: 0\nmodel name\t: X\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n\n"
-                       "processor\t: 1\nflags\t\t: fpu\n")
+    cpuinfo.write_text(
+        "processor\t: 0\nmodel name\t: X\nflags\t\t: fpu sse2 avx2 avx512f avx512_vnni\n\n"
+        "processor\t: 1\nflags\t\t: fpu\n"
+    )
     assert cpu_flags(cpuinfo) == {"fpu", "sse2", "avx2", "avx512f", "avx512_vnni"}
     assert cpu_flags(tmp_path / "missing") is None
     avx2, vnni = frozenset({"sse2", "avx2", "fma"}), frozenset({"avx2", "avx_vnni"})
@@ -204,13 +242,12 @@ def test_the_flavour_records_its_weight_type() -> None:
 # ---------------------------------------------------------------- a tiny Wav2Vec2, end to end
 @pytest.fixture(scope="module")
 def tiny_variants(tmp_path_factory: pytest.TempPathFactory):
+    from tests.conftest import _speech_like
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import calibrate_ranges
     from workbench.model.export import export_onnx
     from workbench.model.synthetic import random_wav2vec2
     from workbench.quantize.plan import INT8
-
-    from tests.conftest import _speech_like
 
     work = tmp_path_factory.mktemp("ort-cpu")
     fp32 = export_onnx(random_wav2vec2("tiny", seed=0), work / "fp32.onnx")
@@ -276,8 +313,17 @@ def test_calibrate_verb_writes_the_flavour_on_request(tiny_sets, tmp_path, capsy
     from workbench.model.synthetic import save_random_wav2vec2
 
     model = save_random_wav2vec2(tmp_path / "tiny", "tiny", seed=0)
-    args = ["calibrate", "--model", str(model), "--set", str(tiny_sets.calib.path), "--method", "max",
-            "--engines", str(tmp_path / "engines")]
+    args = [
+        "calibrate",
+        "--model",
+        str(model),
+        "--set",
+        str(tiny_sets.calib.path),
+        "--method",
+        "max",
+        "--engines",
+        str(tmp_path / "engines"),
+    ]
     assert main(args) == 0
     assert not list((tmp_path / "engines").rglob("*.ort-cpu.onnx"))  # the default output is unchanged
     trt = next(p for p in (tmp_path / "engines").rglob("model.int8-*.onnx"))
@@ -294,10 +340,19 @@ def test_calibrate_verb_writes_the_flavour_on_request(tiny_sets, tmp_path, capsy
     from workbench.quantize.plan import INT8
 
     (cache,) = (tmp_path / "engines").rglob("calib-*.cache")
-    again = build_cpu_variant(trt.with_name("model.fp32.onnx"), cache_mod.load(cache).amax(), INT8,
-                              tmp_path / "again.onnx", weights=weights, reason=why)
+    again = build_cpu_variant(
+        trt.with_name("model.fp32.onnx"),
+        cache_mod.load(cache).amax(),
+        INT8,
+        tmp_path / "again.onnx",
+        weights=weights,
+        reason=why,
+    )
     assert cpu.read_bytes() == again.read_bytes()
-    assert onnx.load(str(trt)).opset_import[0].version == 19 and onnx.load(str(cpu)).opset_import[0].version == 17
+    assert (
+        onnx.load(str(trt)).opset_import[0].version == 19
+        and onnx.load(str(cpu)).opset_import[0].version == 17
+    )
     assert main(args + ["--ort-cpu", "--ort-cpu-weights", "s8"]) == 0  # for another machine: as asked
     meta = {p.key: p.value for p in onnx.load(str(cpu)).metadata_props}
     assert meta[METADATA_WEIGHTS] == "s8" and meta[METADATA_REASON] == int8_weight_type("s8")[1]

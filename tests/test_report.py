@@ -11,18 +11,25 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
+
 from workbench.cli import main
 from workbench.errors import WorkbenchError
 from workbench.evaluate.latency import LatencyConfig
-from workbench.report.plots import pareto_front
-from workbench.report.record import load_record, require_unchanged_inputs
 from workbench.jobs.signoff import SignoffInputs
 from workbench.jobs.signoff import run as run_signoff
+from workbench.report.plots import pareto_front
+from workbench.report.record import load_record, require_unchanged_inputs
 from workbench.workspace import ENV_VAR
 
-TEXTS = ["HELLO WORLD", "HELLO WORLD AGAIN", "HELLO WORLD", "GOODBYE WORLD", "HELLO WORLD", "HELLO THERE WORLD"]
+TEXTS = [
+    "HELLO WORLD",
+    "HELLO WORLD AGAIN",
+    "HELLO WORLD",
+    "GOODBYE WORLD",
+    "HELLO WORLD",
+    "HELLO THERE WORLD",
+]
 
 
 @pytest.fixture
@@ -35,16 +42,31 @@ def signed(tmp_path, speech_like, monkeypatch):
     fp32 = constant_ctc_onnx(tmp_path / "engines" / "fp32.onnx", "HELLO WORLD")
     bad = constant_ctc_onnx(tmp_path / "engines" / "int8.onnx", "HELLO")  # drops a word everywhere: must fail
     sens = tmp_path / "engines" / "sensitivity.json"
-    sens.write_text(json.dumps({"format": "workbench-sensitivity/1", "layers": [{"name": f"encoder.layer.{i}", "score": 1.0 / (i + 1)} for i in range(6)]}))
-    inputs = SignoffInputs(candidates=[("fp32", fp32), ("int8", bad)], eval_set=sset, model=DEFAULT_MODEL,
-                           out_dir=tmp_path / "reports" / "signoff", latency=LatencyConfig((1, 2), 1, 3), sensitivity=sens, threads=1, resamples=300,
-                           target="ort-cpu")  # timed on the target: a winner may be picked
+    sens.write_text(
+        json.dumps(
+            {
+                "format": "workbench-sensitivity/1",
+                "layers": [{"name": f"encoder.layer.{i}", "score": 1.0 / (i + 1)} for i in range(6)],
+            }
+        )
+    )
+    inputs = SignoffInputs(
+        candidates=[("fp32", fp32), ("int8", bad)],
+        eval_set=sset,
+        model=DEFAULT_MODEL,
+        out_dir=tmp_path / "reports" / "signoff",
+        latency=LatencyConfig((1, 2), 1, 3),
+        sensitivity=sens,
+        threads=1,
+        resamples=300,
+        target="ort-cpu",
+    )  # timed on the target: a winner may be picked
     result = run_signoff(inputs, log=lambda _: None)
     return tmp_path, result.record, result.paths
 
 
 def test_signoff_record_verdicts_and_provenance(signed):
-    tmp_path, record, paths = signed
+    _tmp_path, record, paths = signed
     assert all(p.is_file() for p in paths.values())
     assert load_record(paths["record"])["record_sha256"] == record["record_sha256"]
     verdicts = {v["candidate"]: v for v in record["verdicts"]}
@@ -61,7 +83,7 @@ def test_signoff_record_verdicts_and_provenance(signed):
 
 
 def test_report_rerenders_and_refuses_changed_inputs(signed, capsys):
-    tmp_path, record, paths = signed
+    tmp_path, _record, paths = signed
     paths["html"].unlink()
     assert main(["report", "--record", str(paths["record"])]) == 0
     assert paths["html"].is_file() and "SHIP fp32" in capsys.readouterr().out
@@ -113,7 +135,7 @@ def _find_chromium() -> str | None:
 
 @pytest.mark.slow
 def test_html_renders_in_headless_chromium(signed):
-    tmp_path, record, paths = signed
+    tmp_path, _record, paths = signed
     html = paths["html"].read_text()
     for chunk in html.split("data:image/png;base64,")[1:]:  # every embedded plot is a non-blank image
         img = _image(base64.b64decode(chunk.split("'", 1)[0]))
@@ -122,9 +144,21 @@ def test_html_renders_in_headless_chromium(signed):
     if browser is None:
         pytest.skip("no chromium here (apt-get install -y chromium)")
     shot = tmp_path / "shot.png"
-    proc = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           "--window-size=1200,3000", f"--screenshot={shot}", paths["html"].as_uri()],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1200,3000",
+            f"--screenshot={shot}",
+            paths["html"].as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
     img = _image(shot.read_bytes())
     assert img.shape[0] >= 1000 and img.shape[1] >= 1000

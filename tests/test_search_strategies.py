@@ -56,12 +56,16 @@ def test_each_strategy_finds_the_smallest_passing_prefix(strategy: str, k: int) 
         assert result.evaluations <= 2 + 2 * math.ceil(math.log2(k + 1))
     kept_nodes = {n for g in GROUPS if g.name in result.found.kept for n in g.nodes}
     plan = result.found.evaluation.plan
-    assert all(plan.precision_of(n) == ("fp16" if n in kept_nodes else "int8") for g in GROUPS for n in g.nodes)
+    assert all(
+        plan.precision_of(n) == ("fp16" if n in kept_nodes else "int8") for g in GROUPS for n in g.nodes
+    )
 
 
 def test_gallop_is_cheaper_than_bisect_when_few_groups_must_stay_fp16() -> None:
-    costs = {s: search_plan(RANKING, GROUPS, NeedsKept({RANKING[0]}), refine=0, strategy=s).evaluations
-             for s in STRATEGIES}
+    costs = {
+        s: search_plan(RANKING, GROUPS, NeedsKept({RANKING[0]}), refine=0, strategy=s).evaluations
+        for s in STRATEGIES
+    }
     assert costs["gallop"] < costs["bisect"]
 
 
@@ -82,11 +86,15 @@ def test_no_plan_when_even_all_fp16_fails() -> None:
 
     for strategy in STRATEGIES:
         result = search_plan(RANKING, GROUPS, never, strategy=strategy)
-        assert result.found is None and result.bisection_k is None and result.one_at_a_time_evaluations is None
+        assert (
+            result.found is None and result.bisection_k is None and result.one_at_a_time_evaluations is None
+        )
 
 
-@pytest.mark.parametrize("kwargs, message", [({"strategy": "random"}, "strategy"), ({"keep": "int4"}, "--keep"),
-                                             ({"refine": -1}, "--refine")])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"strategy": "random"}, "strategy"), ({"keep": "int4"}, "--keep"), ({"refine": -1}, "--refine")],
+)
 def test_bad_options_are_user_errors(kwargs: dict, message: str) -> None:
     with pytest.raises(WorkbenchError, match=message):
         search_plan(RANKING, GROUPS, NeedsKept(set()), **kwargs)

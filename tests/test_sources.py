@@ -3,6 +3,7 @@ each problem is fixed and recorded on the utterance, or skipped with a reason in
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -16,13 +17,32 @@ from workbench.speech.builder import build_external_sets
 from workbench.speech.sources import AudioFolderSource, HFDatasetSource, ManifestSource, collect
 from workbench.speech.store import load_set, verify_set
 
-WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar".split()
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+]
 # speaker -> accent; two speakers per accent so each accent has one evaluation speaker
 SPEAKERS = {"ann": "us", "bob": "us", "cat": "us", "dan": "us", "eve": "scottish", "fay": "scottish"}
 
 
 def _text(i: int) -> str:
-    return " ".join(WORDS[(i + k * 7) % len(WORDS)] for k in range(3)) + f" {WORDS[i % len(WORDS)]}s number {'x' * (i + 1)}"
+    return (
+        " ".join(WORDS[(i + k * 7) % len(WORDS)] for k in range(3))
+        + f" {WORDS[i % len(WORDS)]}s number {'x' * (i + 1)}"
+    )
 
 
 def _good_clips(speech_like) -> list[dict]:
@@ -31,8 +51,14 @@ def _good_clips(speech_like) -> list[dict]:
     i = 0
     for speaker in SPEAKERS:
         for seconds in (1.5, 2.5, 4.5, 6.0):
-            out.append({"file": f"{speaker}/{speaker}_{i:02d}.wav", "text": _text(i), "speaker": speaker,
-                        "audio": speech_like(seconds, seed=i)})
+            out.append(
+                {
+                    "file": f"{speaker}/{speaker}_{i:02d}.wav",
+                    "text": _text(i),
+                    "speaker": speaker,
+                    "audio": speech_like(seconds, seed=i),
+                }
+            )
             i += 1
     return out
 
@@ -79,8 +105,16 @@ def manifest(tmp_path, speech_like) -> Path:
     lines = []
     for clip in _good_clips(speech_like):
         _write(root / clip["file"], clip["audio"], 16_000)
-        lines.append(json.dumps({"audio": clip["file"], "text": clip["text"], "speaker": clip["speaker"],
-                                 "accent": SPEAKERS[clip["speaker"]]}))
+        lines.append(
+            json.dumps(
+                {
+                    "audio": clip["file"],
+                    "text": clip["text"],
+                    "speaker": clip["speaker"],
+                    "accent": SPEAKERS[clip["speaker"]],
+                }
+            )
+        )
     for name, (audio, text, rate) in _bad_clips(speech_like).items():
         _write(root / name, audio, rate)
         lines.append(json.dumps({"audio": name, "text": text, "speaker": name.split("/")[0]}))
@@ -108,7 +142,9 @@ def _check_bad_input_handling(clips, skipped, built, key) -> None:
     assert "downmixed 2 channels to mono" in stereo.fixes and "resampled 44100 Hz to 16000 Hz" in stereo.fixes
     odd = by_original[key("cat/odd_chars.wav")]
     assert odd.text == "HELLO WORLD CA VA YES"
-    assert any("outside the alphabet" in f for f in odd.fixes) and "resampled 8000 Hz to 16000 Hz" in odd.fixes
+    assert (
+        any("outside the alphabet" in f for f in odd.fixes) and "resampled 8000 Hz to 16000 Hz" in odd.fixes
+    )
     # the card lists every skipped input with its reason, the over-long clip included
     card_reasons = _reasons(built.calib.card)
     for name in ("ann/silent.wav", "ann/corrupt.wav", "bob/empty_text.wav", "dan/digits.wav"):
@@ -126,7 +162,9 @@ def _check_bad_input_handling(clips, skipped, built, key) -> None:
 
 
 def _build(clips, skipped, tmp_path, name):
-    cfg = SetBuildConfig(name=name, calib_per_condition=4, eval_per_condition=2, workers=1, profile=EngineProfile())
+    cfg = SetBuildConfig(
+        name=name, calib_per_condition=4, eval_per_condition=2, workers=1, profile=EngineProfile()
+    )
     return build_external_sets(cfg, clips, skipped, name, root=tmp_path / "sets")
 
 
@@ -148,10 +186,8 @@ def test_manifest_source(manifest, tmp_path):
     assert "unreadable or corrupt" in reasons[f"line {last} (missing/file.wav)"]
     line_of = {}
     for number, line in enumerate(manifest.read_text().splitlines(), 1):
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             line_of[json.loads(line).get("audio")] = number
-        except json.JSONDecodeError:
-            pass
 
     def key(name: str) -> str:
         return f"line {line_of[name]} ({name})" if name in ("ann/silent.wav", "ann/corrupt.wav") else name
@@ -203,7 +239,9 @@ def test_hf_dataset_on_disk(tmp_path, speech_like):
 def test_balance_with_external_clips(audio_folder, tmp_path):
     """Every condition x bucket stratum holds the requested count; noisy copies carry measured SNR."""
     clips, skipped = collect(AudioFolderSource(audio_folder))
-    cfg = SetBuildConfig(name="bal", calib_per_condition=3, eval_per_condition=2, workers=1, profile=EngineProfile())
+    cfg = SetBuildConfig(
+        name="bal", calib_per_condition=3, eval_per_condition=2, workers=1, profile=EngineProfile()
+    )
     built = build_external_sets(cfg, clips, skipped, "folder", root=tmp_path / "sets")
     assert built.calib.card["strata"] == {c: {"long": 1, "short": 2} for c in ("accented", "noisy", "quiet")}
     assert built.calib.card["checks"]["shortfall"] == {}
@@ -216,7 +254,9 @@ def test_balance_with_external_clips(audio_folder, tmp_path):
 
 def test_shortfall_is_reported(audio_folder, tmp_path):
     clips, skipped = collect(AudioFolderSource(audio_folder))
-    cfg = SetBuildConfig(name="short", calib_per_condition=20, eval_per_condition=2, workers=1, profile=EngineProfile())
+    cfg = SetBuildConfig(
+        name="short", calib_per_condition=20, eval_per_condition=2, workers=1, profile=EngineProfile()
+    )
     built = build_external_sets(cfg, clips, skipped, "folder", root=tmp_path / "sets")
     assert built.calib.card["checks"]["shortfall"]  # not enough clips for 10 per stratum
     assert "accented/short" in built.calib.card["checks"]["shortfall"]

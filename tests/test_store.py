@@ -26,7 +26,9 @@ def _clips(speech_like, n: int = 36) -> list[Clip]:
         seconds = 1.5 if (i // 6) % 2 else 5.0
         speaker = f"spk{i % 6}"
         accent = "scottish" if i % 6 >= 4 else "us"
-        record = Utterance(f"u{i:03d}", f"WORD NUMBER {'X' * (i + 1)}", speaker, speaker, accent, "quiet", seconds, "test")
+        record = Utterance(
+            f"u{i:03d}", f"WORD NUMBER {'X' * (i + 1)}", speaker, speaker, accent, "quiet", seconds, "test"
+        )
         out.append(Clip(record, speech_like(seconds, seed=i)))
     return out
 
@@ -54,7 +56,9 @@ def test_failed_build_leaves_existing_sets_untouched(existing, speech_like, monk
         real_write(path, samples)
 
     monkeypatch.setattr(store, "write_flac", flaky_write)
-    cfg = SetBuildConfig(name="tiny", calib_per_condition=2, eval_per_condition=2, workers=1, profile=EngineProfile())
+    cfg = SetBuildConfig(
+        name="tiny", calib_per_condition=2, eval_per_condition=2, workers=1, profile=EngineProfile()
+    )
     with pytest.raises(error):
         build_external_sets(cfg, _clips(speech_like), [], "test", root=existing)
     assert calls["n"] == fail_at
@@ -64,7 +68,9 @@ def test_failed_build_leaves_existing_sets_untouched(existing, speech_like, monk
 
 def test_successful_rebuild_replaces_both_and_leaves_no_temp(existing, speech_like):
     old_hashes = {p.name: store.load_set(p).content_hash for p in existing.iterdir()}
-    cfg = SetBuildConfig(name="tiny", calib_per_condition=2, eval_per_condition=2, workers=1, profile=EngineProfile())
+    cfg = SetBuildConfig(
+        name="tiny", calib_per_condition=2, eval_per_condition=2, workers=1, profile=EngineProfile()
+    )
     built = build_external_sets(cfg, _clips(speech_like), [], "test", root=existing)
     assert sorted(p.name for p in existing.iterdir()) == ["tiny-calib", "tiny-eval"]
     assert built.calib.content_hash != old_hashes["tiny-calib"]

@@ -24,8 +24,10 @@ from workbench.errors import WorkbenchError
 from workbench.optional import has_module
 
 HAS_BUILDER = has_module("tensorrt") or has_module("tensorrt_rtx_bindings")
-needs_builder = pytest.mark.skipif(not HAS_BUILDER, reason="no TensorRT builder: pip install tensorrt-rtx-cu13-libs "
-                                   "tensorrt-rtx-cu13-bindings")
+needs_builder = pytest.mark.skipif(
+    not HAS_BUILDER,
+    reason="no TensorRT builder: pip install tensorrt-rtx-cu13-libs tensorrt-rtx-cu13-bindings",
+)
 SMALL = Range(4, 8, 16)  # "samples" axis of the toy graphs
 
 
@@ -38,9 +40,13 @@ def _save(model: onnx.ModelProto, path: Path) -> Path:
 def _matmul_fp32(path: Path) -> Path:
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "fp32",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n", 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "n", 8])], [w])
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        "fp32",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "n", 8])],
+        [w],
+    )
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
@@ -71,21 +77,31 @@ def _qdq_int8(path: Path) -> Path:
         n("DequantizeLinear", ["mw_q", "mm_w_scale", "mm_w_zp"], ["mw_dq"], name="mw_dq", axis=1),
         n("MatMul", ["ct_dq", "mw_dq"], ["y"], name="mm"),
     ]
-    graph = helper.make_graph(nodes, "int8",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, "samples"])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "samples", 4])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "int8",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, "samples"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "samples", 4])],
+        inits,
+    )
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
 def _fp16_cast(path: Path) -> Path:
     """FP32 IO; the MatMul runs in FP16 between Cast nodes (as the quantize module writes fp16 nodes)."""
     w = numpy_helper.from_array(np.random.default_rng(2).standard_normal((16, 8)).astype(np.float16), "w16")
-    nodes = [helper.make_node("Cast", ["x"], ["x16"], name="to_fp16", to=TensorProto.FLOAT16),
-             helper.make_node("MatMul", ["x16", "w16"], ["y16"], name="mm"),
-             helper.make_node("Cast", ["y16"], ["y"], name="to_fp32", to=TensorProto.FLOAT)]
-    graph = helper.make_graph(nodes, "fp16",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n", 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "n", 8])], [w])
+    nodes = [
+        helper.make_node("Cast", ["x"], ["x16"], name="to_fp16", to=TensorProto.FLOAT16),
+        helper.make_node("MatMul", ["x16", "w16"], ["y16"], name="mm"),
+        helper.make_node("Cast", ["y16"], ["y"], name="to_fp32", to=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "fp16",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "n", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "n", 8])],
+        [w],
+    )
     return _save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
@@ -96,6 +112,7 @@ def _build(onnx_path: Path, engines: Path, **kw):
 
 
 # ---------------------------------------------------------------- pure helpers (no TensorRT needed)
+
 
 def test_profile_ranges() -> None:
     assert batch_range([32, 1, 8]) == Range(1, 8, 32)
@@ -143,14 +160,20 @@ def test_cli_and_imports_work_with_tensorrt_blocked(tmp_path: Path) -> None:
         "assert rc == 1, rc\n"
         "print('OK')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
     assert out.returncode == 0, out.stderr
     assert "build" in out.stdout and out.stdout.strip().endswith("OK")
     assert "no usable TensorRT module" in out.stderr  # the build verb says what to install
 
 
 # ---------------------------------------------------------------- builds (TensorRT or TensorRT-RTX)
+
 
 @needs_builder
 def test_fp32_matmul_build_and_engine_cache(tmp_path: Path) -> None:
@@ -206,9 +229,25 @@ def test_build_verb_prints_engine_and_counts(tmp_path: Path, capsys: pytest.Capt
     from workbench.cli import main
 
     onnx_path = _qdq_int8(tmp_path / "q.onnx")
-    rc = main(["build", "--backend", "tensorrt", "--onnx", str(onnx_path), "--batch", "1,2",
-               "--min-seconds", "0.001", "--opt-seconds", "0.001", "--max-seconds", "0.002",
-               "--engines-dir", str(tmp_path / "engines")])
+    rc = main(
+        [
+            "build",
+            "--backend",
+            "tensorrt",
+            "--onnx",
+            str(onnx_path),
+            "--batch",
+            "1,2",
+            "--min-seconds",
+            "0.001",
+            "--opt-seconds",
+            "0.001",
+            "--max-seconds",
+            "0.002",
+            "--engines-dir",
+            str(tmp_path / "engines"),
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0, out
     assert "engine: " in out and "int8 2" in out and " s, " in out
@@ -220,8 +259,10 @@ def test_runner_executes_engine(tmp_path: Path) -> None:
     if not HAS_BUILDER or not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU and a TensorRT builder/runtime")
     if not has_module("tensorrt"):
-        pytest.skip("TensorRT-RTX's runtime refuses many data-centre GPUs (e.g. compute capability 9.0); "
-                    "run this where NVIDIA TensorRT is installed")
+        pytest.skip(
+            "TensorRT-RTX's runtime refuses many data-centre GPUs (e.g. compute capability 9.0); "
+            "run this where NVIDIA TensorRT is installed"
+        )
     from workbench.backends.tensorrt.runner import TensorRTRunner
 
     onnx_path = _matmul_fp32(tmp_path / "mm.onnx")
@@ -236,12 +277,13 @@ def test_runner_executes_engine(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- the demo model's variants (slow)
 
+
 @pytest.fixture(scope="module")
 def demo_fp32(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("workbench.quantize.qdq", reason="the quantize module has not landed")
-    from workbench.resources import demo_model_dir
     from workbench.model.export import export_onnx
     from workbench.model.loading import load_model
+    from workbench.resources import demo_model_dir
 
     return export_onnx(load_model(demo_model_dir()), tmp_path_factory.mktemp("demo") / "demo.onnx")
 
@@ -249,7 +291,9 @@ def demo_fp32(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 @needs_builder
 @pytest.mark.parametrize("plan_name", ["fp32", "fp16", "int8", "mixed"])
-def test_demo_model_variants_keep_the_plan_precisions(demo_fp32: Path, tmp_path: Path, plan_name: str) -> None:
+def test_demo_model_variants_keep_the_plan_precisions(
+    demo_fp32: Path, tmp_path: Path, plan_name: str
+) -> None:
     """Every MatMul/Conv the plan puts in INT8 (FP16, FP32) is INT8 (FP16, FP32) in the parsed network."""
     from workbench.backends.tensorrt.builder import BuildSettings, build_engine
     from workbench.calibration.runner import activation_tensors
@@ -259,13 +303,17 @@ def test_demo_model_variants_keep_the_plan_precisions(demo_fp32: Path, tmp_path:
     model = onnx.load(str(demo_fp32))
     nodes = quantizable_nodes(model)
     amax = {name: 8.0 for name in activation_tensors(model)}  # ranges do not matter for the build
-    plans = {"fp32": PrecisionPlan("fp32"), "fp16": PrecisionPlan("fp16", "fp16"),
-             "int8": PrecisionPlan("int8", "int8"),
-             "mixed": PrecisionPlan("mixed", "int8", {n: "fp16" for n in nodes if "feature_extractor" in n})}
+    plans = {
+        "fp32": PrecisionPlan("fp32"),
+        "fp16": PrecisionPlan("fp16", "fp16"),
+        "int8": PrecisionPlan("int8", "int8"),
+        "mixed": PrecisionPlan("mixed", "int8", {n: "fp16" for n in nodes if "feature_extractor" in n}),
+    }
     plan = plans[plan_name]
     variant = build_variant(demo_fp32, amax, plan, tmp_path / f"{plan_name}.onnx")
-    result = build_engine(variant, BuildSettings(batches=(1, 2), samples=Range(16_000, 32_000, 64_000)),
-                          tmp_path / "engines")
+    result = build_engine(
+        variant, BuildSettings(batches=(1, 2), samples=Range(16_000, 32_000, 64_000)), tmp_path / "engines"
+    )
     assert result.engine_bytes > 1_000_000
     got = {n: result.summary.by_name(n).precision for n in nodes}
     wanted = {n: plan.precision_of(n) for n in nodes}
@@ -279,8 +327,14 @@ def test_external_data_is_part_of_the_cache_key(tmp_path: Path) -> None:
 
     model = onnx.load(str(_matmul_fp32(tmp_path / "mm.onnx")))
     path = tmp_path / "ext.onnx"
-    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-              location="ext.data", size_threshold=0)
+    onnx.save(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="ext.data",
+        size_threshold=0,
+    )
     before = onnx_content_hash(path)
     data = (tmp_path / "ext.data").read_bytes()
     (tmp_path / "ext.data").write_bytes(bytes([data[0] ^ 1]) + data[1:])  # same graph file, other weights
@@ -300,5 +354,8 @@ def test_legacy_cache_calibrator_serves_the_cache(tmp_path: Path) -> None:
     calib = calibrator.CacheCalibrator(cache, batch_size=4)
     served = calib.read_calibration_cache()
     assert served.split(b"\n", 1)[1] == cache.read_bytes().split(b"\n", 1)[1]  # scales unchanged
-    assert served.split(b"\n", 1)[0] == stamped(cache.read_bytes(), calibrator._trt.__version__).split(b"\n", 1)[0]
+    assert (
+        served.split(b"\n", 1)[0]
+        == stamped(cache.read_bytes(), calibrator._trt.__version__).split(b"\n", 1)[0]
+    )
     assert calib.get_batch(["input_values"]) is None and calib.get_batch_size() == 4

@@ -7,15 +7,18 @@ import pytest
 from workbench.speech.text import ALPHABET, normalise_text, split_of
 
 
-@pytest.mark.parametrize("raw,expected", [
-    ("Hello, world!", "HELLO WORLD"),
-    ("Héllo wörld, ça va?", "HELLO WORLD CA VA"),
-    ("naïve Æsop's straße", "NAIVE AESOP'S STRASSE"),
-    ("don't say 'quoted' words", "DON'T SAY QUOTED WORDS"),
-    ("it\u2019s a well-known_fact", "IT'S A WELL KNOWN FACT"),
-    ("  many   spaces\tand\nlines ", "MANY SPACES AND LINES"),
-    ("Привет world", "WORLD"),
-])
+@pytest.mark.parametrize(
+    "raw,expected",
+    [
+        ("Hello, world!", "HELLO WORLD"),
+        ("Héllo wörld, ça va?", "HELLO WORLD CA VA"),
+        ("naïve Æsop's straße", "NAIVE AESOP'S STRASSE"),
+        ("don't say 'quoted' words", "DON'T SAY QUOTED WORDS"),
+        ("it\u2019s a well-known_fact", "IT'S A WELL KNOWN FACT"),
+        ("  many   spaces\tand\nlines ", "MANY SPACES AND LINES"),
+        ("Привет world", "WORLD"),
+    ],
+)
 def test_normalise(raw, expected):
     result = normalise_text(raw)
     assert result.text == expected

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
+
 from workbench.evaluate.gates import Check, Verdict
 from workbench.evaluate.latency import LatencyConfig, LatencyPoint, LatencyResult
 from workbench.evaluate.verdict import ACCURACY, NONE, SHIP, Candidate, decide, latency_ratio
 
-TEXTS = ["HELLO WORLD", "HELLO WORLD AGAIN", "HELLO WORLD", "GOODBYE WORLD", "HELLO WORLD", "HELLO THERE WORLD"]
+TEXTS = [
+    "HELLO WORLD",
+    "HELLO WORLD AGAIN",
+    "HELLO WORLD",
+    "GOODBYE WORLD",
+    "HELLO WORLD",
+    "HELLO THERE WORLD",
+]
 
 
 def timed(name: str, scale: float, noise: float, seed: int, rounds: int = 15) -> LatencyResult:
@@ -27,12 +34,17 @@ def timed(name: str, scale: float, noise: float, seed: int, rounds: int = 15) ->
 
 
 def passing(*names: str, failing: tuple[str, ...] = ()) -> list[Verdict]:
-    return ([Verdict(n, True, [Check("overall", 0.0, 0.3, True, "ok")]) for n in names]
-            + [Verdict(n, False, [Check("overall", 2.0, 0.3, False, "overall: too many errors")]) for n in failing])
+    return [Verdict(n, True, [Check("overall", 0.0, 0.3, True, "ok")]) for n in names] + [
+        Verdict(n, False, [Check("overall", 2.0, 0.3, False, "overall: too many errors")]) for n in failing
+    ]
 
 
-CANDIDATES = [Candidate("fp32", {"fp32": 10}, 4000), Candidate("fp16", {"fp16": 10}, 2000),
-              Candidate("int8", {"int8": 9, "fp32": 1}, 1200), Candidate("mixed", {"int8": 7, "fp16": 3}, 1500)]
+CANDIDATES = [
+    Candidate("fp32", {"fp32": 10}, 4000),
+    Candidate("fp16", {"fp16": 10}, 2000),
+    Candidate("int8", {"int8": 9, "fp32": 1}, 1200),
+    Candidate("mixed", {"int8": 7, "fp16": 3}, 1500),
+]
 
 
 def test_ratio_interval_sees_through_a_shared_drift() -> None:
@@ -44,8 +56,11 @@ def test_ratio_interval_sees_through_a_shared_drift() -> None:
 
 
 def test_candidates_equally_fast_within_noise_are_tied_and_the_rule_breaks_the_tie() -> None:
-    latencies = {"fp32": timed("fp32", 1.0, 0.05, 1), "fp16": timed("fp16", 0.99, 0.05, 2),
-                 "int8": timed("int8", 1.01, 0.05, 3)}
+    latencies = {
+        "fp32": timed("fp32", 1.0, 0.05, 1),
+        "fp16": timed("fp16", 0.99, 0.05, 2),
+        "int8": timed("int8", 1.01, 0.05, 3),
+    }
     decision = decide(passing("fp32", "fp16", "int8"), latencies, "fp32", CANDIDATES, "ort-cpu", "ort-cpu")
     assert decision.mode == SHIP and sorted(decision.equally_fast) == ["fp16", "fp32", "int8"]
     assert decision.recommendation == "int8"  # fewest FP32+FP16 compute layers, not the lowest p50
@@ -53,15 +68,27 @@ def test_candidates_equally_fast_within_noise_are_tied_and_the_rule_breaks_the_t
     assert any("tie broken by the stated rule" in r for r in decision.reasons)
     assert "fewest FP32+FP16" in decision.tie_break
     # fp16 vs fp32 alone: same number of float layers; fewer FP32 layers wins
-    alone = decide(passing("fp32", "fp16", failing=("int8",)), latencies, "fp32", CANDIDATES, "ort-cpu", "ort-cpu")
+    alone = decide(
+        passing("fp32", "fp16", failing=("int8",)), latencies, "fp32", CANDIDATES, "ort-cpu", "ort-cpu"
+    )
     assert alone.recommendation == "fp16"
 
 
 def test_a_candidate_faster_beyond_the_intervals_wins_and_a_failing_one_never_does() -> None:
-    latencies = {"fp32": timed("fp32", 1.0, 0.03, 1), "fp16": timed("fp16", 0.6, 0.03, 2),
-                 "int8": timed("int8", 0.3, 0.03, 3), "mixed": timed("mixed", 0.95, 0.03, 4)}
-    decision = decide(passing("fp32", "fp16", "mixed", failing=("int8",)), latencies, "fp32", CANDIDATES,
-                      "ort-cuda", "ort-cuda")
+    latencies = {
+        "fp32": timed("fp32", 1.0, 0.03, 1),
+        "fp16": timed("fp16", 0.6, 0.03, 2),
+        "int8": timed("int8", 0.3, 0.03, 3),
+        "mixed": timed("mixed", 0.95, 0.03, 4),
+    }
+    decision = decide(
+        passing("fp32", "fp16", "mixed", failing=("int8",)),
+        latencies,
+        "fp32",
+        CANDIDATES,
+        "ort-cuda",
+        "ort-cuda",
+    )
     assert decision.mode == SHIP and decision.recommendation == "fp16" and decision.equally_fast == ["fp16"]
     assert decision.ratios["fp16"].high < decision.ratios["mixed"].low
     assert any("beyond the intervals" in r for r in decision.reasons)
@@ -70,8 +97,13 @@ def test_a_candidate_faster_beyond_the_intervals_wins_and_a_failing_one_never_do
 def test_latency_off_the_target_picks_no_winner() -> None:
     latencies = {"fp32": timed("fp32", 1.0, 0.03, 1), "fp16": timed("fp16", 0.5, 0.03, 2)}
     decision = decide(passing("fp32", "fp16"), latencies, "fp32", CANDIDATES, "tensorrt", "ort-cpu")
-    assert decision.mode == ACCURACY and decision.recommendation is None and decision.passing == ["fp32", "fp16"]
-    assert "latency on the target (tensorrt) not measured" in decision.line and "timed on ort-cpu" in decision.line
+    assert (
+        decision.mode == ACCURACY and decision.recommendation is None and decision.passing == ["fp32", "fp16"]
+    )
+    assert (
+        "latency on the target (tensorrt) not measured" in decision.line
+        and "timed on ort-cpu" in decision.line
+    )
     assert decision.ratios["fp16"].estimate < 0.6  # still reported, never used to pick
     unmeasured = decide(passing("fp32"), {}, "fp32", CANDIDATES, "tensorrt", None)
     assert unmeasured.mode == ACCURACY and "latency not measured" in unmeasured.line
@@ -89,11 +121,22 @@ def tiny_signoff(tmp_path, speech_like, monkeypatch):
     monkeypatch.setenv(ENV_VAR, str(tmp_path))
     (tmp_path / "engines").mkdir()
     sset = write_small_set(tmp_path / "calib_sets", TEXTS, speech_like)
-    models = [(n, constant_ctc_onnx(tmp_path / "engines" / f"{n}.onnx", "HELLO WORLD")) for n in ("fp32", "fp16", "int8")]
+    models = [
+        (n, constant_ctc_onnx(tmp_path / "engines" / f"{n}.onnx", "HELLO WORLD"))
+        for n in ("fp32", "fp16", "int8")
+    ]
 
     def signoff(folder: str, **overrides):
-        inputs = SignoffInputs(candidates=models, eval_set=sset, out_dir=tmp_path / "reports" / folder, model=DEFAULT_MODEL,
-                               latency=LatencyConfig((1,), 1, 5), threads=1, resamples=200, **overrides)
+        inputs = SignoffInputs(
+            candidates=models,
+            eval_set=sset,
+            out_dir=tmp_path / "reports" / folder,
+            model=DEFAULT_MODEL,
+            latency=LatencyConfig((1,), 1, 5),
+            threads=1,
+            resamples=200,
+            **overrides,
+        )
         return run(inputs, log=lambda _: None)
 
     return signoff
@@ -106,17 +149,25 @@ def test_two_runs_of_the_signoff_give_one_verdict(tiny_signoff) -> None:
     for result in (first, second):  # ... the verdict does not
         decision = result.record["decision"]
         assert decision["mode"] == ACCURACY and result.recommendation is None
-        assert decision["line"] == ("ACCURACY SIGN-OFF: fp32, fp16, int8 pass the WER gates; latency on the target "
-                                    "(tensorrt) not measured (timed on ort-cpu), no winner picked")
+        assert decision["line"] == (
+            "ACCURACY SIGN-OFF: fp32, fp16, int8 pass the WER gates; latency on the target "
+            "(tensorrt) not measured (timed on ort-cpu), no winner picked"
+        )
         assert set(decision["ratios"]) == {"fp32", "fp16", "int8"}
         backend = result.record["backend"]
-        assert backend["backend"] == "ort-cpu" and backend["target"] == "tensorrt" and backend["device"].startswith("cpu")
+        assert (
+            backend["backend"] == "ort-cpu"
+            and backend["target"] == "tensorrt"
+            and backend["device"].startswith("cpu")
+        )
         for lat in result.record["latency"].values():
             assert lat["backend"]["backend_name"] == "ort-cpu" and lat["backend"]["device"].startswith("cpu")
             assert lat["config"]["interleaved_with"] == ["fp32", "fp16", "int8"]
             assert all(len(p["samples_ms"]) == p["repeats"] == 5 for p in lat["points"])
     md = first.paths["markdown"].read_text()
-    assert "# Precision sign-off: ACCURACY SIGN-OFF" in md and "Verdict rule:" in md and "fewest FP32+FP16" in md
+    assert (
+        "# Precision sign-off: ACCURACY SIGN-OFF" in md and "Verdict rule:" in md and "fewest FP32+FP16" in md
+    )
     assert "## Latency ratio to the baseline" in md and "Measured on ort-cpu" in md
     assert first.lines()[-1] == "verdict: " + first.record["decision"]["line"]
 

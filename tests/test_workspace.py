@@ -21,9 +21,15 @@ from workbench.workspace import ENV_VAR, LEGACY_ENV_VAR, AreaDefault, active, ar
 PACKAGE_DIR = Path(workbench.__file__).resolve().parent
 # the smallest argv each verb parses with (required options filled with placeholders)
 MINIMAL_ARGV: dict[str, list[str]] = {
-    "demo": ["demo"], "data": ["data", "list"], "calibrate": ["calibrate"], "cache": ["cache", "list"],
-    "build": ["build", "--onnx", "m.onnx"], "signoff": ["signoff", "--eval-set", "e"],
-    "report": ["report", "--record", "r.json"], "compare": ["compare"], "search": ["search"],
+    "demo": ["demo"],
+    "data": ["data", "list"],
+    "calibrate": ["calibrate"],
+    "cache": ["cache", "list"],
+    "build": ["build", "--onnx", "m.onnx"],
+    "signoff": ["signoff", "--eval-set", "e"],
+    "report": ["report", "--record", "r.json"],
+    "compare": ["compare"],
+    "search": ["search"],
     "dashboard": ["dashboard"],
 }
 GIVEN = {"onnx", "record", "workspace"}  # paths MINIMAL_ARGV names itself
@@ -64,14 +70,18 @@ def test_a_file_is_not_a_workspace(tmp_path: Path, clean_env, capsys: pytest.Cap
 
 
 @pytest.mark.parametrize("verb", sorted(COMMANDS))
-def test_every_verb_puts_its_artifact_folders_under_the_workspace(verb: str, tmp_path: Path, clean_env) -> None:
+def test_every_verb_puts_its_artifact_folders_under_the_workspace(
+    verb: str, tmp_path: Path, clean_env
+) -> None:
     """Before and after the verb, and from the environment: no default is left pointing anywhere else."""
     ws = tmp_path / "ws"
     argv = MINIMAL_ARGV[verb]
     clean_env.setenv(ENV_VAR, str(tmp_path / "from-env"))
-    for args, root in ((parse_args(["--workspace", str(ws), *argv]), ws),
-                       (parse_args([*argv, "--workspace", str(ws)]), ws),
-                       (parse_args(argv), tmp_path / "from-env")):
+    for args, root in (
+        (parse_args(["--workspace", str(ws), *argv]), ws),
+        (parse_args([*argv, "--workspace", str(ws)]), ws),
+        (parse_args(argv), tmp_path / "from-env"),
+    ):
         assert args.workspace.root == root.resolve()
         assert not [k for k, v in vars(args).items() if isinstance(v, AreaDefault)]
         paths = {k: v for k, v in vars(args).items() if isinstance(v, Path) and k not in GIVEN}
@@ -81,21 +91,39 @@ def test_every_verb_puts_its_artifact_folders_under_the_workspace(verb: str, tmp
             else:
                 assert path.resolve().is_relative_to(root.resolve()), (verb, key, path)
         # report writes beside its record; dashboard hands the workspace itself to the server (its own test)
-        assert verb in ("report", "dashboard") or set(paths) - {"model"}, f"{verb} has no artifact folder option"
+        assert verb in ("report", "dashboard") or set(paths) - {"model"}, (
+            f"{verb} has no artifact folder option"
+        )
 
 
 def test_explicit_folder_flags_still_win(tmp_path: Path, clean_env) -> None:
-    args = parse_args(["--workspace", str(tmp_path / "ws"), "demo", "--root", str(tmp_path / "sets"),
-                       "--engines-root", str(tmp_path / "eng"), "--reports-root", str(tmp_path / "rep")])
-    assert (args.root, args.engines_root, args.reports_root) == (tmp_path / "sets", tmp_path / "eng", tmp_path / "rep")
+    args = parse_args(
+        [
+            "--workspace",
+            str(tmp_path / "ws"),
+            "demo",
+            "--root",
+            str(tmp_path / "sets"),
+            "--engines-root",
+            str(tmp_path / "eng"),
+            "--reports-root",
+            str(tmp_path / "rep"),
+        ]
+    )
+    assert (args.root, args.engines_root, args.reports_root) == (
+        tmp_path / "sets",
+        tmp_path / "eng",
+        tmp_path / "rep",
+    )
     args = parse_args(["cache", "--root", str(tmp_path / "eng"), "list"])
     assert args.root == tmp_path / "eng"
     args = parse_args(["data", "build", "--workspace", str(tmp_path / "ws")])  # after a nested action too
     assert args.root == (tmp_path / "ws").resolve() / "calib_sets"
 
 
-def test_verbs_read_and_write_in_the_workspace_given_on_the_command_line(tmp_path: Path, clean_env, speech_like,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_verbs_read_and_write_in_the_workspace_given_on_the_command_line(
+    tmp_path: Path, clean_env, speech_like, capsys: pytest.CaptureFixture[str]
+) -> None:
     from dashkit import write_unit_set
 
     ws = tmp_path / "ws"
@@ -130,8 +158,13 @@ def test_resource_folder_is_extracted_when_not_on_the_file_system(tmp_path: Path
 
 def test_version_lists_back_ends_and_needs_none_of_them(tmp_path: Path) -> None:
     """``--version`` with ONNX Runtime and both TensorRT modules made unimportable still works."""
-    ok = subprocess.run([sys.executable, "-m", "workbench", "--version"], capture_output=True, text=True,
-                        timeout=120, cwd=tmp_path)
+    ok = subprocess.run(
+        [sys.executable, "-m", "workbench", "--version"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.startswith(f"workbench {workbench.__version__} ")
     for name in ("TensorRT (tensorrt):", "TensorRT-RTX (tensorrt_rtx_bindings):", "ONNX Runtime:"):
@@ -140,9 +173,13 @@ def test_version_lists_back_ends_and_needs_none_of_them(tmp_path: Path) -> None:
 
     assert f"ONNX Runtime: {onnxruntime.__version__}" in ok.stdout and "CPUExecutionProvider" in ok.stdout
     assert f"workspace: {tmp_path.resolve()}" in ok.stdout
-    blocked = ("import sys\nfor m in ('onnxruntime', 'tensorrt', 'tensorrt_rtx_bindings'): sys.modules[m] = None\n"
-               "from workbench.cli import main\nmain(['--version'])")
-    none = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    blocked = (
+        "import sys\nfor m in ('onnxruntime', 'tensorrt', 'tensorrt_rtx_bindings'): sys.modules[m] = None\n"
+        "from workbench.cli import main\nmain(['--version'])"
+    )
+    none = subprocess.run(
+        [sys.executable, "-c", blocked], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
     assert none.returncode == 0, none.stderr
     assert none.stdout.count(": not installed") == 3, none.stdout
 

@@ -59,9 +59,16 @@ def generate(spec: DataSpec, workers: int) -> dict[str, object]:
     sentence_pool()  # warm the cache before forking
     jobs = [(spec, i) for i in range(spec.count)]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = list(tqdm(pool.map(_one, jobs, chunksize=16), total=len(jobs), desc=f"tts {spec.split}",
-                            mininterval=10))
+        results = list(
+            tqdm(
+                pool.map(_one, jobs, chunksize=16), total=len(jobs), desc=f"tts {spec.split}", mininterval=10
+            )
+        )
     kept = [r for r in results if r is not None]
     offsets = np.cumsum([0] + [len(r[0]) for r in kept]).astype(np.int64)
-    return {"audio": np.concatenate([r[0] for r in kept]), "offsets": offsets,
-            "texts": [r[1] for r in kept], "speakers": [r[2] for r in kept]}
+    return {
+        "audio": np.concatenate([r[0] for r in kept]),
+        "offsets": offsets,
+        "texts": [r[1] for r in kept],
+        "speakers": [r[2] for r in kept],
+    }

@@ -36,8 +36,15 @@ def load_data(state: Path, cfg: dict, workers: int, split: str, count: int, seed
         z = np.load(path, allow_pickle=True)
         return {k: z[k] for k in z.files}
     d = cfg["data"]
-    spec = DataSpec(count, split, seed, d["majority_accent_share"], tuple(d["rate_range"]),
-                    tuple(d["pitch_range"]), d["max_seconds"])
+    spec = DataSpec(
+        count,
+        split,
+        seed,
+        d["majority_accent_share"],
+        tuple(d["rate_range"]),
+        tuple(d["pitch_range"]),
+        d["max_seconds"],
+    )
     data = generate(spec, workers)
     data["texts"] = np.array(data["texts"], dtype=object)
     data["speakers"] = np.array(data["speakers"], dtype=object)
@@ -45,7 +52,9 @@ def load_data(state: Path, cfg: dict, workers: int, split: str, count: int, seed
     return data
 
 
-def make_batches(lengths: np.ndarray, batch_samples: int, max_batch: int, rng: np.random.Generator) -> list[np.ndarray]:
+def make_batches(
+    lengths: np.ndarray, batch_samples: int, max_batch: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     order = np.argsort(lengths + rng.uniform(0, 4000, len(lengths)))
     batches, current = [], []
     for idx in order:
@@ -60,13 +69,19 @@ def make_batches(lengths: np.ndarray, batch_samples: int, max_batch: int, rng: n
     return batches
 
 
-def collate(data: dict, idx: np.ndarray, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+def collate(
+    data: dict, idx: np.ndarray, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     offs = data["offsets"]
     lens = [int(offs[i + 1] - offs[i]) for i in idx]
     x = np.zeros((len(idx), max(lens)), dtype=np.float32)
     for row, i in enumerate(idx):
-        x[row, : lens[row]] = data["audio"][offs[i]: offs[i + 1]] / 32768.0
-    return torch.from_numpy(x).to(device), torch.tensor(lens, device=device), [str(data["texts"][i]) for i in idx]
+        x[row, : lens[row]] = data["audio"][offs[i] : offs[i + 1]] / 32768.0
+    return (
+        torch.from_numpy(x).to(device),
+        torch.tensor(lens, device=device),
+        [str(data["texts"][i]) for i in idx],
+    )
 
 
 def coloured(shape: tuple[int, int], exponent: torch.Tensor, device: torch.device) -> torch.Tensor:
@@ -92,18 +107,20 @@ def augment(x: torch.Tensor, lens: torch.Tensor, aug: dict, gen: torch.Generator
     noise = coloured((b, t), exponent, dev)
     tt = torch.arange(t, device=dev)[None, :] / 16000
     base = torch.where(torch.rand(b, device=dev) < 0.5, 50.0, 60.0)[:, None]
-    hum = sum((0.6 ** k) * torch.sin(2 * math.pi * base * (k + 1) * tt + u(0, 6.28)[:, None]) for k in range(5))
+    hum = sum((0.6**k) * torch.sin(2 * math.pi * base * (k + 1) * tt + u(0, 6.28)[:, None]) for k in range(5))
     noise = torch.where((kind == 3)[:, None], hum + 0.01 * torch.randn_like(hum), noise)
     if b > 1:
-        bab = sum(torch.roll(torch.roll(x, s, dims=0), int(torch.randint(0, t, (1,))), dims=1) for s in (1, 2, 3))
+        bab = sum(
+            torch.roll(torch.roll(x, s, dims=0), int(torch.randint(0, t, (1,))), dims=1) for s in (1, 2, 3)
+        )
         noise = torch.where((kind == 4)[:, None], bab, noise)
     noise = noise * mask
-    p_s = (x ** 2).sum(1) / lens
-    p_n = (noise ** 2).sum(1) / lens + 1e-10
+    p_s = (x**2).sum(1) / lens
+    p_n = (noise**2).sum(1) / lens + 1e-10
     noise = noise * torch.sqrt(p_s / (p_n * 10 ** (snr / 10)))[:, None]
     level = u(*aug["level_dbfs"])
     y = x + noise
-    rms = torch.sqrt((y ** 2).sum(1) / lens + 1e-10)
+    rms = torch.sqrt((y**2).sum(1) / lens + 1e-10)
     y = y * (10 ** (level / 20) / rms)[:, None]
     y = torch.round(y.clamp(-1, 1) * 32767) / 32767 * mask
     return normalise_padded(y, lens, mask)
@@ -131,6 +148,7 @@ def wer_cer(refs: list[str], hyps: list[str]) -> tuple[float, float]:
                 cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
             prev = cur
         return prev[-1]
+
     we = sum(ed(r.split(), h.split()) for r, h in zip(refs, hyps)) / max(1, sum(len(r.split()) for r in refs))
     ce = sum(ed(r, h) for r, h in zip(refs, hyps)) / max(1, sum(len(r) for r in refs))
     return we, ce
@@ -160,10 +178,17 @@ def save_hf(model, out: Path, meta: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     (out / "vocab.json").write_text(json.dumps(VOCAB, indent=1))
-    tok = Wav2Vec2CTCTokenizer(str(out / "vocab.json"), unk_token="<unk>", pad_token="<pad>",
-                               word_delimiter_token="|", bos_token="<s>", eos_token="</s>")
-    fe = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0,
-                                  do_normalize=True, return_attention_mask=False)
+    tok = Wav2Vec2CTCTokenizer(
+        str(out / "vocab.json"),
+        unk_token="<unk>",
+        pad_token="<pad>",
+        word_delimiter_token="|",
+        bos_token="<s>",
+        eos_token="</s>",
+    )
+    fe = Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True, return_attention_mask=False
+    )
     Wav2Vec2Processor(feature_extractor=fe, tokenizer=tok).save_pretrained(out)
     fe.save_pretrained(out)  # preprocessor_config.json, read by every transformers version
     tok.save_pretrained(out)
@@ -179,7 +204,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=16)
     ap.add_argument("--train-utterances", type=int)
     ap.add_argument("--data-seed", type=int, help="seed of the synthetic training data (default: train seed)")
-    ap.add_argument("--init-from", type=Path, help="start from this HF model folder (fresh optimiser) when no checkpoint")
+    ap.add_argument(
+        "--init-from", type=Path, help="start from this HF model folder (fresh optimiser) when no checkpoint"
+    )
     ap.add_argument("--total-train-s", type=float, help="override the schedule's total training seconds")
     args = ap.parse_args()
     cfg = json.loads(args.config.read_text())
@@ -201,8 +228,9 @@ def main() -> None:
     from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
 
     model = Wav2Vec2ForCTC(Wav2Vec2Config(**cfg["model"])).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=tcfg["peak_lr"], weight_decay=tcfg["weight_decay"],
-                            betas=(0.9, 0.98), eps=1e-6)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=tcfg["peak_lr"], weight_decay=tcfg["weight_decay"], betas=(0.9, 0.98), eps=1e-6
+    )
     ckpt = args.state_dir / "ckpt.pt"
     step, elapsed, epoch = 0, 0.0, 0
     if ckpt.exists():
@@ -253,27 +281,53 @@ def main() -> None:
                 torch.cuda.synchronize()
             elapsed += time.time() - t_step
             if step % 100 == 0:
-                log(f"step {step} loss {loss.item():.3f} lr {lr_at(elapsed, tcfg):.2e} trained {elapsed:.0f}s batch {len(idx)}")
+                log(
+                    f"step {step} loss {loss.item():.3f} lr {lr_at(elapsed, tcfg):.2e} trained {elapsed:.0f}s batch {len(idx)}"
+                )
             if time.time() - last_val > 120:
                 w, c, ex = validate(model, val, device)
                 history.append({"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c})
                 log(f"VAL step {step}: WER {w:.3f} CER {c:.3f} e.g. {ex[0]}")
                 last_val = time.time()
             if time.time() - last_ckpt > 90:
-                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                            "elapsed": elapsed, "epoch": epoch}, ckpt)
+                torch.save(
+                    {
+                        "model": model.state_dict(),
+                        "opt": opt.state_dict(),
+                        "step": step,
+                        "elapsed": elapsed,
+                        "epoch": epoch,
+                    },
+                    ckpt,
+                )
                 last_ckpt = time.time()
         else:
             epoch += 1
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                "elapsed": elapsed, "epoch": epoch}, ckpt)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "step": step,
+            "elapsed": elapsed,
+            "epoch": epoch,
+        },
+        ckpt,
+    )
     w, c, ex = validate(model, val, device)
     log(f"FINAL step {step}: val WER {w:.3f} CER {c:.3f}; examples {ex}")
-    meta = {"steps": step, "train_seconds": elapsed, "epochs": epoch, "train_utterances": int(len(lengths)),
-            "train_hours": float(lengths.sum() / 16000 / 3600), "val_wer": w, "val_cer": c,
-            "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-            "torch": torch.__version__, "history": history,
-            "train_speakers": sorted(set(map(str, train["speakers"])))}
+    meta = {
+        "steps": step,
+        "train_seconds": elapsed,
+        "epochs": epoch,
+        "train_utterances": int(len(lengths)),
+        "train_hours": float(lengths.sum() / 16000 / 3600),
+        "val_wer": w,
+        "val_cer": c,
+        "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "history": history,
+        "train_speakers": sorted(set(map(str, train["speakers"]))),
+    }
     save_hf(model.float().cpu(), args.out_dir, meta)
     log(f"saved to {args.out_dir}")
 

@@ -18,7 +18,7 @@ def _distributions(module: str) -> list[str]:
     """The installed distributions providing top-level ``module`` (onnxruntime vs onnxruntime-gpu, ...)."""
     try:
         return sorted(set(metadata.packages_distributions().get(module, [])))
-    except Exception:  # noqa: BLE001 - a broken metadata entry must not break --version
+    except Exception:
         return []
 
 
@@ -28,7 +28,9 @@ def tensorrt_lines() -> list[str]:
     for module_name, flavour in TENSORRT_MODULES:
         module, why = try_import(module_name)
         label = f"{TENSORRT_NAMES.get(flavour, flavour)} ({module_name})"
-        lines.append(f"{label}: {getattr(module, '__version__', '?')}" if module is not None else f"{label}: {why}")
+        lines.append(
+            f"{label}: {getattr(module, '__version__', '?')}" if module is not None else f"{label}: {why}"
+        )
     return lines
 
 

@@ -20,7 +20,16 @@ from workbench.errors import WorkbenchError
 from workbench.workspace import AREAS, ENV_VAR, Workspace, resolve_workspace
 
 ArtifactRoots = Workspace  # the dashboard's name for the workspace's folders
-__all__ = ["AREAS", "ENV_VAR", "ArtifactRoots", "OutsideArtifacts", "artifact_roots", "display", "inside", "resolve"]
+__all__ = [
+    "AREAS",
+    "ENV_VAR",
+    "ArtifactRoots",
+    "OutsideArtifacts",
+    "artifact_roots",
+    "display",
+    "inside",
+    "resolve",
+]
 
 
 def artifact_roots() -> ArtifactRoots:
@@ -32,8 +41,12 @@ class OutsideArtifacts(WorkbenchError):
     """A path that is not inside the artifact folders the workbench may read."""
 
 
-def resolve(value: str | os.PathLike[str], areas: tuple[str, ...] | str = AREAS,
-            roots: ArtifactRoots | None = None, must_exist: bool = True) -> Path:
+def resolve(
+    value: str | os.PathLike[str],
+    areas: tuple[str, ...] | str = AREAS,
+    roots: ArtifactRoots | None = None,
+    must_exist: bool = True,
+) -> Path:
     """The real path of ``value`` if it lies inside one of ``areas``; raises ``OutsideArtifacts`` otherwise.
 
     A relative ``value`` is taken relative to the first area (so a set's name works as is). Symlinks
@@ -48,8 +61,10 @@ def resolve(value: str | os.PathLike[str], areas: tuple[str, ...] | str = AREAS,
     candidate = Path(text)
     if not candidate.is_absolute():
         candidate = roots.area(areas[0]) / candidate
-    refusal = (f"refused {text!r}: only files under {', '.join(a + '/' for a in areas)} of {roots.root} are read "
-               f"(--workspace or ${ENV_VAR} names the folder holding them)")
+    refusal = (
+        f"refused {text!r}: only files under {', '.join(a + '/' for a in areas)} of {roots.root} are read "
+        f"(--workspace or ${ENV_VAR} names the folder holding them)"
+    )
     lexical = Path(os.path.normpath(candidate))  # '..' escapes are refused before touching the file system
     if not any(_inside(lexical, base) for base in allowed + [roots.area(a) for a in areas]):
         raise OutsideArtifacts(refusal)

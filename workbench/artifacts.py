@@ -75,8 +75,15 @@ def write_json_atomic(path: Path, obj: Any) -> None:
     write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
-def read_json_artifact(path: Path | str, tag: str, hint: str, *, what: str | None = None, key: str = "format",
-                       version: int | None = None) -> dict[str, Any]:
+def read_json_artifact(
+    path: Path | str,
+    tag: str,
+    hint: str,
+    *,
+    what: str | None = None,
+    key: str = "format",
+    version: int | None = None,
+) -> dict[str, Any]:
     """A JSON object written by the workbench whose ``key`` field is ``tag`` (and ``version``, when given).
 
     Anything else (missing, not a regular file, not UTF-8, not JSON — with the line —, another format or
@@ -89,6 +96,8 @@ def read_json_artifact(path: Path | str, tag: str, hint: str, *, what: str | Non
     if found != tag:
         raise WorkbenchError(f"{path} is not a {what} ({key} {found!r}, expected {tag!r}); {hint}")
     if version is not None and data.get("version") != version:
-        raise WorkbenchError(f"{path} is {what} version {data.get('version')!r}; this workbench reads version "
-                             f"{version}; {hint}")
+        raise WorkbenchError(
+            f"{path} is {what} version {data.get('version')!r}; this workbench reads version "
+            f"{version}; {hint}"
+        )
     return data

@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from workbench.errors import WorkbenchError, exit_status
 from workbench.workspace import active, add_workspace_option, fill_defaults, resolve_workspace
@@ -23,14 +24,29 @@ from workbench.workspace import active, add_workspace_option, fill_defaults, res
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("workbench.commands.demo", "run the whole job on the embedded defaults"),
     "data": ("workbench.commands.data", "build and inspect balanced calibration/evaluation speech sets"),
-    "calibrate": ("workbench.commands.calibrate", "export ONNX, calibrate ranges, write cache + INT8 Q/DQ model"),
+    "calibrate": (
+        "workbench.commands.calibrate",
+        "export ONNX, calibrate ranges, write cache + INT8 Q/DQ model",
+    ),
     "cache": ("workbench.commands.cache", "list, show or prune calibration caches"),
     "build": ("workbench.commands.build", "build a cached TensorRT engine from an ONNX model"),
-    "signoff": ("workbench.commands.signoff", "judge candidates on WER and latency; write the sign-off report"),
+    "signoff": (
+        "workbench.commands.signoff",
+        "judge candidates on WER and latency; write the sign-off report",
+    ),
     "report": ("workbench.commands.report", "re-render a sign-off report from its JSON record"),
-    "compare": ("workbench.commands.compare", "per-layer FP32 vs INT8 table and per-group sensitivity ranking"),
-    "search": ("workbench.commands.search", "find the mixed INT8/FP16 plan with most INT8 within a WER budget"),
-    "dashboard": ("workbench.commands.dashboard", "serve the Streamlit dashboard (this machine only unless told)"),
+    "compare": (
+        "workbench.commands.compare",
+        "per-layer FP32 vs INT8 table and per-group sensitivity ranking",
+    ),
+    "search": (
+        "workbench.commands.search",
+        "find the mixed INT8/FP16 plan with most INT8 within a WER budget",
+    ),
+    "dashboard": (
+        "workbench.commands.dashboard",
+        "serve the Streamlit dashboard (this machine only unless told)",
+    ),
 }
 
 
@@ -38,11 +54,21 @@ class _VersionAction(argparse.Action):
     """``--version``: the version, where the package runs from, the workspace and the back-ends found."""
 
     def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
-                         help="print the version and the TensorRT / ONNX Runtime flavours found, then exit")
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the version and the TensorRT / ONNX Runtime flavours found, then exit",
+        )
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         from workbench.about import version_text
 
         try:
@@ -72,8 +98,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog or program_name(),
         description="Precision sign-off workbench for Wav2Vec2-style CTC speech models. Artifacts "
-                    "(calib_sets/, engines/, reports/) go under the workspace: --workspace DIR, else "
-                    "$WORKBENCH_WORKSPACE, else the current directory.",
+        "(calib_sets/, engines/, reports/) go under the workspace: --workspace DIR, else "
+        "$WORKBENCH_WORKSPACE, else the current directory.",
     )
     parser.add_argument("--version", action=_VersionAction)
     add_workspace_option(parser, top_level=True)
@@ -87,8 +113,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_args(argv: Sequence[str] | None = None,
-               parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+def parse_args(
+    argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None
+) -> argparse.Namespace:
     """Parse ``argv`` and fill the artifact-folder defaults from the workspace (``args.workspace``).
     A workspace that is not a folder is a WorkbenchError."""
     args = (parser or build_parser()).parse_args(argv)

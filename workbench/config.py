@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # ops whose float inputs get INT8 Q/DQ, and so the tensors calibration measures (the inputs of these)
 QUANTIZABLE_OPS = ("MatMul", "Gemm", "Conv")
@@ -15,7 +16,13 @@ SAMPLE_RATE = 16_000
 DEMO_MODEL_RESOURCE = "demo_model"
 
 CONDITIONS: tuple[str, ...] = ("quiet", "noisy", "accented")
-LAYOUTS: tuple[str, ...] = ("librispeech", "commonvoice", "folder", "manifest", "hf")  # sources of real speech
+LAYOUTS: tuple[str, ...] = (
+    "librispeech",
+    "commonvoice",
+    "folder",
+    "manifest",
+    "hf",
+)  # sources of real speech
 NOISY_CONDITION = "noisy"
 REVERBERANT_CONDITION = "noisy-reverberant"  # the noisy condition after a room impulse response (--rir-dir)
 UNLABELLED_ACCENT = "unknown"  # Common Voice clips whose speaker gave no accent

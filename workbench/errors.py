@@ -8,7 +8,7 @@ workbench.jobs``) prints it as one ``error:`` line and returns exit status 1, no
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 
 class WorkbenchError(Exception):
@@ -23,5 +23,7 @@ def exit_status(run: Callable[[], int | None]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted; artifacts written so far are complete, partial ones were discarded", file=sys.stderr)
+        print(
+            "interrupted; artifacts written so far are complete, partial ones were discarded", file=sys.stderr
+        )
         return 130

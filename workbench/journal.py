@@ -28,9 +28,9 @@ import os
 import shutil
 import signal
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from workbench.artifacts import write_json_atomic
 
@@ -77,7 +77,13 @@ def _writer_alive(parent: Path) -> bool:
 
 
 def _plain(name: object) -> bool:
-    return isinstance(name, str) and bool(name) and "/" not in name and "\x00" not in name and not name.startswith(".")
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and "/" not in name
+        and "\x00" not in name
+        and not name.startswith(".")
+    )
 
 
 def _roll_forward(root: Path, parent: Path, names: list[str]) -> None:

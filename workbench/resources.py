@@ -8,11 +8,10 @@ from a zipped install they are extracted once into a temporary folder removed wh
 from __future__ import annotations
 
 import atexit
-import shutil
 import sys
 import tempfile
 from contextlib import ExitStack
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -35,7 +34,7 @@ def _extract(folder: Traversable) -> Path:
     return target
 
 
-@lru_cache(maxsize=None)
+@cache
 def resource_dir(name: str) -> Path:
     """A folder of package data as a real path that stays valid for the life of the process."""
     folder = resources.files("workbench").joinpath(name)

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping
 
 from workbench.errors import WorkbenchError
 
@@ -58,8 +58,9 @@ class Workspace:
         return self.area("models")
 
 
-def resolve_workspace(explicit: str | os.PathLike[str] | None = None,
-                      environ: Mapping[str, str] | None = None) -> Workspace:
+def resolve_workspace(
+    explicit: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Workspace:
     """``explicit`` > the workspace a running CLI verb made active > ``$WORKBENCH_WORKSPACE`` >
     ``$WORKBENCH_ARTIFACTS`` > the current directory. Read at call time, never at import."""
     if explicit is None or os.fspath(explicit) == "":
@@ -71,8 +72,9 @@ def resolve_workspace(explicit: str | os.PathLike[str] | None = None,
     root = Path(explicit).expanduser() if explicit is not None else Path.cwd()
     root = root.resolve()
     if root.exists() and not root.is_dir():
-        raise WorkbenchError(f"workspace {root} is a file, not a folder; give --workspace a folder "
-                             f"(or set {ENV_VAR} to one)")
+        raise WorkbenchError(
+            f"workspace {root} is a file, not a folder; give --workspace a folder (or set {ENV_VAR} to one)"
+        )
     return Workspace(root)
 
 
@@ -117,10 +119,15 @@ def area_default(area: str) -> AreaDefault:
 
 def add_workspace_option(parser: argparse.ArgumentParser, top_level: bool) -> None:
     """``--workspace DIR``; on verbs the default is suppressed so a value given before the verb survives."""
-    parser.add_argument("--workspace", metavar="DIR",
-                        default=None if top_level else argparse.SUPPRESS,
-                        help=f"folder for calib_sets/, engines/ and reports/ (default: ${ENV_VAR}, "
-                             "else the current directory)" if top_level else argparse.SUPPRESS)
+    parser.add_argument(
+        "--workspace",
+        metavar="DIR",
+        default=None if top_level else argparse.SUPPRESS,
+        help=f"folder for calib_sets/, engines/ and reports/ (default: ${ENV_VAR}, "
+        "else the current directory)"
+        if top_level
+        else argparse.SUPPRESS,
+    )
 
 
 def fill_defaults(args: argparse.Namespace, workspace: Workspace) -> argparse.Namespace:

@@ -15,24 +15,30 @@ and ``agreement_table`` join the numbers to the tools' calibration runs (a faile
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from anchors_bench.rows import TOOLS
 
-WHY = ("random weights: every model's WER is 100 % (nothing is recognised), so each quantized model is judged by "
-       "agreement with the FP32 model's own output on the same clips: argmax tokens per frame, greedy transcripts, "
-       "and logit error")
+WHY = (
+    "random weights: every model's WER is 100 % (nothing is recognised), so each quantized model is judged by "
+    "agreement with the FP32 model's own output on the same clips: argmax tokens per frame, greedy transcripts, "
+    "and logit error"
+)
 
 
-PRECISION_NOTE = ("ONNX Runtime's default session options: with session.x64quantprecision (the workbench's exact "
-                  "U8S8 option on CPUs without VNNI) the session refused it: ")
+PRECISION_NOTE = (
+    "ONNX Runtime's default session options: with session.x64quantprecision (the workbench's exact "
+    "U8S8 option on CPUs without VNNI) the session refused it: "
+)
 
 
-def compare_logits(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
-                   decode: Callable[[np.ndarray], str]) -> dict[str, Any]:
+def compare_logits(
+    reference: Sequence[np.ndarray], candidate: Sequence[np.ndarray], decode: Callable[[np.ndarray], str]
+) -> dict[str, Any]:
     """Agreement of ``candidate``'s logits with ``reference``'s, clip by clip (each [frames, vocab])."""
     if len(reference) != len(candidate):
         raise ValueError(f"{len(reference)} reference clips but {len(candidate)} candidate clips")
@@ -52,16 +58,21 @@ def compare_logits(reference: Sequence[np.ndarray], candidate: Sequence[np.ndarr
         norms = float(np.linalg.norm(ref) * np.linalg.norm(cand))
         cosines.append(float(np.sum(ref * cand)) / norms if norms else float(np.array_equal(ref, cand)))
     values = sum(r.size for r in reference)
-    return {"clips": len(reference), "frames": frames,
-            "token_agreement_pct": round(100 * same_tokens / frames, 3) if frames else None,
-            "transcript_agreement_pct": round(100 * same_texts / len(reference), 3) if len(reference) else None,
-            "max_abs_logit_diff": round(max_abs, 5),
-            "mean_abs_logit_diff": round(abs_sum / values, 6) if values else None,
-            "mean_abs_diff_over_mean_abs_fp32": round(abs_sum / ref_abs_sum, 6) if ref_abs_sum else None,
-            "mean_cosine": round(float(np.mean(cosines)), 6) if cosines else None}
+    return {
+        "clips": len(reference),
+        "frames": frames,
+        "token_agreement_pct": round(100 * same_tokens / frames, 3) if frames else None,
+        "transcript_agreement_pct": round(100 * same_texts / len(reference), 3) if len(reference) else None,
+        "max_abs_logit_diff": round(max_abs, 5),
+        "mean_abs_logit_diff": round(abs_sum / values, 6) if values else None,
+        "mean_abs_diff_over_mean_abs_fp32": round(abs_sum / ref_abs_sum, 6) if ref_abs_sum else None,
+        "mean_cosine": round(float(np.mean(cosines)), 6) if cosines else None,
+    }
 
 
-def run_logits(model: Path, inputs: Sequence[np.ndarray], exact_int8: bool = True) -> tuple[list[np.ndarray], float]:
+def run_logits(
+    model: Path, inputs: Sequence[np.ndarray], exact_int8: bool = True
+) -> tuple[list[np.ndarray], float]:
     """Each prepared clip's logits [frames, vocab] (float32) through ONNX Runtime CPU, batch 1; mean ms per clip."""
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
     from workbench.evaluate.transcribe import logits_of
@@ -78,8 +89,13 @@ def _error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())[-300:]}"
 
 
-def judge(fp32: Path, models: dict[str, Path], clips: Sequence[np.ndarray], description: Any,
-          log: Callable[[str], None] = print) -> dict[str, dict[str, Any]]:
+def judge(
+    fp32: Path,
+    models: dict[str, Path],
+    clips: Sequence[np.ndarray],
+    description: Any,
+    log: Callable[[str], None] = print,
+) -> dict[str, dict[str, Any]]:
     """FP32 and every model of ``models`` on ``clips``; per name the agreement with FP32 (or the error it raised)
     and its mean ms per clip (ONNX Runtime CPU, indicative on a shared machine). Sessions get the workbench's
     options (as in its sign-off); a model whose session refuses the exact-U8S8 option is run again with ONNX
@@ -99,8 +115,11 @@ def judge(fp32: Path, models: dict[str, Path], clips: Sequence[np.ndarray], desc
             if not u8s8_exact()[0] and "Exception during initialization" in str(exc):
                 try:  # the session had the workbench's exact-U8S8 option; run the model as ORT's defaults would
                     logits, ms = run_logits(path, inputs, exact_int8=False)
-                    judged[name] = {**compare_logits(reference, logits, description.decode), "ms_per_clip": ms,
-                                    "loaded_with": PRECISION_NOTE + _error(exc)}
+                    judged[name] = {
+                        **compare_logits(reference, logits, description.decode),
+                        "ms_per_clip": ms,
+                        "loaded_with": PRECISION_NOTE + _error(exc),
+                    }
                 except Exception as again:
                     judged[name]["error_with_ort_defaults"] = _error(again)
     return judged
@@ -112,9 +131,13 @@ def agreement_rows(judged: dict[str, dict[str, Any]], runs: list[dict[str, Any]]
     rows = []
     for run in runs:
         name = run["job"]
-        row: dict[str, Any] = {"candidate": name, "tool": TOOLS.get(run.get("kind", ""), run.get("kind")),
-                               "setting": run.get("setting", ""), "calibration_wall_s": run.get("wall_s"),
-                               "peak_rss_mb": run.get("peak_rss_mb")}
+        row: dict[str, Any] = {
+            "candidate": name,
+            "tool": TOOLS.get(run.get("kind", ""), run.get("kind")),
+            "setting": run.get("setting", ""),
+            "calibration_wall_s": run.get("wall_s"),
+            "peak_rss_mb": run.get("peak_rss_mb"),
+        }
         found = judged.get(name)
         if "skipped" in run:
             row["status"] = "skipped: " + run["skipped"]
@@ -132,11 +155,28 @@ def agreement_rows(judged: dict[str, dict[str, Any]], runs: list[dict[str, Any]]
 
 def agreement_table(rows: list[dict[str, Any]]) -> list[str]:
     """The base-model anchors table in Markdown (agreement with FP32, logit error, calibration cost)."""
-    head = ["candidate", "tool", "token agr. %", "transcript agr. %", "max abs logit diff", "mean abs logit diff",
-            "rel. mean abs", "cosine", "ms/clip", "calib s", "peak RSS MB"]
-    keys = [("token_agreement_pct", ".2f"), ("transcript_agreement_pct", ".1f"), ("max_abs_logit_diff", ".4f"),
-            ("mean_abs_logit_diff", ".5f"), ("mean_abs_diff_over_mean_abs_fp32", ".4f"), ("mean_cosine", ".5f"),
-            ("ms_per_clip", ".1f")]
+    head = [
+        "candidate",
+        "tool",
+        "token agr. %",
+        "transcript agr. %",
+        "max abs logit diff",
+        "mean abs logit diff",
+        "rel. mean abs",
+        "cosine",
+        "ms/clip",
+        "calib s",
+        "peak RSS MB",
+    ]
+    keys = [
+        ("token_agreement_pct", ".2f"),
+        ("transcript_agreement_pct", ".1f"),
+        ("max_abs_logit_diff", ".4f"),
+        ("mean_abs_logit_diff", ".5f"),
+        ("mean_abs_diff_over_mean_abs_fp32", ".4f"),
+        ("mean_cosine", ".5f"),
+        ("ms_per_clip", ".1f"),
+    ]
     num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:

@@ -7,8 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-TOOLS = {"fp32": "baseline", "ort": "ONNX Runtime", "modelopt": "ModelOpt", "workbench": "workbench",
-         "search": "workbench"}
+TOOLS = {
+    "fp32": "baseline",
+    "ort": "ONNX Runtime",
+    "modelopt": "ModelOpt",
+    "workbench": "workbench",
+    "search": "workbench",
+}
 
 
 def points(value: dict[str, float] | None) -> dict[str, float] | None:
@@ -34,22 +39,35 @@ def anchor_rows(record: dict[str, Any] | None, runs: list[dict[str, Any]]) -> li
     rows = []
     for run in runs:
         name = run["job"]
-        row: dict[str, Any] = {"candidate": name, "tool": TOOLS.get(run.get("kind", ""), run.get("kind")),
-                               "setting": run.get("setting", ""),
-                               "calibration_wall_s": run.get("wall_s"), "peak_rss_mb": run.get("peak_rss_mb")}
+        row: dict[str, Any] = {
+            "candidate": name,
+            "tool": TOOLS.get(run.get("kind", ""), run.get("kind")),
+            "setting": run.get("setting", ""),
+            "calibration_wall_s": run.get("wall_s"),
+            "peak_rss_mb": run.get("peak_rss_mb"),
+        }
         judged = record is not None and name in record["accuracy"]["candidates"]
         if not judged:
-            row["status"] = ("skipped: " + run["skipped"] if "skipped" in run
-                             else "failed: " + str(run.get("error") or "not judged (no ONNX written)"))
+            row["status"] = (
+                "skipped: " + run["skipped"]
+                if "skipped" in run
+                else "failed: " + str(run.get("error") or "not judged (no ONNX written)")
+            )
             rows.append(row)
             continue
         acc = record["accuracy"]["candidates"][name]
-        row.update(status="judged", verdict="PASS" if verdicts[name]["passed"] else "FAIL",
-                   reason=verdicts[name]["summary"], wer=points(acc["overall"]["wer"]),
-                   delta=points(acc["overall"].get("delta")),
-                   per_condition={c: {"wer": points(g["wer"]), "delta": points(g.get("delta"))}
-                                  for c, g in sorted(acc["groups"].get("condition", {}).items())},
-                   latency_ms=mean_p50(record, name))
+        row.update(
+            status="judged",
+            verdict="PASS" if verdicts[name]["passed"] else "FAIL",
+            reason=verdicts[name]["summary"],
+            wer=points(acc["overall"]["wer"]),
+            delta=points(acc["overall"].get("delta")),
+            per_condition={
+                c: {"wer": points(g["wer"]), "delta": points(g.get("delta"))}
+                for c, g in sorted(acc["groups"].get("condition", {}).items())
+            },
+            latency_ms=mean_p50(record, name),
+        )
         for key in ("found", "versions"):
             if key in run:
                 row[key] = run[key]
@@ -68,8 +86,11 @@ def table_lines(rows: list[dict[str, Any]]) -> list[str]:
     """The anchors table in Markdown: WER and delta with 95 % intervals, per-condition delta, latency,
     verdict, calibration wall and peak RSS; failed or skipped rows carry their reason."""
     conds = sorted({c for r in rows for c in r.get("per_condition", {})})
-    head = (["candidate", "tool", "WER % [95% CI]", "delta pts [95% CI]"] + [f"delta {c}" for c in conds]
-            + ["ms (p50, b1)", "verdict", "calib s", "peak RSS MB"])
+    head = (
+        ["candidate", "tool", "WER % [95% CI]", "delta pts [95% CI]"]
+        + [f"delta {c}" for c in conds]
+        + ["ms (p50, b1)", "verdict", "calib s", "peak RSS MB"]
+    )
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         num = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
@@ -77,8 +98,14 @@ def table_lines(rows: list[dict[str, Any]]) -> list[str]:
         if r["status"] != "judged":
             cells = [r["candidate"], r["tool"], r["status"][:160]] + [""] * (1 + len(conds) + 2) + cost
         else:
-            cells = ([r["candidate"], r["tool"], _iv(r["wer"]), _iv(r["delta"], True)]
-                     + [num((r["per_condition"].get(c, {}).get("delta") or {}).get("estimate"), "+.2f") for c in conds]
-                     + [num(r["latency_ms"], ".1f"), r["verdict"]] + cost)
+            cells = (
+                [r["candidate"], r["tool"], _iv(r["wer"]), _iv(r["delta"], True)]
+                + [
+                    num((r["per_condition"].get(c, {}).get("delta") or {}).get("estimate"), "+.2f")
+                    for c in conds
+                ]
+                + [num(r["latency_ms"], ".1f"), r["verdict"]]
+                + cost
+            )
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return lines

@@ -17,8 +17,9 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +43,13 @@ def feed(data: Path, kind: str) -> Iterator[np.ndarray]:
 def job_ort(spec: dict[str, Any]) -> dict[str, Any]:
     """ONNX Runtime ``quantize_static``: QDQ, per-channel, symmetric INT8 activations and weights, the given
     calibration method, every other option at its default (all op types ORT quantizes)."""
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
@@ -53,10 +59,17 @@ def job_ort(spec: dict[str, Any]) -> dict[str, Any]:
             audio = next(self.items, None)
             return None if audio is None else {"input_values": audio}
 
-    quantize_static(spec["fp32"], spec["onnx"], Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8,
-                    calibrate_method=getattr(CalibrationMethod, spec["method"]),
-                    extra_options={"ActivationSymmetric": True, "WeightSymmetric": True})
+    quantize_static(
+        spec["fp32"],
+        spec["onnx"],
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+        calibrate_method=getattr(CalibrationMethod, spec["method"]),
+        extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
+    )
     import onnxruntime
 
     return {"versions": {"onnxruntime": onnxruntime.__version__}}
@@ -72,10 +85,20 @@ def job_modelopt(spec: dict[str, Any]) -> dict[str, Any]:
 
     data = np.load(Path(spec["data"]) / "cropped.npy")
     kwargs = dict(spec.get("options") or {})
-    quantize(spec["fp32"], quantize_mode="int8", calibration_data={"input_values": data}, output_path=spec["onnx"],
-             **kwargs)
-    return {"versions": {"nvidia-modelopt": meta.version("nvidia-modelopt"), "onnxruntime": onnxruntime.__version__,
-                         "onnx": meta.version("onnx")}}
+    quantize(
+        spec["fp32"],
+        quantize_mode="int8",
+        calibration_data={"input_values": data},
+        output_path=spec["onnx"],
+        **kwargs,
+    )
+    return {
+        "versions": {
+            "nvidia-modelopt": meta.version("nvidia-modelopt"),
+            "onnxruntime": onnxruntime.__version__,
+            "onnx": meta.version("onnx"),
+        }
+    }
 
 
 def job_workbench(spec: dict[str, Any]) -> dict[str, Any]:
@@ -85,11 +108,24 @@ def job_workbench(spec: dict[str, Any]) -> dict[str, Any]:
     from workbench.calibration.methods import MethodSpec
     from workbench.jobs import calibrate
 
-    method = MethodSpec(spec["method"], spec["percentile"]) if spec.get("percentile") else MethodSpec(spec["method"])
-    result = calibrate.run(calibrate.CalibrateInputs(spec["model"], spec["calib_set"], method,
-                                                     engines=Path(spec["engines"]), calib_root=Path(spec["calib_root"])))
+    method = (
+        MethodSpec(spec["method"], spec["percentile"])
+        if spec.get("percentile")
+        else MethodSpec(spec["method"])
+    )
+    result = calibrate.run(
+        calibrate.CalibrateInputs(
+            spec["model"],
+            spec["calib_set"],
+            method,
+            engines=Path(spec["engines"]),
+            calib_root=Path(spec["calib_root"]),
+        )
+    )
     if result.reused_cache:
-        raise RuntimeError(f"the cache {result.cache} was reused: the benchmark must time a fresh calibration")
+        raise RuntimeError(
+            f"the cache {result.cache} was reused: the benchmark must time a fresh calibration"
+        )
     shutil.copyfile(result.int8_onnx, spec["onnx"])
     return {"cache": str(result.cache), "tensors": result.tensors}
 
@@ -99,21 +135,37 @@ def job_search(spec: dict[str, Any]) -> dict[str, Any]:
     no refinement, intervals widened to the evaluation set's size) on a finished calibration's cache."""
     from workbench.jobs import search
 
-    out = search.run(search.SearchInputs(model=spec["model"], calib_set=spec["calib_set"], method=spec["method"],
-                                         cache=Path(spec["cache"]), engines=Path(spec["engines"]),
-                                         calib_root=Path(spec["calib_root"]), signoff_set=spec["eval_set"],
-                                         refine=0, resamples=spec.get("resamples", 1000), progress=False),
-                     log=lambda m: print(m, file=sys.stderr, flush=True))
+    out = search.run(
+        search.SearchInputs(
+            model=spec["model"],
+            calib_set=spec["calib_set"],
+            method=spec["method"],
+            cache=Path(spec["cache"]),
+            engines=Path(spec["engines"]),
+            calib_root=Path(spec["calib_root"]),
+            signoff_set=spec["eval_set"],
+            refine=0,
+            resamples=spec.get("resamples", 1000),
+            progress=False,
+        ),
+        log=lambda m: print(m, file=sys.stderr, flush=True),
+    )
     found = out.data["found"]
     if found is None:
         return {"onnx": None, "found": None, "evaluations": out.data["evaluations"]}
     shutil.copyfile(found["onnx_path"], spec["onnx"])
-    return {"found": {k: found[k] for k in ("name", "int8_share", "k", "fp16_groups")},
-            "evaluations": out.data["evaluations"]}
+    return {
+        "found": {k: found[k] for k in ("name", "int8_share", "k", "fp16_groups")},
+        "evaluations": out.data["evaluations"],
+    }
 
 
 JOBS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "ort": job_ort, "modelopt": job_modelopt, "workbench": job_workbench, "search": job_search}
+    "ort": job_ort,
+    "modelopt": job_modelopt,
+    "workbench": job_workbench,
+    "search": job_search,
+}
 
 
 def child(spec_path: Path) -> None:
@@ -124,5 +176,14 @@ def child(spec_path: Path) -> None:
     start = time.perf_counter()
     extra = JOBS[spec["kind"]](spec)
     wall = time.perf_counter() - start
-    print(json.dumps({"job": spec["name"], "wall_s": round(wall, 2), "peak_rss_mb": round(peak_rss_mb(), 1),
-                      "onnx": spec["onnx"], **extra}))
+    print(
+        json.dumps(
+            {
+                "job": spec["name"],
+                "wall_s": round(wall, 2),
+                "peak_rss_mb": round(peak_rss_mb(), 1),
+                "onnx": spec["onnx"],
+                **extra,
+            }
+        )
+    )

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REQUIREMENT = "nvidia-modelopt[onnx]"
-CHECK = ("import json, importlib.metadata as m, modelopt.onnx.quantization; "
-         "print(json.dumps({p: m.version(p) for p in ('nvidia-modelopt', 'onnx', 'onnxruntime-gpu', 'onnxruntime') "
-         "if any(d.metadata['Name'] == p for d in m.distributions())}))")
+CHECK = (
+    "import json, importlib.metadata as m, modelopt.onnx.quantization; "
+    "print(json.dumps({p: m.version(p) for p in ('nvidia-modelopt', 'onnx', 'onnxruntime-gpu', 'onnxruntime') "
+    "if any(d.metadata['Name'] == p for d in m.distributions())}))"
+)
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,9 @@ def _check(python: Path, timeout: float) -> subprocess.CompletedProcess:
     return subprocess.run([str(python), "-c", CHECK], capture_output=True, text=True, timeout=timeout)
 
 
-def ensure_venv(folder: Path, requirement: str = REQUIREMENT, pip_args: tuple[str, ...] = (),
-                timeout: float = 1800.0) -> Venv:
+def ensure_venv(
+    folder: Path, requirement: str = REQUIREMENT, pip_args: tuple[str, ...] = (), timeout: float = 1800.0
+) -> Venv:
     """A venv at ``folder`` in which ``modelopt.onnx.quantization`` imports, or the reason there is none.
 
     The venv is made without its own pip (``--without-pip``): the project's pip, visible through the system
@@ -48,18 +51,31 @@ def ensure_venv(folder: Path, requirement: str = REQUIREMENT, pip_args: tuple[st
     try:
         if python.exists() and (done := _check(python, 300)).returncode == 0:
             return Venv(python, versions=done.stdout.strip())
-        made = subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)],
-                              capture_output=True, text=True, timeout=300)
+        made = subprocess.run(
+            [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if made.returncode != 0:
             return Venv(None, f"could not create the venv {folder}: {_tail(made.stderr)}")
-        pip = subprocess.run([str(python), "-m", "pip", "install", "--disable-pip-version-check", *pip_args,
-                              requirement], capture_output=True, text=True, timeout=timeout)
+        pip = subprocess.run(
+            [str(python), "-m", "pip", "install", "--disable-pip-version-check", *pip_args, requirement],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         if pip.returncode != 0:
-            return Venv(None, f"pip install {requirement!r} into {folder} failed: {_tail(pip.stderr or pip.stdout)}")
+            return Venv(
+                None, f"pip install {requirement!r} into {folder} failed: {_tail(pip.stderr or pip.stdout)}"
+            )
         done = _check(python, 300)
         if done.returncode != 0:
-            return Venv(None, f"{requirement} installed but modelopt.onnx.quantization does not import: "
-                              f"{_tail(done.stderr)}")
+            return Venv(
+                None,
+                f"{requirement} installed but modelopt.onnx.quantization does not import: "
+                f"{_tail(done.stderr)}",
+            )
     except subprocess.TimeoutExpired as exc:
         return Venv(None, f"{' '.join(map(str, exc.cmd[:4]))} ... timed out after {exc.timeout:.0f} s")
     except OSError as exc:

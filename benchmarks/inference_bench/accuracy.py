@@ -14,8 +14,8 @@ def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: 
     """Logits of each variant vs FP32 and each ``-cpu`` flavour vs its TensorRT-bound graph; WER per variant."""
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
     from workbench.evaluate.transcribe import logits_of
-    from workbench.model.features import normalise_audio
     from workbench.evaluate.wer import corpus_wer, score_utterances
+    from workbench.model.features import normalise_audio
     from workbench.model.vocab import decode_ids
     from workbench.speech.store import load_set, set_path
 
@@ -26,8 +26,9 @@ def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: 
     audio = [normalise_audio(speech_set.audio(u))[None] for u in utts]
     logits: dict[str, list[np.ndarray]] = {}
     for variant in variants:
-        with OnnxRuntimeRunner(Path(variant.path), threads=threads, name=variant.name,
-                               exact_int8=variant.exact_int8) as runner:
+        with OnnxRuntimeRunner(
+            Path(variant.path), threads=threads, name=variant.name, exact_int8=variant.exact_int8
+        ) as runner:
             logits[variant.name] = [logits_of(runner, x)[0] for x in audio]
     refs = [u.text for u in utts]
     ids = [u.id for u in utts]
@@ -38,8 +39,14 @@ def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: 
         frames = sum(len(x) for x in logits[a])
         return {"max_abs_logit_diff": diff, "token_agreement": agree / frames}
 
-    out: dict = {"set": speech_set.name, "set_hash": speech_set.content_hash, "clips": len(utts), "wer": {},
-                 "vs_fp32": {}, "cpu_flavour_vs_tensorrt_bound": {}}
+    out: dict = {
+        "set": speech_set.name,
+        "set_hash": speech_set.content_hash,
+        "clips": len(utts),
+        "wer": {},
+        "vs_fp32": {},
+        "cpu_flavour_vs_tensorrt_bound": {},
+    }
     for name, values in logits.items():
         hyps = [decode_ids(v.argmax(-1).tolist()) for v in values]
         out["wer"][name] = corpus_wer(score_utterances(ids, refs, hyps))
@@ -51,7 +58,9 @@ def accuracy_check(variants: list[Variant], eval_set: str, count: int, threads: 
     return out
 
 
-def logit_check(variants: list[Variant], clips: list[np.ndarray], providers: list[str], seconds: float = 4.0) -> dict:
+def logit_check(
+    variants: list[Variant], clips: list[np.ndarray], providers: list[str], seconds: float = 4.0
+) -> dict:
     """Each variant's logits on ``clips`` (cut to ``seconds``) against FP32's on the same provider."""
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
     from workbench.evaluate.latency import make_batch

@@ -20,11 +20,13 @@ def gpu_memory_mb() -> tuple[float | None, str]:
             if proc.pid == os.getpid() and proc.usedGpuMemory:
                 return proc.usedGpuMemory / 2**20, "nvml process"
         return pynvml.nvmlDeviceGetMemoryInfo(handle).used / 2**20, "nvml device used (process not listed)"
-    except Exception as exc:  # noqa: BLE001 - any NVML failure means "not available"
+    except Exception as exc:
         return None, f"unavailable: {type(exc).__name__}"
 
 
-def device_resident(session, buckets: dict, batches: tuple[int, ...], config, device: str = "cuda") -> list[dict]:
+def device_resident(
+    session, buckets: dict, batches: tuple[int, ...], config, device: str = "cuda"
+) -> list[dict]:
     """p50/p99 with the input already on the GPU and the output left there (IO binding)."""
     import onnxruntime as ort
 
@@ -44,6 +46,13 @@ def device_resident(session, buckets: dict, batches: tuple[int, ...], config, de
                 start = time.perf_counter()
                 session.run_with_iobinding(binding)  # synchronises the CUDA stream before returning
                 times.append((time.perf_counter() - start) * 1000.0)
-            rows.append({"batch": batch, "bucket": bucket, "device_p50_ms": float(np.percentile(times, 50)),
-                         "device_p99_ms": float(np.percentile(times, 99)), "device_repeats": len(times)})
+            rows.append(
+                {
+                    "batch": batch,
+                    "bucket": bucket,
+                    "device_p50_ms": float(np.percentile(times, 50)),
+                    "device_p99_ms": float(np.percentile(times, 99)),
+                    "device_repeats": len(times),
+                }
+            )
     return rows

@@ -9,8 +9,14 @@ import numpy as np
 from inference_bench.prep import Variant
 
 
-def interleaved(variants: list[Variant], clips: list[np.ndarray], points: list[tuple[int, float]], rounds: int,
-                providers: list[str], threads: int | None) -> dict:
+def interleaved(
+    variants: list[Variant],
+    clips: list[np.ndarray],
+    points: list[tuple[int, float]],
+    rounds: int,
+    providers: list[str],
+    threads: int | None,
+) -> dict:
     """p50 of each variant with the runs interleaved (A B C, B C A, ...) in one process, and the ratio to FP32.
 
     The grid times variants one after another; on a shared machine the load drifts between them. Here
@@ -20,8 +26,12 @@ def interleaved(variants: list[Variant], clips: list[np.ndarray], points: list[t
     from workbench.evaluate.latency import make_batch
     from workbench.evaluate.transcribe import logits_of
 
-    runners = {v.name: OnnxRuntimeRunner(Path(v.path), providers=providers, threads=threads, name=v.name,
-                                         exact_int8=v.exact_int8) for v in variants}
+    runners = {
+        v.name: OnnxRuntimeRunner(
+            Path(v.path), providers=providers, threads=threads, name=v.name, exact_int8=v.exact_int8
+        )
+        for v in variants
+    }
     out: dict = {}
     try:
         for runner in runners.values():
@@ -33,12 +43,15 @@ def interleaved(variants: list[Variant], clips: list[np.ndarray], points: list[t
                 logits_of(runner, feed)
             times: dict[str, list[float]] = {n: [] for n in names}
             for i in range(rounds):
-                for name in names[i % len(names):] + names[:i % len(names)]:
+                for name in names[i % len(names) :] + names[: i % len(names)]:
                     logits_of(runners[name], feed)
                     times[name].append(runners[name].last_inference_time() * 1000.0)
             p50 = {n: float(np.median(t)) for n, t in times.items()}
-            out[f"{seconds:g}s b{batch}"] = {"rounds": rounds, "p50_ms": p50,
-                                              "x_fp32": {n: p50[n] / p50["fp32"] for n in names if "fp32" in p50}}
+            out[f"{seconds:g}s b{batch}"] = {
+                "rounds": rounds,
+                "p50_ms": p50,
+                "x_fp32": {n: p50[n] / p50["fp32"] for n in names if "fp32" in p50},
+            }
     finally:
         for runner in runners.values():
             runner.deactivate()

@@ -6,6 +6,7 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,6 +14,9 @@ from workbench.artifacts import sha256_bytes, sha256_file
 from workbench.config import DEMO_MODEL_RESOURCE
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
+
+if TYPE_CHECKING:
+    from workbench.quantize.plan import PrecisionPlan
 
 CPU_VARIANTS = ("fp32", "fp16", "int8", "int8-cpu", "mixed", "mixed-cpu")
 # Not in the default grid, named with --variants: the CPU flavour with its weight type forced (``int8-cpu`` takes
@@ -27,13 +31,16 @@ CUDA_VARIANTS = ("fp32", "fp16", "fp16-unguarded", "fp16-casts", "fp16-ort", "in
 FIXED_MIXED_FLOAT = re.compile(r"/feature_extractor/conv_layers\.[012]/")
 
 
-def fixed_mixed_plan(model, float_precision: str = "fp32") -> "PrecisionPlan":
+def fixed_mixed_plan(model, float_precision: str = "fp32") -> PrecisionPlan:
     """INT8 everywhere except the first three feature-encoder convolutions (``float_precision``)."""
     from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 
     keep = [n for n in quantizable_nodes(model) if FIXED_MIXED_FLOAT.search(n)]
-    return PrecisionPlan(f"mixed-fixed (feature_extractor.conv_layers.0-2 {float_precision}, rest int8)", "int8",
-                         {n: float_precision for n in keep})
+    return PrecisionPlan(
+        f"mixed-fixed (feature_extractor.conv_layers.0-2 {float_precision}, rest int8)",
+        "int8",
+        {n: float_precision for n in keep},
+    )
 
 
 def clip_source(set_name: str | None, count: int, seed: int = 0) -> tuple[list[np.ndarray], dict]:
@@ -46,13 +53,21 @@ def clip_source(set_name: str | None, count: int, seed: int = 0) -> tuple[list[n
 
         speech_set = load_set(set_name)
         utts = speech_set.utterances[:count]
-        return [speech_set.audio(u) for u in utts], {"kind": "speech set", "name": speech_set.name,
-                                                      "content_hash": speech_set.content_hash, "clips": len(utts)}
+        return [speech_set.audio(u) for u in utts], {
+            "kind": "speech set",
+            "name": speech_set.name,
+            "content_hash": speech_set.content_hash,
+            "clips": len(utts),
+        }
     from calibration import speech_like_clips  # benchmarks/calibration.py: harmonics + noise, 5 s each
 
     clips = speech_like_clips(count, seed)
-    return list(clips), {"kind": "speech-like synthetic (benchmarks/calibration.py)", "seed": seed,
-                         "clips": count, "content_hash": sha256_bytes(clips.tobytes())}
+    return list(clips), {
+        "kind": "speech-like synthetic (benchmarks/calibration.py)",
+        "seed": seed,
+        "clips": count,
+        "content_hash": sha256_bytes(clips.tobytes()),
+    }
 
 
 @dataclass
@@ -80,14 +95,22 @@ def _export(model_name: str, out: Path) -> tuple[Path, dict]:
     return out, {"source": f"random Wav2Vec2ForCTC, size {model_name}, seed 0", "dims": SIZES[model_name]}
 
 
-def prepare_model(model_name: str, variants: list[str], work: Path, calib: list[np.ndarray],
-                  mixed_plan: Path | None, log=print, float_precision: str = "fp32") -> tuple[list[Variant], dict]:
+def prepare_model(
+    model_name: str,
+    variants: list[str],
+    work: Path,
+    calib: list[np.ndarray],
+    mixed_plan: Path | None,
+    log=print,
+    float_precision: str = "fp32",
+) -> tuple[list[Variant], dict]:
     """Export FP32, calibrate when an INT8 variant is asked for, collect float statistics for the FP16 guard when
     an FP16-carrying variant is, write every variant; returns them + info."""
     from dataclasses import replace
 
     import onnx
 
+    from workbench.artifacts import write_bytes_atomic
     from workbench.backends.cpu_int8 import int8_weight_type
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import calibrate_ranges
@@ -96,7 +119,6 @@ def prepare_model(model_name: str, variants: list[str], work: Path, calib: list[
     from workbench.quantize.ort_cpu import cpu_flavour
     from workbench.quantize.plan import FP16, INT8, PrecisionPlan
     from workbench.quantize.qdq import build_variant
-    from workbench.artifacts import write_bytes_atomic
 
     folder = work / model_name
     folder.mkdir(parents=True, exist_ok=True)
@@ -108,20 +130,29 @@ def prepare_model(model_name: str, variants: list[str], work: Path, calib: list[
     if any(v.startswith(("int8", "mixed")) for v in variants):
         start = time.perf_counter()
         amax = calibrate_ranges(fp32, iter(calib), len(calib), MethodSpec("entropy"))
-        info["calibration"] = {"method": "entropy", "clips": len(calib), "tensors": len(amax),
-                               "seconds": round(time.perf_counter() - start, 1)}
+        info["calibration"] = {
+            "method": "entropy",
+            "clips": len(calib),
+            "tensors": len(amax),
+            "seconds": round(time.perf_counter() - start, 1),
+        }
     guard: dict[str, str] = {}
     if any(v in ("fp16", "int8", "mixed") for v in variants):
         start = time.perf_counter()
         stats = collect_float_stats(fp32, iter(calib), len(calib), progress=False)
         guard = fp32_islands(onnx.load(str(fp32)), stats)
-        info["fp16_guard"] = {"clips": len(calib), "seconds": round(time.perf_counter() - start, 1),
-                              "fp32_nodes": guard}
+        info["fp16_guard"] = {
+            "clips": len(calib),
+            "seconds": round(time.perf_counter() - start, 1),
+            "fp32_nodes": guard,
+        }
     plans: dict[str, PrecisionPlan] = {"int8": INT8.with_guard(guard), "fp16": FP16.with_guard(guard)}
     if any(v.startswith("mixed") for v in variants):
-        plans["mixed"] = (PrecisionPlan.load(mixed_plan) if mixed_plan else
-                          fixed_mixed_plan(onnx.load(str(fp32), load_external_data=False), float_precision)
-                          ).with_guard(guard)
+        plans["mixed"] = (
+            PrecisionPlan.load(mixed_plan)
+            if mixed_plan
+            else fixed_mixed_plan(onnx.load(str(fp32), load_external_data=False), float_precision)
+        ).with_guard(guard)
     for name in variants:
         path = folder / f"{name}.onnx"
         variant = Variant(model_name, name, str(path))
@@ -159,8 +190,9 @@ def prepare_model(model_name: str, variants: list[str], work: Path, calib: list[
             variant.plan, variant.rewrites = plan.to_json(), {**stats, "weights_reason": why}
             variant.exact_int8 = name != "int8-cpu-s8"
         else:
-            raise WorkbenchError(f"unknown variant {name!r}; choose from "
-                                 f"{CPU_VARIANTS + WEIGHT_VARIANTS + CUDA_VARIANTS}")
+            raise WorkbenchError(
+                f"unknown variant {name!r}; choose from {CPU_VARIANTS + WEIGHT_VARIANTS + CUDA_VARIANTS}"
+            )
         variant.sha256 = sha256_file(path)
         out.append(variant)
         log(f"  {model_name}/{name}: {path.stat().st_size / 2**20:.1f} MB")

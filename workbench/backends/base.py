@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -29,7 +29,7 @@ class Runner(abc.ABC):
             self.deactivate_impl()
             self.is_active = False
 
-    def __enter__(self) -> "Runner":
+    def __enter__(self) -> Runner:
         self.activate()
         return self
 

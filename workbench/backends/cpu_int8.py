@@ -52,12 +52,15 @@ def u8s8_exact(machine: str | None = None, flags: frozenset[str] | None = None) 
     vnni = [f for f in VNNI_FLAGS if f in flags]
     if vnni:
         return True, f"x86 CPU with {vnni[0]}: ONNX Runtime's U8S8 GEMMs use vpdpbusd (int32 sums, exact)"
-    return False, ("x86 CPU without VNNI (no avx512_vnni/avx_vnni): ONNX Runtime's U8S8 GEMMs use vpmaddubsw, "
-                   "whose int16 pair sums saturate")
+    return False, (
+        "x86 CPU without VNNI (no avx512_vnni/avx_vnni): ONNX Runtime's U8S8 GEMMs use vpmaddubsw, "
+        "whose int16 pair sums saturate"
+    )
 
 
-def int8_weight_type(requested: str = "auto", machine: str | None = None,
-                     flags: frozenset[str] | None = None) -> tuple[str, str]:
+def int8_weight_type(
+    requested: str = "auto", machine: str | None = None, flags: frozenset[str] | None = None
+) -> tuple[str, str]:
     """The weight type ("u8" or "s8") for integer GEMMs on ORT's CPU EP, and why.
 
     ``auto``: int8 where U8S8 is exact on this CPU (the faster kernels there: VNNI), else uint8 with zero
@@ -66,8 +69,10 @@ def int8_weight_type(requested: str = "auto", machine: str | None = None,
     ``PRECISION_MODE_KEY``).
     """
     if requested not in WEIGHT_TYPES:
-        raise WorkbenchError(f"int8 weight type {requested!r} is not one of {', '.join(WEIGHT_TYPES)}: "
-                             "use auto (what this CPU computes exactly), u8 (every CPU) or s8 (VNNI CPUs)")
+        raise WorkbenchError(
+            f"int8 weight type {requested!r} is not one of {', '.join(WEIGHT_TYPES)}: "
+            "use auto (what this CPU computes exactly), u8 (every CPU) or s8 (VNNI CPUs)"
+        )
     exact, why = u8s8_exact(machine, flags)
     if requested == "u8":
         return "u8", f"uint8 weights asked for (exact on every CPU); here: {why}"

@@ -28,8 +28,10 @@ ORT_PROVIDERS: dict[str, tuple[str, ...]] = {
 }
 # TensorRT-RTX runs on GeForce/RTX-class GPUs; its runtime refuses data-centre Hopper (checked on an H200)
 RTX_REFUSED_CAPABILITIES: tuple[tuple[int, int], ...] = ((9, 0),)
-CUDA_HINT = ("install onnxruntime-gpu (pip install 'workbench[gpu]', CUDA 12/13 build matching the driver) on a "
-             "machine with an NVIDIA GPU, or use --backend ort-cpu")
+CUDA_HINT = (
+    "install onnxruntime-gpu (pip install 'workbench[gpu]', CUDA 12/13 build matching the driver) on a "
+    "machine with an NVIDIA GPU, or use --backend ort-cpu"
+)
 
 
 def _known(name: str) -> str:
@@ -42,8 +44,10 @@ def ort_providers(name: str = DEFAULT_BACKEND) -> list[str]:
     """The ONNX Runtime execution providers of an ONNX Runtime backend (checked to exist here)."""
     check_backend(name)
     if name not in ORT_PROVIDERS:
-        raise WorkbenchError(f"backend {name} does not run ONNX Runtime sessions; this step needs --backend "
-                             f"{' or '.join(ORT_PROVIDERS)} (TensorRT engines expose no intermediate tensors)")
+        raise WorkbenchError(
+            f"backend {name} does not run ONNX Runtime sessions; this step needs --backend "
+            f"{' or '.join(ORT_PROVIDERS)} (TensorRT engines expose no intermediate tensors)"
+        )
     return list(ORT_PROVIDERS[name])
 
 
@@ -64,29 +68,37 @@ def check_backend(name: str) -> None:
     if name in ORT_PROVIDERS:
         ort, why = try_import("onnxruntime")
         if ort is None:
-            raise WorkbenchError(f"--backend {name} needs onnxruntime, which is {why}: pip install onnxruntime")
+            raise WorkbenchError(
+                f"--backend {name} needs onnxruntime, which is {why}: pip install onnxruntime"
+            )
         available = ort.get_available_providers()
         missing = [p for p in ORT_PROVIDERS[name] if p not in available]
         if missing:
-            raise WorkbenchError(f"--backend {name} needs ONNX Runtime's {missing[0]}, which this onnxruntime "
-                                 f"{ort.__version__} lacks (it has {', '.join(available)}): {CUDA_HINT}")
+            raise WorkbenchError(
+                f"--backend {name} needs ONNX Runtime's {missing[0]}, which this onnxruntime "
+                f"{ort.__version__} lacks (it has {', '.join(available)}): {CUDA_HINT}"
+            )
         return
     from workbench.backends.tensorrt.loader import load_tensorrt
 
     trt = load_tensorrt()
     has_gpu, device = _cuda_device()
     if not has_gpu:
-        raise WorkbenchError(f"--backend tensorrt runs engines on an NVIDIA GPU, and here {device}; {trt.flavour} "
-                             f"{trt.version} can still build engines without one (python -m workbench build); "
-                             "judge them with --backend ort-cpu/ort-cuda here, or run on a GPU machine")
+        raise WorkbenchError(
+            f"--backend tensorrt runs engines on an NVIDIA GPU, and here {device}; {trt.flavour} "
+            f"{trt.version} can still build engines without one (python -m workbench build); "
+            "judge them with --backend ort-cpu/ort-cuda here, or run on a GPU machine"
+        )
     if trt.is_rtx:
         import torch
 
         capability = torch.cuda.get_device_capability(0)
         if tuple(capability) in RTX_REFUSED_CAPABILITIES:
-            raise WorkbenchError(f"--backend tensorrt: only {trt.flavour} {trt.version} is installed and its runtime "
-                                 f"refuses {device}; install full TensorRT (10.x or 11.x) for this GPU, or use "
-                                 "--backend ort-cuda")
+            raise WorkbenchError(
+                f"--backend tensorrt: only {trt.flavour} {trt.version} is installed and its runtime "
+                f"refuses {device}; install full TensorRT (10.x or 11.x) for this GPU, or use "
+                "--backend ort-cuda"
+            )
 
 
 def device_of(name: str) -> str:
@@ -104,7 +116,7 @@ class RunnerFactory:
     backend: str = DEFAULT_BACKEND
     threads: int | None = None
     engines: Path | None = None
-    build: "BuildSettings | None" = None
+    build: BuildSettings | None = None
     built: dict = field(default_factory=dict, compare=False)  # ONNX path -> BuildResult (tensorrt)
 
     def __post_init__(self) -> None:
@@ -122,8 +134,13 @@ class RunnerFactory:
         if self.backend in ORT_PROVIDERS:
             from workbench.backends.onnxruntime import OnnxRuntimeRunner
 
-            return OnnxRuntimeRunner(Path(model), providers=ORT_PROVIDERS[self.backend], threads=self.threads,
-                                     name=name, backend_name=self.backend)
+            return OnnxRuntimeRunner(
+                Path(model),
+                providers=ORT_PROVIDERS[self.backend],
+                threads=self.threads,
+                name=name,
+                backend_name=self.backend,
+            )
         from workbench.backends.tensorrt.builder import BuildSettings, build_engine
         from workbench.backends.tensorrt.runner import TensorRTRunner
 

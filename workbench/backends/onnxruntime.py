@@ -3,13 +3,17 @@ that also returns any intermediate tensors (``session_with_outputs``: calibratio
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from workbench.backends.base import Runner
 from workbench.errors import WorkbenchError
+
+if TYPE_CHECKING:
+    import onnx
 
 
 def session_options(threads: int | None = None, optimization: str = "all", exact_int8: bool = True):
@@ -36,7 +40,7 @@ def session_options(threads: int | None = None, optimization: str = "all", exact
     return opts
 
 
-def session_with_outputs(model: "onnx.ModelProto", names: list[str], options=None):
+def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None):
     """An ONNX Runtime CPU session of ``model`` that returns the tensors ``names`` (its graph outputs replaced).
 
     The outputs are swapped in place for serialisation and restored (a deep copy would hold the weights twice
@@ -62,9 +66,16 @@ def session_with_outputs(model: "onnx.ModelProto", names: list[str], options=Non
 class OnnxRuntimeRunner(Runner):
     backend = "onnxruntime"
 
-    def __init__(self, model: Path | bytes, providers: Sequence[str] = ("CPUExecutionProvider",),
-                 threads: int | None = None, optimization: str = "all", name: str | None = None,
-                 exact_int8: bool = True, backend_name: str | None = None) -> None:
+    def __init__(
+        self,
+        model: Path | bytes,
+        providers: Sequence[str] = ("CPUExecutionProvider",),
+        threads: int | None = None,
+        optimization: str = "all",
+        name: str | None = None,
+        exact_int8: bool = True,
+        backend_name: str | None = None,
+    ) -> None:
         super().__init__()
         self.model = model
         self.providers = list(providers)
@@ -73,7 +84,9 @@ class OnnxRuntimeRunner(Runner):
         self.exact_int8 = exact_int8
         self.name = name or (Path(model).name if not isinstance(model, bytes) else "onnx-model")
         self.session = None
-        self.backend_name = backend_name or ("ort-cuda" if "CUDAExecutionProvider" in self.providers else "ort-cpu")
+        self.backend_name = backend_name or (
+            "ort-cuda" if "CUDAExecutionProvider" in self.providers else "ort-cpu"
+        )
 
     def activate_impl(self) -> None:
         import onnxruntime as ort
@@ -81,8 +94,10 @@ class OnnxRuntimeRunner(Runner):
         available = ort.get_available_providers()
         missing = [p for p in self.providers if p not in available]
         if missing:
-            raise WorkbenchError(f"ONNX Runtime providers {missing} are not available here (have {available}); "
-                                 "for CUDA install onnxruntime-gpu: pip install 'workbench[gpu]'")
+            raise WorkbenchError(
+                f"ONNX Runtime providers {missing} are not available here (have {available}); "
+                "for CUDA install onnxruntime-gpu: pip install 'workbench[gpu]'"
+            )
         src = self.model if isinstance(self.model, bytes) else str(self.model)
         options = session_options(self.threads, self.optimization, self.exact_int8)
         self.session = ort.InferenceSession(src, options, providers=self.providers)
@@ -106,10 +121,17 @@ class OnnxRuntimeRunner(Runner):
 
         from workbench.backends.factory import device_of
 
-        return {"runner": self.name, "backend": self.backend, "backend_name": self.backend_name,
-                "device": device_of(self.backend_name), "providers": ",".join(self.providers),
-                "onnxruntime": ort.__version__, "optimization": self.optimization,
-                "threads": str(self.threads or "default"), "int8_gemm": int8_gemm(self.exact_int8)}
+        return {
+            "runner": self.name,
+            "backend": self.backend,
+            "backend_name": self.backend_name,
+            "device": device_of(self.backend_name),
+            "providers": ",".join(self.providers),
+            "onnxruntime": ort.__version__,
+            "optimization": self.optimization,
+            "threads": str(self.threads or "default"),
+            "int8_gemm": int8_gemm(self.exact_int8),
+        }
 
 
 def int8_gemm(exact_int8: bool) -> str:

@@ -31,14 +31,20 @@ from workbench.inputs.problem import Where
 from workbench.inputs.read import read_json, read_text
 
 DEFAULT_TRT_VERSION = "10.3.0"  # the stamp written into cache files (TensorRT 10.3: JetPack 6, TAO caches)
-ALGORITHMS = {"entropy": "EntropyCalibration2", "max": "MinMaxCalibration",
-              "percentile": "EntropyCalibration2", "mse": "EntropyCalibration2"}
+ALGORITHMS = {
+    "entropy": "EntropyCalibration2",
+    "max": "MinMaxCalibration",
+    "percentile": "EntropyCalibration2",
+    "mse": "EntropyCalibration2",
+}
 
 
 def legacy_header(method: str, trt_version: str = DEFAULT_TRT_VERSION) -> str:
     """First line of a legacy cache holding ``method``'s scales, stamped for ``trt_version``."""
     if method not in ALGORITHMS:
-        raise WorkbenchError(f"no legacy cache algorithm for method {method!r}; one of {', '.join(ALGORITHMS)}")
+        raise WorkbenchError(
+            f"no legacy cache algorithm for method {method!r}; one of {', '.join(ALGORITHMS)}"
+        )
     return header(trt_version, ALGORITHMS[method])
 
 
@@ -57,11 +63,14 @@ class CalibrationCache:
     scales: dict[str, float]
     keys: dict[str, Any]
     header: str
-    convergence: dict[str, Any] | None = None  # the sidecar's convergence record, as stored (None: not recorded)
+    convergence: dict[str, Any] | None = (
+        None  # the sidecar's convergence record, as stored (None: not recorded)
+    )
 
     @classmethod
-    def from_amax(cls, amax: dict[str, float], keys: dict[str, Any],
-                  trt_version: str = DEFAULT_TRT_VERSION) -> "CalibrationCache":
+    def from_amax(
+        cls, amax: dict[str, float], keys: dict[str, Any], trt_version: str = DEFAULT_TRT_VERSION
+    ) -> CalibrationCache:
         header = legacy_header(str(keys.get("method", "entropy")), trt_version)
         # round through float32 so the in-memory scales equal what the text file holds
         scales = {n: hex_to_scale(scale_to_hex(a / 127.0)) for n, a in sorted(amax.items())}
@@ -74,8 +83,9 @@ class CalibrationCache:
         return "\n".join([self.header] + [f"{n}: {scale_to_hex(s)}" for n, s in self.scales.items()]) + "\n"
 
     @classmethod
-    def parse(cls, text: str, keys: dict[str, Any] | None = None,
-              where: Where = Where("calibration cache", FIX)) -> "CalibrationCache":
+    def parse(
+        cls, text: str, keys: dict[str, Any] | None = None, where: Where = Where("calibration cache", FIX)
+    ) -> CalibrationCache:
         """Scales from a cache's text; a line that is not ``name: 8 hex digits`` or a scale that is not a
         finite number >= 0 is a ``BadInput`` naming the line."""
         header, values = cache_lines(text, where)
@@ -93,8 +103,12 @@ class CalibrationCache:
 
     def save(self, path: Path) -> None:
         write_text_atomic(path, self.to_text())
-        meta = {"keys": self.keys, "content_hash": self.content_hash, "tensors": len(self.scales),
-                "header": self.header}
+        meta = {
+            "keys": self.keys,
+            "content_hash": self.content_hash,
+            "tensors": len(self.scales),
+            "header": self.header,
+        }
         if self.convergence is not None:
             meta["convergence"] = self.convergence
         write_json_atomic(sidecar(path), meta)
@@ -111,8 +125,10 @@ def load(path: Path) -> CalibrationCache:
         raise WorkbenchError(f"calibration cache {path} not found")
     meta_path = sidecar(path)
     if not meta_path.exists():
-        raise WorkbenchError(f"calibration cache {path} has no provenance sidecar {meta_path.name}; "
-                             "it cannot be checked against the model, so it is not used")
+        raise WorkbenchError(
+            f"calibration cache {path} has no provenance sidecar {meta_path.name}; "
+            "it cannot be checked against the model, so it is not used"
+        )
     meta_where = Where(f"calibration cache sidecar {meta_path}", FIX)
     meta = check_sidecar(read_json(meta_path, meta_where), meta_where)
     where = Where(f"calibration cache {path}", FIX)
@@ -125,8 +141,11 @@ def load(path: Path) -> CalibrationCache:
 
 def key_mismatches(expected: dict[str, Any], found: dict[str, Any]) -> list[str]:
     names = sorted(set(expected) | set(found))
-    return [f"{k}: cache has {found.get(k)!r}, need {expected.get(k)!r}" for k in names
-            if expected.get(k) != found.get(k)]
+    return [
+        f"{k}: cache has {found.get(k)!r}, need {expected.get(k)!r}"
+        for k in names
+        if expected.get(k) != found.get(k)
+    ]
 
 
 def load_matching(path: Path, expected: dict[str, Any]) -> tuple[CalibrationCache | None, list[str]]:
@@ -144,6 +163,9 @@ def load_matching(path: Path, expected: dict[str, Any]) -> tuple[CalibrationCach
 def require_matching(path: Path, expected: dict[str, Any]) -> CalibrationCache:
     cache, problems = load_matching(path, expected)
     if cache is None:
-        raise WorkbenchError(f"calibration cache {path} does not match this model/set/method: "
-                             + "; ".join(problems) + ". Recalibrate (python -m workbench calibrate).")
+        raise WorkbenchError(
+            f"calibration cache {path} does not match this model/set/method: "
+            + "; ".join(problems)
+            + ". Recalibrate (python -m workbench calibrate)."
+        )
     return cache

@@ -83,14 +83,16 @@ def _index_buffer(size: int) -> np.ndarray:
 def _exponent_for(top: float, fine_bins: int) -> int:
     """Smallest e with ``fine_bins * 2**e > top`` (so every |x| <= top has a bin)."""
     e = math.floor(math.log2(top / fine_bins))
-    while fine_bins * 2.0 ** e <= top:
+    while fine_bins * 2.0**e <= top:
         e += 1
     while fine_bins * 2.0 ** (e - 1) > top:
         e -= 1
     return e
 
 
-_INT32_ROOM = 2**31 - 1  # the compiled path counts into int32 (half the cache footprint) until this many values
+_INT32_ROOM = (
+    2**31 - 1
+)  # the compiled path counts into int32 (half the cache footprint) until this many values
 
 
 @dataclass
@@ -160,7 +162,7 @@ class GrowingHistogram:
         shift = exponent - self.exponent
         if shift <= 0:
             return
-        factor = 2 ** shift
+        factor = 2**shift
         for part in self._parts():  # int32 ``recent`` sums stay below 2**31: they hold recent_total values
             if factor >= self.fine_bins:
                 total = part.sum()
@@ -194,7 +196,7 @@ class GrowingHistogram:
             return
         self._cover(top)
         assert self.exponent is not None
-        inverse = 2.0 ** -self.exponent
+        inverse = 2.0**-self.exponent
         if magnitudes.dtype == np.float32 and abs(self.exponent) < 120:
             scaled = np.multiply(magnitudes, np.float32(inverse), out=magnitudes)  # exact: power of two
         else:
@@ -236,7 +238,9 @@ class GrowingHistogram:
             self._settle()
         if values.size > _INT32_ROOM:
             return 0.0, False  # more values in one array than int32 counts hold: the numpy passes count it
-        top, counted = kernels.count_float32(values, np.float32(2.0 ** -self.exponent), self.fine_bins, self.recent)
+        top, counted = kernels.count_float32(
+            values, np.float32(2.0**-self.exponent), self.fine_bins, self.recent
+        )
         if counted:
             self.recent_total += values.size
         return top, counted
@@ -252,7 +256,7 @@ class GrowingHistogram:
         for part in parts:
             merged += part[: self.bins * group].reshape(self.bins, group).sum(axis=1)
         merged[0] += self.zeros
-        return Histogram(merged, float(self.bins * group * 2.0 ** self.exponent))
+        return Histogram(merged, float(self.bins * group * 2.0**self.exponent))
 
 
 def _last_nonzero(counts: np.ndarray) -> int:
@@ -271,7 +275,7 @@ class StreamingStats:
     maxes: MaxCollector = field(default_factory=MaxCollector)
     histograms: dict[str, GrowingHistogram] = field(default_factory=dict)
     tops: dict[str, list[float]] = field(default_factory=dict)  # max |x| of each update, in update order
-    checkpoint: "StatisticsSnapshot | None" = None  # the state taken by ``mark_checkpoint``
+    checkpoint: StatisticsSnapshot | None = None  # the state taken by ``mark_checkpoint``
     checkpoint_updates: int = 0  # updates per tensor folded in when the checkpoint was taken
 
     def update(self, name: str, values: np.ndarray, overwrite: bool = False) -> None:
@@ -319,10 +323,11 @@ class StreamingStats:
         hist = self.histograms.get(name)
         return hist.finish() if hist is not None else None
 
-    def snapshot(self) -> "StatisticsSnapshot":
+    def snapshot(self) -> StatisticsSnapshot:
         """What the range methods read now (maxima, finished histograms), unaffected by later updates."""
-        return StatisticsSnapshot(MaxCollector(dict(self.maxes.amax)),
-                                  {n: h.finish() for n, h in self.histograms.items()})
+        return StatisticsSnapshot(
+            MaxCollector(dict(self.maxes.amax)), {n: h.finish() for n, h in self.histograms.items()}
+        )
 
 
 @dataclass

@@ -20,8 +20,9 @@ drives most moving tensors: ``not converged: add <condition> clips``.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec
@@ -90,33 +91,63 @@ class Convergence:
         moving = self.moving
         by = Counter(c.driver or "?" for c in moving)
         drivers = ", ".join(f"{d} {k}" for d, k in by.most_common())
-        return (f"{len(moving)} of {len(self.changes)} tensors moved more than {self.tolerance * 100:g} % over the last "
-                f"{self.last_clips} of {self.clips} clips (max {self.max_change * 100:.1f} %; driven by: {drivers})")
+        return (
+            f"{len(moving)} of {len(self.changes)} tensors moved more than {self.tolerance * 100:g} % over the last "
+            f"{self.last_clips} of {self.clips} clips (max {self.max_change * 100:.1f} %; driven by: {drivers})"
+        )
 
     def lines(self, shown: int = CONVERGENCE.shown) -> list[str]:
         out = [f"convergence: {self.verdict()}"]
         if not self.converged:
             out.append(f"  {self.detail()}")
-            out += [f"  {c.tensor}: {c.before:.4g} -> {c.after:.4g} ({c.change * 100:+.1f} %), driven by "
-                    f"{c.driver or '?'}" for c in self.moving[:shown]]
+            out += [
+                f"  {c.tensor}: {c.before:.4g} -> {c.after:.4g} ({c.change * 100:+.1f} %), driven by "
+                f"{c.driver or '?'}"
+                for c in self.moving[:shown]
+            ]
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"clips": self.clips, "last_clips": self.last_clips, "method": self.method,
-                "tolerance": self.tolerance, "verdict": self.verdict(),
-                "tensors": [{"tensor": c.tensor, "before": c.before, "after": c.after, "change": c.change,
-                             "driver": c.driver} for c in self.changes]}
+        return {
+            "clips": self.clips,
+            "last_clips": self.last_clips,
+            "method": self.method,
+            "tolerance": self.tolerance,
+            "verdict": self.verdict(),
+            "tensors": [
+                {
+                    "tensor": c.tensor,
+                    "before": c.before,
+                    "after": c.after,
+                    "change": c.change,
+                    "driver": c.driver,
+                }
+                for c in self.changes
+            ],
+        }
 
     @classmethod
-    def from_json(cls, obj: Any) -> "Convergence":
+    def from_json(cls, obj: Any) -> Convergence:
         """From a sidecar's ``convergence`` object; anything malformed is a ``ValueError``."""
         if not isinstance(obj, dict) or not isinstance(obj.get("tensors"), list):
             raise ValueError("convergence is not an object with a tensors list")
         try:
-            changes = tuple(TensorChange(str(t["tensor"]), float(t["before"]), float(t["after"]),
-                                         None if t.get("driver") is None else str(t["driver"]))
-                            for t in obj["tensors"])
-            return cls(int(obj["clips"]), int(obj["last_clips"]), str(obj["method"]), float(obj["tolerance"]), changes)
+            changes = tuple(
+                TensorChange(
+                    str(t["tensor"]),
+                    float(t["before"]),
+                    float(t["after"]),
+                    None if t.get("driver") is None else str(t["driver"]),
+                )
+                for t in obj["tensors"]
+            )
+            return cls(
+                int(obj["clips"]),
+                int(obj["last_clips"]),
+                str(obj["method"]),
+                float(obj["tolerance"]),
+                changes,
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"convergence record is malformed ({exc!r})") from exc
 
@@ -128,9 +159,15 @@ def checkpoint_for(clips: int) -> int | None:
     return clips - max(1, int(clips * CONVERGENCE.last_fraction))
 
 
-def assess(before: dict[str, float], after: dict[str, float], tops: dict[str, list[float]],
-           conditions: Sequence[str] | None, checkpoint: int, method: str,
-           tolerance: float = CONVERGENCE.tolerance) -> Convergence:
+def assess(
+    before: dict[str, float],
+    after: dict[str, float],
+    tops: dict[str, list[float]],
+    conditions: Sequence[str] | None,
+    checkpoint: int,
+    method: str,
+    tolerance: float = CONVERGENCE.tolerance,
+) -> Convergence:
     """Compare amax at the checkpoint (``before``) with the final amax (``after``); ``tops[name][k]`` is
     clip k's max |x| of that tensor, ``conditions[k]`` clip k's speech condition."""
     clips = max((len(t) for t in tops.values()), default=checkpoint)
@@ -139,15 +176,26 @@ def assess(before: dict[str, float], after: dict[str, float], tops: dict[str, li
         start = before.get(name, 0.0)
         row = TensorChange(name, float(start), float(final))
         if abs(row.change) > tolerance and conditions is not None:
-            row = TensorChange(name, row.before, row.after,
-                               _driver(tops.get(name, [])[checkpoint:], conditions[checkpoint:], start, row.change > 0))
+            row = TensorChange(
+                name,
+                row.before,
+                row.after,
+                _driver(tops.get(name, [])[checkpoint:], conditions[checkpoint:], start, row.change > 0),
+            )
         rows.append(row)
-    rows.sort(key=lambda c: (-abs(c.change), c.tensor))  # ties (e.g. no change) by name: the same file every run
+    rows.sort(
+        key=lambda c: (-abs(c.change), c.tensor)
+    )  # ties (e.g. no change) by name: the same file every run
     return Convergence(clips, clips - checkpoint, method, tolerance, tuple(rows))
 
 
-def measure(stats: StreamingStats, amax: dict[str, float], spec: MethodSpec, conditions: Sequence[str] | None,
-            clock: PhaseClock | None = None) -> Convergence | None:
+def measure(
+    stats: StreamingStats,
+    amax: dict[str, float],
+    spec: MethodSpec,
+    conditions: Sequence[str] | None,
+    clock: PhaseClock | None = None,
+) -> Convergence | None:
     """The run's convergence from statistics collected with ``checkpoint=checkpoint_for(clips)`` and the final
     ``amax``; None when no checkpoint was taken (too few clips). Thresholds on the snapshot go to the clock's
     ``convergence`` phase."""
@@ -172,8 +220,10 @@ def _driver(tops: Sequence[float], conditions: Sequence[str], reference: float, 
 def from_sidecar(record: Any) -> tuple[Convergence | None, str]:
     """A cache sidecar's convergence, or None and why (older sidecars have none: "not recorded")."""
     if record is None:
-        return None, (f"not recorded (a cache written before convergence was recorded, or from fewer than "
-                      f"{CONVERGENCE.min_clips} clips)")
+        return None, (
+            f"not recorded (a cache written before convergence was recorded, or from fewer than "
+            f"{CONVERGENCE.min_clips} clips)"
+        )
     try:
         return Convergence.from_json(record), ""
     except ValueError as exc:

@@ -17,9 +17,10 @@ ValueInfoProto.name = 1.
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import onnx
@@ -44,7 +45,7 @@ class GraphSummary:
     external_data: bool
 
     @classmethod
-    def of_model(cls, model: "onnx.ModelProto") -> "GraphSummary":
+    def of_model(cls, model: onnx.ModelProto) -> GraphSummary:
         graph = model.graph
         nodes = tuple(Node(n.op_type, tuple(n.input), tuple(n.output)) for n in graph.node)
         inits = {t.name for t in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
@@ -188,9 +189,14 @@ def _externalised_tensor(buffer, start: int, end: int, location: str) -> bytes:
     if len(raw) != 1 or raw[0][1] - raw[0][0] < EXTERNAL_MIN_BYTES:
         return bytes(buffer[start:end])
     kept = b"".join(bytes(buffer[begin:b]) for number, _, _, b, begin in fields if number not in (9, 13, 14))
-    entries = b"".join(_length_delimited(13, _length_delimited(1, key.encode()) + _length_delimited(2, value.encode()))
-                       for key, value in (("location", location), ("offset", str(raw[0][0])),
-                                          ("length", str(raw[0][1] - raw[0][0]))))
+    entries = b"".join(
+        _length_delimited(13, _length_delimited(1, key.encode()) + _length_delimited(2, value.encode()))
+        for key, value in (
+            ("location", location),
+            ("offset", str(raw[0][0])),
+            ("length", str(raw[0][1] - raw[0][0])),
+        )
+    )
     return kept + entries + bytes([14 << 3 | _VARINT]) + _varint_bytes(_EXTERNAL)
 
 

@@ -82,9 +82,14 @@ def save(path: Path, data: TensorHistograms) -> None:
     Uncompressed: 1.8 MB for Wav2Vec2-base's 106 tensors, written in about 5 ms; zlib made it 0.3 MB
     but took 60 ms, part of every calibration's fixed cost (issue 19). ``load`` reads either."""
     buffer = io.BytesIO()
-    np.savez(buffer, names=np.array(data.names, dtype=np.str_), amax=data.amax,
-                        range_max=data.range_max, counts=data.counts,
-                        meta=np.array(json.dumps({"format": FORMAT, **data.meta}, sort_keys=True, default=str)))
+    np.savez(
+        buffer,
+        names=np.array(data.names, dtype=np.str_),
+        amax=data.amax,
+        range_max=data.range_max,
+        counts=data.counts,
+        meta=np.array(json.dumps({"format": FORMAT, **data.meta}, sort_keys=True, default=str)),
+    )
     write_bytes_atomic(Path(path), buffer.getvalue())
 
 
@@ -92,21 +97,31 @@ def load(path: Path) -> TensorHistograms:
     """Read a sidecar; a missing or damaged file is a user error that says how to get one."""
     path = Path(path)
     if not path.is_file():
-        raise WorkbenchError(f"no histograms at {path}; calibrate again (python -m workbench calibrate) "
-                             "with a histogram method (entropy, percentile or mse) to record them")
+        raise WorkbenchError(
+            f"no histograms at {path}; calibrate again (python -m workbench calibrate) "
+            "with a histogram method (entropy, percentile or mse) to record them"
+        )
     try:
         with np.load(path, allow_pickle=False) as npz:
             meta = json.loads(str(npz["meta"]))
             names = [str(n) for n in npz["names"]]
             data = TensorHistograms(names, npz["amax"], npz["range_max"], npz["counts"], meta)
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise WorkbenchError(f"histogram file {path} is damaged ({type(exc).__name__}: {str(exc)[:100]}); "
-                             "calibrate again to rewrite it") from exc
+        raise WorkbenchError(
+            f"histogram file {path} is damaged ({type(exc).__name__}: {str(exc)[:100]}); "
+            "calibrate again to rewrite it"
+        ) from exc
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise WorkbenchError(f"histogram file {path} is not in format {FORMAT!r}; calibrate again to rewrite it")
-    shapes_ok = (data.counts.ndim == 2 and data.counts.shape[0] == len(names) == len(data.amax) == len(data.range_max))
+        raise WorkbenchError(
+            f"histogram file {path} is not in format {FORMAT!r}; calibrate again to rewrite it"
+        )
+    shapes_ok = data.counts.ndim == 2 and data.counts.shape[0] == len(names) == len(data.amax) == len(
+        data.range_max
+    )
     if not shapes_ok:
-        raise WorkbenchError(f"histogram file {path} is damaged (its arrays disagree in length); calibrate again")
+        raise WorkbenchError(
+            f"histogram file {path} is damaged (its arrays disagree in length); calibrate again"
+        )
     return data
 
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -77,7 +77,9 @@ def warm_up() -> None:
     _warming.start()
 
 
-def count_float32(values: np.ndarray, inverse: np.float32, limit: int, counts: np.ndarray) -> tuple[float, bool]:
+def count_float32(
+    values: np.ndarray, inverse: np.float32, limit: int, counts: np.ndarray
+) -> tuple[float, bool]:
     """Add ``trunc(|v| * inverse)`` of every value to ``counts`` (int32, ``limit`` bins; the caller keeps the
     total below 2**31).
 

@@ -30,7 +30,9 @@ class MethodSpec:
 
     def __post_init__(self) -> None:
         if self.name not in METHODS:
-            raise WorkbenchError(f"unknown calibration method {self.name!r}; choose one of {', '.join(METHODS)}")
+            raise WorkbenchError(
+                f"unknown calibration method {self.name!r}; choose one of {', '.join(METHODS)}"
+            )
         if not (50.0 < self.percentile <= 100.0):
             raise WorkbenchError(f"percentile must be in (50, 100], got {self.percentile}")
         if self.bins < QUANT_LEVELS or self.bins & (self.bins - 1):

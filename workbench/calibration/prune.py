@@ -13,11 +13,11 @@ import os
 import stat
 from pathlib import Path
 
+from workbench.artifact_paths import inside
 from workbench.artifacts import sha256_file
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.histograms import histogram_path
 from workbench.errors import WorkbenchError
-from workbench.artifact_paths import inside
 
 
 def caches(root: Path) -> list[Path]:
@@ -32,7 +32,11 @@ def caches(root: Path) -> list[Path]:
             if folder.name.startswith(".") or not folder.is_dir(follow_symlinks=False):
                 continue
             with os.scandir(folder.path) as files:
-                found += [Path(f.path) for f in files if f.name.endswith(".cache") and f.is_file(follow_symlinks=False)]
+                found += [
+                    Path(f.path)
+                    for f in files
+                    if f.name.endswith(".cache") and f.is_file(follow_symlinks=False)
+                ]
     return sorted(found)
 
 

@@ -20,19 +20,24 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm import tqdm
 
 from workbench.calibration import kernels
 from workbench.calibration.collectors import StatisticsSnapshot, StreamingStats
-from workbench.calibration.graph_structure import (GraphSummary, outputs_fragment, read_structure,
-                                                   write_with_external_weights)
+from workbench.calibration.graph_structure import (
+    GraphSummary,
+    outputs_fragment,
+    read_structure,
+    write_with_external_weights,
+)
 from workbench.calibration.methods import MethodSpec, compute_amax
 from workbench.config import QUANTIZABLE_OPS
 from workbench.errors import WorkbenchError
@@ -60,7 +65,7 @@ class PhaseClock:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
 
-def activation_tensors(model: "onnx.ModelProto | GraphSummary") -> list[str]:
+def activation_tensors(model: onnx.ModelProto | GraphSummary) -> list[str]:
     """Float activation inputs of MatMul/Gemm/Conv (initializers and constants excluded), graph order."""
     graph = model if isinstance(model, GraphSummary) else GraphSummary.of_model(model)
     consts = {o for n in graph.nodes if n.op_type == "Constant" for o in n.outputs}
@@ -73,8 +78,12 @@ def activation_tensors(model: "onnx.ModelProto | GraphSummary") -> list[str]:
     return names
 
 
-def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threads: int | None = None,
-                        providers: Sequence[str] = ("CPUExecutionProvider",)):
+def calibration_session(
+    model: onnx.ModelProto | Path,
+    names: list[str],
+    threads: int | None = None,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+):
     """An ORT session (``providers``: CPU, or CUDA from ``workbench.backends.factory.ort_providers``) that also
     returns every tensor in ``names`` (graph outputs added).
 
@@ -115,12 +124,17 @@ def calibration_session(model: "onnx.ModelProto | Path", names: list[str], threa
     return session_with_outputs(model, names, options)
 
 
-def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarray], count: int | None,
-                       with_histograms: bool = True, bins: int = 2048,
-                       clock: PhaseClock | None = None,
-                       providers: Sequence[str] = ("CPUExecutionProvider",),
-                       checkpoint: int | None = None,
-                       prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> StreamingStats:
+def collect_statistics(
+    model: onnx.ModelProto | Path,
+    clips: Iterable[np.ndarray],
+    count: int | None,
+    with_histograms: bool = True,
+    bins: int = 2048,
+    clock: PhaseClock | None = None,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    checkpoint: int | None = None,
+    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+) -> StreamingStats:
     """One pass over raw 16 kHz clips (each made ``input_values`` by ``prepare``: the model's feature settings).
 
     Given a path, only the graph structure is read (``graph_structure.read_structure``: the weights
@@ -138,9 +152,11 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
         structure = read_structure(model) if isinstance(model, Path) else GraphSummary.of_model(model)
         names = activation_tensors(structure)
     if not names:
-        raise WorkbenchError("the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate")
+        raise WorkbenchError(
+            "the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate"
+        )
     with clock.phase("session"):
-        source: "onnx.ModelProto | Path" = model
+        source: onnx.ModelProto | Path = model
         if isinstance(model, Path) and structure.external_data:
             # weights in files beside it: they cannot follow a copied graph file
             import onnx
@@ -159,8 +175,10 @@ def collect_statistics(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarr
             if seen == checkpoint:
                 stats.mark_checkpoint()
             with clock.phase("statistics"):
-                for task in [pool.submit(stats.update, name, value, own)
-                             for name, value, own in zip(names, values, _unshared(values))]:
+                for task in [
+                    pool.submit(stats.update, name, value, own)
+                    for name, value, own in zip(names, values, _unshared(values))
+                ]:
                     task.result()
             del values
             seen += 1
@@ -192,23 +210,40 @@ def _workers() -> int:
     return max(1, min(8, os.cpu_count() or 1))
 
 
-def ranges_from_statistics(stats: StreamingStats | StatisticsSnapshot, spec: MethodSpec, clock: PhaseClock | None = None) -> dict[str, float]:
+def ranges_from_statistics(
+    stats: StreamingStats | StatisticsSnapshot, spec: MethodSpec, clock: PhaseClock | None = None
+) -> dict[str, float]:
     """amax per tensor with the chosen method (tensors in parallel: numpy releases the GIL)."""
     names = list(stats.maxes.amax)
 
     def one(name: str) -> float:
-        return compute_amax(spec, stats.maxes.amax[name], stats.histogram(name) if spec.name != "max" else None)
+        return compute_amax(
+            spec, stats.maxes.amax[name], stats.histogram(name) if spec.name != "max" else None
+        )
 
     with (clock or PhaseClock()).phase("thresholds"), ThreadPoolExecutor(max_workers=_workers()) as pool:
-        values = list(tqdm(pool.map(one, names), total=len(names), desc=f"{spec.name} thresholds",
-                           unit="tensor", leave=False))
+        values = list(
+            tqdm(
+                pool.map(one, names),
+                total=len(names),
+                desc=f"{spec.name} thresholds",
+                unit="tensor",
+                leave=False,
+            )
+        )
     return dict(zip(names, values))
 
 
-def calibrate_ranges(model: "onnx.ModelProto | Path", clips: Iterable[np.ndarray], count: int | None,
-                     spec: MethodSpec, clock: PhaseClock | None = None,
-                     prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> dict[str, float]:
+def calibrate_ranges(
+    model: onnx.ModelProto | Path,
+    clips: Iterable[np.ndarray],
+    count: int | None,
+    spec: MethodSpec,
+    clock: PhaseClock | None = None,
+    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+) -> dict[str, float]:
     """amax per activation tensor that feeds a MatMul/Gemm/Conv, symmetric, per tensor."""
-    stats = collect_statistics(model, clips, count, with_histograms=spec.name != "max", bins=spec.bins, clock=clock,
-                               prepare=prepare)
+    stats = collect_statistics(
+        model, clips, count, with_histograms=spec.name != "max", bins=spec.bins, clock=clock, prepare=prepare
+    )
     return ranges_from_statistics(stats, spec, clock)

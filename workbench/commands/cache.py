@@ -11,14 +11,20 @@ from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", type=Path, default=area_default("engines"),
-                        help="engines folder (default: engines/ of the workspace)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=area_default("engines"),
+        help="engines folder (default: engines/ of the workspace)",
+    )
     sub = parser.add_subparsers(dest="cache_command", metavar="<action>", required=True)
     sub.add_parser("list", help="list caches and their provenance")
     show = sub.add_parser("show", help="print one cache's keys and its first scales")
     show.add_argument("path", type=Path)
     show.add_argument("--all", action="store_true", help="print every tensor, not only the first 20")
-    prune = sub.add_parser("prune", help="delete caches that are unusable or whose FP32 ONNX beside them changed or is gone")
+    prune = sub.add_parser(
+        "prune", help="delete caches that are unusable or whose FP32 ONNX beside them changed or is gone"
+    )
     prune.add_argument("--yes", action="store_true", help="really delete (default: only list)")
 
 
@@ -34,8 +40,10 @@ def run(args: argparse.Namespace) -> int:
         for path in found:
             try:
                 c = load_inside(path, args.root)
-                print(f"{path}  {len(c.scales)} tensors  method={c.keys.get('method')}  "
-                      f"set={str(c.keys.get('calibration_set'))[:12]}  model={str(c.keys.get('model'))[:12]}")
+                print(
+                    f"{path}  {len(c.scales)} tensors  method={c.keys.get('method')}  "
+                    f"set={str(c.keys.get('calibration_set'))[:12]}  model={str(c.keys.get('model'))[:12]}"
+                )
                 problem = histograms_problem(path, c)
                 if problem:
                     print(f"  histograms: {problem}")

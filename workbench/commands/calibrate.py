@@ -6,30 +6,46 @@ import argparse
 from pathlib import Path
 
 from workbench.calibration.methods import METHODS
-from workbench.config import ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.commands.options import add_backend_argument, print_lines
+from workbench.config import ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default=str(demo_model_dir()),
-                        help="CTC model folder or hub id: Wav2Vec2, HuBERT, WavLM, Data2VecAudio, Wav2Vec2-Conformer "
-                             "(default: the demo model shipped in the package)")
-    parser.add_argument("--set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
+    parser.add_argument(
+        "--model",
+        default=str(demo_model_dir()),
+        help="CTC model folder or hub id: Wav2Vec2, HuBERT, WavLM, Data2VecAudio, Wav2Vec2-Conformer "
+        "(default: the demo model shipped in the package)",
+    )
+    parser.add_argument(
+        "--set", default="demo-calib", help="calibration set name under calib_sets/ or a path"
+    )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--method", default="entropy", choices=METHODS)
     parser.add_argument("--percentile", type=float, default=99.99)
     parser.add_argument("--bins", type=int, default=2048, help="histogram bins (TensorRT uses 2048)")
-    parser.add_argument("--engines", type=Path, default=area_default("engines"),
-                        help="artifact root (default: engines/ of the workspace)")
-    parser.add_argument("--ort-cpu", action="store_true",
-                        help="also write the INT8 variant's ONNX Runtime CPU flavour (same arithmetic, fused by "
-                             "ORT's CPU kernels; the TensorRT-bound graph is unchanged)")
-    parser.add_argument("--ort-cpu-weights", choices=ORT_CPU_WEIGHT_TYPES, default=None,
-                        help=f"weights of the CPU flavour (default {ORT_CPU_WEIGHTS}): auto = int8 where ORT's "
-                             "U8S8 kernels are exact on this CPU (x86 with VNNI, or not x86), else uint8 (U8U8, "
-                             "exact on every CPU); u8 / s8 for a file that runs on another machine")
+    parser.add_argument(
+        "--engines",
+        type=Path,
+        default=area_default("engines"),
+        help="artifact root (default: engines/ of the workspace)",
+    )
+    parser.add_argument(
+        "--ort-cpu",
+        action="store_true",
+        help="also write the INT8 variant's ONNX Runtime CPU flavour (same arithmetic, fused by "
+        "ORT's CPU kernels; the TensorRT-bound graph is unchanged)",
+    )
+    parser.add_argument(
+        "--ort-cpu-weights",
+        choices=ORT_CPU_WEIGHT_TYPES,
+        default=None,
+        help=f"weights of the CPU flavour (default {ORT_CPU_WEIGHTS}): auto = int8 where ORT's "
+        "U8S8 kernels are exact on this CPU (x86 with VNNI, or not x86), else uint8 (U8U8, "
+        "exact on every CPU); u8 / s8 for a file that runs on another machine",
+    )
     add_backend_argument(parser, "the statistics pass")
 
 
@@ -39,11 +55,20 @@ def run(args: argparse.Namespace) -> int:
     from workbench.jobs import calibrate
 
     if args.ort_cpu_weights and not args.ort_cpu:
-        raise WorkbenchError("--ort-cpu-weights sets the weights of the ONNX Runtime CPU flavour: add --ort-cpu")
-    result = calibrate.run(calibrate.CalibrateInputs(args.model, args.set, MethodSpec(args.method, args.percentile,
-                                                                                      args.bins),
-                                                     engines=args.engines, ort_cpu=args.ort_cpu,
-                                                     ort_cpu_weights=args.ort_cpu_weights or ORT_CPU_WEIGHTS,
-                                                     calib_root=args.root, backend=args.backend))
+        raise WorkbenchError(
+            "--ort-cpu-weights sets the weights of the ONNX Runtime CPU flavour: add --ort-cpu"
+        )
+    result = calibrate.run(
+        calibrate.CalibrateInputs(
+            args.model,
+            args.set,
+            MethodSpec(args.method, args.percentile, args.bins),
+            engines=args.engines,
+            ort_cpu=args.ort_cpu,
+            ort_cpu_weights=args.ort_cpu_weights or ORT_CPU_WEIGHTS,
+            calib_root=args.root,
+            backend=args.backend,
+        )
+    )
     print_lines(result.lines())
     return 0

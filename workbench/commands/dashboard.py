@@ -22,20 +22,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from workbench.dashboard.server import config_options
 
     defaults = config_options()
-    parser.add_argument("--address", default=defaults["server.address"],
-                        help="address to listen on (default %(default)s: this machine only); another address "
-                             "needs --token-file or --oidc")
-    parser.add_argument("--port", type=int, default=defaults["server.port"], help="port (default %(default)s)")
+    parser.add_argument(
+        "--address",
+        default=defaults["server.address"],
+        help="address to listen on (default %(default)s: this machine only); another address "
+        "needs --token-file or --oidc",
+    )
+    parser.add_argument(
+        "--port", type=int, default=defaults["server.port"], help="port (default %(default)s)"
+    )
     parser.add_argument("--read-only", action="store_true", help="no Run page and no download buttons")
-    parser.add_argument("--token-file", type=Path,
-                        help="file holding the access token every visitor must enter (chmod 600; at least 16 "
-                             "characters); WORKBENCH_DASHBOARD_TOKEN in the environment works too")
-    parser.add_argument("--oidc", action="store_true",
-                        help="visitors log in with Streamlit's OIDC login (st.login; [auth] in "
-                             ".streamlit/secrets.toml) instead of a token")
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        help="file holding the access token every visitor must enter (chmod 600; at least 16 "
+        "characters); WORKBENCH_DASHBOARD_TOKEN in the environment works too",
+    )
+    parser.add_argument(
+        "--oidc",
+        action="store_true",
+        help="visitors log in with Streamlit's OIDC login (st.login; [auth] in "
+        ".streamlit/secrets.toml) instead of a token",
+    )
     parser.add_argument("--allowed-users", help="with --oidc: comma-separated e-mail addresses and @domains")
-    parser.add_argument("--max-jobs", type=int, default=None,
-                        help=f"Run-page jobs running at once (default {DASHBOARD.max_jobs})")
+    parser.add_argument(
+        "--max-jobs",
+        type=int,
+        default=None,
+        help=f"Run-page jobs running at once (default {DASHBOARD.max_jobs})",
+    )
 
 
 def launch_from_args(args: argparse.Namespace) -> Launch:
@@ -46,10 +61,20 @@ def launch_from_args(args: argparse.Namespace) -> Launch:
 
     if args.max_jobs is not None:
         parse_max_jobs(args.max_jobs, "--max-jobs")
-    return launch(args.address, args.port, read_only=args.read_only, token_file=args.token_file, oidc=args.oidc,
-                  allowed_users=args.allowed_users, max_jobs=args.max_jobs,
-                  workspace=(args.workspace if isinstance(args.workspace, Workspace)  # filled by the CLI
-                             else resolve_workspace(args.workspace)).root)
+    return launch(
+        args.address,
+        args.port,
+        read_only=args.read_only,
+        token_file=args.token_file,
+        oidc=args.oidc,
+        allowed_users=args.allowed_users,
+        max_jobs=args.max_jobs,
+        workspace=(
+            args.workspace
+            if isinstance(args.workspace, Workspace)  # filled by the CLI
+            else resolve_workspace(args.workspace)
+        ).root,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,7 +86,10 @@ def run(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit") is None:
         raise WorkbenchError("the dashboard needs Streamlit: pip install 'workbench[app]'")
     started = launch_from_args(args)
-    print(f"dashboard: reachable from {reach(started.address, started.port)}"
-          + (" (read-only)" if args.read_only else ""), flush=True)
+    print(
+        f"dashboard: reachable from {reach(started.address, started.port)}"
+        + (" (read-only)" if args.read_only else ""),
+        flush=True,
+    )
     os.execvpe(started.argv[0], started.argv, started.env)
     return 0  # not reached: streamlit replaced this process

@@ -14,15 +14,20 @@ from workbench.config import LAYOUTS, ImportDefaults, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.workspace import area_default
 
-LAYOUT_HELP = ("where --path points: librispeech (a split folder, <speaker>/<chapter>/*.flac + *.trans.txt), "
-               "commonvoice (the folder with clips/ and the TSVs), folder (audio + .txt), manifest (JSONL), "
-               "hf (hub id or save_to_disk folder)")
+LAYOUT_HELP = (
+    "where --path points: librispeech (a split folder, <speaker>/<chapter>/*.flac + *.trans.txt), "
+    "commonvoice (the folder with clips/ and the TSVs), folder (audio + .txt), manifest (JSONL), "
+    "hf (hub id or save_to_disk folder)"
+)
 
 
 def _source_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path", help="the source: see --source")
-    parser.add_argument("--split", help="hf: dataset split (default train); commonvoice: the TSV, "
-                                        "train|dev|test|validated or a .tsv path (default test)")
+    parser.add_argument(
+        "--split",
+        help="hf: dataset split (default train); commonvoice: the TSV, "
+        "train|dev|test|validated or a .tsv path (default test)",
+    )
     parser.add_argument("--audio-column", default="audio", help="hf: audio column")
     parser.add_argument("--text-column", default="text", help="hf: transcript column")
     parser.add_argument("--speaker-column", help="hf: speaker column")
@@ -30,22 +35,41 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _profile_and_noise_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--min-seconds", type=float, help="fix the engine profile's shortest clip "
-                                                          "(default: derived from the data)")
-    parser.add_argument("--opt-seconds", type=float, help="fix the profile's typical clip (default: the median)")
-    parser.add_argument("--max-seconds", type=float, help="fix the profile's longest clip (default: the longest)")
-    parser.add_argument("--noise-dir", type=Path, help="recorded noise (MUSAN/DEMAND style, a sub-folder per "
-                                                       "kind) for the noisy condition instead of generated noise")
-    parser.add_argument("--rir-dir", type=Path, help="room impulse responses: adds a reverberant noisy condition")
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        help="fix the engine profile's shortest clip (default: derived from the data)",
+    )
+    parser.add_argument(
+        "--opt-seconds", type=float, help="fix the profile's typical clip (default: the median)"
+    )
+    parser.add_argument(
+        "--max-seconds", type=float, help="fix the profile's longest clip (default: the longest)"
+    )
+    parser.add_argument(
+        "--noise-dir",
+        type=Path,
+        help="recorded noise (MUSAN/DEMAND style, a sub-folder per "
+        "kind) for the noisy condition instead of generated noise",
+    )
+    parser.add_argument(
+        "--rir-dir", type=Path, help="room impulse responses: adds a reverberant noisy condition"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="data_command", metavar="<action>", required=True)
     build = sub.add_parser("build", help="make a calibration set and an evaluation set")
     defaults = SetBuildConfig()
-    build.add_argument("--name", default=defaults.name, help="sets are written as calib_sets/NAME-calib and NAME-eval")
-    build.add_argument("--source", default="synthetic", choices=["synthetic", *LAYOUTS],
-                       help="synthetic speech, or " + LAYOUT_HELP)
+    build.add_argument(
+        "--name", default=defaults.name, help="sets are written as calib_sets/NAME-calib and NAME-eval"
+    )
+    build.add_argument(
+        "--source",
+        default="synthetic",
+        choices=["synthetic", *LAYOUTS],
+        help="synthetic speech, or " + LAYOUT_HELP,
+    )
     _source_arguments(build)
     build.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition)
     build.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition)
@@ -56,15 +80,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp = sub.add_parser("import", help="store a whole source as one evaluation or calibration set")
     idef = ImportDefaults()
     imp.add_argument("--name", required=True, help="the set is written as calib_sets/NAME")
-    imp.add_argument("--role", choices=["eval", "calib"], default=idef.role, help="evaluation or calibration set")
+    imp.add_argument(
+        "--role", choices=["eval", "calib"], default=idef.role, help="evaluation or calibration set"
+    )
     imp.add_argument("--source", required=True, choices=LAYOUTS, help=LAYOUT_HELP)
     _source_arguments(imp)
     _profile_and_noise_arguments(imp)
-    imp.add_argument("--noisy-share", type=float, default=idef.noisy_share,
-                     help="share of quiet clips that also get a noisy copy (and a reverberant one with --rir-dir)")
+    imp.add_argument(
+        "--noisy-share",
+        type=float,
+        default=idef.noisy_share,
+        help="share of quiet clips that also get a noisy copy (and a reverberant one with --rir-dir)",
+    )
     imp.add_argument("--take", type=int, help="keep a seeded sample of N usable utterances (default: all)")
-    imp.add_argument("--disjoint-from", metavar="SET",
-                     help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)")
+    imp.add_argument(
+        "--disjoint-from",
+        metavar="SET",
+        help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)",
+    )
     imp.add_argument("--seed", type=int, default=0)
     imp.add_argument("--workers", type=int, default=idef.workers, help="decoding processes")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -83,16 +116,24 @@ def _config(args: argparse.Namespace) -> SetBuildConfig:
         raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
     if not args.name.replace("-", "").replace("_", "").isalnum():
         raise WorkbenchError(f"set name {args.name!r} may hold only letters, digits, '-' and '_'")
-    return SetBuildConfig(name=args.name, calib_per_condition=args.calib_per_condition,
-                          eval_per_condition=args.eval_per_condition, seed=args.seed,
-                          profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
-                          workers=max(1, args.workers), noise_dir=args.noise_dir, rir_dir=args.rir_dir)
+    return SetBuildConfig(
+        name=args.name,
+        calib_per_condition=args.calib_per_condition,
+        eval_per_condition=args.eval_per_condition,
+        seed=args.seed,
+        profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
+        workers=max(1, args.workers),
+        noise_dir=args.noise_dir,
+        rir_dir=args.rir_dir,
+    )
 
 
 def _source_fields(args: argparse.Namespace) -> dict:
     from workbench.speech.layouts import SourceOptions
 
-    options = SourceOptions(args.split, args.audio_column, args.text_column, args.speaker_column, args.accent_column)
+    options = SourceOptions(
+        args.split, args.audio_column, args.text_column, args.speaker_column, args.accent_column
+    )
     return {"source": args.source, "path": args.path, "options": options, "root": args.root}
 
 
@@ -101,10 +142,18 @@ def _import(args: argparse.Namespace) -> list[str]:
     from workbench.speech.importer import ImportConfig
     from workbench.speech.profiles import fixed_profile
 
-    config = ImportConfig(name=args.name, role=args.role, workers=args.workers, seed=args.seed, take=args.take,
-                          profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
-                          noisy_share=args.noisy_share, noise_dir=args.noise_dir, rir_dir=args.rir_dir,
-                          disjoint_from=args.disjoint_from)
+    config = ImportConfig(
+        name=args.name,
+        role=args.role,
+        workers=args.workers,
+        seed=args.seed,
+        take=args.take,
+        profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
+        noisy_share=args.noisy_share,
+        noise_dir=args.noise_dir,
+        rir_dir=args.rir_dir,
+        disjoint_from=args.disjoint_from,
+    )
     inputs = import_set.ImportInputs(config, progress=not args.no_progress, **_source_fields(args))
     return import_set.run(inputs).lines()
 
@@ -129,5 +178,7 @@ def run(args: argparse.Namespace) -> int:
         print("no sets yet; build one with: python -m workbench data build")
     for name in listed:
         s = load_set(Path(args.root) / name)
-        print(f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}")
+        print(
+            f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}"
+        )
     return 0

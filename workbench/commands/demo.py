@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from workbench.commands.options import print_lines
 from workbench.config import DEMO_DEV_PER_CONDITION, SetBuildConfig
@@ -66,9 +67,15 @@ def _calibrate(ctx: DemoContext) -> None:
     from workbench.jobs import calibrate
 
     built = ctx.results["speech_sets"]
-    result = calibrate.run(calibrate.CalibrateInputs(demo_model_dir(), str(built.calib.path),
-                                                     MethodSpec(DEMO_METHOD, DEMO_PERCENTILE),
-                                                     engines=ctx.engines_root, calib_root=ctx.calib_root))
+    result = calibrate.run(
+        calibrate.CalibrateInputs(
+            demo_model_dir(),
+            str(built.calib.path),
+            MethodSpec(DEMO_METHOD, DEMO_PERCENTILE),
+            engines=ctx.engines_root,
+            calib_root=ctx.calib_root,
+        )
+    )
     print_lines(result.lines())
     ctx.results["calibrate"] = result
 
@@ -76,8 +83,14 @@ def _calibrate(ctx: DemoContext) -> None:
 def _analysis(ctx: DemoContext) -> dict[str, Any]:
     """The fields compare and search share: the demo model, its calibration set, method and cache."""
     built, calibrated = ctx.results["speech_sets"], ctx.results["calibrate"]
-    return {"model": demo_model_dir(), "calib_set": str(built.calib.path), "method": DEMO_METHOD,
-            "cache": calibrated.cache, "engines": ctx.engines_root, "calib_root": ctx.calib_root}
+    return {
+        "model": demo_model_dir(),
+        "calib_set": str(built.calib.path),
+        "method": DEMO_METHOD,
+        "cache": calibrated.cache,
+        "engines": ctx.engines_root,
+        "calib_root": ctx.calib_root,
+    }
 
 
 def _compare(ctx: DemoContext) -> None:
@@ -93,12 +106,20 @@ def _search(ctx: DemoContext) -> None:
 
     built = ctx.results["speech_sets"]
     dev = built.dev or built.calib
-    print(f"dev set: {dev.name}, {'held out from calibration and evaluation' if built.dev else 'the calibration set'}"
-          f" (the sign-off judges the found plan on {built.eval.name})")
-    result = search.run(search.SearchInputs(**_analysis(ctx), signoff_set=str(built.eval.path),
-                                            dev_set=str(built.dev.path) if built.dev else None,
-                                            sensitivity=ctx.results["compare"].files["sensitivity_json"], refine=0,
-                                            resamples=200 if ctx.quick else 1000))
+    print(
+        f"dev set: {dev.name}, {'held out from calibration and evaluation' if built.dev else 'the calibration set'}"
+        f" (the sign-off judges the found plan on {built.eval.name})"
+    )
+    result = search.run(
+        search.SearchInputs(
+            **_analysis(ctx),
+            signoff_set=str(built.eval.path),
+            dev_set=str(built.dev.path) if built.dev else None,
+            sensitivity=ctx.results["compare"].files["sensitivity_json"],
+            refine=0,
+            resamples=200 if ctx.quick else 1000,
+        )
+    )
     print_lines(result.lines())
     ctx.results["search"] = result
 
@@ -109,34 +130,60 @@ def _signoff(ctx: DemoContext) -> None:
 
     built = ctx.results["speech_sets"]
     calibrated = ctx.results["calibrate"]
-    candidates = [("fp32", calibrated.fp32_onnx), ("fp16", calibrated.fp16_onnx),
-                  (f"int8-{DEMO_METHOD}", calibrated.int8_onnx)]
+    candidates = [
+        ("fp32", calibrated.fp32_onnx),
+        ("fp16", calibrated.fp16_onnx),
+        (f"int8-{DEMO_METHOD}", calibrated.int8_onnx),
+    ]
     search = ctx.results.get("search")
     found = search.data["found"] if search else None
     if found:
         candidates.append(("mixed", Path(found["onnx_path"])))
-        print(f"mixed candidate: {found['name']} ({found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)")
+        print(
+            f"mixed candidate: {found['name']} ({found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)"
+        )
     elif search:
         print("no mixed plan met the budget on the dev set; signing off FP32, FP16 and INT8 only")
     compared = ctx.results.get("compare")
     inputs = signoff.SignoffInputs(
-        eval_set=str(built.eval.path), out_dir=ctx.reports_root / "demo-signoff", candidates=candidates,
-        model=demo_model_dir(), calib_set=str(built.calib.path), cache=calibrated.cache, engines=ctx.engines_root,
+        eval_set=str(built.eval.path),
+        out_dir=ctx.reports_root / "demo-signoff",
+        candidates=candidates,
+        model=demo_model_dir(),
+        calib_set=str(built.calib.path),
+        cache=calibrated.cache,
+        engines=ctx.engines_root,
         calib_root=ctx.calib_root,
         sensitivity=compared.files["sensitivity_json"] if compared else None,
-        latency=None if ctx.quick else LatencyConfig((1, 8), warmup=2, repeats=15))
+        latency=None if ctx.quick else LatencyConfig((1, 8), warmup=2, repeats=15),
+    )
     print_lines(signoff.run(inputs).lines())
 
 
 STEPS: tuple[Step, ...] = (
-    Step("speech-sets", "build balanced calibration, evaluation and held-out dev sets from synthetic speech",
-         _speech_sets),
-    Step("calibrate", "export the demo model to ONNX, calibrate (percentile 99.99), write cache and INT8 model",
-         _calibrate),
-    Step("compare", "layer-by-layer FP32 vs INT8 table (Polygraphy) and per-group sensitivity ranking", _compare),
-    Step("search", "mixed INT8/FP16 plan with the most INT8 within the WER budget (dev set: held out)",
-         _search),
-    Step("signoff", "FP32, FP16, INT8 and the mixed plan: WER with CIs, latency, gates; sign-off report", _signoff),
+    Step(
+        "speech-sets",
+        "build balanced calibration, evaluation and held-out dev sets from synthetic speech",
+        _speech_sets,
+    ),
+    Step(
+        "calibrate",
+        "export the demo model to ONNX, calibrate (percentile 99.99), write cache and INT8 model",
+        _calibrate,
+    ),
+    Step(
+        "compare",
+        "layer-by-layer FP32 vs INT8 table (Polygraphy) and per-group sensitivity ranking",
+        _compare,
+    ),
+    Step(
+        "search", "mixed INT8/FP16 plan with the most INT8 within the WER budget (dev set: held out)", _search
+    ),
+    Step(
+        "signoff",
+        "FP32, FP16, INT8 and the mixed plan: WER with CIs, latency, gates; sign-off report",
+        _signoff,
+    ),
 )
 
 
@@ -154,10 +201,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = SetBuildConfig()
     parser.add_argument("--workers", type=int, default=defaults.workers, help="parallel TTS workers")
     # smaller runs for tests and quick looks; the documented demo uses the defaults
-    parser.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition, help=argparse.SUPPRESS)
-    parser.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS)
-    parser.add_argument("--dev-per-condition", type=int, default=DEMO_DEV_PER_CONDITION, help=argparse.SUPPRESS)
-    parser.add_argument("--seed", type=int, default=defaults.seed, help=argparse.SUPPRESS)  # other texts and voices
+    parser.add_argument(
+        "--calib-per-condition", type=int, default=defaults.calib_per_condition, help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--dev-per-condition", type=int, default=DEMO_DEV_PER_CONDITION, help=argparse.SUPPRESS
+    )
+    parser.add_argument(
+        "--seed", type=int, default=defaults.seed, help=argparse.SUPPRESS
+    )  # other texts and voices
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--engines-root", type=Path, default=area_default("engines"), help=argparse.SUPPRESS)
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
@@ -166,15 +221,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.calib_per_condition < 1 or args.eval_per_condition < 1 or args.dev_per_condition < 0:
-        raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1, "
-                             "--dev-per-condition at least 0")
-    sets = replace(SetBuildConfig(), calib_per_condition=args.calib_per_condition,
-                   eval_per_condition=args.eval_per_condition, dev_per_condition=args.dev_per_condition,
-                   seed=args.seed, workers=max(1, args.workers))
-    print(f"workspace: {args.workspace.root} (sets -> {args.root}, engines -> {args.engines_root}, "
-          f"reports -> {args.reports_root})")
-    ctx = run_steps(DemoContext(sets=sets, calib_root=Path(args.root), engines_root=Path(args.engines_root),
-                                reports_root=Path(args.reports_root), quick=args.quick))
-    print(f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}, report under "
-          f"{ctx.reports_root / 'demo-signoff'}")
+        raise WorkbenchError(
+            "--calib-per-condition and --eval-per-condition must be at least 1, "
+            "--dev-per-condition at least 0"
+        )
+    sets = replace(
+        SetBuildConfig(),
+        calib_per_condition=args.calib_per_condition,
+        eval_per_condition=args.eval_per_condition,
+        dev_per_condition=args.dev_per_condition,
+        seed=args.seed,
+        workers=max(1, args.workers),
+    )
+    print(
+        f"workspace: {args.workspace.root} (sets -> {args.root}, engines -> {args.engines_root}, "
+        f"reports -> {args.reports_root})"
+    )
+    ctx = run_steps(
+        DemoContext(
+            sets=sets,
+            calib_root=Path(args.root),
+            engines_root=Path(args.engines_root),
+            reports_root=Path(args.reports_root),
+            quick=args.quick,
+        )
+    )
+    print(
+        f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}, report under "
+        f"{ctx.reports_root / 'demo-signoff'}"
+    )
     return 0

@@ -13,20 +13,39 @@ from workbench.workspace import area_default
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``compare`` and ``search``: the fields of ``jobs.prepare.AnalysisInputs``."""
-    parser.add_argument("--model", default=str(demo_model_dir()),
-                        help="CTC model folder or hub id: Wav2Vec2, HuBERT, WavLM, Data2VecAudio, Wav2Vec2-Conformer "
-                             "(default: the demo model shipped in the package)")
-    parser.add_argument("--calib-set", default="demo-calib", help="calibration set name under calib_sets/ or a path")
-    parser.add_argument("--method", default="entropy", help="calibration method (entropy, max, percentile, mse)")
+    parser.add_argument(
+        "--model",
+        default=str(demo_model_dir()),
+        help="CTC model folder or hub id: Wav2Vec2, HuBERT, WavLM, Data2VecAudio, Wav2Vec2-Conformer "
+        "(default: the demo model shipped in the package)",
+    )
+    parser.add_argument(
+        "--calib-set", default="demo-calib", help="calibration set name under calib_sets/ or a path"
+    )
+    parser.add_argument(
+        "--method", default="entropy", help="calibration method (entropy, max, percentile, mse)"
+    )
     parser.add_argument("--cache", type=Path, help="calibration cache to use (checked against the model)")
-    parser.add_argument("--per-condition", type=int, default=2,
-                        help="clips per speech condition for the layer table and the sensitivity ranking")
-    parser.add_argument("--granularity", choices=("group", "node"), default="group",
-                        help="rank layer groups (conv layer, q/k/v, FFN, ...) or single MatMul/Conv nodes")
+    parser.add_argument(
+        "--per-condition",
+        type=int,
+        default=2,
+        help="clips per speech condition for the layer table and the sensitivity ranking",
+    )
+    parser.add_argument(
+        "--granularity",
+        choices=("group", "node"),
+        default="group",
+        help="rank layer groups (conv layer, q/k/v, FFN, ...) or single MatMul/Conv nodes",
+    )
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
     parser.add_argument("--out", type=Path, help="output folder (default engines/<model hash>/compare)")
-    parser.add_argument("--engines", type=Path, default=area_default("engines"),
-                        help="artifact root (default: engines/ of the workspace)")
+    parser.add_argument(
+        "--engines",
+        type=Path,
+        default=area_default("engines"),
+        help="artifact root (default: engines/ of the workspace)",
+    )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_backend_argument(parser, "the model")
@@ -35,26 +54,44 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_backend_argument(parser: argparse.ArgumentParser, what: str) -> None:
     """``--backend``: where the model runs for this step (every record says which backend and device)."""
-    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND,
-                        help=f"where {what} runs: ONNX Runtime on the CPU (default), ONNX Runtime CUDA "
-                             "(needs onnxruntime-gpu) or TensorRT (needs TensorRT and a GPU it supports)")
+    parser.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help=f"where {what} runs: ONNX Runtime on the CPU (default), ONNX Runtime CUDA "
+        "(needs onnxruntime-gpu) or TensorRT (needs TensorRT and a GPU it supports)",
+    )
 
 
 def add_error_unit(parser: argparse.ArgumentParser) -> None:
     """``--error-unit``: count errors per word or per character (default: what the model's vocabulary calls for)."""
     from workbench.evaluate.wer import UNITS
 
-    parser.add_argument("--error-unit", choices=sorted(UNITS),
-                        help="count errors per word (wer) or character (cer); default: from the model's vocabulary "
-                             "(CER for scripts written without spaces)")
+    parser.add_argument(
+        "--error-unit",
+        choices=sorted(UNITS),
+        help="count errors per word (wer) or character (cer); default: from the model's vocabulary "
+        "(CER for scripts written without spaces)",
+    )
 
 
 def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
     """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses)."""
-    return {"model": args.model, "calib_set": args.calib_set, "method": args.method, "cache": args.cache,
-            "per_condition": args.per_condition, "granularity": args.granularity, "threads": args.threads,
-            "out": args.out, "engines": args.engines, "calib_root": args.root, "progress": not args.no_progress,
-            "backend": args.backend, "error_unit": args.error_unit}
+    return {
+        "model": args.model,
+        "calib_set": args.calib_set,
+        "method": args.method,
+        "cache": args.cache,
+        "per_condition": args.per_condition,
+        "granularity": args.granularity,
+        "threads": args.threads,
+        "out": args.out,
+        "engines": args.engines,
+        "calib_root": args.root,
+        "progress": not args.no_progress,
+        "backend": args.backend,
+        "error_unit": args.error_unit,
+    }
 
 
 def print_lines(lines: list[str]) -> None:

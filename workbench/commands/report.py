@@ -11,7 +11,9 @@ from workbench.report.render import verdict_line, write_report
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", type=Path, required=True, help="report.json written by signoff")
-    parser.add_argument("--out", type=Path, help="folder for report.md/report.html (default: the record's folder)")
+    parser.add_argument(
+        "--out", type=Path, help="folder for report.md/report.html (default: the record's folder)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

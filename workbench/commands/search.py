@@ -20,23 +20,46 @@ from workbench.config import SEARCH
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
-    parser.add_argument("--dev-set", help="set WER is measured on during the search (default: the calibration "
-                                          "set); keep it apart from the sign-off evaluation set")
-    parser.add_argument("--dev-per-condition", type=int,
-                        help="use only the first N utterances per condition of the dev set (default: all)")
+    parser.add_argument(
+        "--dev-set",
+        help="set WER is measured on during the search (default: the calibration "
+        "set); keep it apart from the sign-off evaluation set",
+    )
+    parser.add_argument(
+        "--dev-per-condition",
+        type=int,
+        help="use only the first N utterances per condition of the dev set (default: all)",
+    )
     parser.add_argument("--gates", type=Path, help="gate file (JSON/TOML) with the WER budget")
-    parser.add_argument("--signoff-set", help="the set the sign-off will judge on: only its speakers and conditions "
-                                              "are read, to judge dev intervals widened to its number of speakers "
-                                              "(recommended)")
-    parser.add_argument("--confidence", type=float, default=SEARCH.confidence,
-                        help="keep only plans whose sign-off the dev set predicts to pass with this probability "
-                             f"(0.5-0.99; higher keeps more in FP16; default {SEARCH.confidence:g})")
-    parser.add_argument("--margin", type=float, default=SEARCH.margin,
-                        help="share of each gate held back on top: a candidate passes when its predicted upper end "
-                             f"is within (1 - margin) x the gate (default {SEARCH.margin:g})")
-    parser.add_argument("--sensitivity", type=Path, help="sensitivity JSON from `compare` (default: reuse or make)")
-    parser.add_argument("--strategy", choices=("bisect", "gallop"), default="bisect",
-                        help="how k (groups kept in FP16) is searched")
+    parser.add_argument(
+        "--signoff-set",
+        help="the set the sign-off will judge on: only its speakers and conditions "
+        "are read, to judge dev intervals widened to its number of speakers "
+        "(recommended)",
+    )
+    parser.add_argument(
+        "--confidence",
+        type=float,
+        default=SEARCH.confidence,
+        help="keep only plans whose sign-off the dev set predicts to pass with this probability "
+        f"(0.5-0.99; higher keeps more in FP16; default {SEARCH.confidence:g})",
+    )
+    parser.add_argument(
+        "--margin",
+        type=float,
+        default=SEARCH.margin,
+        help="share of each gate held back on top: a candidate passes when its predicted upper end "
+        f"is within (1 - margin) x the gate (default {SEARCH.margin:g})",
+    )
+    parser.add_argument(
+        "--sensitivity", type=Path, help="sensitivity JSON from `compare` (default: reuse or make)"
+    )
+    parser.add_argument(
+        "--strategy",
+        choices=("bisect", "gallop"),
+        default="bisect",
+        help="how k (groups kept in FP16) is searched",
+    )
     parser.add_argument("--refine", type=int, default=2, help="greedy refinement evaluations after bisection")
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per evaluation")
@@ -47,10 +70,20 @@ def run(args: argparse.Namespace) -> int:
     from workbench.evaluate.gates import load_gate_config
     from workbench.jobs import search
 
-    inputs = search.SearchInputs(**analysis_fields(args), gates=load_gate_config(args.gates), dev_set=args.dev_set,
-                                 dev_per_condition=args.dev_per_condition, signoff_set=args.signoff_set,
-                                 sensitivity=args.sensitivity, strategy=args.strategy, refine=args.refine,
-                                 keep=args.keep, resamples=args.resamples, seed=args.seed,
-                                 margin=args.margin, confidence=args.confidence)
+    inputs = search.SearchInputs(
+        **analysis_fields(args),
+        gates=load_gate_config(args.gates),
+        dev_set=args.dev_set,
+        dev_per_condition=args.dev_per_condition,
+        signoff_set=args.signoff_set,
+        sensitivity=args.sensitivity,
+        strategy=args.strategy,
+        refine=args.refine,
+        keep=args.keep,
+        resamples=args.resamples,
+        seed=args.seed,
+        margin=args.margin,
+        confidence=args.confidence,
+    )
     print_lines(search.run(inputs).lines())
     return 0

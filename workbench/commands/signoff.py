@@ -16,8 +16,8 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
-from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
 from workbench.commands.options import add_backend_argument, add_error_unit, print_lines
+from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.values import parse_positive_ints
@@ -25,14 +25,22 @@ from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--candidate", action="append", default=[], metavar="NAME=PATH.onnx",
-                        help="an ONNX candidate (repeat; the first is the FP32 baseline); without it, "
-                             "FP32/FP16/INT8 are built from --model and --calib-set")
+    parser.add_argument(
+        "--candidate",
+        action="append",
+        default=[],
+        metavar="NAME=PATH.onnx",
+        help="an ONNX candidate (repeat; the first is the FP32 baseline); without it, "
+        "FP32/FP16/INT8 are built from --model and --calib-set",
+    )
     parser.add_argument("--method", default="entropy", help="calibration method for the built INT8 variant")
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
     parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
-    parser.add_argument("--model", help="model folder or hub id (default: the model the candidates name in their "
-                                        "metadata; without --candidate, the demo model)")
+    parser.add_argument(
+        "--model",
+        help="model folder or hub id (default: the model the candidates name in their "
+        "metadata; without --candidate, the demo model)",
+    )
     parser.add_argument("--cache", type=Path, help="calibration cache file (provenance)")
     parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
     parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
@@ -42,23 +50,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
-    parser.add_argument("--target", choices=BACKENDS, default=DEFAULT_TARGET,
-                        help="where the candidate will be deployed (default tensorrt): latency picks a winner only "
-                             "when it was measured there; otherwise the verdict is an accuracy sign-off")
+    parser.add_argument(
+        "--target",
+        choices=BACKENDS,
+        default=DEFAULT_TARGET,
+        help="where the candidate will be deployed (default tensorrt): latency picks a winner only "
+        "when it was measured there; otherwise the verdict is an accuracy sign-off",
+    )
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
-    parser.add_argument("--out", type=Path, help="report folder (default: reports/signoff-<time> of the workspace)")
+    parser.add_argument(
+        "--out", type=Path, help="report folder (default: reports/signoff-<time> of the workspace)"
+    )
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
-    parser.add_argument("--engines", type=Path, default=area_default("engines"),
-                        help="where variants built from --model go (default: engines/ of the workspace)")
-    parser.add_argument("--outside-profile", choices=OUTSIDE_PROFILE_POLICIES, default=OUTSIDE_PROFILE_DEFAULT,
-                        help="evaluation clips outside the deployment profile: refuse (default), score them "
-                             "anyway, or skip them; the report says which")
-    parser.add_argument("--min-seconds", type=float, help="deployment profile's shortest clip "
-                                                          "(default: the calibration set's profile)")
-    parser.add_argument("--max-seconds", type=float, help="deployment profile's longest clip "
-                                                          "(default: the calibration set's profile)")
+    parser.add_argument(
+        "--engines",
+        type=Path,
+        default=area_default("engines"),
+        help="where variants built from --model go (default: engines/ of the workspace)",
+    )
+    parser.add_argument(
+        "--outside-profile",
+        choices=OUTSIDE_PROFILE_POLICIES,
+        default=OUTSIDE_PROFILE_DEFAULT,
+        help="evaluation clips outside the deployment profile: refuse (default), score them "
+        "anyway, or skip them; the report says which",
+    )
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        help="deployment profile's shortest clip (default: the calibration set's profile)",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        help="deployment profile's longest clip (default: the calibration set's profile)",
+    )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     add_error_unit(parser)
 
@@ -85,14 +113,35 @@ def run(args: argparse.Namespace) -> int:
     candidates = parse_candidates(args.candidate)
     if args.repeats < 1 or args.warmup < 0:
         raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
-    latency = None if args.no_latency else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
+    latency = (
+        None
+        if args.no_latency
+        else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
+    )
     out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     inputs = signoff.SignoffInputs(
-        eval_set=args.eval_set, out_dir=out, candidates=candidates, calib_set=args.calib_set,
-        error_unit=args.error_unit, model=args.model or (None if candidates else demo_model_dir()),
-        method=args.method, cache=args.cache, gates=load_gate_config(args.gates), latency=latency,
-        sensitivity=args.sensitivity, threads=args.threads, backend=args.backend, target=args.target,
-        resamples=args.resamples, seed=args.seed, limit=args.limit, engines=args.engines, calib_root=args.root,
-        outside_profile=args.outside_profile, profile_min_s=args.min_seconds, profile_max_s=args.max_seconds)
+        eval_set=args.eval_set,
+        out_dir=out,
+        candidates=candidates,
+        calib_set=args.calib_set,
+        error_unit=args.error_unit,
+        model=args.model or (None if candidates else demo_model_dir()),
+        method=args.method,
+        cache=args.cache,
+        gates=load_gate_config(args.gates),
+        latency=latency,
+        sensitivity=args.sensitivity,
+        threads=args.threads,
+        backend=args.backend,
+        target=args.target,
+        resamples=args.resamples,
+        seed=args.seed,
+        limit=args.limit,
+        engines=args.engines,
+        calib_root=args.root,
+        outside_profile=args.outside_profile,
+        profile_min_s=args.min_seconds,
+        profile_max_s=args.max_seconds,
+    )
     print_lines(signoff.run(inputs).lines())
     return 0

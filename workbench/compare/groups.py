@@ -79,7 +79,9 @@ def _constants(model: onnx.ModelProto) -> set[str]:
     """Tensors that are weights: initializers and outputs of Constant nodes (and Identity of either)."""
     consts = {i.name for i in model.graph.initializer}
     for node in model.graph.node:
-        if node.op_type == "Constant" or (node.op_type == "Identity" and node.input and node.input[0] in consts):
+        if node.op_type == "Constant" or (
+            node.op_type == "Identity" and node.input and node.input[0] in consts
+        ):
             consts.update(node.output)
     return consts
 
@@ -87,8 +89,10 @@ def _constants(model: onnx.ModelProto) -> set[str]:
 def group_names(model: onnx.ModelProto, granularity: str = "group") -> dict[str, str]:
     """Node name -> group, for every node of the graph (graph order)."""
     consts = _constants(model)
-    return {node.name: group_of(node.name, granularity, node.op_type, any(i in consts for i in node.input[:2]))
-            for node in model.graph.node}
+    return {
+        node.name: group_of(node.name, granularity, node.op_type, any(i in consts for i in node.input[:2]))
+        for node in model.graph.node
+    }
 
 
 def node_groups(model: onnx.ModelProto, granularity: str = "group") -> list[Group]:

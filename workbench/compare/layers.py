@@ -11,21 +11,21 @@ below the thresholds is where the error starts.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import onnx
 from tqdm import tqdm
 
-from workbench.speech.records import Clip
 from workbench.compare.groups import group_names, group_of
 from workbench.compare.metrics import ErrorSums
 from workbench.model.export import INPUT, module_of
 from workbench.model.features import normalise_audio
 from workbench.optional import import_optional
 from workbench.quantize.plan import QUANTIZABLE_OPS, PrecisionPlan
+from workbench.speech.records import Clip
 
 COSINE_THRESHOLD = 0.99
 SQNR_THRESHOLD_DB = 20.0
@@ -61,13 +61,26 @@ class LayerRow:
     def to_json(self, cosine: float = COSINE_THRESHOLD, sqnr_db: float = SQNR_THRESHOLD_DB) -> dict:
         s = self.overall
         module = module_of(self.site.node)
-        return {"index": self.index, "tensor": self.site.tensor, "node": self.site.node, "op": self.site.op,
-                "module": module, "group": self.site.group or group_of(self.site.node), "compute": self.compute,
-                "precision": self.precision, "fp32_reason": self.reason, "numel": s.numel, "cosine": s.cosine,
-                "sqnr_db": s.sqnr_db,
-                "rel_l2": s.rel_l2, "max_abs_error": s.max_abs, "mean_abs_error": s.mean_abs,
-                "polygraphy_passed": self.polygraphy_passed, "significant": self.significant(cosine, sqnr_db),
-                "per_condition": {c: v.to_json() for c, v in sorted(self.per_condition.items())}}
+        return {
+            "index": self.index,
+            "tensor": self.site.tensor,
+            "node": self.site.node,
+            "op": self.site.op,
+            "module": module,
+            "group": self.site.group or group_of(self.site.node),
+            "compute": self.compute,
+            "precision": self.precision,
+            "fp32_reason": self.reason,
+            "numel": s.numel,
+            "cosine": s.cosine,
+            "sqnr_db": s.sqnr_db,
+            "rel_l2": s.rel_l2,
+            "max_abs_error": s.max_abs,
+            "mean_abs_error": s.mean_abs,
+            "polygraphy_passed": self.polygraphy_passed,
+            "significant": self.significant(cosine, sqnr_db),
+            "per_condition": {c: v.to_json() for c, v in sorted(self.per_condition.items())},
+        }
 
 
 @dataclass
@@ -75,8 +88,9 @@ class LayerComparison:
     rows: list[LayerRow]
     clips: list[dict]
     tolerances: dict[str, float]
-    thresholds: dict[str, float] = field(default_factory=lambda: {"cosine": COSINE_THRESHOLD,
-                                                                  "sqnr_db": SQNR_THRESHOLD_DB})
+    thresholds: dict[str, float] = field(
+        default_factory=lambda: {"cosine": COSINE_THRESHOLD, "sqnr_db": SQNR_THRESHOLD_DB}
+    )
 
     def first_significant(self) -> LayerRow | None:
         return next((r for r in self.rows if r.significant(**self.thresholds)), None)
@@ -87,12 +101,22 @@ class LayerComparison:
         first_json = None
         if first is not None:
             row = rows[first.index]
-            first_json = {k: row[k] for k in ("index", "tensor", "node", "module", "group", "cosine", "sqnr_db")}
+            first_json = {
+                k: row[k] for k in ("index", "tensor", "node", "module", "group", "cosine", "sqnr_db")
+            }
         output = rows[-1] if rows else None
-        return {"clips": self.clips, "tolerances": self.tolerances, "thresholds": dict(self.thresholds),
-                "first_significant": first_json, "rows": rows,
-                "summary": {"tensors": len(rows), "significant": sum(r["significant"] for r in rows),
-                            "output": output}}
+        return {
+            "clips": self.clips,
+            "tolerances": self.tolerances,
+            "thresholds": dict(self.thresholds),
+            "first_significant": first_json,
+            "rows": rows,
+            "summary": {
+                "tensors": len(rows),
+                "significant": sum(r["significant"] for r in rows),
+                "output": output,
+            },
+        }
 
 
 def shared_sites(fp32: onnx.ModelProto, candidate: onnx.ModelProto) -> list[TensorSite]:
@@ -103,13 +127,24 @@ def shared_sites(fp32: onnx.ModelProto, candidate: onnx.ModelProto) -> list[Tens
     produced = {o for n in candidate.graph.node for o in n.output}
     graph_outputs = {o.name for o in fp32.graph.output}
     groups = group_names(fp32)
-    sites = [TensorSite(o, n.name, n.op_type, groups[n.name]) for n in fp32.graph.node if n.op_type != "Constant"
-             for o in n.output if o and o in produced]
-    return [s for s in sites if s.tensor not in graph_outputs] + [s for s in sites if s.tensor in graph_outputs]
+    sites = [
+        TensorSite(o, n.name, n.op_type, groups[n.name])
+        for n in fp32.graph.node
+        if n.op_type != "Constant"
+        for o in n.output
+        if o and o in produced
+    ]
+    return [s for s in sites if s.tensor not in graph_outputs] + [
+        s for s in sites if s.tensor in graph_outputs
+    ]
 
 
-def _runner(model: onnx.ModelProto, outputs: list[str], name: str,
-            providers: Sequence[str] = ("CPUExecutionProvider",)):
+def _runner(
+    model: onnx.ModelProto,
+    outputs: list[str],
+    name: str,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+):
     """Polygraphy's ORT runner on a session with the workbench's options (where this CPU's U8S8 GEMMs
     saturate, int8 weights of fused integer nodes become uint8: the table shows INT8 error, not saturation)."""
     import os
@@ -124,17 +159,25 @@ def _runner(model: onnx.ModelProto, outputs: list[str], name: str,
 
     def session():
         # one thread per usable CPU, as Polygraphy's SessionFromOnnx does (not every core may be ours)
-        return ort.InferenceSession(marked(), session_options(len(os.sched_getaffinity(0))),
-                                    providers=list(providers))
+        return ort.InferenceSession(
+            marked(), session_options(len(os.sched_getaffinity(0))), providers=list(providers)
+        )
 
     return onnxrt.OnnxrtRunner(session, name=name)
 
 
-def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], plan: PrecisionPlan | None = None,
-                   atol: float = 1e-2, rtol: float = 1e-2, progress: bool = True,
-                   log: Callable[[str], None] | None = None,
-                   providers: Sequence[str] = ("CPUExecutionProvider",),
-                   prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> LayerComparison:
+def compare_layers(
+    fp32_path: Path,
+    candidate_path: Path,
+    clips: list[Clip],
+    plan: PrecisionPlan | None = None,
+    atol: float = 1e-2,
+    rtol: float = 1e-2,
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+) -> LayerComparison:
     """Run both models on ``clips`` (made ``input_values`` by ``prepare``) and compare every shared float tensor."""
     comparator = import_optional("polygraphy.comparator", "pip install polygraphy")
     from polygraphy.logger import G_LOGGER
@@ -145,7 +188,9 @@ def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], pla
     names = [s.tensor for s in sites]
     # Polygraphy's own check (it also computes medians/quantiles for its log) runs on the compute-node
     # outputs and the model outputs; every shared tensor gets the workbench's metrics
-    polygraphy_checked = {s.tensor for s in sites if s.op in QUANTIZABLE_OPS} | {o.name for o in fp32.graph.output}
+    polygraphy_checked = {s.tensor for s in sites if s.op in QUANTIZABLE_OPS} | {
+        o.name for o in fp32.graph.output
+    }
     del candidate
     ref_runner = _runner(fp32, names, "fp32", providers)
     del fp32
@@ -164,10 +209,26 @@ def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], pla
                 cand_out = cand_runner.infer(feed)
                 floats = [n for n in names if np.issubdtype(np.asarray(ref_out[n]).dtype, np.floating)]
                 checked = [n for n in floats if n in polygraphy_checked]
-                results = comparator.RunResults([
-                    ("fp32", [comparator.IterationResult({n: ref_out[n] for n in checked}, runner_name="fp32")]),
-                    ("candidate", [comparator.IterationResult({n: cand_out[n] for n in checked},
-                                                              runner_name="candidate")])])
+                results = comparator.RunResults(
+                    [
+                        (
+                            "fp32",
+                            [
+                                comparator.IterationResult(
+                                    {n: ref_out[n] for n in checked}, runner_name="fp32"
+                                )
+                            ],
+                        ),
+                        (
+                            "candidate",
+                            [
+                                comparator.IterationResult(
+                                    {n: cand_out[n] for n in checked}, runner_name="candidate"
+                                )
+                            ],
+                        ),
+                    ]
+                )
                 accuracy = comparator.Comparator.compare_accuracy(results, compare_func=compare_func)
                 for per_output in accuracy[0][("fp32", "candidate")]:
                     for name, result in per_output.items():
@@ -182,17 +243,27 @@ def compare_layers(fp32_path: Path, candidate_path: Path, clips: list[Clip], pla
                 del ref_out, cand_out, results, accuracy
     finally:
         G_LOGGER.module_severity = severity
-    placed = {p.node: p for p in plan.placements(onnx.load(str(fp32_path), load_external_data=False))} \
-        if plan is not None else {}
+    placed = (
+        {p.node: p for p in plan.placements(onnx.load(str(fp32_path), load_external_data=False))}
+        if plan is not None
+        else {}
+    )
     rows = []
     for site in sites:
         if site.tensor not in sums:
             continue  # not a float tensor (shapes, indices)
         place = placed.get(site.node)
-        rows.append(LayerRow(len(rows), site, sums[site.tensor],
-                             {c: v[site.tensor] for c, v in per_cond.items() if site.tensor in v},
-                             passed.get(site.tensor), place.precision if place else None,
-                             place.reason if place else None))
+        rows.append(
+            LayerRow(
+                len(rows),
+                site,
+                sums[site.tensor],
+                {c: v[site.tensor] for c, v in per_cond.items() if site.tensor in v},
+                passed.get(site.tensor),
+                place.precision if place else None,
+                place.reason if place else None,
+            )
+        )
     if log:
         log(f"compared {len(rows)} shared float tensors on {len(clips)} clips")
     return LayerComparison(rows, [c.to_json() for c in clips], {"atol": atol, "rtol": rtol})

@@ -29,7 +29,9 @@ class ErrorSums:
 
     def add(self, reference: np.ndarray, candidate: np.ndarray) -> None:
         if np.shape(reference) != np.shape(candidate):
-            raise ValueError(f"shape mismatch: reference {np.shape(reference)} vs candidate {np.shape(candidate)}")
+            raise ValueError(
+                f"shape mismatch: reference {np.shape(reference)} vs candidate {np.shape(candidate)}"
+            )
         a = np.ascontiguousarray(reference, dtype=np.float32).ravel()
         b = np.ascontiguousarray(candidate, dtype=np.float32).ravel()
         if not (np.isfinite(a).all() and np.isfinite(b).all()):
@@ -49,7 +51,7 @@ class ErrorSums:
             self.max_abs = max(self.max_abs, float(ad.max()))
         self.numel += int(a.size)
 
-    def merge(self, other: "ErrorSums") -> None:
+    def merge(self, other: ErrorSums) -> None:
         self.dot += other.dot
         self.ref_sq += other.ref_sq
         self.cand_sq += other.cand_sq
@@ -86,13 +88,17 @@ class ErrorSums:
         return self.abs_err / self.numel if self.numel else 0.0
 
     def to_json(self) -> dict[str, float]:
-        return {"cosine": self.cosine, "sqnr_db": self.sqnr_db, "rel_l2": self.rel_l2,
-                "max_abs_error": self.max_abs}
+        return {
+            "cosine": self.cosine,
+            "sqnr_db": self.sqnr_db,
+            "rel_l2": self.rel_l2,
+            "max_abs_error": self.max_abs,
+        }
 
 
 def _dot(a: np.ndarray, b: np.ndarray, block: int = 1 << 16) -> float:
     """Sum of a*b: float32 BLAS dot per block, blocks summed in float64."""
-    return float(sum(float(np.dot(a[i:i + block], b[i:i + block])) for i in range(0, a.size, block)))
+    return float(sum(float(np.dot(a[i : i + block], b[i : i + block])) for i in range(0, a.size, block)))
 
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:

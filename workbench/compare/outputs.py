@@ -11,8 +11,9 @@ import csv
 import datetime as _dt
 import io
 import sys
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from workbench import __version__
 from workbench.artifacts import write_json_atomic, write_text_atomic
@@ -27,15 +28,23 @@ def versions() -> dict[str, str]:
     import onnxruntime
     import polygraphy
 
-    return {"workbench": __version__, "onnxruntime": onnxruntime.__version__, "polygraphy": polygraphy.__version__,
-            "onnx": onnx.__version__}
+    return {
+        "workbench": __version__,
+        "onnxruntime": onnxruntime.__version__,
+        "polygraphy": polygraphy.__version__,
+        "onnx": onnx.__version__,
+    }
 
 
 def header(fmt: str, provenance: dict[str, Any], command: str | None = None) -> dict[str, Any]:
     """``format``, ``created``, ``command`` and ``provenance`` (with tool versions) for a result file."""
-    return {"format": fmt, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "command": command or (" ".join(["python -m workbench", *sys.argv[1:]]) if sys.argv[1:] else "library"),
-            "provenance": {**provenance, "versions": versions()}}
+    return {
+        "format": fmt,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command
+        or (" ".join(["python -m workbench", *sys.argv[1:]]) if sys.argv[1:] else "library"),
+        "provenance": {**provenance, "versions": versions()},
+    }
 
 
 def layers_path(folder: Path, candidate: str) -> Path:
@@ -72,9 +81,25 @@ def _cell(value: Any) -> Any:
 
 def layers_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     conditions = sorted({c for r in data["rows"] for c in r["per_condition"]})
-    columns = ["index", "tensor", "node", "op", "module", "group", "compute", "precision", "fp32_reason", "numel",
-               "cosine",
-               "sqnr_db", "rel_l2", "max_abs_error", "mean_abs_error", "polygraphy_passed", "significant"]
+    columns = [
+        "index",
+        "tensor",
+        "node",
+        "op",
+        "module",
+        "group",
+        "compute",
+        "precision",
+        "fp32_reason",
+        "numel",
+        "cosine",
+        "sqnr_db",
+        "rel_l2",
+        "max_abs_error",
+        "mean_abs_error",
+        "polygraphy_passed",
+        "significant",
+    ]
     columns += [f"sqnr_db_{c}" for c in conditions] + [f"cosine_{c}" for c in conditions]
     rows = []
     for r in data["rows"]:
@@ -96,8 +121,11 @@ def sensitivity_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str
     return columns, rows
 
 
-def write_with_csv(path: Path, data: dict[str, Any],
-                   csv_rows: Callable[[dict[str, Any]], tuple[list[str], list[dict[str, Any]]]]) -> tuple[Path, Path]:
+def write_with_csv(
+    path: Path,
+    data: dict[str, Any],
+    csv_rows: Callable[[dict[str, Any]], tuple[list[str], list[dict[str, Any]]]],
+) -> tuple[Path, Path]:
     """Write ``data`` as JSON at ``path`` and its table as CSV beside it."""
     columns, rows = csv_rows(data)
     return write_json(path, data), write_csv(path.with_suffix(".csv"), columns, rows)

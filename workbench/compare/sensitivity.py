@@ -10,15 +10,14 @@ Wav2Vec2-base within a few minutes on a CPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import onnx
 from tqdm import tqdm
 
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
-from workbench.speech.records import Clip
 from workbench.compare.groups import Group, plan_for
 from workbench.compare.metrics import OutputDamage
 from workbench.errors import WorkbenchError
@@ -26,6 +25,7 @@ from workbench.evaluate.transcribe import logits_of
 from workbench.model.features import normalise_audio
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import QDQ_FP16_OPSET, variant_model, with_opset
+from workbench.speech.records import Clip
 
 RESTS = ("fp32", "fp16")
 
@@ -49,11 +49,20 @@ class GroupSensitivity:
 
     def to_json(self, rank: int) -> dict:
         d = self.damage
-        out = {"rank": rank, "name": self.group.name, "score": d.overall.kl, "kl": d.overall.kl,
-               "token_disagreement": d.overall.token_disagreement,
-               "kl_per_condition": {c: v.kl for c, v in sorted(d.per_condition.items())},
-               "disagreement_per_condition": {c: v.token_disagreement for c, v in sorted(d.per_condition.items())},
-               "nodes": list(self.group.nodes), "modules": self.group.modules, "graph_index": self.group.index}
+        out = {
+            "rank": rank,
+            "name": self.group.name,
+            "score": d.overall.kl,
+            "kl": d.overall.kl,
+            "token_disagreement": d.overall.token_disagreement,
+            "kl_per_condition": {c: v.kl for c, v in sorted(d.per_condition.items())},
+            "disagreement_per_condition": {
+                c: v.token_disagreement for c, v in sorted(d.per_condition.items())
+            },
+            "nodes": list(self.group.nodes),
+            "modules": self.group.modules,
+            "graph_index": self.group.index,
+        }
         if self.inverse is not None:
             out["inverse_kl"] = self.inverse.overall.kl
             out["inverse_token_disagreement"] = self.inverse.overall.token_disagreement
@@ -77,20 +86,32 @@ class SensitivityResult:
         return [r.group.name for r in self.results]
 
     def to_json(self) -> dict:
-        return {"granularity": self.granularity, "rest": self.rest, "metric": "logit_kl", "clips": self.clips,
-                "rest_only": self.rest_only.to_json(), "int8_everywhere": self.int8_everywhere.to_json(),
-                "inverse": self.inverse, "order": [g.name for g in self.groups],
-                "layers": [r.to_json(i + 1) for i, r in enumerate(self.results)]}
+        return {
+            "granularity": self.granularity,
+            "rest": self.rest,
+            "metric": "logit_kl",
+            "clips": self.clips,
+            "rest_only": self.rest_only.to_json(),
+            "int8_everywhere": self.int8_everywhere.to_json(),
+            "inverse": self.inverse,
+            "order": [g.name for g in self.groups],
+            "layers": [r.to_json(i + 1) for i, r in enumerate(self.results)],
+        }
 
 
 class VariantRunner:
     """Builds variants of one in-memory FP32 model and runs clips through them (ONNX Runtime, from bytes);
     every plan gets the FP16 guard's FP32 nodes (``guard``: node -> reason)."""
 
-    def __init__(self, fp32: onnx.ModelProto, amax: dict[str, float], threads: int | None = None,
-                 providers: Sequence[str] = ("CPUExecutionProvider",),
-                 prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
-                 guard: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        fp32: onnx.ModelProto,
+        amax: dict[str, float],
+        threads: int | None = None,
+        providers: Sequence[str] = ("CPUExecutionProvider",),
+        prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+        guard: dict[str, str] | None = None,
+    ) -> None:
         self.fp32 = fp32
         self.amax = amax
         self.threads = threads
@@ -107,8 +128,9 @@ class VariantRunner:
         return variant_model(self._qdq_source, self.amax, plan.with_guard(self.guard)).SerializeToString()
 
     def runner(self, plan: PrecisionPlan) -> OnnxRuntimeRunner:
-        return OnnxRuntimeRunner(self.model_bytes(plan), providers=self.providers, threads=self.threads,
-                                 name=plan.name)
+        return OnnxRuntimeRunner(
+            self.model_bytes(plan), providers=self.providers, threads=self.threads, name=plan.name
+        )
 
     def logits(self, plan: PrecisionPlan, clips: list[Clip]) -> list[np.ndarray]:
         with self.runner(plan) as run:
@@ -123,9 +145,16 @@ def damage_of(reference: list[np.ndarray], candidate: list[np.ndarray], clips: l
     return Damage(overall, per_cond)
 
 
-def rank_groups(variants: VariantRunner, groups: list[Group], clips: list[Clip], rest: str = "fp32",
-                inverse: bool = False, granularity: str = "group", progress: bool = True,
-                log: Callable[[str], None] | None = None) -> SensitivityResult:
+def rank_groups(
+    variants: VariantRunner,
+    groups: list[Group],
+    clips: list[Clip],
+    rest: str = "fp32",
+    inverse: bool = False,
+    granularity: str = "group",
+    progress: bool = True,
+    log: Callable[[str], None] | None = None,
+) -> SensitivityResult:
     """Damage of quantizing each group alone (rest at ``rest``), most damaging first."""
     if rest not in RESTS:
         raise WorkbenchError(f"rest precision must be one of {RESTS}, not {rest!r}")
@@ -136,8 +165,12 @@ def rank_groups(variants: VariantRunner, groups: list[Group], clips: list[Clip],
     everywhere = damage_of(reference, variants.logits(PrecisionPlan("int8", "int8"), clips), clips)
     results = []
     steps = len(groups) * (2 if inverse else 1)
-    with tqdm(total=steps, desc=f"sensitivity ({len(groups)} groups, rest {rest})", unit="variant",
-              disable=not progress) as bar:
+    with tqdm(
+        total=steps,
+        desc=f"sensitivity ({len(groups)} groups, rest {rest})",
+        unit="variant",
+        disable=not progress,
+    ) as bar:
         for group in groups:
             only = plan_for(f"only-{group.name}", groups, "int8", rest, {group.name})
             damage = damage_of(reference, variants.logits(only, clips), clips)
@@ -152,5 +185,6 @@ def rank_groups(variants: VariantRunner, groups: list[Group], clips: list[Clip],
     if log:
         top = ", ".join(f"{r.group.name} ({r.damage.overall.kl:.3g})" for r in results[:3])
         log(f"most sensitive: {top}")
-    return SensitivityResult(groups, results, rest, granularity, [c.to_json() for c in clips], rest_only,
-                             everywhere, inverse)
+    return SensitivityResult(
+        groups, results, rest, granularity, [c.to_json() for c in clips], rest_only, everywhere, inverse
+    )

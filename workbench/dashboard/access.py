@@ -19,9 +19,9 @@ from __future__ import annotations
 import ipaddress
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from workbench.config import DASHBOARD
 from workbench.errors import WorkbenchError
@@ -78,8 +78,10 @@ def check_token(token: str, where: str) -> str:
     """``token`` without surrounding white space if it is long enough to share a dashboard with."""
     token = token.strip()
     if len(token) < DASHBOARD.min_token_chars:
-        raise WorkbenchError(f"the access token in {where} has {len(token)} characters; use at least "
-                             f"{DASHBOARD.min_token_chars}, e.g. {MAKE_TOKEN}")
+        raise WorkbenchError(
+            f"the access token in {where} has {len(token)} characters; use at least "
+            f"{DASHBOARD.min_token_chars}, e.g. {MAKE_TOKEN}"
+        )
     return token
 
 
@@ -90,12 +92,15 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
         info = path.stat()
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise WorkbenchError(f"cannot read the access token file {path}: {exc}. Make one with {MAKE_TOKEN}") from exc
+        raise WorkbenchError(
+            f"cannot read the access token file {path}: {exc}. Make one with {MAKE_TOKEN}"
+        ) from exc
     if not stat.S_ISREG(info.st_mode):
         raise WorkbenchError(f"the access token file {path} is not a regular file")
     if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise WorkbenchError(f"the access token file {path} can be read by other users of this machine; "
-                             f"run: chmod 600 {path}")
+        raise WorkbenchError(
+            f"the access token file {path} can be read by other users of this machine; run: chmod 600 {path}"
+        )
     return check_token(text, str(path))
 
 
@@ -114,11 +119,17 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
         raise WorkbenchError(f"{AUTH_ENV}=token but neither {TOKEN_ENV} nor {TOKEN_FILE_ENV} is set")
     allowed = tuple(u.strip().lower() for u in env.get(ALLOWED_USERS_ENV, "").split(",") if u.strip())
     if auth == "oidc" and not allowed:
-        raise WorkbenchError(f"{AUTH_ENV}=oidc needs {ALLOWED_USERS_ENV}: the e-mail addresses or @domains that "
-                             "may log in (an identity provider alone lets in every account it knows)")
-    return Settings(read_only=env.get(READ_ONLY_ENV, "").strip().lower() in TRUE,
-                    max_jobs=parse_max_jobs(env.get(MAX_JOBS_ENV), MAX_JOBS_ENV),
-                    oidc=auth == "oidc", token=token, allowed_users=allowed)
+        raise WorkbenchError(
+            f"{AUTH_ENV}=oidc needs {ALLOWED_USERS_ENV}: the e-mail addresses or @domains that "
+            "may log in (an identity provider alone lets in every account it knows)"
+        )
+    return Settings(
+        read_only=env.get(READ_ONLY_ENV, "").strip().lower() in TRUE,
+        max_jobs=parse_max_jobs(env.get(MAX_JOBS_ENV), MAX_JOBS_ENV),
+        oidc=auth == "oidc",
+        token=token,
+        allowed_users=allowed,
+    )
 
 
 def parse_max_jobs(value: str | int | None, where: str) -> int:

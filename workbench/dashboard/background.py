@@ -115,21 +115,35 @@ def start(inputs: Any, roots: ArtifactRoots, max_jobs: int) -> Job:
             raise JobLimitReached(
                 f"{len(running)} job{'s' * (len(running) != 1)} already running and this dashboard runs at most "
                 f"{max_jobs} at once; wait for one to finish or stop one under Jobs below, then start again "
-                "(the limit is `python -m workbench dashboard --max-jobs N`)")
+                "(the limit is `python -m workbench dashboard --max-jobs N`)"
+            )
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         folder = jobs_root(roots) / f"{stamp}-{kind}"
         folder.mkdir(parents=True)
         codec.write_job(folder / INPUTS, inputs)
         argv = [sys.executable, "-m", "workbench.jobs", str(folder / INPUTS)]
         # a job needs none of the dashboard's access settings (its token least of all)
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_DASHBOARD_")},
-               "PYTHONUNBUFFERED": "1", ENV_VAR: str(roots.root)}
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_DASHBOARD_")},
+            "PYTHONUNBUFFERED": "1",
+            ENV_VAR: str(roots.root),
+        }
         with open(folder / LOG, "wb") as log:
             log.write(f"$ python -m workbench.jobs {folder / INPUTS}\n".encode())
             log.flush()
-            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-        job = Job(folder.name, folder, argv, kind, _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                  proc.pid, None, None)
+            proc = subprocess.Popen(
+                argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
+        job = Job(
+            folder.name,
+            folder,
+            argv,
+            kind,
+            _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            proc.pid,
+            None,
+            None,
+        )
         _PROCESSES[job.id] = proc
         _save(job)
     threading.Thread(target=_watch, args=(job, proc), daemon=True, name=f"job-{job.id}").start()
@@ -143,22 +157,42 @@ def _watch(job: Job, proc: subprocess.Popen) -> None:
 
 
 def _save(job: Job) -> None:
-    write_json_atomic(job.folder / META, {"argv": job.argv, "kind": job.kind, "started": job.started, "pid": job.pid,
-                                          "returncode": job.returncode, "finished": job.finished})
+    write_json_atomic(
+        job.folder / META,
+        {
+            "argv": job.argv,
+            "kind": job.kind,
+            "started": job.started,
+            "pid": job.pid,
+            "returncode": job.returncode,
+            "finished": job.finished,
+        },
+    )
 
 
 def load(job_id: str, roots: ArtifactRoots) -> Job:
     folder = resolve(jobs_root(roots) / job_id, "reports", roots)
     meta = json.loads(resolve(folder / META, "reports", roots).read_text())
-    return Job(folder.name, folder, meta["argv"], meta["kind"], meta["started"], meta["pid"], meta["returncode"],
-               meta.get("finished"))
+    return Job(
+        folder.name,
+        folder,
+        meta["argv"],
+        meta["kind"],
+        meta["started"],
+        meta["pid"],
+        meta["returncode"],
+        meta.get("finished"),
+    )
 
 
 def inputs_text(job: Job) -> str:
     """The job's inputs as written (JSON), read through the resolver; "" if unreadable."""
     try:
-        data = json.loads(resolve(job.folder / INPUTS, "reports", ArtifactRoots(job.folder.parent.parent.parent))
-                          .read_text(encoding="utf-8"))
+        data = json.loads(
+            resolve(job.folder / INPUTS, "reports", ArtifactRoots(job.folder.parent.parent.parent)).read_text(
+                encoding="utf-8"
+            )
+        )
     except (OSError, ValueError, WorkbenchError):
         return ""
     return json.dumps(data.get("inputs", data), indent=1) if isinstance(data, dict) else ""
@@ -226,7 +260,9 @@ def progress(text: str) -> Progress:
             label = f"step {step['n']}/{step['total']} {step['name']} · {label}"
         return Progress(n / total if total else None, label)
     if step is not None:
-        return Progress((int(step["n"]) - 1) / int(step["total"]), f"step {step['n']}/{step['total']} {step['name']}")
+        return Progress(
+            (int(step["n"]) - 1) / int(step["total"]), f"step {step['n']}/{step['total']} {step['name']}"
+        )
     return Progress(None, "starting")
 
 

@@ -17,7 +17,7 @@ import streamlit as st
 from workbench.dashboard.access import AUTH_ENV, TOKEN_ENV, TOKEN_FILE_ENV, Settings, is_loopback
 
 SESSION_KEY = "_workbench_access"
-DOCS = "docs/dashboard.md (\"Opening it to a team safely\")"
+DOCS = 'docs/dashboard.md ("Opening it to a team safely")'
 
 
 def bound_address() -> str | None:
@@ -34,8 +34,12 @@ def granted(settings: Settings | None) -> bool:
     if settings is None:
         return False
     if settings.oidc:
-        return (_oidc_configured() and bool(st.user.get("is_logged_in", False))
-                and st.user.get("email_verified") is not False and settings.allows(str(st.user.get("email") or "")))
+        return (
+            _oidc_configured()
+            and bool(st.user.get("is_logged_in", False))
+            and st.user.get("email_verified") is not False
+            and settings.allows(str(st.user.get("email") or ""))
+        )
     if settings.token is not None:
         return hmac.compare_digest(str(st.session_state.get(SESSION_KEY, "")), _digest(settings.token))
     return is_loopback(bound_address())
@@ -44,7 +48,7 @@ def granted(settings: Settings | None) -> bool:
 def _oidc_configured() -> bool:
     try:
         return st.secrets.load_if_toml_exists() and "auth" in st.secrets
-    except Exception:  # noqa: BLE001 - a damaged secrets file means "not configured": fail closed
+    except Exception:
         return False
 
 
@@ -58,10 +62,12 @@ def render(settings: Settings | None, problem: str | None = None) -> None:
     elif settings.token is not None:
         _token_form(settings.token)
     else:
-        st.error(f"This dashboard listens on `{bound_address() or 'every interface'}`, which other machines can "
-                 f"reach, and no access control is set, so it shows nothing. Serve it with "
-                 f"`python -m workbench dashboard --address ... --token-file FILE` (or set {TOKEN_ENV} / "
-                 f"{TOKEN_FILE_ENV}, or {AUTH_ENV}=oidc), or bind it to 127.0.0.1. See {DOCS}.")
+        st.error(
+            f"This dashboard listens on `{bound_address() or 'every interface'}`, which other machines can "
+            f"reach, and no access control is set, so it shows nothing. Serve it with "
+            f"`python -m workbench dashboard --address ... --token-file FILE` (or set {TOKEN_ENV} / "
+            f"{TOKEN_FILE_ENV}, or {AUTH_ENV}=oidc), or bind it to 127.0.0.1. See {DOCS}."
+        )
 
 
 def _token_form(token: str) -> None:
@@ -79,8 +85,10 @@ def _token_form(token: str) -> None:
 
 def _oidc_login(settings: Settings) -> None:
     if not _oidc_configured():
-        st.error(f"{AUTH_ENV}=oidc, but no `[auth]` section was found in `.streamlit/secrets.toml`, so the "
-                 f"dashboard shows nothing. Configure your identity provider there (see {DOCS}).")
+        st.error(
+            f"{AUTH_ENV}=oidc, but no `[auth]` section was found in `.streamlit/secrets.toml`, so the "
+            f"dashboard shows nothing. Configure your identity provider there (see {DOCS})."
+        )
         return
     if st.user.get("is_logged_in", False):  # logged in, but not on the allow-list
         st.error(f"The account {st.user.get('email') or '(no e-mail)'} may not open this dashboard.")

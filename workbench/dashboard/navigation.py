@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 
@@ -56,7 +56,9 @@ def apply_workspace_argument(argv: Sequence[str]) -> None:
 
 
 def main() -> None:
-    st.set_page_config(page_title="Speech precision workbench", layout="wide", page_icon=":material/graphic_eq:")
+    st.set_page_config(
+        page_title="Speech precision workbench", layout="wide", page_icon=":material/graphic_eq:"
+    )
     settings: Settings | None
     try:
         settings, problem = read_settings(), None
@@ -64,8 +66,13 @@ def main() -> None:
         settings, problem = None, str(exc)
     if not gate.granted(settings):  # every page's URL shows the sign-in, and stays put once it is passed
         urls = page_urls(settings) if settings is not None else [url for _, _, url, _ in PAGES]
-        st.navigation([st.Page(_locked(settings, problem), title="Sign in", url_path=url, default=i == 0)
-                       for i, url in enumerate(urls)], position="hidden").run()
+        st.navigation(
+            [
+                st.Page(_locked(settings, problem), title="Sign in", url_path=url, default=i == 0)
+                for i, url in enumerate(urls)
+            ],
+            position="hidden",
+        ).run()
         return
     try:
         apply_workspace_argument(sys.argv[1:])
@@ -76,6 +83,8 @@ def main() -> None:
     if settings.read_only and not st.get_option("client.disableDataExport"):
         st.set_option("client.disableDataExport", True)  # no CSV button on tables either
     urls = page_urls(settings)
-    pages = [st.Page(fn, title=title, url_path=url, icon=icon, default=i == 0)
-             for i, (fn, title, url, icon) in enumerate(p for p in PAGES if p[2] in urls)]
+    pages = [
+        st.Page(fn, title=title, url_path=url, icon=icon, default=i == 0)
+        for i, (fn, title, url, icon) in enumerate(p for p in PAGES if p[2] in urls)
+    ]
     st.navigation(pages).run()

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import os
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import tomllib
+
 from workbench.dashboard import access
 from workbench.errors import WorkbenchError
-from workbench.workspace import ENV_VAR as WORKSPACE_ENV, LEGACY_ENV_VAR
+from workbench.workspace import ENV_VAR as WORKSPACE_ENV
+from workbench.workspace import LEGACY_ENV_VAR
 
 HERE = Path(__file__).resolve().parent
 APP = HERE / "entry" / "app_main.py"
@@ -48,9 +50,18 @@ class Launch:
     port: int
 
 
-def launch(address: str, port: int, *, read_only: bool = False, token_file: Path | None = None,
-           oidc: bool = False, allowed_users: str | None = None, max_jobs: int | None = None,
-           workspace: Path | None = None, environ: dict[str, str] | None = None) -> Launch:
+def launch(
+    address: str,
+    port: int,
+    *,
+    read_only: bool = False,
+    token_file: Path | None = None,
+    oidc: bool = False,
+    allowed_users: str | None = None,
+    max_jobs: int | None = None,
+    workspace: Path | None = None,
+    environ: dict[str, str] | None = None,
+) -> Launch:
     """The ``streamlit run`` command line and environment for these options; refuses unsafe ones.
 
     An address other machines can reach needs an access control (a token or OIDC); the resulting
@@ -79,7 +90,8 @@ def launch(address: str, port: int, *, read_only: bool = False, token_file: Path
         raise WorkbenchError(
             f"--address {address or '(every interface)'} lets other machines reach the dashboard, so it needs an "
             f"access control: --token-file FILE (make one with: {access.MAKE_TOKEN}), or --oidc with "
-            "--allowed-users and an [auth] section in .streamlit/secrets.toml; see docs/dashboard.md")
+            "--allowed-users and an [auth] section in .streamlit/secrets.toml; see docs/dashboard.md"
+        )
     if not 0 < port < 65536:
         raise WorkbenchError(f"--port must be between 1 and 65535, got {port}")
     options = {**config_options(), "server.address": address, "server.port": port}

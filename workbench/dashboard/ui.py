@@ -3,9 +3,10 @@ query-parameter pickers, opening the picked artifact, downloads (none in read-on
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import streamlit as st
 
@@ -38,12 +39,15 @@ class Missing:
 def empty_state(what: str, command: str, detail: str = "") -> None:
     """Say that nothing is there yet and which command makes it."""
     run_page = "" if settings().read_only else "or start it from the **Run** page."
-    st.info(f"**No {what} yet.** {detail}\n\nMake one with:\n```bash\n{command}\n```\n{run_page}",
-            icon=":material/inbox:")
+    st.info(
+        f"**No {what} yet.** {detail}\n\nMake one with:\n```bash\n{command}\n```\n{run_page}",
+        icon=":material/inbox:",
+    )
 
 
-def pick(label: str, options: Sequence[str], param: str, area: str | tuple[str, ...],
-         key: str | None = None) -> str | None:
+def pick(
+    label: str, options: Sequence[str], param: str, area: str | tuple[str, ...], key: str | None = None
+) -> str | None:
     """A selectbox whose choice is mirrored in the URL (``?param=value``) so views can be linked.
 
     A value from the URL that is not one of ``options`` is not opened: a path outside the artifact
@@ -69,8 +73,14 @@ def pick(label: str, options: Sequence[str], param: str, area: str | tuple[str, 
     return choice
 
 
-def open_picked(label: str, options: Sequence[str], param: str, area: str | tuple[str, ...],
-                load: Callable[[str], T], missing: Missing) -> T | None:
+def open_picked(
+    label: str,
+    options: Sequence[str],
+    param: str,
+    area: str | tuple[str, ...],
+    load: Callable[[str], T],
+    missing: Missing,
+) -> T | None:
     """The artifact a page shows: ``missing`` as an empty state when there are no ``options``, else a
     picker (``pick``) whose choice is opened with ``load``; a user error from ``load`` is shown.
 
@@ -96,6 +106,7 @@ def download(label: str, data: Any, *, where: Any = st, **kwargs: Any) -> bool:
 
 def lazy_bytes(path: Path, areas: str | tuple[str, ...]) -> Callable[[], bytes]:
     """Download data read only when the button is pressed, re-checked by the resolver at that moment."""
+
     def read() -> bytes:
         return resolve(path, areas, roots()).read_bytes()
 
@@ -106,5 +117,8 @@ def chart(spec: Any, **kwargs: Any) -> Any:
     """``st.altair_chart`` at full width whose plot keeps the height the chart asks for (width fits only)."""
     import altair as alt
 
-    return st.altair_chart(spec.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding")),
-                           width="stretch", **kwargs)
+    return st.altair_chart(
+        spec.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding")),
+        width="stretch",
+        **kwargs,
+    )

@@ -7,8 +7,8 @@ independent), otherwise one utterance. A paired delta resamples the same blocks 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -33,7 +33,11 @@ class Interval:
 
 def blocks_for(speakers: Sequence[str] | None) -> tuple[np.ndarray, str]:
     """Block index per utterance and the unit: speakers if at least two are known, else utterances."""
-    if speakers is not None and len(speakers) and not any(s.strip().lower() in UNKNOWN_SPEAKERS for s in speakers):
+    if (
+        speakers is not None
+        and len(speakers)
+        and not any(s.strip().lower() in UNKNOWN_SPEAKERS for s in speakers)
+    ):
         names = sorted(set(speakers))
         if len(names) >= 2:
             index = {n: i for i, n in enumerate(names)}
@@ -69,8 +73,17 @@ def _check(errors: np.ndarray, words: np.ndarray, blocks: np.ndarray, level: flo
         raise ValueError("resamples must be at least 1")
 
 
-def _resampled(terms: Sequence[tuple[float, np.ndarray]], words: np.ndarray, blocks: np.ndarray, estimate: float,
-               *, unit: str, level: float, resamples: int, seed: int) -> Interval:
+def _resampled(
+    terms: Sequence[tuple[float, np.ndarray]],
+    words: np.ndarray,
+    blocks: np.ndarray,
+    estimate: float,
+    *,
+    unit: str,
+    level: float,
+    resamples: int,
+    seed: int,
+) -> Interval:
     """Interval of sum_k sign_k * errors_k / words over ``resamples`` block resamples (the shared tail)."""
     if words.size == 0:
         return Interval(estimate, float("nan"), float("nan"), level, resamples, unit, 0)
@@ -84,8 +97,16 @@ def _resampled(terms: Sequence[tuple[float, np.ndarray]], words: np.ndarray, blo
     return Interval(estimate, low, high, level, resamples, unit, n)
 
 
-def wer_interval(errors: Sequence[float], words: Sequence[float], blocks: Sequence[int] | None = None, *,
-                 unit: str = "utterance", level: float = 0.95, resamples: int = 2000, seed: int = 0) -> Interval:
+def wer_interval(
+    errors: Sequence[float],
+    words: Sequence[float],
+    blocks: Sequence[int] | None = None,
+    *,
+    unit: str = "utterance",
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Interval:
     """Corpus WER (sum errors / sum words) with a percentile bootstrap interval over blocks."""
     e, w = np.asarray(errors, dtype=np.float64), np.asarray(words, dtype=np.float64)
     b = np.arange(e.size) if blocks is None else np.asarray(blocks, dtype=np.int64)
@@ -95,9 +116,17 @@ def wer_interval(errors: Sequence[float], words: Sequence[float], blocks: Sequen
     return _resampled([(1.0, e)], w, b, estimate, unit=unit, level=level, resamples=resamples, seed=seed)
 
 
-def paired_delta_interval(errors_base: Sequence[float], errors_cand: Sequence[float], words: Sequence[float],
-                          blocks: Sequence[int] | None = None, *, unit: str = "utterance", level: float = 0.95,
-                          resamples: int = 2000, seed: int = 0) -> Interval:
+def paired_delta_interval(
+    errors_base: Sequence[float],
+    errors_cand: Sequence[float],
+    words: Sequence[float],
+    blocks: Sequence[int] | None = None,
+    *,
+    unit: str = "utterance",
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Interval:
     """WER(candidate) - WER(baseline) on the same utterances, both resampled with the same blocks."""
     eb, ec = np.asarray(errors_base, dtype=np.float64), np.asarray(errors_cand, dtype=np.float64)
     w = np.asarray(words, dtype=np.float64)
@@ -107,5 +136,6 @@ def paired_delta_interval(errors_base: Sequence[float], errors_cand: Sequence[fl
         raise ValueError("paired delta needs both systems scored on the same utterances")
     total = w.sum()
     estimate = float((ec.sum() - eb.sum()) / total) if total > 0 else float("nan")
-    return _resampled([(1.0, ec), (-1.0, eb)], w, b, estimate, unit=unit, level=level, resamples=resamples,
-                      seed=seed)
+    return _resampled(
+        [(1.0, ec), (-1.0, eb)], w, b, estimate, unit=unit, level=level, resamples=resamples, seed=seed
+    )

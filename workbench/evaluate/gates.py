@@ -71,8 +71,12 @@ class Verdict:
         return "PASS" if self.passed else "FAIL: " + "; ".join(self.reasons)
 
     def to_json(self) -> dict:
-        return {"candidate": self.candidate, "passed": self.passed, "summary": self.summary,
-                "checks": [asdict(c) for c in self.checks]}
+        return {
+            "candidate": self.candidate,
+            "passed": self.passed,
+            "summary": self.summary,
+            "checks": [asdict(c) for c in self.checks],
+        }
 
 
 def _delta_check(name: str, delta, limit_points: float, label: str = "WER") -> Check:
@@ -80,13 +84,19 @@ def _delta_check(name: str, delta, limit_points: float, label: str = "WER") -> C
         return Check(name, 0.0, limit_points, True, f"{name}: baseline")
     upper = delta.high * 100.0
     ok = bool(upper == upper and upper <= limit_points)  # NaN fails
-    return Check(name, upper, limit_points, ok,
-                 f"{name}: {label} delta {delta.estimate * 100:+.2f} pts, CI upper {upper:+.2f} pts "
-                 f"{'<=' if ok else '>'} {limit_points:.2f}")
+    return Check(
+        name,
+        upper,
+        limit_points,
+        ok,
+        f"{name}: {label} delta {delta.estimate * 100:+.2f} pts, CI upper {upper:+.2f} pts "
+        f"{'<=' if ok else '>'} {limit_points:.2f}",
+    )
 
 
-def judge(accuracy: AccuracyComparison, latencies: dict[str, LatencyResult] | None,
-          gates: GateConfig) -> list[Verdict]:
+def judge(
+    accuracy: AccuracyComparison, latencies: dict[str, LatencyResult] | None, gates: GateConfig
+) -> list[Verdict]:
     """PASS/FAIL per candidate with one check per gate; the baseline is judged on latency only.
 
     The error-rate gates apply to the comparison's unit (WER, or CER for character languages)."""
@@ -95,21 +105,35 @@ def judge(accuracy: AccuracyComparison, latencies: dict[str, LatencyResult] | No
     for name, cand in accuracy.candidates.items():
         checks = [_delta_check("overall", cand.overall.delta, gates.max_wer_delta_points, label)]
         for cond, score in cand.by("condition").items():
-            checks.append(_delta_check(f"condition {cond}", score.delta, gates.max_condition_wer_delta_points,
-                                       label))
+            checks.append(
+                _delta_check(f"condition {cond}", score.delta, gates.max_condition_wer_delta_points, label)
+            )
         if gates.max_latency_ms is not None:
             lat = (latencies or {}).get(name)
             pts = [] if lat is None else [p for p in lat.points if p.batch == gates.latency_batch]
             if not pts:
-                checks.append(Check("latency", None, gates.max_latency_ms, False,
-                                    f"latency: no measurement at batch {gates.latency_batch}"))
+                checks.append(
+                    Check(
+                        "latency",
+                        None,
+                        gates.max_latency_ms,
+                        False,
+                        f"latency: no measurement at batch {gates.latency_batch}",
+                    )
+                )
             else:
                 worst = max(getattr(p, f"{gates.latency_percentile}_ms") for p in pts)
                 ok = worst <= gates.max_latency_ms
-                checks.append(Check("latency", worst, gates.max_latency_ms, ok,
-                                    f"latency: {gates.latency_percentile} {worst:.1f} ms at batch "
-                                    f"{gates.latency_batch} (worst bucket) {'<=' if ok else '>'} "
-                                    f"{gates.max_latency_ms:.1f} ms"))
+                checks.append(
+                    Check(
+                        "latency",
+                        worst,
+                        gates.max_latency_ms,
+                        ok,
+                        f"latency: {gates.latency_percentile} {worst:.1f} ms at batch "
+                        f"{gates.latency_batch} (worst bucket) {'<=' if ok else '>'} "
+                        f"{gates.max_latency_ms:.1f} ms",
+                    )
+                )
         verdicts.append(Verdict(name, all(c.passed for c in checks), checks))
     return verdicts
-

@@ -11,8 +11,8 @@ import contextlib
 import statistics
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -62,7 +62,9 @@ class LatencyPoint:
     audio_seconds_per_second: float  # throughput: seconds of audio processed per wall second at p50
     clips_per_second: float | None = None  # throughput: batch / p50
     peak_rss_mb: float | None = None  # this process's peak resident memory while the point ran
-    samples_ms: list[float] | None = None  # every timed run, in round order (paired across interleaved runners)
+    samples_ms: list[float] | None = (
+        None  # every timed run, in round order (paired across interleaved runners)
+    )
 
 
 @dataclass
@@ -80,9 +82,16 @@ class LatencyResult:
         return next((p for p in self.points if p.batch == batch and p.bucket == bucket), None)
 
     def to_json(self) -> dict:
-        return {"candidate": self.candidate, "backend": self.backend, "machine": self.machine,
-                "points": [asdict(p) for p in self.points], "peak_rss_mb": self.peak_rss_mb,
-                "rss_before_mb": self.rss_before_mb, "config": self.config, "activation_mb": self.activation_mb}
+        return {
+            "candidate": self.candidate,
+            "backend": self.backend,
+            "machine": self.machine,
+            "points": [asdict(p) for p in self.points],
+            "peak_rss_mb": self.peak_rss_mb,
+            "rss_before_mb": self.rss_before_mb,
+            "config": self.config,
+            "activation_mb": self.activation_mb,
+        }
 
 
 class PeakRss:
@@ -103,7 +112,7 @@ class PeakRss:
             self.peak_mb = max(self.peak_mb, self._proc.memory_info().rss / 2**20)
             self._stop.wait(self.interval_s)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 
@@ -131,8 +140,12 @@ def bucket_clips(speech_set, max_clips: int = 32) -> dict[str, tuple[float, list
     return out
 
 
-def make_batch(clips: list[np.ndarray], batch: int, seconds: float,
-               prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> np.ndarray:
+def make_batch(
+    clips: list[np.ndarray],
+    batch: int,
+    seconds: float,
+    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+) -> np.ndarray:
     """[batch, samples] float32: clips cropped or tiled to ``seconds``, each row made ``input_values`` by
     ``prepare`` (the model's feature settings; every row is all signal, so no attention mask is needed)."""
     samples = max(int(round(seconds * SAMPLE_RATE)), 400)
@@ -160,16 +173,29 @@ def _timed_ms(runner: Runner, feed: np.ndarray) -> float:
 
 def _point(batch: int, bucket: str, seconds: float, ms: list[float], peak_mb: float) -> LatencyPoint:
     p50 = _percentile(ms, 50)
-    return LatencyPoint(batch, bucket, round(seconds, 3), p50, _percentile(ms, 90), _percentile(ms, 99),
-                        float(statistics.fmean(ms)), len(ms),
-                        batch * seconds / (p50 / 1000.0) if p50 > 0 else float("inf"),
-                        batch / (p50 / 1000.0) if p50 > 0 else float("inf"), round(peak_mb, 1),
-                        [round(t, 4) for t in ms])
+    return LatencyPoint(
+        batch,
+        bucket,
+        round(seconds, 3),
+        p50,
+        _percentile(ms, 90),
+        _percentile(ms, 99),
+        float(statistics.fmean(ms)),
+        len(ms),
+        batch * seconds / (p50 / 1000.0) if p50 > 0 else float("inf"),
+        batch / (p50 / 1000.0) if p50 > 0 else float("inf"),
+        round(peak_mb, 1),
+        [round(t, 4) for t in ms],
+    )
 
 
-def measure_interleaved(runners: Mapping[str, Runner], buckets: dict[str, tuple[float, list[np.ndarray]]],
-                        config: LatencyConfig = LatencyConfig(), machine: dict | None = None,
-                        prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> dict[str, LatencyResult]:
+def measure_interleaved(
+    runners: Mapping[str, Runner],
+    buckets: dict[str, tuple[float, list[np.ndarray]]],
+    config: LatencyConfig = LatencyConfig(),
+    machine: dict | None = None,
+    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+) -> dict[str, LatencyResult]:
     """Time every runner at every (batch size, bucket) point with the repeats interleaved.
 
     All runners are activated first (``activation_mb``: what each one's activation added to this process's
@@ -196,24 +222,44 @@ def measure_interleaved(runners: Mapping[str, Runner], buckets: dict[str, tuple[
                     per_round = sum(min(w) for w in warm.values()) / 1000.0 if config.warmup else None
                     times: dict[str, list[float]] = {n: [] for n in names}
                     for r in range(config.repeats_for(per_round)):
-                        for name in names[r % len(names):] + names[:r % len(names)]:
+                        for name in names[r % len(names) :] + names[: r % len(names)]:
                             times[name].append(_timed_ms(runners[name], feed))
                 for name in names:
                     points[name].append(_point(batch, bucket, seconds, times[name], point_rss.peak_mb))
         described = {n: runners[n].describe() for n in names}
     machine = machine or machine_info()
-    settings = {"batch_sizes": list(config.batch_sizes), "warmup": config.warmup, "repeats": config.repeats,
-                "point_budget_s": config.point_budget_s, "min_repeats": config.min_repeats,
-                "interleaved_with": names,
-                "timer": "runner.last_inference_time (CUDA events on TensorRT, else wall perf_counter)"}
-    return {n: LatencyResult(n, described[n], machine, points[n], round(rss.peak_mb, 1), round(rss.before_mb, 1),
-                             dict(settings), activation[n]) for n in names}
+    settings = {
+        "batch_sizes": list(config.batch_sizes),
+        "warmup": config.warmup,
+        "repeats": config.repeats,
+        "point_budget_s": config.point_budget_s,
+        "min_repeats": config.min_repeats,
+        "interleaved_with": names,
+        "timer": "runner.last_inference_time (CUDA events on TensorRT, else wall perf_counter)",
+    }
+    return {
+        n: LatencyResult(
+            n,
+            described[n],
+            machine,
+            points[n],
+            round(rss.peak_mb, 1),
+            round(rss.before_mb, 1),
+            dict(settings),
+            activation[n],
+        )
+        for n in names
+    }
 
 
-def measure_latency(runner: Runner, buckets: dict[str, tuple[float, list[np.ndarray]]],
-                    config: LatencyConfig = LatencyConfig(), name: str | None = None,
-                    machine: dict | None = None,
-                    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio) -> LatencyResult:
+def measure_latency(
+    runner: Runner,
+    buckets: dict[str, tuple[float, list[np.ndarray]]],
+    config: LatencyConfig = LatencyConfig(),
+    name: str | None = None,
+    machine: dict | None = None,
+    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+) -> LatencyResult:
     """Time one ``runner`` for every (batch size, bucket): ``warmup`` untimed runs then ``repeats`` timed
     (``measure_interleaved`` with one runner, so its memory figures are its own)."""
     name = name or runner.name

@@ -6,9 +6,22 @@ import os
 import platform
 from importlib import metadata
 
-PACKAGES: tuple[str, ...] = ("workbench", "numpy", "onnx", "onnxruntime", "onnxruntime-gpu", "jiwer",
-                             "matplotlib", "torch", "transformers", "onnx-graphsurgeon", "polygraphy",
-                             "tensorrt", "tensorrt-rtx-cu13-bindings", "psutil")
+PACKAGES: tuple[str, ...] = (
+    "workbench",
+    "numpy",
+    "onnx",
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "jiwer",
+    "matplotlib",
+    "torch",
+    "transformers",
+    "onnx-graphsurgeon",
+    "polygraphy",
+    "tensorrt",
+    "tensorrt-rtx-cu13-bindings",
+    "psutil",
+)
 
 
 def _cpu_model() -> str:
@@ -35,18 +48,32 @@ def machine_info() -> dict[str, str | int | float | None]:
     gpu = None
     if shutil.which("nvidia-smi"):
         try:
-            gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=10).stdout.strip() or None
+            gpu = (
+                subprocess.run(
+                    ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                ).stdout.strip()
+                or None
+            )
         except (OSError, subprocess.SubprocessError):
             gpu = None
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:
         cores = os.cpu_count() or 0
-    return {"hostname": platform.node(), "os": platform.platform(), "python": platform.python_version(),
-            "cpu": _cpu_model(), "usable_cores": cores, "logical_cores": os.cpu_count(),
-            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1), "gpu": gpu,
-            "int8_gemm": u8s8_exact()[1]}
+    return {
+        "hostname": platform.node(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_model(),
+        "usable_cores": cores,
+        "logical_cores": os.cpu_count(),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "gpu": gpu,
+        "int8_gemm": u8s8_exact()[1],
+    }
 
 
 def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:

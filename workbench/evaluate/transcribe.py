@@ -8,8 +8,9 @@ its logits decoded with the model's own vocabulary (blank, word delimiter, speci
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -38,8 +39,9 @@ class Transcripts:
     seconds: float  # wall time of the whole pass
 
 
-def transcribe(runner: Runner, audios: Iterable[np.ndarray], model: ModelDescription,
-               name: str | None = None) -> Transcripts:
+def transcribe(
+    runner: Runner, audios: Iterable[np.ndarray], model: ModelDescription, name: str | None = None
+) -> Transcripts:
     """Transcribe clips one at a time (batch 1, no padding, so results do not depend on batching)."""
     texts: list[str] = []
     width = model.vocabulary.size
@@ -48,16 +50,21 @@ def transcribe(runner: Runner, audios: Iterable[np.ndarray], model: ModelDescrip
         for audio in audios:
             logits = logits_of(runner, model.prepare(audio)[None, :])
             if logits.ndim != 3:
-                raise WorkbenchError(f"{runner.name}: logits should be [batch, frames, vocab], got {logits.shape}")
+                raise WorkbenchError(
+                    f"{runner.name}: logits should be [batch, frames, vocab], got {logits.shape}"
+                )
             if logits.shape[-1] < width:
-                raise WorkbenchError(f"{runner.name}: {logits.shape[-1]} logits per frame, but the model "
-                                     f"{model.source} has {width} tokens; this ONNX file is another model's")
+                raise WorkbenchError(
+                    f"{runner.name}: {logits.shape[-1]} logits per frame, but the model "
+                    f"{model.source} has {width} tokens; this ONNX file is another model's"
+                )
             texts.append(model.decode(logits[0]))
     return Transcripts(name or runner.name, texts, time.perf_counter() - start)
 
 
-def transcribe_set(runner: Runner, speech_set, model: ModelDescription, name: str | None = None,
-                   limit: int | None = None) -> Transcripts:
+def transcribe_set(
+    runner: Runner, speech_set, model: ModelDescription, name: str | None = None, limit: int | None = None
+) -> Transcripts:
     """Transcribe every utterance of a stored ``SpeechSet`` (the first ``limit`` when given)."""
     utts: Sequence = speech_set.utterances[:limit] if limit else speech_set.utterances
     return transcribe(runner, (speech_set.audio(u) for u in utts), model, name)

@@ -20,8 +20,8 @@ candidates passing the WER gates and says that latency on the target is not meas
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -29,12 +29,16 @@ from workbench.config import VERDICT, VerdictConfig
 from workbench.evaluate.gates import Verdict
 from workbench.evaluate.latency import LatencyResult
 
-RULE = ("latency = each candidate's ratio to the baseline (median of paired interleaved rounds per point, "
-        "geometric mean over buckets at the gate batch) with a {level:.0%} percentile-bootstrap interval; "
-        "candidates whose intervals overlap the leader's (lowest upper end) are equally fast")
-TIE_BREAK = ("equally fast candidates are ranked by fewest FP32+FP16 compute layers (MatMul/Gemm/Conv not in "
-             "INT8), then fewest FP32 compute layers, then smallest candidate file (weight memory), then the "
-             "order given")
+RULE = (
+    "latency = each candidate's ratio to the baseline (median of paired interleaved rounds per point, "
+    "geometric mean over buckets at the gate batch) with a {level:.0%} percentile-bootstrap interval; "
+    "candidates whose intervals overlap the leader's (lowest upper end) are equally fast"
+)
+TIE_BREAK = (
+    "equally fast candidates are ranked by fewest FP32+FP16 compute layers (MatMul/Gemm/Conv not in "
+    "INT8), then fewest FP32 compute layers, then smallest candidate file (weight memory), then the "
+    "order given"
+)
 
 SHIP, ACCURACY, NONE = "ship", "accuracy-signoff", "no-pass"
 
@@ -51,7 +55,7 @@ class Ratio:
     points: int  # (batch, bucket) points it is built from
     rounds: int  # paired rounds, fewest over those points
 
-    def overlaps(self, other: "Ratio") -> bool:
+    def overlaps(self, other: Ratio) -> bool:
         return self.low <= other.high and other.low <= self.high
 
 
@@ -86,10 +90,19 @@ class Decision:
     tie_break: str = TIE_BREAK
 
     def to_json(self) -> dict:
-        return {"mode": self.mode, "recommendation": self.recommendation, "line": self.line, "target": self.target,
-                "measured_on": self.measured_on, "passing": list(self.passing),
-                "ratios": {n: asdict(r) for n, r in self.ratios.items()}, "equally_fast": list(self.equally_fast),
-                "reasons": list(self.reasons), "rule": self.rule, "tie_break": self.tie_break}
+        return {
+            "mode": self.mode,
+            "recommendation": self.recommendation,
+            "line": self.line,
+            "target": self.target,
+            "measured_on": self.measured_on,
+            "passing": list(self.passing),
+            "ratios": {n: asdict(r) for n, r in self.ratios.items()},
+            "equally_fast": list(self.equally_fast),
+            "reasons": list(self.reasons),
+            "rule": self.rule,
+            "tie_break": self.tie_break,
+        }
 
 
 def _paired_log_ratios(base: LatencyResult, cand: LatencyResult, batch: int) -> list[np.ndarray]:
@@ -109,8 +122,9 @@ def _paired_log_ratios(base: LatencyResult, cand: LatencyResult, batch: int) -> 
     return out
 
 
-def latency_ratio(base: LatencyResult, cand: LatencyResult, batch: int = 1,
-                  config: VerdictConfig = VERDICT) -> Ratio | None:
+def latency_ratio(
+    base: LatencyResult, cand: LatencyResult, batch: int = 1, config: VerdictConfig = VERDICT
+) -> Ratio | None:
     """``cand``'s latency ratio to ``base`` with its bootstrap interval; None without paired samples."""
     logs = _paired_log_ratios(base, cand, batch)
     if not logs:
@@ -125,12 +139,20 @@ def latency_ratio(base: LatencyResult, cand: LatencyResult, batch: int = 1,
     alpha = (1.0 - config.level) / 2.0
     low, high = np.quantile(boots, [alpha, 1.0 - alpha])
     used_batch = batch if any(p.batch == batch for p in base.points) else base.points[0].batch
-    return Ratio(cand.candidate, math.exp(estimate), math.exp(float(low)), math.exp(float(high)), used_batch,
-                 len(logs), min(d.size for d in logs))
+    return Ratio(
+        cand.candidate,
+        math.exp(estimate),
+        math.exp(float(low)),
+        math.exp(float(high)),
+        used_batch,
+        len(logs),
+        min(d.size for d in logs),
+    )
 
 
-def latency_ratios(latencies: Mapping[str, LatencyResult], baseline: str, batch: int = 1,
-                   config: VerdictConfig = VERDICT) -> dict[str, Ratio]:
+def latency_ratios(
+    latencies: Mapping[str, LatencyResult], baseline: str, batch: int = 1, config: VerdictConfig = VERDICT
+) -> dict[str, Ratio]:
     """Every timed candidate's ratio to ``baseline`` (the baseline's is exactly 1)."""
     if baseline not in latencies:
         return {}
@@ -139,7 +161,13 @@ def latency_ratios(latencies: Mapping[str, LatencyResult], baseline: str, batch:
         if name == baseline:
             points = [p for p in result.points if p.batch == batch] or list(result.points)
             rounds = min((len(p.samples_ms or []) for p in points), default=0)
-            used = batch if any(p.batch == batch for p in result.points) else points[0].batch if points else batch
+            used = (
+                batch
+                if any(p.batch == batch for p in result.points)
+                else points[0].batch
+                if points
+                else batch
+            )
             out[name] = Ratio(name, 1.0, 1.0, 1.0, used, len(points), rounds)
             continue
         ratio = latency_ratio(latencies[baseline], result, batch, config)
@@ -152,43 +180,93 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names) if names else "none"
 
 
-def decide(verdicts: Sequence[Verdict], latencies: Mapping[str, LatencyResult] | None, baseline: str,
-           candidates: Sequence[Candidate], target: str, measured_on: str | None, batch: int = 1,
-           config: VerdictConfig = VERDICT) -> Decision:
+def decide(
+    verdicts: Sequence[Verdict],
+    latencies: Mapping[str, LatencyResult] | None,
+    baseline: str,
+    candidates: Sequence[Candidate],
+    target: str,
+    measured_on: str | None,
+    batch: int = 1,
+    config: VerdictConfig = VERDICT,
+) -> Decision:
     """The sign-off verdict (see the module docstring for the rule)."""
     passing = [v.candidate for v in verdicts if v.passed]
     rule = RULE.format(level=config.level)
     if not passing:
-        return Decision(NONE, None, "NO CANDIDATE PASSES: do not ship", target, measured_on, [], rule=rule,
-                        reasons=["no candidate passes the gates"])
+        return Decision(
+            NONE,
+            None,
+            "NO CANDIDATE PASSES: do not ship",
+            target,
+            measured_on,
+            [],
+            rule=rule,
+            reasons=["no candidate passes the gates"],
+        )
     if not latencies:
-        return Decision(ACCURACY, None, f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; latency not "
-                        f"measured, no winner picked", target, measured_on, passing, rule=rule,
-                        reasons=["latency was not measured (--no-latency)"])
+        return Decision(
+            ACCURACY,
+            None,
+            f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; latency not "
+            f"measured, no winner picked",
+            target,
+            measured_on,
+            passing,
+            rule=rule,
+            reasons=["latency was not measured (--no-latency)"],
+        )
     ratios = latency_ratios(latencies, baseline, batch, config)
     if measured_on != target:
-        return Decision(ACCURACY, None, f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; latency on the "
-                        f"target ({target}) not measured (timed on {measured_on}), no winner picked", target,
-                        measured_on, passing, ratios, rule=rule,
-                        reasons=[f"latency was measured on {measured_on}, not on the deployment target {target}: "
-                                 "its ranking says nothing about the target, so it picks nothing"])
+        return Decision(
+            ACCURACY,
+            None,
+            f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; latency on the "
+            f"target ({target}) not measured (timed on {measured_on}), no winner picked",
+            target,
+            measured_on,
+            passing,
+            ratios,
+            rule=rule,
+            reasons=[
+                f"latency was measured on {measured_on}, not on the deployment target {target}: "
+                "its ranking says nothing about the target, so it picks nothing"
+            ],
+        )
     timed = [n for n in passing if n in ratios]
     if not timed:
-        return Decision(ACCURACY, None, f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; no paired "
-                        "latency rounds to compare, no winner picked", target, measured_on, passing, ratios, rule=rule,
-                        reasons=["the passing candidates have no paired latency samples"])
+        return Decision(
+            ACCURACY,
+            None,
+            f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; no paired "
+            "latency rounds to compare, no winner picked",
+            target,
+            measured_on,
+            passing,
+            ratios,
+            rule=rule,
+            reasons=["the passing candidates have no paired latency samples"],
+        )
     leader = min(timed, key=lambda n: (ratios[n].high, timed.index(n)))
     equal = [n for n in timed if ratios[n].low <= ratios[leader].high]
     info = {c.name: c for c in candidates}
     order = {c.name: i for i, c in enumerate(candidates)}
     ranked = sorted(equal, key=lambda n: info.get(n, Candidate(n)).tie_key(order.get(n, len(order))))
     choice = ranked[0]
-    shown = ", ".join(f"{n} x{ratios[n].estimate:.3f} [{ratios[n].low:.3f}, {ratios[n].high:.3f}]" for n in timed)
+    shown = ", ".join(
+        f"{n} x{ratios[n].estimate:.3f} [{ratios[n].low:.3f}, {ratios[n].high:.3f}]" for n in timed
+    )
     reasons = [f"latency ratios to {baseline} at batch {ratios[leader].batch}: {shown}"]
     if len(equal) == 1:
         reasons.append(f"{choice} is faster than every other passing candidate beyond the intervals")
     else:
-        counts = "; ".join(f"{n}: {dict(info.get(n, Candidate(n)).precisions)}, "
-                           f"{info.get(n, Candidate(n)).file_bytes} bytes" for n in ranked)
-        reasons.append(f"equally fast within noise: {_names(equal)}; tie broken by the stated rule ({counts})")
-    return Decision(SHIP, choice, f"SHIP {choice}", target, measured_on, passing, ratios, equal, reasons, rule)
+        counts = "; ".join(
+            f"{n}: {dict(info.get(n, Candidate(n)).precisions)}, {info.get(n, Candidate(n)).file_bytes} bytes"
+            for n in ranked
+        )
+        reasons.append(
+            f"equally fast within noise: {_names(equal)}; tie broken by the stated rule ({counts})"
+        )
+    return Decision(
+        SHIP, choice, f"SHIP {choice}", target, measured_on, passing, ratios, equal, reasons, rule
+    )

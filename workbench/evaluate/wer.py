@@ -9,8 +9,9 @@ total errors over total reference units.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 import jiwer
 
@@ -39,7 +40,7 @@ class Scoring:
             raise ValueError(f"error unit must be one of {sorted(UNITS)}, not {self.unit!r}")
 
     @classmethod
-    def for_model(cls, model: ModelDescription) -> "Scoring":
+    def for_model(cls, model: ModelDescription) -> Scoring:
         """The model's normaliser and error unit (CER for character languages, or what --error-unit says)."""
         return cls(model.error_unit, model.normaliser, model.normaliser.describe())
 
@@ -73,8 +74,9 @@ class UtteranceErrors:
         return self.substitutions + self.deletions + self.insertions
 
 
-def score_utterance(utt_id: str, reference: str, hypothesis: str,
-                    scoring: Scoring = DEFAULT_SCORING) -> UtteranceErrors:
+def score_utterance(
+    utt_id: str, reference: str, hypothesis: str, scoring: Scoring = DEFAULT_SCORING
+) -> UtteranceErrors:
     """Normalise both texts and count S/D/I with jiwer (an empty reference counts only insertions)."""
     ref = scoring.normalise(reference)
     hyp = scoring.normalise(hypothesis)
@@ -91,10 +93,16 @@ def score_utterance(utt_id: str, reference: str, hypothesis: str,
     return UtteranceErrors(utt_id, ref, hyp, out.substitutions, out.deletions, out.insertions, units)
 
 
-def score_utterances(ids: Sequence[str], references: Sequence[str], hypotheses: Sequence[str],
-                     scoring: Scoring = DEFAULT_SCORING) -> list[UtteranceErrors]:
+def score_utterances(
+    ids: Sequence[str],
+    references: Sequence[str],
+    hypotheses: Sequence[str],
+    scoring: Scoring = DEFAULT_SCORING,
+) -> list[UtteranceErrors]:
     if not (len(ids) == len(references) == len(hypotheses)):
-        raise ValueError(f"ids/references/hypotheses differ in length: {len(ids)}/{len(references)}/{len(hypotheses)}")
+        raise ValueError(
+            f"ids/references/hypotheses differ in length: {len(ids)}/{len(references)}/{len(hypotheses)}"
+        )
     return [score_utterance(i, r, h, scoring) for i, r, h in zip(ids, references, hypotheses)]
 
 

@@ -21,8 +21,9 @@ def cache_lines(text: str, where: Where) -> tuple[str, dict[str, str]]:
     """(header, name -> 8 hex digits) of a cache's text."""
     lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
     if not lines or not lines[0][1].startswith("TRT-"):
-        raise where.line(lines[0][0] if lines else 1).fail("is not a TensorRT calibration cache (first line must "
-                                                          "start with 'TRT-')")
+        raise where.line(lines[0][0] if lines else 1).fail(
+            "is not a TensorRT calibration cache (first line must start with 'TRT-')"
+        )
     values: dict[str, str] = {}
     for number, line in lines[1:]:
         name, sep, value = line.rpartition(": ")

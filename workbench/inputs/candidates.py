@@ -15,8 +15,10 @@ from workbench.inputs.read import read_bytes
 
 INPUT_NAME = "input_values"
 OUTPUT_NAME = "logits"
-FIX = ("give an ONNX export of a Wav2Vec2-style CTC model (input_values [batch, samples] -> logits "
-       "[batch, frames, vocab]), e.g. engines/<model>/model.fp32.onnx written by python -m workbench calibrate")
+FIX = (
+    "give an ONNX export of a Wav2Vec2-style CTC model (input_values [batch, samples] -> logits "
+    "[batch, frames, vocab]), e.g. engines/<model>/model.fp32.onnx written by python -m workbench calibrate"
+)
 
 
 def _rank_and_type(value) -> tuple[int | None, int]:
@@ -46,7 +48,8 @@ def check_candidate(label: str, path: Path) -> None:
     rank, elem = _rank_and_type(inputs[INPUT_NAME])
     if elem not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16) or rank not in (None, 2):
         raise where.key(INPUT_NAME).fail(
-            f"must be a float tensor [batch, samples], found {onnx.TensorProto.DataType.Name(elem)} of rank {rank}")
+            f"must be a float tensor [batch, samples], found {onnx.TensorProto.DataType.Name(elem)} of rank {rank}"
+        )
     outputs = {o.name: o for o in model.graph.output}
     logits = outputs.get(OUTPUT_NAME) or (next(iter(outputs.values())) if len(outputs) == 1 else None)
     if logits is None:

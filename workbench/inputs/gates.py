@@ -7,16 +7,19 @@ WER limits are finite numbers > 0 (percentage points); ``max_latency_ms`` is one
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any, Callable, Collection
+from typing import Any
 
 from workbench.inputs import shape
 from workbench.inputs.problem import Where
 from workbench.inputs.read import decode_utf8, parse_json, read_bytes
 
 PERCENTILES = ("p50", "p90", "p99")
-FIX = ("give limits like max_wer_delta_points = 0.3, max_condition_wer_delta_points = 1.0, max_latency_ms = 50.0, "
-       "latency_batch = 1, latency_percentile = \"p90\"")
+FIX = (
+    "give limits like max_wer_delta_points = 0.3, max_condition_wer_delta_points = 1.0, max_latency_ms = 50.0, "
+    'latency_batch = 1, latency_percentile = "p90"'
+)
 
 _CHECKS: dict[str, Callable[[Any, Where], Any]] = {
     "max_wer_delta_points": lambda v, w: shape.finite_number(v, w, positive=True),

@@ -19,8 +19,10 @@ from workbench.inputs.problem import BadInput, Where
 from workbench.inputs.read import parse_json, read_text
 
 _CONDITION_NAME = re.compile(r"[a-z0-9][a-z0-9_-]*")
-FIX = ('write one JSON object per line: {"audio": "clips/a.wav", "text": "the words", "speaker": "s1", '
-       '"accent": "us", "condition": "quiet"} (speaker, accent and condition are optional)')
+FIX = (
+    'write one JSON object per line: {"audio": "clips/a.wav", "text": "the words", "speaker": "s1", '
+    '"accent": "us", "condition": "quiet"} (speaker, accent and condition are optional)'
+)
 
 
 @dataclass(frozen=True)
@@ -45,10 +47,18 @@ def check_entry(obj: Any, where: Where, line: int) -> ManifestEntry:
     if condition is not None:  # any name: each condition gets its own rows and gate in sign-off
         condition = shape.string(condition, where.key("condition")).strip().lower()
         if not _CONDITION_NAME.fullmatch(condition):
-            raise where.key("condition").fail(f"must be a name of letters, digits, '-' and '_' (quiet, noisy, "
-                                              f"accented, or your own such as telephone), found {condition!r}")
-    return ManifestEntry(line, audio, text, shape.optional_string(record.get("speaker"), where.key("speaker")),
-                         shape.optional_string(record.get("accent"), where.key("accent")), condition)
+            raise where.key("condition").fail(
+                f"must be a name of letters, digits, '-' and '_' (quiet, noisy, "
+                f"accented, or your own such as telephone), found {condition!r}"
+            )
+    return ManifestEntry(
+        line,
+        audio,
+        text,
+        shape.optional_string(record.get("speaker"), where.key("speaker")),
+        shape.optional_string(record.get("accent"), where.key("accent")),
+        condition,
+    )
 
 
 def read_manifest(path: Path) -> tuple[list[ManifestEntry], list[tuple[str, str]]]:
@@ -63,7 +73,9 @@ def read_manifest(path: Path) -> tuple[list[ManifestEntry], list[tuple[str, str]
         try:
             entries.append(check_entry(parse_json(line, where, name_line=False), where, number))
         except BadInput as exc:  # ``where`` has no line, so ``at`` is only the key (if any)
-            skipped.append((f"line {number}", f"{exc.where.at}: {exc.problem}" if exc.where.at else exc.problem))
+            skipped.append(
+                (f"line {number}", f"{exc.where.at}: {exc.problem}" if exc.where.at else exc.problem)
+            )
     if not entries:
         first = f" ({skipped[0][0]}: {skipped[0][1]})" if skipped else ""
         raise where.fail(f"has no usable line{first}")

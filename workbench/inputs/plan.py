@@ -17,8 +17,10 @@ from workbench.inputs.problem import Where
 PRECISIONS = ("int8", "fp16", "fp32")
 FLOAT_TYPES = ("fp16", "fp32")
 PLAN_NAME = re.compile(r"[A-Za-z0-9][\w.+-]{0,119}")
-FIX = ('give a JSON object {"name": ..., "default": "int8", "overrides": {"<node>": "fp16"}}, '
-       "like the plan.<name>.json that python -m workbench search writes")
+FIX = (
+    'give a JSON object {"name": ..., "default": "int8", "overrides": {"<node>": "fp16"}}, '
+    "like the plan.<name>.json that python -m workbench search writes"
+)
 
 
 def check_plan(data: Any, where: Where) -> dict[str, Any]:
@@ -26,8 +28,10 @@ def check_plan(data: Any, where: Where) -> dict[str, Any]:
     shape.only_keys(obj, ("name", "default", "overrides", "rest", "keep_fp32", "nodes", "counts"), where)
     name = shape.string(obj.get("name"), where.key("name"))
     if not PLAN_NAME.fullmatch(name):
-        raise where.key("name").fail(f"{name!r} must be letters, digits, '.', '_', '+' or '-' (it names the "
-                                     "variant's file); rename it in the file")
+        raise where.key("name").fail(
+            f"{name!r} must be letters, digits, '.', '_', '+' or '-' (it names the "
+            "variant's file); rename it in the file"
+        )
     shape.choice(obj.get("default", "fp32"), PRECISIONS, where.key("default"))
     for node, precision in shape.mapping(obj.get("overrides", {}), where.key("overrides")).items():
         shape.choice(precision, PRECISIONS, where.key("overrides").key(node))

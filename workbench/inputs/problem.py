@@ -15,7 +15,7 @@ from workbench.errors import WorkbenchError
 class BadInput(WorkbenchError):
     """A user-supplied file that cannot be used as it is; the message names the file, the place and the fix."""
 
-    def __init__(self, where: "Where", problem: str) -> None:
+    def __init__(self, where: Where, problem: str) -> None:
         self.where = where
         self.problem = problem
         super().__init__(f"{where.label()}: {problem}; {where.fix}")
@@ -32,18 +32,18 @@ class Where:
     def label(self) -> str:
         return f"{self.what}, {self.at}" if self.at else self.what
 
-    def key(self, name: object) -> "Where":
+    def key(self, name: object) -> Where:
         step = f"key {name!r}"
         return Where(self.what, self.fix, f"{self.at} {step}".strip() if self.at else step)
 
-    def index(self, number: int) -> "Where":
+    def index(self, number: int) -> Where:
         step = f"item {number}"
         return Where(self.what, self.fix, f"{self.at} {step}".strip() if self.at else step)
 
-    def line(self, number: int) -> "Where":
+    def line(self, number: int) -> Where:
         return Where(self.what, self.fix, f"line {number}")
 
-    def fixing(self, fix: str) -> "Where":
+    def fixing(self, fix: str) -> Where:
         return Where(self.what, fix, self.at)
 
     def fail(self, problem: str) -> BadInput:

@@ -34,7 +34,9 @@ def decode_utf8(data: bytes, where: Where) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise where.line(line).fail(f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}): {UTF8_FIX}") from exc
+        raise where.line(line).fail(
+            f"not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start}): {UTF8_FIX}"
+        ) from exc
 
 
 def read_text(path: Path, where: Where) -> str:

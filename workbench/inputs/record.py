@@ -33,12 +33,16 @@ def check_artifacts(record: dict[str, Any], where: Where) -> list[dict[str, str]
 def check_record(record: dict[str, Any], where: Where) -> dict[str, Any]:
     """Top-level types, one accuracy entry and one verdict per candidate, gate values, provenance entries."""
     baseline = shape.string(record.get("baseline"), where.key("baseline"))
-    names = [shape.string(n, where.key("candidates").index(i))
-             for i, n in enumerate(shape.sequence(record.get("candidates"), where.key("candidates")))]
+    names = [
+        shape.string(n, where.key("candidates").index(i))
+        for i, n in enumerate(shape.sequence(record.get("candidates"), where.key("candidates")))
+    ]
     if baseline not in names:
         raise where.key("baseline").fail(f"{baseline!r} is not one of the candidates {names}")
-    accuracy = shape.mapping(shape.mapping(record.get("accuracy"), where.key("accuracy")).get("candidates"),
-                             where.key("accuracy").key("candidates"))
+    accuracy = shape.mapping(
+        shape.mapping(record.get("accuracy"), where.key("accuracy")).get("candidates"),
+        where.key("accuracy").key("candidates"),
+    )
     latency = shape.mapping(record.get("latency"), where.key("latency"))
     verdicts = shape.sequence(record.get("verdicts"), where.key("verdicts"))
     judged = {}
@@ -53,7 +57,9 @@ def check_record(record: dict[str, Any], where: Where) -> dict[str, Any]:
     for name in names:
         at = where.key("accuracy").key("candidates").key(name)
         entry = shape.mapping(accuracy.get(name), at)
-        shape.mapping(shape.mapping(entry.get("overall"), at.key("overall")).get("wer"), at.key("overall").key("wer"))
+        shape.mapping(
+            shape.mapping(entry.get("overall"), at.key("overall")).get("wer"), at.key("overall").key("wer")
+        )
         shape.mapping(entry.get("groups"), at.key("groups"))
         if latency.get(name) is not None:
             shape.mapping(latency[name], where.key("latency").key(name))
@@ -61,7 +67,9 @@ def check_record(record: dict[str, Any], where: Where) -> dict[str, Any]:
             raise where.key("verdicts").fail(f"no verdict for candidate {name!r}")
     recommendation = record.get("recommendation")
     if recommendation is not None and recommendation not in names:
-        raise where.key("recommendation").fail(f"{shape.describe(recommendation)} is not one of the candidates")
+        raise where.key("recommendation").fail(
+            f"{shape.describe(recommendation)} is not one of the candidates"
+        )
     gates = shape.mapping(record.get("gates"), where.key("gates"))
     check_gate_values(gates, where.key("gates"))
     check_artifacts(record, where)

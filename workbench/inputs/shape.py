@@ -7,16 +7,28 @@ unless asked for.
 from __future__ import annotations
 
 import math
-from typing import Any, Collection, Mapping
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from workbench.inputs.problem import Where
 
 
 def describe(value: Any) -> str:
     """``'fast' (a string)`` / ``nan (a number)``: what was found, for error messages."""
-    kinds = {bool: "true/false", str: "a string", int: "an integer", float: "a number", list: "a list",
-             dict: "an object", type(None): "null"}
-    shown = repr(value) if not isinstance(value, (list, dict)) else ("[...]" if isinstance(value, list) else "{...}")
+    kinds = {
+        bool: "true/false",
+        str: "a string",
+        int: "an integer",
+        float: "a number",
+        list: "a list",
+        dict: "an object",
+        type(None): "null",
+    }
+    shown = (
+        repr(value)
+        if not isinstance(value, (list, dict))
+        else ("[...]" if isinstance(value, list) else "{...}")
+    )
     return f"{shown[:60]} ({kinds.get(type(value), type(value).__name__)})"
 
 

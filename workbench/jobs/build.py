@@ -16,8 +16,8 @@ from workbench.backends.tensorrt.loader import TensorRT, load_tensorrt
 from workbench.backends.tensorrt.profile import Range, samples_from_durations
 from workbench.config import SAMPLE_RATE, EngineProfile
 from workbench.errors import WorkbenchError
-from workbench.speech.profiles import card_profile
 from workbench.model.description import description_of_onnx
+from workbench.speech.profiles import card_profile
 from workbench.speech.store import load_set
 from workbench.workspace import default_area
 
@@ -48,18 +48,24 @@ class BuildJobResult:
 
     def lines(self) -> list[str]:
         r, s = self.build, self.settings.samples
-        return [f"engine: {r.engine_path}{'  (from engine cache)' if r.cached else ''}",
-                f"built with {self.trt.flavour} {self.trt.version} in {r.build_time_s:.2f} s, {r.engine_bytes} bytes",
-                f"profile: batch {'/'.join(map(str, self.settings.key_fields()['batches']))}, samples "
-                f"{s.min}/{s.opt}/{s.max} ({s.min / SAMPLE_RATE:.2f}-{s.max / SAMPLE_RATE:.2f} s)",
-                f"precision: {r.summary.counts_line()}", self.model_line(),
-                f"layer summary: {r.summary_path}"]
+        return [
+            f"engine: {r.engine_path}{'  (from engine cache)' if r.cached else ''}",
+            f"built with {self.trt.flavour} {self.trt.version} in {r.build_time_s:.2f} s, {r.engine_bytes} bytes",
+            f"profile: batch {'/'.join(map(str, self.settings.key_fields()['batches']))}, samples "
+            f"{s.min}/{s.opt}/{s.max} ({s.min / SAMPLE_RATE:.2f}-{s.max / SAMPLE_RATE:.2f} s)",
+            f"precision: {r.summary.counts_line()}",
+            self.model_line(),
+            f"layer summary: {r.summary_path}",
+        ]
 
     def model_line(self) -> str:
         """The model the ONNX file names (written into it by the workbench's export), or that it names none."""
         model = self.build.provenance.get("model")
-        return (f"model: {model['architecture']} {model['source']} ({model['model_hash'][:12]})" if model
-                else "model: not named by the ONNX file (not exported by the workbench)")
+        return (
+            f"model: {model['architecture']} {model['source']} ({model['model_hash'][:12]})"
+            if model
+            else "model: not named by the ONNX file (not exported by the workbench)"
+        )
 
 
 def samples_from_set(name: str | Path, root: Path | None = None) -> tuple[Range, dict[str, str]]:
@@ -82,12 +88,20 @@ def run(inputs: BuildInputs) -> BuildJobResult:
         p = inputs.seconds
         samples = samples_from_durations([p.min_s, p.opt_s, p.max_s])
     if inputs.flavour not in ("auto", "tensorrt", "tensorrt-rtx"):
-        raise WorkbenchError(f"TensorRT flavour must be auto, tensorrt or tensorrt-rtx, not {inputs.flavour!r}")
+        raise WorkbenchError(
+            f"TensorRT flavour must be auto, tensorrt or tensorrt-rtx, not {inputs.flavour!r}"
+        )
     trt = load_tensorrt(None if inputs.flavour == "auto" else inputs.flavour)
     # the model the ONNX file names (the workbench's export writes its description into the metadata)
     described = description_of_onnx(Path(inputs.onnx)) if Path(inputs.onnx).is_file() else None
-    settings = BuildSettings(batches=inputs.batches, samples=samples, optimization_level=inputs.opt_level,
-                             legacy_int8_cache=inputs.legacy_int8_cache, calibration_set=provenance,
-                             model=described.record() if described is not None else None)
-    return BuildJobResult(build_engine(inputs.onnx, settings, inputs.engines_dir, trt=trt, force=inputs.force),
-                          trt, settings)
+    settings = BuildSettings(
+        batches=inputs.batches,
+        samples=samples,
+        optimization_level=inputs.opt_level,
+        legacy_int8_cache=inputs.legacy_int8_cache,
+        calibration_set=provenance,
+        model=described.record() if described is not None else None,
+    )
+    return BuildJobResult(
+        build_engine(inputs.onnx, settings, inputs.engines_dir, trt=trt, force=inputs.force), trt, settings
+    )

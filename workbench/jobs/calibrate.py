@@ -114,15 +114,20 @@ class CalibrateResult:
         p = self.parity
         state = "reused (all provenance keys match)" if self.reused_cache else "computed"
         out = [f"model:        {self.model.summary()}"] if self.model is not None else []
-        out += [f"FP32 ONNX:    {self.fp32_onnx}",
-               f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
-               f"token agreement {p.token_agreement:.4f}, identical transcripts {p.transcripts_equal}/{p.clips}",
-               f"cache:        {self.cache} ({self.tensors} tensors, {state}; statistics on {self.backend}, "
-               f"{self.device})"]
+        out += [
+            f"FP32 ONNX:    {self.fp32_onnx}",
+            f"  parity vs PyTorch on {p.clips} clips: max |logit diff| {p.max_abs_logit_diff:.2e}, "
+            f"token agreement {p.token_agreement:.4f}, identical transcripts {p.transcripts_equal}/{p.clips}",
+            f"cache:        {self.cache} ({self.tensors} tensors, {state}; statistics on {self.backend}, "
+            f"{self.device})",
+        ]
         if self.cache_problems and self.cache_problems != ["no cache yet"]:
             out.append("  previous cache not used: " + "; ".join(self.cache_problems))
-        out += (["  " + line for line in self.convergence.lines()] if self.convergence
-                else [f"  convergence: {self.convergence_note}"])
+        out += (
+            ["  " + line for line in self.convergence.lines()]
+            if self.convergence
+            else [f"  convergence: {self.convergence_note}"]
+        )
         out.append(f"INT8 variant: {self.int8_onnx}")
         if self.fp16_onnx:
             out.append(f"FP16 variant: {self.fp16_onnx}")
@@ -159,14 +164,19 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         kernels.warm_up()  # the histogram kernel loads in the background during export and parity
     fp32 = export_or_reuse(description, inputs.engines, model)
     out = fp32.parent
-    clips = [speech_set.audio(u) for u in speech_set.utterances[:inputs.parity_clips]]
+    clips = [speech_set.audio(u) for u in speech_set.utterances[: inputs.parity_clips]]
     parity = parity_check(model, fp32, clips, description)
     del model
-    keys = {"model": mhash, "onnx": sha256_file(fp32), "calibration_set": speech_set.content_hash,
-            "input_features": "normalised" if description.features.do_normalize else "raw",
-            **spec.params(), "statistics": STATISTICS_SCHEME,
-            "cache_header": cache_mod.legacy_header(spec.name),  # caches with an older stamp are rewritten
-            "workbench": __version__}
+    keys = {
+        "model": mhash,
+        "onnx": sha256_file(fp32),
+        "calibration_set": speech_set.content_hash,
+        "input_features": "normalised" if description.features.do_normalize else "raw",
+        **spec.params(),
+        "statistics": STATISTICS_SCHEME,
+        "cache_header": cache_mod.legacy_header(spec.name),  # caches with an older stamp are rewritten
+        "workbench": __version__,
+    }
     suffix = ""
     if inputs.backend != DEFAULT_BACKEND:  # a cache of another backend's statistics: its own keys and file
         keys["statistics_backend"] = inputs.backend
@@ -178,18 +188,26 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     reused = cache is not None
     if cache is None:
         clips = len(speech_set.utterances)
-        stats = collect_statistics(fp32, (a for _, a in speech_set.iter_audio()), clips,
-                                   with_histograms=spec.name != "max", bins=spec.bins,
-                                   providers=ort_providers(inputs.backend), checkpoint=conv.checkpoint_for(clips),
-                                   prepare=description.prepare)
+        stats = collect_statistics(
+            fp32,
+            (a for _, a in speech_set.iter_audio()),
+            clips,
+            with_histograms=spec.name != "max",
+            bins=spec.bins,
+            providers=ort_providers(inputs.backend),
+            checkpoint=conv.checkpoint_for(clips),
+            prepare=description.prepare,
+        )
         amax = ranges_from_statistics(stats, spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
         found = conv.measure(stats, amax, spec, [u.condition for u in speech_set.utterances])
         cache.convergence = found.to_json() if found else None
         cache.save(cache_path)
         if stats.with_histograms:  # what the scales were chosen from, for the dashboard
-            histograms.save(histograms.histogram_path(cache_path),
-                            histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}))
+            histograms.save(
+                histograms.histogram_path(cache_path),
+                histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}),
+            )
     guard, stats_path = guard_for_set(fp32, speech_set, out, prepare=description.prepare)
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}{suffix}.onnx"
     build_variant(fp32, cache.amax(), INT8.with_guard(guard), int8, with_plan=True)
@@ -199,9 +217,26 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     if inputs.ort_cpu:
         from workbench.quantize.ort_cpu import build_cpu_variant
 
-        cpu = build_cpu_variant(fp32, cache.amax(), INT8, int8.with_suffix(".ort-cpu.onnx"), weights=weights[0],
-                                reason=weights[1])
+        cpu = build_cpu_variant(
+            fp32, cache.amax(), INT8, int8.with_suffix(".ort-cpu.onnx"), weights=weights[0], reason=weights[1]
+        )
     found, note = conv.from_sidecar(cache.convergence)
-    return CalibrateResult(fp32, int8, cache_path, reused, [] if reused else problems, parity, len(cache.scales),
-                           cpu, weights, inputs.backend, device_of(inputs.backend), found, note, description,
-                           guard=guard, float_stats=stats_path, fp16_onnx=fp16)
+    return CalibrateResult(
+        fp32,
+        int8,
+        cache_path,
+        reused,
+        [] if reused else problems,
+        parity,
+        len(cache.scales),
+        cpu,
+        weights,
+        inputs.backend,
+        device_of(inputs.backend),
+        found,
+        note,
+        description,
+        guard=guard,
+        float_stats=stats_path,
+        fp16_onnx=fp16,
+    )

@@ -52,12 +52,18 @@ def decode(hint: Any, value: Any) -> Any:
         options = [a for a in args if a is not type(None)]
         if isinstance(value, str) and str in options:
             return value
-        return decode(next((o for o in options if not isinstance(o, type) or not issubclass(o, str)), options[0]),
-                      value)
+        return decode(
+            next((o for o in options if not isinstance(o, type) or not issubclass(o, str)), options[0]), value
+        )
     if dataclasses.is_dataclass(hint):
         hints = typing.get_type_hints(hint)
-        return hint(**{f.name: decode(hints[f.name], value[f.name]) for f in dataclasses.fields(hint)
-                       if f.init and f.name in value})
+        return hint(
+            **{
+                f.name: decode(hints[f.name], value[f.name])
+                for f in dataclasses.fields(hint)
+                if f.init and f.name in value
+            }
+        )
     if hint is Path:
         return Path(value)
     if origin is tuple:

@@ -10,9 +10,10 @@ condition, and the per-group sensitivity ranking. Writes ``layers-<candidate>.js
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import onnx
 
@@ -24,8 +25,8 @@ from workbench.compare.layers import compare_layers
 from workbench.compare.sensitivity import VariantRunner, rank_groups
 from workbench.config import DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
-from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
 from workbench.inputs.candidates import check_candidate
+from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
 from workbench.quantize.plan import INT8, PrecisionPlan
 from workbench.quantize.qdq import build_variant
 from workbench.speech.select import clips_per_condition
@@ -71,8 +72,10 @@ def check(inputs: CompareInputs) -> None:
     if inputs.plan:
         PrecisionPlan.load(inputs.plan)
     if inputs.candidate is not None and not Path(inputs.candidate).is_file():
-        raise WorkbenchError(f"--candidate {inputs.candidate} is not a file; give a quantized ONNX model "
-                             "(or drop --candidate to compare INT8 everywhere)")
+        raise WorkbenchError(
+            f"--candidate {inputs.candidate} is not a file; give a quantized ONNX model "
+            "(or drop --candidate to compare INT8 everywhere)"
+        )
     if inputs.candidate is not None:
         check_candidate("--candidate", Path(inputs.candidate))
     named_set(inputs.clips_set, "clips", inputs.calib_root)
@@ -85,69 +88,127 @@ def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareOut
     plan = PrecisionPlan.load(inputs.plan) if inputs.plan else None
     clips_set = named_set(inputs.clips_set, "clips", inputs.calib_root)
     prepared = inputs.prepare()
-    return run_compare(prepared, clips_set or prepared.calib_set, inputs.per_condition, candidate=inputs.candidate,
-                       plan=plan, layers=inputs.layers, sensitivity=inputs.sensitivity, rest=inputs.rest,
-                       inverse=inputs.inverse, granularity=inputs.granularity, out=inputs.out,
-                       threads=inputs.threads, atol=inputs.atol, rtol=inputs.rtol, progress=inputs.progress,
-                       log=log, backend=inputs.backend)
+    return run_compare(
+        prepared,
+        clips_set or prepared.calib_set,
+        inputs.per_condition,
+        candidate=inputs.candidate,
+        plan=plan,
+        layers=inputs.layers,
+        sensitivity=inputs.sensitivity,
+        rest=inputs.rest,
+        inverse=inputs.inverse,
+        granularity=inputs.granularity,
+        out=inputs.out,
+        threads=inputs.threads,
+        atol=inputs.atol,
+        rtol=inputs.rtol,
+        progress=inputs.progress,
+        log=log,
+        backend=inputs.backend,
+    )
 
 
 def analysis_folder(prepared: Prepared, out: Path | None) -> Path:
     return Path(out) if out else prepared.folder / "compare"
 
 
-def _candidate(prepared: Prepared, candidate: Path | None, plan: PrecisionPlan | None,
-               name: str | None) -> tuple[str, Path, PrecisionPlan | None]:
+def _candidate(
+    prepared: Prepared, candidate: Path | None, plan: PrecisionPlan | None, name: str | None
+) -> tuple[str, Path, PrecisionPlan | None]:
     if candidate is not None:
         if not Path(candidate).is_file():
             raise WorkbenchError(f"candidate {candidate} does not exist")
         return name or Path(candidate).stem.removeprefix("model."), Path(candidate), plan
     plan = plan or INT8
     label = f"{plan.name}-{prepared.tag}" if plan.name != "int8" else f"int8-{prepared.tag}"
-    path = prepared.int8_onnx if plan is INT8 and prepared.int8_onnx else prepared.folder / f"model.{label}.onnx"
+    path = (
+        prepared.int8_onnx if plan is INT8 and prepared.int8_onnx else prepared.folder / f"model.{label}.onnx"
+    )
     if plan is not INT8 or not path.exists():  # a plan file may have changed under the same name: rebuild
         plan = plan.with_guard(prepared.guard)
         build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path, with_plan=True)
     return name or label, path, plan.with_guard(prepared.guard)
 
 
-def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2, *, candidate: Path | None = None,
-                candidate_name: str | None = None, plan: PrecisionPlan | None = None, layers: bool = True,
-                sensitivity: bool = True, rest: str = "fp32", inverse: bool = False, granularity: str = "group",
-                out: Path | None = None, threads: int | None = None, atol: float = 1e-2, rtol: float = 1e-2,
-                progress: bool = True, log: Callable[[str], None] = print,
-                backend: str = DEFAULT_BACKEND) -> CompareOutputs:
+def run_compare(
+    prepared: Prepared,
+    clips_set: SpeechSet,
+    per_condition: int = 2,
+    *,
+    candidate: Path | None = None,
+    candidate_name: str | None = None,
+    plan: PrecisionPlan | None = None,
+    layers: bool = True,
+    sensitivity: bool = True,
+    rest: str = "fp32",
+    inverse: bool = False,
+    granularity: str = "group",
+    out: Path | None = None,
+    threads: int | None = None,
+    atol: float = 1e-2,
+    rtol: float = 1e-2,
+    progress: bool = True,
+    log: Callable[[str], None] = print,
+    backend: str = DEFAULT_BACKEND,
+) -> CompareOutputs:
     """Layer table and/or sensitivity ranking on ``per_condition`` clips of each condition of ``clips_set``."""
     if not layers and not sensitivity:
         raise WorkbenchError("nothing to do: both the layer comparison and the sensitivity ranking are off")
     folder = analysis_folder(prepared, out)
     clips = clips_per_condition(clips_set, per_condition)
     providers = ort_providers(backend)
-    prov = {**prepared.provenance(), "clips_set": clips_set.content_hash, "backend": backend,
-            "device": device_of(backend)}
+    prov = {
+        **prepared.provenance(),
+        "clips_set": clips_set.content_hash,
+        "backend": backend,
+        "device": device_of(backend),
+    }
     result = CompareOutputs()
     if layers:
         name, path, cand_plan = _candidate(prepared, candidate, plan, candidate_name)
         log(f"layer comparison: fp32 vs {name} on {len(clips)} clips of {clips_set.name}")
-        table = compare_layers(prepared.fp32_onnx, path, clips, cand_plan, atol=atol, rtol=rtol, progress=progress,
-                               providers=providers, prepare=prepared.description.prepare)
-        data = {**outputs.header(outputs.LAYERS_FORMAT, {**prov, "candidate_onnx": sha256_file(path)}),
-                "model": prepared.description.record(),
-                "candidate": {"name": name, "path": str(path), "plan": cand_plan.to_json() if cand_plan else None},
-                **table.to_json()}
+        table = compare_layers(
+            prepared.fp32_onnx,
+            path,
+            clips,
+            cand_plan,
+            atol=atol,
+            rtol=rtol,
+            progress=progress,
+            providers=providers,
+            prepare=prepared.description.prepare,
+        )
+        data = {
+            **outputs.header(outputs.LAYERS_FORMAT, {**prov, "candidate_onnx": sha256_file(path)}),
+            "model": prepared.description.record(),
+            "candidate": {
+                "name": name,
+                "path": str(path),
+                "plan": cand_plan.to_json() if cand_plan else None,
+            },
+            **table.to_json(),
+        }
         j, c = outputs.write_with_csv(outputs.layers_path(folder, name), data, outputs.layers_csv_rows)
         result.files.update({"layers_json": j, "layers_csv": c})
         result.layers = data
     if sensitivity:
         model = onnx.load(str(prepared.fp32_onnx))
         groups = node_groups(model, granularity)
-        variants = VariantRunner(model, prepared.cache.amax(), threads, providers, prepared.description.prepare,
-                                 prepared.guard)
+        variants = VariantRunner(
+            model, prepared.cache.amax(), threads, providers, prepared.description.prepare, prepared.guard
+        )
         ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress, log=log)
-        data = {**outputs.header(outputs.SENSITIVITY_FORMAT, prov), "model": prepared.description.record(),
-                **ranked.to_json()}
-        j, c = outputs.write_with_csv(outputs.sensitivity_path(folder, prepared.tag, rest, granularity), data,
-                                      outputs.sensitivity_csv_rows)
+        data = {
+            **outputs.header(outputs.SENSITIVITY_FORMAT, prov),
+            "model": prepared.description.record(),
+            **ranked.to_json(),
+        }
+        j, c = outputs.write_with_csv(
+            outputs.sensitivity_path(folder, prepared.tag, rest, granularity),
+            data,
+            outputs.sensitivity_csv_rows,
+        )
         result.files.update({"sensitivity_json": j, "sensitivity_csv": c})
         result.sensitivity = data
     return result
@@ -155,23 +216,31 @@ def run_compare(prepared: Prepared, clips_set: SpeechSet, per_condition: int = 2
 
 def model_line(record: dict[str, Any]) -> str:
     """One line on the model an analysis ran on (its description's record)."""
-    return (f"model: {record['architecture']} {record['source']} ({record['model_hash'][:12]}), errors in "
-            f"{str(record['error_unit']).upper()}")
+    return (
+        f"model: {record['architecture']} {record['source']} ({record['model_hash'][:12]}), errors in "
+        f"{str(record['error_unit']).upper()}"
+    )
 
 
 def layer_summary_lines(data: dict[str, Any], top: int = 12) -> list[str]:
     """The layer table's compute rows (first ``top`` and the logits) and where the error starts."""
     first = data["first_significant"]
     compute = [r for r in data["rows"] if r["compute"] or r is data["rows"][-1]]
-    out = [f"layers: {data['summary']['tensors']} shared tensors, {data['summary']['significant']} below "
-           f"cosine {data['thresholds']['cosine']} / SQNR {data['thresholds']['sqnr_db']} dB",
-           f"  {'#':>4} {'module':<48} {'prec':<5} {'cosine':>8} {'SQNR dB':>8} {'rel L2':>8} {'max abs':>9}"]
+    out = [
+        f"layers: {data['summary']['tensors']} shared tensors, {data['summary']['significant']} below "
+        f"cosine {data['thresholds']['cosine']} / SQNR {data['thresholds']['sqnr_db']} dB",
+        f"  {'#':>4} {'module':<48} {'prec':<5} {'cosine':>8} {'SQNR dB':>8} {'rel L2':>8} {'max abs':>9}",
+    ]
     for r in compute[:top] + ([compute[-1]] if len(compute) > top else []):
-        out.append(f"  {r['index']:>4} {r['module'][-48:]:<48} {str(r['precision'] or '-'):<5} {r['cosine']:>8.4f} "
-                   f"{r['sqnr_db']:>8.1f} {r['rel_l2']:>8.3f} {r['max_abs_error']:>9.3g}")
+        out.append(
+            f"  {r['index']:>4} {r['module'][-48:]:<48} {r['precision'] or '-'!s:<5} {r['cosine']:>8.4f} "
+            f"{r['sqnr_db']:>8.1f} {r['rel_l2']:>8.3f} {r['max_abs_error']:>9.3g}"
+        )
     if first:
-        out.append(f"  error first significant at row {first['index']}: {first['module']} ({first['tensor']}), "
-                   f"cosine {first['cosine']:.4f}, SQNR {first['sqnr_db']:.1f} dB")
+        out.append(
+            f"  error first significant at row {first['index']}: {first['module']} ({first['tensor']}), "
+            f"cosine {first['cosine']:.4f}, SQNR {first['sqnr_db']:.1f} dB"
+        )
     else:
         out.append("  no tensor below the thresholds")
     return out
@@ -179,10 +248,14 @@ def layer_summary_lines(data: dict[str, Any], top: int = 12) -> list[str]:
 
 def ranking_lines(data: dict[str, Any], top: int = 10) -> list[str]:
     """The ``top`` most sensitive groups of a ranking."""
-    out = [f"sensitivity (quantize one {data['granularity']} to INT8, rest {data['rest']}; KL vs FP32 logits): "
-           f"INT8 everywhere KL {data['int8_everywhere']['kl']:.4f}, token disagreement "
-           f"{data['int8_everywhere']['token_disagreement']:.3f}"]
+    out = [
+        f"sensitivity (quantize one {data['granularity']} to INT8, rest {data['rest']}; KL vs FP32 logits): "
+        f"INT8 everywhere KL {data['int8_everywhere']['kl']:.4f}, token disagreement "
+        f"{data['int8_everywhere']['token_disagreement']:.3f}"
+    ]
     for layer in data["layers"][:top]:
-        out.append(f"  {layer['rank']:>3}. {layer['name']:<45} KL {layer['kl']:.4f}  tokens changed "
-                   f"{layer['token_disagreement'] * 100:5.1f}%")
+        out.append(
+            f"  {layer['rank']:>3}. {layer['name']:<45} KL {layer['kl']:.4f}  tokens changed "
+            f"{layer['token_disagreement'] * 100:5.1f}%"
+        )
     return out

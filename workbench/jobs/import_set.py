@@ -41,5 +41,12 @@ class ImportJobResult:
 def run(inputs: ImportInputs) -> ImportJobResult:
     """Open the source and import it (an existing set of that name is replaced only by a complete one)."""
     source = open_source(inputs.source, inputs.path, inputs.options)
-    return ImportJobResult(import_set(source, inputs.config, f"{inputs.source}:{inputs.path}", root=inputs.root,
-                                      progress=inputs.progress))
+    return ImportJobResult(
+        import_set(
+            source,
+            inputs.config,
+            f"{inputs.source}:{inputs.path}",
+            root=inputs.root,
+            progress=inputs.progress,
+        )
+    )

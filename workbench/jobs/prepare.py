@@ -53,41 +53,88 @@ class Prepared:
 
     def provenance(self) -> dict[str, str]:
         """Hashes of the model, FP32 ONNX, calibration cache and calibration set (every analysis file records them)."""
-        return {"model": self.model_hash, "fp32_onnx": sha256_file(self.fp32_onnx),
-                "cache": self.cache.content_hash, "calibration_set": self.calib_set.content_hash}
+        return {
+            "model": self.model_hash,
+            "fp32_onnx": sha256_file(self.fp32_onnx),
+            "cache": self.cache.content_hash,
+            "calibration_set": self.calib_set.content_hash,
+        }
 
 
-def prepare(model: str | Path, calib_set: str | Path, method: str = "entropy", root: Path | None = None,
-            cache_path: Path | None = None, calib_root: Path | None = None, backend: str = DEFAULT_BACKEND,
-            error_unit: str | None = None) -> Prepared:
+def prepare(
+    model: str | Path,
+    calib_set: str | Path,
+    method: str = "entropy",
+    root: Path | None = None,
+    cache_path: Path | None = None,
+    calib_root: Path | None = None,
+    backend: str = DEFAULT_BACKEND,
+    error_unit: str | None = None,
+) -> Prepared:
     """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
     check_method(method)
     root, calib_root = area_path("engines", root), area_path("calib_sets", calib_root)
     speech_set = require_utterances(load_set(calib_set, root=calib_root), "calibration")
     description = describe_model(model, error_unit)  # an unsupported model stops here, before any work
     if cache_path is None:
-        result = calibrate.run(calibrate.CalibrateInputs(description, str(speech_set.path), MethodSpec(method),
-                                                         engines=root, calib_root=calib_root, backend=backend))
+        result = calibrate.run(
+            calibrate.CalibrateInputs(
+                description,
+                str(speech_set.path),
+                MethodSpec(method),
+                engines=root,
+                calib_root=calib_root,
+                backend=backend,
+            )
+        )
         cache = cache_mod.load(result.cache)
-        return Prepared(str(model), description.model_hash, result.fp32_onnx.parent, result.fp32_onnx,
-                        result.cache, cache, speech_set, method, result.int8_onnx, description, result.guard)
+        return Prepared(
+            str(model),
+            description.model_hash,
+            result.fp32_onnx.parent,
+            result.fp32_onnx,
+            result.cache,
+            cache,
+            speech_set,
+            method,
+            result.int8_onnx,
+            description,
+            result.guard,
+        )
     check_cache_file(cache_path)
     cache = cache_mod.load(Path(cache_path))
     mhash = description.model_hash
     if cache.keys.get("model") != mhash:
-        raise WorkbenchError(f"calibration cache {cache_path} was made for another model (model hash "
-                             f"{str(cache.keys.get('model'))[:12]}, this model is {mhash[:12]}); run "
-                             f"python -m workbench calibrate --model {model} or drop --cache")
+        raise WorkbenchError(
+            f"calibration cache {cache_path} was made for another model (model hash "
+            f"{str(cache.keys.get('model'))[:12]}, this model is {mhash[:12]}); run "
+            f"python -m workbench calibrate --model {model} or drop --cache"
+        )
     if cache.keys.get("calibration_set") != speech_set.content_hash:
-        raise WorkbenchError(f"calibration cache {cache_path} was made from another calibration set than "
-                             f"{speech_set.name}; give the matching --calib-set or drop --cache")
+        raise WorkbenchError(
+            f"calibration cache {cache_path} was made from another calibration set than "
+            f"{speech_set.name}; give the matching --calib-set or drop --cache"
+        )
     fp32 = calibrate.export_or_reuse(description, root)
     if cache.keys.get("onnx") != sha256_file(fp32):
-        raise WorkbenchError(f"calibration cache {cache_path} was made for another ONNX export than {fp32}; "
-                             "recalibrate (python -m workbench calibrate)")
+        raise WorkbenchError(
+            f"calibration cache {cache_path} was made for another ONNX export than {fp32}; "
+            "recalibrate (python -m workbench calibrate)"
+        )
     guard, _ = guard_for_set(fp32, speech_set, fp32.parent, prepare=description.prepare)
-    return Prepared(str(model), mhash, fp32.parent, fp32, Path(cache_path), cache, speech_set,
-                    str(cache.keys.get("method", method)), None, description, guard)
+    return Prepared(
+        str(model),
+        mhash,
+        fp32.parent,
+        fp32,
+        Path(cache_path),
+        cache,
+        speech_set,
+        str(cache.keys.get("method", method)),
+        None,
+        description,
+        guard,
+    )
 
 
 def check_method(method: str) -> None:
@@ -97,8 +144,10 @@ def check_method(method: str) -> None:
 
 def check_cache_file(path: Path) -> None:
     if not Path(path).is_file():
-        raise WorkbenchError(f"--cache {path} is not a file; give a .cache written by python -m workbench "
-                             "calibrate for this model, or drop --cache to reuse or make one")
+        raise WorkbenchError(
+            f"--cache {path} is not a file; give a .cache written by python -m workbench "
+            "calibrate for this model, or drop --cache to reuse or make one"
+        )
 
 
 def named_set(name: str | Path | None, role: str, root: Path | None = None) -> SpeechSet | None:
@@ -122,7 +171,9 @@ class AnalysisInputs:
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     progress: bool = True
-    backend: str = DEFAULT_BACKEND  # where the model runs: ort-cpu or ort-cuda (layer outputs need ONNX Runtime)
+    backend: str = (
+        DEFAULT_BACKEND  # where the model runs: ort-cpu or ort-cuda (layer outputs need ONNX Runtime)
+    )
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
 
     @property
@@ -144,8 +195,16 @@ class AnalysisInputs:
     def prepare(self) -> Prepared:
         """Check the shared options, then the FP32 ONNX + cache (see ``prepare``)."""
         self.check()
-        return prepare(self.model, self.calib_set, self.method, root=self.engines, cache_path=self.cache,
-                       calib_root=self.calib_root, backend=self.backend, error_unit=self.error_unit)
+        return prepare(
+            self.model,
+            self.calib_set,
+            self.method,
+            root=self.engines,
+            cache_path=self.cache,
+            calib_root=self.calib_root,
+            backend=self.backend,
+            error_unit=self.error_unit,
+        )
 
 
 def file_lines(files: dict[str, Path]) -> list[str]:

@@ -49,11 +49,22 @@ class SetsResult:
         b = self.built
         card = b.calib.card
         dev = set_lines(b.dev) if b.dev is not None else []
-        held_out = ([f"{b.dev.name} held out from {b.calib.name} and {b.eval.name}: no shared speaker or text"]
-                    if b.dev is not None else [])
-        return (self.recovered + set_lines(b.calib) + set_lines(b.eval) + dev
-                + [f"\ndisjoint by text: {b.checks['disjoint_by_text']}, by speaker: {b.checks['disjoint_by_speaker']}"]
-                + held_out + profile_lines(card, card["made"].get("profile_fit")))
+        held_out = (
+            [f"{b.dev.name} held out from {b.calib.name} and {b.eval.name}: no shared speaker or text"]
+            if b.dev is not None
+            else []
+        )
+        return (
+            self.recovered
+            + set_lines(b.calib)
+            + set_lines(b.eval)
+            + dev
+            + [
+                f"\ndisjoint by text: {b.checks['disjoint_by_text']}, by speaker: {b.checks['disjoint_by_speaker']}"
+            ]
+            + held_out
+            + profile_lines(card, card["made"].get("profile_fit"))
+        )
 
 
 def run(inputs: SetsInputs) -> SetsResult:
@@ -65,8 +76,10 @@ def run(inputs: SetsInputs) -> SetsResult:
     if inputs.source == "synthetic":
         return SetsResult(builder.build_synthetic_sets(cfg, root=inputs.root), recovered)
     clips, skipped = sources.collect(open_source(inputs.source, inputs.path, inputs.options))
-    return SetsResult(builder.build_external_sets(cfg, clips, skipped, f"{inputs.source}:{inputs.path}",
-                                                  root=inputs.root), recovered)
+    return SetsResult(
+        builder.build_external_sets(cfg, clips, skipped, f"{inputs.source}:{inputs.path}", root=inputs.root),
+        recovered,
+    )
 
 
 def profile_lines(card: dict[str, Any], fit: dict[str, Any] | None) -> list[str]:
@@ -76,20 +89,24 @@ def profile_lines(card: dict[str, Any], fit: dict[str, Any] | None) -> list[str]
         return []
     out = [f"engine profile: {p['min_s']:g} / {p['opt_s']:g} / {p['max_s']:g} s (min/opt/max), {p['how']}"]
     if fit and fit["outside"]:
-        out.append(f"left out by the fixed profile: {fit['outside']} of {fit['total']} clips ({fit['shorter']} shorter, "
-                   f"{fit['longer']} longer; clips run {fit['shortest_s']:.2f}-{fit['longest_s']:.2f} s); to keep "
-                   f"them pass {fit['to_keep_them_pass']}, or leave out --min/--max-seconds to derive the profile")
+        out.append(
+            f"left out by the fixed profile: {fit['outside']} of {fit['total']} clips ({fit['shorter']} shorter, "
+            f"{fit['longer']} longer; clips run {fit['shortest_s']:.2f}-{fit['longest_s']:.2f} s); to keep "
+            f"them pass {fit['to_keep_them_pass']}, or leave out --min/--max-seconds to derive the profile"
+        )
     return out
 
 
 def set_lines(speech_set: SpeechSet) -> list[str]:
     """A set's summary line, balance table, accents, noise kinds, SNR range and problems."""
     card = speech_set.card
-    out = [f"\n{speech_set.name}  ({card['utterances']} utterances, {card['total_duration_s']:.0f} s, "
-           f"{card['speakers']} speakers, hash {card['content_hash'][:12]})  -> {speech_set.path}",
-           balance_table(card),
-           "accents: " + ", ".join(f"{k} {v}" for k, v in card["accents"].items()),
-           "noise:   " + ", ".join(f"{k} {v}" for k, v in card["noise_kinds"].items())]
+    out = [
+        f"\n{speech_set.name}  ({card['utterances']} utterances, {card['total_duration_s']:.0f} s, "
+        f"{card['speakers']} speakers, hash {card['content_hash'][:12]})  -> {speech_set.path}",
+        balance_table(card),
+        "accents: " + ", ".join(f"{k} {v}" for k, v in card["accents"].items()),
+        "noise:   " + ", ".join(f"{k} {v}" for k, v in card["noise_kinds"].items()),
+    ]
     if card["snr_db"]:
         out.append(f"SNR dB:  {card['snr_db']['min']:.1f} .. {card['snr_db']['max']:.1f}")
     short = card.get("checks", {}).get("shortfall")

@@ -21,17 +21,22 @@ was given, so the record always names the model that was actually used.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from workbench.artifacts import read_json_artifact
 from workbench.backends.factory import RunnerFactory, check_backend, device_of
 from workbench.backends.tensorrt.builder import BuildSettings
-from workbench.backends.tensorrt.inspector import (EnginePrecisionCheck, check_plan, engine_information,
-                                                   parse_engine_information)
+from workbench.backends.tensorrt.inspector import (
+    EnginePrecisionCheck,
+    check_plan,
+    engine_information,
+    parse_engine_information,
+)
 from workbench.backends.tensorrt.profile import samples_from_durations
 from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
@@ -79,13 +84,17 @@ class SignoffInputs:
     sensitivity: Path | None = None
     threads: int | None = None
     backend: str = DEFAULT_BACKEND  # where WER and latency are measured: ort-cpu, ort-cuda or tensorrt
-    target: str = DEFAULT_TARGET  # where the candidate will run; latency picks a winner only when measured there
+    target: str = (
+        DEFAULT_TARGET  # where the candidate will run; latency picks a winner only when measured there
+    )
     resamples: int = 2000
     seed: int = 0
     limit: int | None = None
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
-    outside_profile: str = OUTSIDE_PROFILE_DEFAULT  # refuse, score or skip clips outside the deployment profile
+    outside_profile: str = (
+        OUTSIDE_PROFILE_DEFAULT  # refuse, score or skip clips outside the deployment profile
+    )
     profile_min_s: float | None = None  # deployment profile (default: the calibration set's)
     profile_max_s: float | None = None
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
@@ -105,9 +114,11 @@ class SignoffResult:
 
     def lines(self) -> list[str]:
         decision = self.record["decision"]
-        return ([f"  {v['candidate']:>12}: {v['summary']}" for v in self.record["verdicts"]]
-                + [f"  {r}" for r in decision["reasons"]]
-                + [f"report: {self.paths['html']}", f"verdict: {decision['line']}"])
+        return (
+            [f"  {v['candidate']:>12}: {v['summary']}" for v in self.record["verdicts"]]
+            + [f"  {r}" for r in decision["reasons"]]
+            + [f"report: {self.paths['html']}", f"verdict: {decision['line']}"]
+        )
 
 
 @dataclass(frozen=True)
@@ -118,15 +129,30 @@ class DefaultVariants:
     mixed_note: str | None = None
 
 
-def build_default_variants(model: Path | str | ModelDescription, calib_set: str | Path, method: str = "entropy",
-                           root: Path | None = None, eval_hash: str | None = None,
-                           calib_root: Path | None = None) -> DefaultVariants:
+def build_default_variants(
+    model: Path | str | ModelDescription,
+    calib_set: str | Path,
+    method: str = "entropy",
+    root: Path | None = None,
+    eval_hash: str | None = None,
+    calib_root: Path | None = None,
+) -> DefaultVariants:
     """Export/calibrate (reusing a matching cache) and write FP16 beside FP32 and INT8; add the mixed plan
     of a finished ``search`` on this export and cache (not searched on the evaluation set ``eval_hash``)."""
-    result = calibrate.run(calibrate.CalibrateInputs(model, calib_set, MethodSpec(method),
-                                                     engines=area_path("engines", root),
-                                                     calib_root=area_path("calib_sets", calib_root)))
-    candidates = [("fp32", result.fp32_onnx), ("fp16", result.fp16_onnx), (f"int8-{method}", result.int8_onnx)]
+    result = calibrate.run(
+        calibrate.CalibrateInputs(
+            model,
+            calib_set,
+            MethodSpec(method),
+            engines=area_path("engines", root),
+            calib_root=area_path("calib_sets", calib_root),
+        )
+    )
+    candidates = [
+        ("fp32", result.fp32_onnx),
+        ("fp16", result.fp16_onnx),
+        (f"int8-{method}", result.int8_onnx),
+    ]
     found = matching_search(result.fp32_onnx, result.cache, eval_hash)
     if found is None:
         return DefaultVariants(candidates, result.cache)
@@ -138,8 +164,9 @@ def engine_settings(utts: list[Utterance], latency: LatencyConfig | None) -> Bui
     """TensorRT build settings of a sign-off: the profile spans the judged clips' durations and the timed
     batch sizes (batch 1 only without latency runs)."""
     durations = [u.duration_s for u in utts] or [1.0]
-    return BuildSettings(batches=tuple(latency.batch_sizes) if latency else (1,),
-                         samples=samples_from_durations(durations))
+    return BuildSettings(
+        batches=tuple(latency.batch_sizes) if latency else (1,), samples=samples_from_durations(durations)
+    )
 
 
 def check_engine(engine: Path, onnx_path: Path) -> EnginePrecisionCheck:
@@ -150,13 +177,21 @@ def check_engine(engine: Path, onnx_path: Path) -> EnginePrecisionCheck:
 
 def engine_check(result: EnginePrecisionCheck) -> Check:
     """The engine-precision result as a gate check (FAIL lists the layers)."""
-    bad = len(result.int8_fallback) + len(result.fp16_mismatch) + len(result.fp32_mismatch) + len(result.not_found)
+    bad = (
+        len(result.int8_fallback)
+        + len(result.fp16_mismatch)
+        + len(result.fp32_mismatch)
+        + len(result.not_found)
+    )
     return Check("engine precisions", float(bad), 0.0, result.passed, result.summary())
 
 
-def overflow_reports(candidates: list[tuple[str, Path]], calib_set: SpeechSet | None,
-                     log: Callable[[str], None] = print,
-                     prepare: Callable[[np.ndarray], np.ndarray] | None = None) -> dict[str, OverflowReport]:
+def overflow_reports(
+    candidates: list[tuple[str, Path]],
+    calib_set: SpeechSet | None,
+    log: Callable[[str], None] = print,
+    prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> dict[str, OverflowReport]:
     """Each candidate's inf/NaN check on the calibration set (clips made ``input_values`` by ``prepare``, the
     model's feature settings), before anything is judged ({} without a set)."""
     if calib_set is None:
@@ -176,29 +211,44 @@ def add_overflow_checks(verdicts: list[Verdict], reports: dict[str, OverflowRepo
         report = reports.get(verdict.candidate)
         if report is None:
             continue
-        verdict.add(Check("overflow", float(len(report.overflows) + report.output_clips_nonfinite), 0.0, report.clean,
-                          report.summary()))
+        verdict.add(
+            Check(
+                "overflow",
+                float(len(report.overflows) + report.output_clips_nonfinite),
+                0.0,
+                report.clean,
+                report.summary(),
+            )
+        )
 
 
 def resolve_model(candidates: list[tuple[str, Path]], given: ModelDescription | None) -> ModelDescription:
     """The model the candidates were made from: ``given`` (``--model``) checked against what they carry, or,
     without it, the description in the candidates' metadata. Refused: candidates of different models, a
     given model that is not theirs, and no model at all (nothing would say how to feed and decode them)."""
-    carried = [(name, found) for name, path in candidates if (found := description_of_onnx(Path(path))) is not None]
+    carried = [
+        (name, found) for name, path in candidates if (found := description_of_onnx(Path(path))) is not None
+    ]
     hashes = {d.model_hash for _, d in carried}
     if len(hashes) > 1:
         listing = ", ".join(f"{n}: {d.model_hash[:12]}" for n, d in carried)
-        raise WorkbenchError(f"the candidates come from different models ({listing}); compare variants of one model")
+        raise WorkbenchError(
+            f"the candidates come from different models ({listing}); compare variants of one model"
+        )
     if given is not None:
         if hashes and given.model_hash not in hashes:
-            raise WorkbenchError(f"--model {given.source} (hash {given.model_hash[:12]}) is not the model the "
-                                 f"candidates were exported from (hash {next(iter(hashes))[:12]}); give that model's "
-                                 "folder, or drop --model to use the description the candidates carry")
+            raise WorkbenchError(
+                f"--model {given.source} (hash {given.model_hash[:12]}) is not the model the "
+                f"candidates were exported from (hash {next(iter(hashes))[:12]}); give that model's "
+                "folder, or drop --model to use the description the candidates carry"
+            )
         return given
     if not carried or carried[0][0] != candidates[0][0]:
-        raise WorkbenchError(f"the baseline {candidates[0][1]} does not say which model it was exported from; give "
-                             "--model FOLDER (its vocabulary and features decide how the candidates are fed and "
-                             "decoded)")
+        raise WorkbenchError(
+            f"the baseline {candidates[0][1]} does not say which model it was exported from; give "
+            "--model FOLDER (its vocabulary and features decide how the candidates are fed and "
+            "decoded)"
+        )
     return carried[0][1]
 
 
@@ -206,17 +256,25 @@ def _speech_set(value: SpeechSet | str | Path, root: Path) -> SpeechSet:
     return value if isinstance(value, SpeechSet) else load_set(value, root=root)
 
 
-def select_utterances(eval_set: SpeechSet, calib_set: SpeechSet | None, policy: str = OUTSIDE_PROFILE_DEFAULT,
-                      min_s: float | None = None, max_s: float | None = None,
-                      limit: int | None = None) -> tuple[list[Utterance], list[str]]:
+def select_utterances(
+    eval_set: SpeechSet,
+    calib_set: SpeechSet | None,
+    policy: str = OUTSIDE_PROFILE_DEFAULT,
+    min_s: float | None = None,
+    max_s: float | None = None,
+    limit: int | None = None,
+) -> tuple[list[Utterance], list[str]]:
     """The evaluation utterances to score and the notes they need: refuses a calibration set that shares
     speakers or texts with the evaluation set, and applies ``policy`` to clips outside the deployment
     profile (explicit seconds, else the calibration set's profile)."""
     if calib_set is not None:
         require_disjoint(calib_set, eval_set)
-    profile, origin = deployment_profile(calib_set.card if calib_set is not None else None,
-                                         [u.duration_s for u in calib_set.utterances] if calib_set is not None else None,
-                                         min_s, max_s)
+    profile, origin = deployment_profile(
+        calib_set.card if calib_set is not None else None,
+        [u.duration_s for u in calib_set.utterances] if calib_set is not None else None,
+        min_s,
+        max_s,
+    )
     utts = eval_set.utterances[:limit] if limit else eval_set.utterances
     return select_in_profile(utts, profile, policy, origin)
 
@@ -235,17 +293,24 @@ def check_candidates(candidates: list[tuple[str, Path]]) -> None:
 def check_cache_apart(eval_set: SpeechSet, cache: Path | None) -> None:
     """Refuse a calibration cache whose scales were computed on the evaluation set itself."""
     if cache is not None and load_cache(Path(cache)).keys.get("calibration_set") == eval_set.content_hash:
-        raise WorkbenchError(f"the calibration cache {cache} was made from the evaluation set {eval_set.name}; judge "
-                             "on an evaluation set the model was not calibrated on (data build writes a disjoint pair)")
+        raise WorkbenchError(
+            f"the calibration cache {cache} was made from the evaluation set {eval_set.name}; judge "
+            "on an evaluation set the model was not calibrated on (data build writes a disjoint pair)"
+        )
 
 
 def read_sensitivity(path: Path) -> dict[str, Any]:
-    return read_json_artifact(path, SENSITIVITY_FORMAT, "give a sensitivity-*.json written by python -m workbench "
-                              "compare, or drop --sensitivity", what="sensitivity file")
+    return read_json_artifact(
+        path,
+        SENSITIVITY_FORMAT,
+        "give a sensitivity-*.json written by python -m workbench compare, or drop --sensitivity",
+        what="sensitivity file",
+    )
 
 
-def check(inputs: SignoffInputs) -> tuple[SpeechSet, SpeechSet | None, list[Utterance], list[str],
-                                         dict[str, Any] | None]:
+def check(
+    inputs: SignoffInputs,
+) -> tuple[SpeechSet, SpeechSet | None, list[Utterance], list[str], dict[str, Any] | None]:
     """Every input check that needs no model work: an overlapping pair, a cache made from the evaluation set,
     out-of-profile clips, the candidate files (or what builds them: model folder, calibration set, method) and
     the sensitivity file; the gates were checked when the ``GateConfig`` was made. ``run`` starts with it; so
@@ -256,20 +321,27 @@ def check(inputs: SignoffInputs) -> tuple[SpeechSet, SpeechSet | None, list[Utte
     check_backend(inputs.backend)
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
-    utts, profile_notes = select_utterances(eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s,
-                                            inputs.profile_max_s, inputs.limit)
+    utts, profile_notes = select_utterances(
+        eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s, inputs.profile_max_s, inputs.limit
+    )
     check_cache_apart(eval_set, inputs.cache)
     if inputs.candidates:
         check_candidates(list(inputs.candidates))
     else:
         if not inputs.calib_set:
-            raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
-                                 "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)")
+            raise WorkbenchError(
+                "give --calib-set to build FP32/FP16/INT8 variants from --model, or the candidates "
+                "as --candidate fp32=model.onnx --candidate int8=model.int8.onnx (FP32 first)"
+            )
         if inputs.model is None:
-            raise WorkbenchError("give --model to build FP32/FP16/INT8 variants, or the candidates as --candidate")
+            raise WorkbenchError(
+                "give --model to build FP32/FP16/INT8 variants, or the candidates as --candidate"
+            )
         MethodSpec(inputs.method)
     if inputs.model is not None and not isinstance(inputs.model, ModelDescription):
-        check_model_source(inputs.model)  # an unsupported model stops here, before anything is built or written
+        check_model_source(
+            inputs.model
+        )  # an unsupported model stops here, before anything is built or written
     sensitivity = read_sensitivity(inputs.sensitivity) if inputs.sensitivity is not None else None
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
@@ -281,13 +353,24 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
         log(f"note: {note}")
-    given = inputs.model if isinstance(inputs.model, ModelDescription) or inputs.model is None else \
-        describe_model(inputs.model, inputs.error_unit)
+    given = (
+        inputs.model
+        if isinstance(inputs.model, ModelDescription) or inputs.model is None
+        else describe_model(inputs.model, inputs.error_unit)
+    )
     if not candidates:
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
-        log(f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({inputs.method})")
-        built = build_default_variants(given, calib_source, inputs.method, root=inputs.engines,
-                                       eval_hash=eval_set.content_hash, calib_root=inputs.calib_root)
+        log(
+            f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({inputs.method})"
+        )
+        built = build_default_variants(
+            given,
+            calib_source,
+            inputs.method,
+            root=inputs.engines,
+            eval_hash=eval_set.content_hash,
+            calib_root=inputs.calib_root,
+        )
         candidates, cache = built.candidates, cache or built.cache
         if built.mixed_note:
             log(built.mixed_note)
@@ -299,7 +382,9 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     names = [n for n, _ in candidates]
     machine = machine_info()
     overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, log, model.prepare)
-    factory = RunnerFactory(inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency))
+    factory = RunnerFactory(
+        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency)
+    )
     runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
     for name in names:
@@ -308,11 +393,14 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     latencies = {}
     if inputs.latency:
         buckets = bucket_clips(eval_set)
-        log(f"timing {', '.join(names)} interleaved on {inputs.backend}: batch sizes "
-            f"{list(inputs.latency.batch_sizes)} x buckets {list(buckets)}")
+        log(
+            f"timing {', '.join(names)} interleaved on {inputs.backend}: batch sizes "
+            f"{list(inputs.latency.batch_sizes)} x buckets {list(buckets)}"
+        )
         latencies = measure_interleaved(runners, buckets, inputs.latency, machine, model.prepare)
-    accuracy = compare_accuracy(utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed,
-                                scoring=Scoring.for_model(model))
+    accuracy = compare_accuracy(
+        utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed, scoring=Scoring.for_model(model)
+    )
     verdicts = judge(accuracy, latencies, inputs.gates)
     add_overflow_checks(verdicts, overflow)
     engine_checks = {}
@@ -320,9 +408,15 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         engine_checks = {n: check_engine(factory.engine_of(p), p) for n, p in candidates}
         for verdict in verdicts:
             verdict.add(engine_check(engine_checks[verdict.candidate]))
-    decision = decide(verdicts, latencies, names[0],
-                      [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
-                      inputs.target, inputs.backend if latencies else None, inputs.gates.latency_batch)
+    decision = decide(
+        verdicts,
+        latencies,
+        names[0],
+        [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
+        inputs.target,
+        inputs.backend if latencies else None,
+        inputs.gates.latency_batch,
+    )
     artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
     if model.folder is not None:
         artifacts.insert(0, artifact_entry("model", model.folder, "model"))
@@ -333,8 +427,10 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     if sensitivity_path is not None:
         artifacts.append(artifact_entry("sensitivity", sensitivity_path, "json"))
     artifacts += [artifact_entry(f"candidate {n}", p, "onnx") for n, p in candidates]
-    notes = [f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
-             f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}"]
+    notes = [
+        f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
+        f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}",
+    ]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
@@ -342,11 +438,25 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     notes += [f"{name}: {report.summary()}" for name, report in overflow.items()]
     if not overflow:
         notes.append("no overflow check (it needs the calibration set)")
-    backend = {"backend": inputs.backend, "device": device_of(inputs.backend), "target": inputs.target,
-               "measured": "transcription (WER) and latency of every candidate"}
-    record = build_record(accuracy=accuracy.to_json(), latency={n: r.to_json() for n, r in latencies.items()},
-                          verdicts=[v.to_json() for v in verdicts], recommendation=decision.recommendation,
-                          decision=decision.to_json(), backend=backend,
-                          gates=inputs.gates.to_json(), artifacts=artifacts, machine=machine,
-                          packages=package_versions(), sensitivity=sensitivity, notes=notes, model=model.record())
+    backend = {
+        "backend": inputs.backend,
+        "device": device_of(inputs.backend),
+        "target": inputs.target,
+        "measured": "transcription (WER) and latency of every candidate",
+    }
+    record = build_record(
+        accuracy=accuracy.to_json(),
+        latency={n: r.to_json() for n, r in latencies.items()},
+        verdicts=[v.to_json() for v in verdicts],
+        recommendation=decision.recommendation,
+        decision=decision.to_json(),
+        backend=backend,
+        gates=inputs.gates.to_json(),
+        artifacts=artifacts,
+        machine=machine,
+        packages=package_versions(),
+        sensitivity=sensitivity,
+        notes=notes,
+        model=model.record(),
+    )
     return SignoffResult(record, write_report(record, inputs.out_dir))

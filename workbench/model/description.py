@@ -32,9 +32,20 @@ from workbench.model.vocab import Vocabulary, load_vocabulary
 METADATA_KEY = "workbench.model"
 FORMAT = "workbench-model/1"
 #: config.json keys that decide the graph's structure, kept in the description for reports.
-STRUCTURE_KEYS = ("feat_extract_norm", "do_stable_layer_norm", "conv_bias", "position_embeddings_type",
-                  "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
-                  "feat_proj_layer_norm", "num_buckets", "conv_depthwise_kernel_size", "num_conv_pos_embeddings")
+STRUCTURE_KEYS = (
+    "feat_extract_norm",
+    "do_stable_layer_norm",
+    "conv_bias",
+    "position_embeddings_type",
+    "num_hidden_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "intermediate_size",
+    "feat_proj_layer_norm",
+    "num_buckets",
+    "conv_depthwise_kernel_size",
+    "num_conv_pos_embeddings",
+)
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,7 @@ class ModelDescription:
     def error_unit_source(self) -> str:
         return "--error-unit" if self.error_unit_override else "the model's vocabulary"
 
-    def with_error_unit(self, unit: str | None) -> "ModelDescription":
+    def with_error_unit(self, unit: str | None) -> ModelDescription:
         return replace(self, error_unit_override=check_error_unit(unit)) if unit else self
 
     def prepare(self, audio: np.ndarray) -> np.ndarray:
@@ -81,18 +92,26 @@ class ModelDescription:
     def summary(self) -> str:
         """One line for the CLI."""
         chars = len(self.vocabulary.characters)
-        return (f"{self.architecture} ({self.model_type}), {self.vocabulary.size} tokens ({chars} characters, blank "
-                f"id {self.vocabulary.blank_id}), do_normalize={self.features.do_normalize}, "
-                f"error unit {self.error_unit.upper()} (from {self.error_unit_source})")
+        return (
+            f"{self.architecture} ({self.model_type}), {self.vocabulary.size} tokens ({chars} characters, blank "
+            f"id {self.vocabulary.blank_id}), do_normalize={self.features.do_normalize}, "
+            f"error unit {self.error_unit.upper()} (from {self.error_unit_source})"
+        )
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON: what goes into ONNX metadata and report provenance (the source folder as given)."""
-        return {"format": FORMAT, "source": self.source, "model_hash": self.model_hash,
-                "architecture": self.architecture, "model_type": self.model_type,
-                "vocabulary": self.vocabulary.to_json(), "features": self.features.to_json(),
-                "structure": dict(self.structure)}
+        return {
+            "format": FORMAT,
+            "source": self.source,
+            "model_hash": self.model_hash,
+            "architecture": self.architecture,
+            "model_type": self.model_type,
+            "vocabulary": self.vocabulary.to_json(),
+            "features": self.features.to_json(),
+            "structure": dict(self.structure),
+        }
 
-    def same_model(self, other: "ModelDescription") -> bool:
+    def same_model(self, other: ModelDescription) -> bool:
         """Same weights, vocabulary, features and structure (wherever each was loaded from)."""
         mine, theirs = self.to_json(), other.to_json()
         mine.pop("source")
@@ -101,24 +120,42 @@ class ModelDescription:
 
     def record(self) -> dict[str, Any]:
         """What a report or artifact records about the model (no token table)."""
-        return {"source": self.source, "model_hash": self.model_hash, "architecture": self.architecture,
-                "model_type": self.model_type, "vocabulary_size": self.vocabulary.size,
-                "blank_id": self.vocabulary.blank_id, "word_delimiter": self.vocabulary.word_delimiter,
-                "do_normalize": self.features.do_normalize, "sampling_rate": self.features.sampling_rate,
-                "return_attention_mask": self.features.return_attention_mask, "error_unit": self.error_unit,
-                "error_unit_from": self.error_unit_source, "text_normalisation": self.normaliser.describe(),
-                "structure": dict(self.structure)}
+        return {
+            "source": self.source,
+            "model_hash": self.model_hash,
+            "architecture": self.architecture,
+            "model_type": self.model_type,
+            "vocabulary_size": self.vocabulary.size,
+            "blank_id": self.vocabulary.blank_id,
+            "word_delimiter": self.vocabulary.word_delimiter,
+            "do_normalize": self.features.do_normalize,
+            "sampling_rate": self.features.sampling_rate,
+            "return_attention_mask": self.features.return_attention_mask,
+            "error_unit": self.error_unit,
+            "error_unit_from": self.error_unit_source,
+            "text_normalisation": self.normaliser.describe(),
+            "structure": dict(self.structure),
+        }
 
     @classmethod
-    def from_json(cls, obj: Any, folder: Path | None = None) -> "ModelDescription":
+    def from_json(cls, obj: Any, folder: Path | None = None) -> ModelDescription:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             raise WorkbenchError(f"not a workbench model description ({FORMAT})")
         try:
-            return cls(str(obj["source"]), str(obj["model_hash"]), str(obj["architecture"]), str(obj["model_type"]),
-                       Vocabulary.from_json(obj["vocabulary"]), FeatureSettings.from_json(obj["features"]),
-                       dict(obj.get("structure") or {}), folder=folder)
+            return cls(
+                str(obj["source"]),
+                str(obj["model_hash"]),
+                str(obj["architecture"]),
+                str(obj["model_type"]),
+                Vocabulary.from_json(obj["vocabulary"]),
+                FeatureSettings.from_json(obj["features"]),
+                dict(obj.get("structure") or {}),
+                folder=folder,
+            )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise WorkbenchError(f"damaged workbench model description ({type(exc).__name__}: {exc})") from exc
+            raise WorkbenchError(
+                f"damaged workbench model description ({type(exc).__name__}: {exc})"
+            ) from exc
 
 
 def _read_config(folder: Path, where: str) -> dict[str, Any]:
@@ -138,12 +175,16 @@ def _check_transformers_config(folder: Path, where: str, architecture: str) -> A
     try:
         config = transformers.AutoConfig.from_pretrained(str(folder))
     except Exception as exc:  # ValueError (unknown model_type), KeyError, TypeError, OSError: all one message
-        raise unsupported(where, f"transformers cannot load its config.json ({type(exc).__name__}: "
-                                 f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from exc
+        raise unsupported(
+            where,
+            f"transformers cannot load its config.json ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0][:160] if str(exc) else ''})",
+        ) from exc
     expected = getattr(transformers, architecture).config_class
     if not isinstance(config, expected):
-        raise unsupported(where, f"transformers reads its config.json as {type(config).__name__}, not "
-                                 f"{expected.__name__}")
+        raise unsupported(
+            where, f"transformers reads its config.json as {type(config).__name__}, not {expected.__name__}"
+        )
     return config
 
 
@@ -154,13 +195,18 @@ def _check_head(folder: Path, where: str, vocabulary: Vocabulary, vocab_size: in
     if shapes is not None:
         head = shapes.get(CTC_HEAD)
         if head is None:
-            raise unsupported(where, "the weights have no CTC head (lm_head.weight); this is a model without a "
-                                     "head, e.g. Wav2Vec2Model")
+            raise unsupported(
+                where,
+                "the weights have no CTC head (lm_head.weight); this is a model without a "
+                "head, e.g. Wav2Vec2Model",
+            )
         vocab_size = head[0] if head else vocab_size
     if vocabulary.size > vocab_size:
-        raise WorkbenchError(f"{where}: vocab.json has ids up to {vocabulary.size - 1} but the CTC head has "
-                             f"{vocab_size} outputs; the vocabulary belongs to another model (save this model's "
-                             "processor beside it)")
+        raise WorkbenchError(
+            f"{where}: vocab.json has ids up to {vocabulary.size - 1} but the CTC head has "
+            f"{vocab_size} outputs; the vocabulary belongs to another model (save this model's "
+            "processor beside it)"
+        )
 
 
 def describe_model(name_or_path: str | Path, error_unit: str | None = None) -> ModelDescription:
@@ -172,7 +218,9 @@ def describe_model(name_or_path: str | Path, error_unit: str | None = None) -> M
     return inspect_folder(folder, str(name_or_path), model_hash(folder), error_unit)
 
 
-def inspect_folder(folder: Path, where: str, model_hash: str = "", error_unit: str | None = None) -> ModelDescription:
+def inspect_folder(
+    folder: Path, where: str, model_hash: str = "", error_unit: str | None = None
+) -> ModelDescription:
     """Config, vocabulary, CTC head (safetensors header) and features of a local model folder, every check
     that refuses an unsupported model; no weights are read and, without ``model_hash``, nothing is hashed."""
     arch = check_config(_read_config(folder, where), where)
@@ -185,19 +233,38 @@ def inspect_folder(folder: Path, where: str, model_hash: str = "", error_unit: s
     if arch.model_type == "data2vec-audio":
         structure["feat_extract_norm"] = "layer"  # Data2VecAudio's conv layers always use LayerNorm
     structure = {k: list(v) if isinstance(v, tuple) else v for k, v in structure.items()}
-    return ModelDescription(where, model_hash, arch.name, arch.model_type, vocabulary, features, structure,
-                            check_error_unit(error_unit), folder)
+    return ModelDescription(
+        where,
+        model_hash,
+        arch.name,
+        arch.model_type,
+        vocabulary,
+        features,
+        structure,
+        check_error_unit(error_unit),
+        folder,
+    )
 
 
-def describe_vocabulary(vocabulary: Vocabulary, features: FeatureSettings | None = None,
-                        source: str = "hand-built graph", architecture: str = "Wav2Vec2ForCTC") -> ModelDescription:
+def describe_vocabulary(
+    vocabulary: Vocabulary,
+    features: FeatureSettings | None = None,
+    source: str = "hand-built graph",
+    architecture: str = "Wav2Vec2ForCTC",
+) -> ModelDescription:
     """A description without a model folder, for graphs built by hand (tests): its hash is the vocabulary's."""
     from workbench.artifacts import sha256_bytes
     from workbench.model.architectures import ARCHITECTURES
 
     digest = sha256_bytes(json.dumps(vocabulary.to_json(), sort_keys=True).encode())
-    return ModelDescription(source, f"vocabulary-{digest}", architecture, ARCHITECTURES[architecture].model_type,
-                            vocabulary, features or FeatureSettings())
+    return ModelDescription(
+        source,
+        f"vocabulary-{digest}",
+        architecture,
+        ARCHITECTURES[architecture].model_type,
+        vocabulary,
+        features or FeatureSettings(),
+    )
 
 
 def _varint(handle: Any) -> int:
@@ -263,15 +330,19 @@ def description_of_onnx(path: Path) -> ModelDescription | None:
     try:
         props = onnx_metadata(Path(path))
     except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise WorkbenchError(f"{path} is not a readable ONNX model ({exc}); give an ONNX file written by "
-                             "python -m workbench calibrate, search or signoff") from exc
+        raise WorkbenchError(
+            f"{path} is not a readable ONNX model ({exc}); give an ONNX file written by "
+            "python -m workbench calibrate, search or signoff"
+        ) from exc
     if METADATA_KEY not in props:
         return None
     try:
         return ModelDescription.from_json(json.loads(props[METADATA_KEY]))
     except (ValueError, WorkbenchError) as exc:
-        raise WorkbenchError(f"{path}: its model description is damaged ({exc}); export it again with "
-                             "python -m workbench calibrate") from exc
+        raise WorkbenchError(
+            f"{path}: its model description is damaged ({exc}); export it again with "
+            "python -m workbench calibrate"
+        ) from exc
 
 
 def set_metadata(model: Any, description: ModelDescription) -> None:
@@ -281,5 +352,3 @@ def set_metadata(model: Any, description: ModelDescription) -> None:
     for key, value in kept + [(METADATA_KEY, json.dumps(description.to_json(), sort_keys=True))]:
         prop = model.metadata_props.add()
         prop.key, prop.value = key, value
-
-

@@ -23,7 +23,7 @@ INPUT = "input_values"
 OUTPUT = "logits"
 
 
-__all__ = ["INPUT", "OUTPUT", "OPSET", "Parity", "export_onnx", "module_of", "parity_check"]
+__all__ = ["INPUT", "OPSET", "OUTPUT", "Parity", "export_onnx", "module_of", "parity_check"]
 
 
 def module_of(node_name: str) -> str:
@@ -34,8 +34,9 @@ def module_of(node_name: str) -> str:
     return ".".join(parts[:-1]) if len(parts) > 1 else (parts[0] if parts else node_name)
 
 
-def export_onnx(model, out_path: Path, description: ModelDescription | None = None,
-                example_seconds: float = 2.0) -> Path:
+def export_onnx(
+    model, out_path: Path, description: ModelDescription | None = None, example_seconds: float = 2.0
+) -> Path:
     """TorchScript-based export (dynamo=False keeps module-path node names), written atomically.
 
     With ``description``, the model description is stored in the file's metadata.
@@ -50,9 +51,17 @@ def export_onnx(model, out_path: Path, description: ModelDescription | None = No
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (dummy,), buffer, input_names=[INPUT], output_names=[OUTPUT],
-                          dynamic_axes={INPUT: {0: "batch", 1: "samples"}, OUTPUT: {0: "batch", 1: "frames"}},
-                          opset_version=OPSET, do_constant_folding=True, dynamo=False)
+        torch.onnx.export(
+            model,
+            (dummy,),
+            buffer,
+            input_names=[INPUT],
+            output_names=[OUTPUT],
+            dynamic_axes={INPUT: {0: "batch", 1: "samples"}, OUTPUT: {0: "batch", 1: "frames"}},
+            opset_version=OPSET,
+            do_constant_folding=True,
+            dynamo=False,
+        )
     data = buffer.getvalue()
     if description is not None:
         proto = onnx.load_from_string(data)

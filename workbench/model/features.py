@@ -48,9 +48,14 @@ class FeatureSettings:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "FeatureSettings":
-        return cls(bool(obj["do_normalize"]), int(obj["sampling_rate"]), bool(obj["return_attention_mask"]),
-                   float(obj.get("padding_value", 0.0)), bool(obj.get("from_file", True)))
+    def from_json(cls, obj: dict[str, Any]) -> FeatureSettings:
+        return cls(
+            bool(obj["do_normalize"]),
+            int(obj["sampling_rate"]),
+            bool(obj["return_attention_mask"]),
+            float(obj.get("padding_value", 0.0)),
+            bool(obj.get("from_file", True)),
+        )
 
 
 def read_feature_settings(model_dir: str | Path) -> FeatureSettings:
@@ -64,18 +69,25 @@ def read_feature_settings(model_dir: str | Path) -> FeatureSettings:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise WorkbenchError(f"cannot read {path} ({exc}); save the feature extractor again "
-                             "(processor.save_pretrained(folder))") from exc
+        raise WorkbenchError(
+            f"cannot read {path} ({exc}); save the feature extractor again "
+            "(processor.save_pretrained(folder))"
+        ) from exc
     if not isinstance(data, dict):
         raise WorkbenchError(f"{path} must hold a JSON object (the feature extractor's settings)")
     data = data.get("feature_extractor", data)  # processor_config.json layout nests it
     try:
-        settings = FeatureSettings(bool(data.get("do_normalize", True)), int(data.get("sampling_rate", SAMPLE_RATE)),
-                                   bool(data.get("return_attention_mask", False)),
-                                   float(data.get("padding_value", 0.0)))
+        settings = FeatureSettings(
+            bool(data.get("do_normalize", True)),
+            int(data.get("sampling_rate", SAMPLE_RATE)),
+            bool(data.get("return_attention_mask", False)),
+            float(data.get("padding_value", 0.0)),
+        )
     except (TypeError, ValueError) as exc:
         raise WorkbenchError(f"{path}: a value has the wrong type ({exc})") from exc
     if settings.sampling_rate != SAMPLE_RATE:
-        raise WorkbenchError(f"{path}: the model expects {settings.sampling_rate} Hz audio; the workbench feeds "
-                             f"{SAMPLE_RATE} Hz speech sets, so only {SAMPLE_RATE} Hz models are supported")
+        raise WorkbenchError(
+            f"{path}: the model expects {settings.sampling_rate} Hz audio; the workbench feeds "
+            f"{SAMPLE_RATE} Hz speech sets, so only {SAMPLE_RATE} Hz models are supported"
+        )
     return settings

@@ -25,8 +25,15 @@ if TYPE_CHECKING:
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 INDEX_FILES = ("model.safetensors.index.json", "pytorch_model.bin.index.json")
 #: Files that decide what the model computes and how its output is read: all of them go into the hash.
-DESCRIBING_FILES = ("config.json", "preprocessor_config.json", "processor_config.json", "vocab.json",
-                    "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json")
+DESCRIBING_FILES = (
+    "config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "vocab.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+)
 
 
 _HUB_ID = r"[\w.-]+(/[\w.-]+)?"
@@ -42,14 +49,18 @@ def resolve_folder(name_or_path: str | Path) -> Path:
     text = str(name_or_path)
     if path.exists():
         if not path.is_dir():
-            raise WorkbenchError(f"{path} is a file; give the model's folder (saved with save_pretrained) or a "
-                                 "Hugging Face hub id such as facebook/wav2vec2-base-960h")
+            raise WorkbenchError(
+                f"{path} is a file; give the model's folder (saved with save_pretrained) or a "
+                "Hugging Face hub id such as facebook/wav2vec2-base-960h"
+            )
         if not (path / "config.json").is_file():
             raise WorkbenchError(f"{path} has no config.json; it is not a Hugging Face model folder")
         return path
     if _looks_like_path(text) or not re.fullmatch(_HUB_ID, text):
-        raise WorkbenchError(f"model folder {path} does not exist (give a folder saved with save_pretrained "
-                             "or a Hugging Face hub id such as facebook/wav2vec2-base-960h)")
+        raise WorkbenchError(
+            f"model folder {path} does not exist (give a folder saved with save_pretrained "
+            "or a Hugging Face hub id such as facebook/wav2vec2-base-960h)"
+        )
     try:
         from huggingface_hub import snapshot_download
 
@@ -58,7 +69,8 @@ def resolve_folder(name_or_path: str | Path) -> Path:
         raise WorkbenchError(
             f"could not find hub id {text!r} locally or download it ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0][:160] if str(exc) else ''}). Offline, a hub id cannot be downloaded: "
-            "pass a local folder saved with save_pretrained.") from exc
+            "pass a local folder saved with save_pretrained."
+        ) from exc
     if not (folder / "config.json").is_file():
         raise WorkbenchError(f"hub id {text!r} has no config.json; it is not a Hugging Face model")
     return folder
@@ -71,7 +83,11 @@ def check_model_source(name_or_path: str | Path) -> None:
     from workbench.model.description import inspect_folder
 
     path = Path(name_or_path).expanduser()
-    if not path.exists() and not _looks_like_path(str(name_or_path)) and re.fullmatch(_HUB_ID, str(name_or_path)):
+    if (
+        not path.exists()
+        and not _looks_like_path(str(name_or_path))
+        and re.fullmatch(_HUB_ID, str(name_or_path))
+    ):
         return
     inspect_folder(resolve_folder(name_or_path), str(name_or_path))
 
@@ -81,7 +97,9 @@ def weight_files(folder: Path) -> list[Path]:
     for index in INDEX_FILES:
         if (folder / index).is_file():
             try:
-                shards = sorted(set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values()))
+                shards = sorted(
+                    set(json.loads((folder / index).read_text(encoding="utf-8"))["weight_map"].values())
+                )
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise WorkbenchError(f"{folder / index} is not a readable weight index ({exc})") from exc
             missing = [s for s in shards if not (folder / s).is_file()]
@@ -99,7 +117,9 @@ def _safetensors_header(path: Path) -> dict[str, Any]:
                 raise ValueError("header larger than 100 MB")
             header = json.loads(handle.read(size))
     except (OSError, ValueError, struct.error) as exc:
-        raise WorkbenchError(f"{path} is not a readable safetensors file ({exc}); save the model again") from exc
+        raise WorkbenchError(
+            f"{path} is not a readable safetensors file ({exc}); save the model again"
+        ) from exc
     if not isinstance(header, dict):
         raise WorkbenchError(f"{path} is not a readable safetensors file (header is not an object)")
     return header
@@ -109,8 +129,10 @@ def weight_shapes(folder: Path) -> dict[str, list[int]] | None:
     """Tensor name -> shape from safetensors headers; None when the weights are PyTorch pickles (not read here)."""
     files = weight_files(folder)
     if not files:
-        raise WorkbenchError(f"{folder} has no weights ({' or '.join(WEIGHT_FILES)}); save the model with "
-                             "model.save_pretrained(folder)")
+        raise WorkbenchError(
+            f"{folder} has no weights ({' or '.join(WEIGHT_FILES)}); save the model with "
+            "model.save_pretrained(folder)"
+        )
     if not all(f.suffix == ".safetensors" for f in files):
         return None
     shapes: dict[str, list[int]] = {}
@@ -139,7 +161,7 @@ def artifact_folder_name(mhash: str) -> str:
     return mhash[:12]
 
 
-def load_model(model: "ModelDescription | str | Path") -> Any:
+def load_model(model: ModelDescription | str | Path) -> Any:
     """The model in eval mode, float32 on CPU; refused when its CTC head would be randomly initialised."""
     import transformers
 
@@ -147,19 +169,25 @@ def load_model(model: "ModelDescription | str | Path") -> Any:
 
     description = model if isinstance(model, ModelDescription) else describe_model(model)
     if description.folder is None:
-        raise WorkbenchError(f"the model {description.source} is known only from an ONNX file's metadata; give "
-                             "its folder (--model) to load it")
+        raise WorkbenchError(
+            f"the model {description.source} is known only from an ONNX file's metadata; give "
+            "its folder (--model) to load it"
+        )
     cls = getattr(transformers, description.architecture)
     try:
         loaded, info = cls.from_pretrained(str(description.folder), output_loading_info=True)
     except (OSError, ValueError, RuntimeError, KeyError, TypeError, EOFError, pickle.UnpicklingError) as exc:
-        raise WorkbenchError(f"could not load a {description.architecture} from {description.folder}: "
-                             f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
-                             " (save it again with model.save_pretrained(folder))") from exc
+        raise WorkbenchError(
+            f"could not load a {description.architecture} from {description.folder}: "
+            f"{str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+            " (save it again with model.save_pretrained(folder))"
+        ) from exc
     missing = [k for k in (info or {}).get("missing_keys", []) if k.startswith("lm_head")]
     if missing:
         from workbench.model.architectures import unsupported
 
-        raise unsupported(str(description.source), f"the weights have no CTC head ({', '.join(missing)} missing; "
-                          "it would be randomly initialised)")
+        raise unsupported(
+            str(description.source),
+            f"the weights have no CTC head ({', '.join(missing)} missing; it would be randomly initialised)",
+        )
     return loaded.eval().float()

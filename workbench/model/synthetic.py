@@ -16,10 +16,24 @@ from workbench.errors import WorkbenchError
 from workbench.model.vocab import VOCAB
 
 SIZES: dict[str, dict[str, Any]] = {
-    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-                 conv_dim=(32,) * 7, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4),
-    "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
-                 conv_dim=(512,) * 7, num_conv_pos_embeddings=128, num_conv_pos_embedding_groups=16),
+    "tiny": dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        conv_dim=(32,) * 7,
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4,
+    ),
+    "base": dict(
+        hidden_size=768,
+        num_hidden_layers=12,
+        num_attention_heads=12,
+        intermediate_size=3072,
+        conv_dim=(512,) * 7,
+        num_conv_pos_embeddings=128,
+        num_conv_pos_embedding_groups=16,
+    ),
 }
 
 
@@ -30,9 +44,15 @@ def random_wav2vec2(size: str = "tiny", seed: int = 0) -> Any:
 
     if size not in SIZES:
         raise WorkbenchError(f"unknown model size {size!r}; choose one of {', '.join(SIZES)}")
-    config = Wav2Vec2Config(vocab_size=len(VOCAB), conv_kernel=(10, 3, 3, 3, 3, 2, 2),
-                            conv_stride=(5, 2, 2, 2, 2, 2, 2), feat_extract_norm="group",
-                            do_stable_layer_norm=False, pad_token_id=VOCAB["<pad>"], **SIZES[size])
+    config = Wav2Vec2Config(
+        vocab_size=len(VOCAB),
+        conv_kernel=(10, 3, 3, 3, 3, 2, 2),
+        conv_stride=(5, 2, 2, 2, 2, 2, 2),
+        feat_extract_norm="group",
+        do_stable_layer_norm=False,
+        pad_token_id=VOCAB["<pad>"],
+        **SIZES[size],
+    )
     torch.manual_seed(seed)
     return Wav2Vec2ForCTC(config).eval()
 
@@ -46,11 +66,21 @@ def save_random_wav2vec2(folder: Path, size: str = "tiny", seed: int = 0) -> Pat
     folder = Path(folder)
     random_wav2vec2(size, seed).save_pretrained(str(folder))
     _write_json(folder / "vocab.json", VOCAB)
-    _write_json(folder / "tokenizer_config.json",
-                {"pad_token": "<pad>", "word_delimiter_token": "|", "tokenizer_class": "Wav2Vec2CTCTokenizer"})
-    _write_json(folder / "preprocessor_config.json",
-                {"do_normalize": True, "feature_extractor_type": "Wav2Vec2FeatureExtractor", "feature_size": 1,
-                 "padding_value": 0.0, "sampling_rate": 16000, "return_attention_mask": False})
+    _write_json(
+        folder / "tokenizer_config.json",
+        {"pad_token": "<pad>", "word_delimiter_token": "|", "tokenizer_class": "Wav2Vec2CTCTokenizer"},
+    )
+    _write_json(
+        folder / "preprocessor_config.json",
+        {
+            "do_normalize": True,
+            "feature_extractor_type": "Wav2Vec2FeatureExtractor",
+            "feature_size": 1,
+            "padding_value": 0.0,
+            "sampling_rate": 16000,
+            "return_attention_mask": False,
+        },
+    )
     return folder
 
 
@@ -68,10 +98,19 @@ def lookalike_config(name: str, shrink: bool = True, **overrides: Any) -> dict[s
     return config
 
 
-def save_lookalike(folder: Path, name: str, *, shrink: bool = True, seed: int = 0,
-                   config: dict[str, Any] | None = None, vocab: dict[str, int] | None = None,
-                   tokenizer: dict[str, Any] | None = None, preprocessor: dict[str, Any] | None = None,
-                   added_tokens: dict[str, int] | None = None, head_scale: float = 1.0) -> Path:
+def save_lookalike(
+    folder: Path,
+    name: str,
+    *,
+    shrink: bool = True,
+    seed: int = 0,
+    config: dict[str, Any] | None = None,
+    vocab: dict[str, int] | None = None,
+    tokenizer: dict[str, Any] | None = None,
+    preprocessor: dict[str, Any] | None = None,
+    added_tokens: dict[str, int] | None = None,
+    head_scale: float = 1.0,
+) -> Path:
     """A folder like checkpoint ``name``: its config (``config`` overrides keys), preprocessor and tokenizer
     files (``vocab``/``tokenizer``/``preprocessor`` replace or extend them; ``added_tokens`` goes to
     ``added_tokens.json``, as tokenizers that add ``<s>``/``</s>`` after the vocabulary write it) and
@@ -94,7 +133,9 @@ def save_lookalike(folder: Path, name: str, *, shrink: bool = True, seed: int = 
     model_type = values.pop("model_type")
     architecture = values["architectures"][0]
     torch.manual_seed(seed)
-    model = getattr(transformers, architecture)(transformers.AutoConfig.for_model(model_type, **values)).eval()
+    model = getattr(transformers, architecture)(
+        transformers.AutoConfig.for_model(model_type, **values)
+    ).eval()
     if head_scale != 1.0:
         with torch.no_grad():
             model.lm_head.weight.mul_(head_scale)
@@ -103,8 +144,10 @@ def save_lookalike(folder: Path, name: str, *, shrink: bool = True, seed: int = 
     tok = {**files["tokenizer"], **(tokenizer or {})}
     _write_json(folder / "vocab.json", vocab)
     _write_json(folder / "tokenizer_config.json", tok)
-    _write_json(folder / "special_tokens_map.json",
-                {k: tok.get(k, v) for k, v in SPECIAL_TOKENS.items() if tok.get(k, v) is not None})
+    _write_json(
+        folder / "special_tokens_map.json",
+        {k: tok.get(k, v) for k, v in SPECIAL_TOKENS.items() if tok.get(k, v) is not None},
+    )
     _write_json(folder / "preprocessor_config.json", {**files["preprocessor"], **(preprocessor or {})})
     if added_tokens:
         _write_json(folder / "added_tokens.json", added_tokens)

@@ -21,12 +21,37 @@ from workbench.errors import WorkbenchError
 from workbench.model.vocab import Vocabulary
 
 ERROR_UNITS = ("wer", "cer")
-NO_SPACE_SCRIPTS = ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "HIRAGANA", "KATAKANA", "THAI",
-                    "LAO", "KHMER", "MYANMAR", "TIBETAN")
+NO_SPACE_SCRIPTS = (
+    "CJK UNIFIED IDEOGRAPH",
+    "CJK COMPATIBILITY IDEOGRAPH",
+    "HIRAGANA",
+    "KATAKANA",
+    "THAI",
+    "LAO",
+    "KHMER",
+    "MYANMAR",
+    "TIBETAN",
+)
 APOSTROPHES = "'\u2019\u2018\u02bc`\u00b4"
 # Latin letters that Unicode decomposition does not reduce to base letters.
-_TRANSLITERATE = {"ß": "ss", "æ": "ae", "œ": "oe", "ø": "o", "ł": "l", "đ": "d", "þ": "th", "ð": "d",
-                  "ẞ": "SS", "Æ": "AE", "Œ": "OE", "Ø": "O", "Ł": "L", "Đ": "D", "Þ": "TH", "Ð": "D"}
+_TRANSLITERATE = {
+    "ß": "ss",
+    "æ": "ae",
+    "œ": "oe",
+    "ø": "o",
+    "ł": "l",
+    "đ": "d",
+    "þ": "th",
+    "ð": "d",
+    "ẞ": "SS",
+    "Æ": "AE",
+    "Œ": "OE",
+    "Ø": "O",
+    "Ł": "L",
+    "Đ": "D",
+    "Þ": "TH",
+    "Ð": "D",
+}
 
 
 def _fold(ch: str) -> str:
@@ -50,7 +75,7 @@ class TextNormaliser:
     spaces: bool = True  # False: a script written without spaces; whitespace is removed
 
     @classmethod
-    def for_vocabulary(cls, vocabulary: Vocabulary) -> "TextNormaliser":
+    def for_vocabulary(cls, vocabulary: Vocabulary) -> TextNormaliser:
         chars = vocabulary.characters
         cased = [c for c in chars if c.lower() != c.upper()]
         upper = sum(c == c.upper() for c in cased)
@@ -94,13 +119,21 @@ class TextNormaliser:
     def describe(self) -> str:
         """One sentence for reports: what was done to references and hypotheses before scoring."""
         case = {"upper": "upper-cased", "lower": "lower-cased", "keep": "case kept"}[self.case]
-        apostrophe = ("typographic apostrophes -> ', quote marks at word edges removed" if self.apostrophe
-                      else "apostrophes removed (the vocabulary has none)")
-        spaces = ("whitespace collapsed; words are the space-separated tokens" if self.spaces
-                  else "all whitespace removed (a script written without spaces)")
-        return (f"{case} (as the model's vocabulary of {len(self.alphabet)} characters); {apostrophe}; accents "
-                "folded where the vocabulary lacks the accented letter; letters outside the vocabulary kept "
-                f"(they count as errors); punctuation, symbols and other characters -> space; {spaces}")
+        apostrophe = (
+            "typographic apostrophes -> ', quote marks at word edges removed"
+            if self.apostrophe
+            else "apostrophes removed (the vocabulary has none)"
+        )
+        spaces = (
+            "whitespace collapsed; words are the space-separated tokens"
+            if self.spaces
+            else "all whitespace removed (a script written without spaces)"
+        )
+        return (
+            f"{case} (as the model's vocabulary of {len(self.alphabet)} characters); {apostrophe}; accents "
+            "folded where the vocabulary lacks the accented letter; letters outside the vocabulary kept "
+            f"(they count as errors); punctuation, symbols and other characters -> space; {spaces}"
+        )
 
 
 def check_error_unit(unit: str | None) -> str | None:

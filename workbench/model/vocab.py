@@ -21,9 +21,38 @@ import numpy as np
 from workbench.errors import WorkbenchError
 
 VOCAB: dict[str, int] = {
-    "<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3, "|": 4, "E": 5, "T": 6, "A": 7, "O": 8, "N": 9, "I": 10,
-    "H": 11, "S": 12, "R": 13, "D": 14, "L": 15, "U": 16, "M": 17, "W": 18, "C": 19, "F": 20, "G": 21,
-    "Y": 22, "P": 23, "B": 24, "V": 25, "K": 26, "'": 27, "X": 28, "J": 29, "Q": 30, "Z": 31,
+    "<pad>": 0,
+    "<s>": 1,
+    "</s>": 2,
+    "<unk>": 3,
+    "|": 4,
+    "E": 5,
+    "T": 6,
+    "A": 7,
+    "O": 8,
+    "N": 9,
+    "I": 10,
+    "H": 11,
+    "S": 12,
+    "R": 13,
+    "D": 14,
+    "L": 15,
+    "U": 16,
+    "M": 17,
+    "W": 18,
+    "C": 19,
+    "F": 20,
+    "G": 21,
+    "Y": 22,
+    "P": 23,
+    "B": 24,
+    "V": 25,
+    "K": 26,
+    "'": 27,
+    "X": 28,
+    "J": 29,
+    "Q": 30,
+    "Z": 31,
 }
 _ID_TO_CHAR = {i: c for c, i in VOCAB.items()}
 BLANK_ID = VOCAB["<pad>"]
@@ -103,24 +132,36 @@ class Vocabulary:
         return self.decode(np.asarray(logits).argmax(-1).tolist())
 
     def to_json(self) -> dict[str, Any]:
-        return {"tokens": dict(self.token_to_id), "blank_id": self.blank_id, "word_delimiter": self.word_delimiter,
-                "special": sorted(self.special)}
+        return {
+            "tokens": dict(self.token_to_id),
+            "blank_id": self.blank_id,
+            "word_delimiter": self.word_delimiter,
+            "special": sorted(self.special),
+        }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "Vocabulary":
-        return cls({str(t): int(i) for t, i in obj["tokens"].items()}, int(obj["blank_id"]),
-                   obj.get("word_delimiter"), frozenset(obj.get("special", ())))
+    def from_json(cls, obj: dict[str, Any]) -> Vocabulary:
+        return cls(
+            {str(t): int(i) for t, i in obj["tokens"].items()},
+            int(obj["blank_id"]),
+            obj.get("word_delimiter"),
+            frozenset(obj.get("special", ())),
+        )
 
 
-DEFAULT_VOCABULARY = Vocabulary(dict(VOCAB), BLANK_ID, WORD_DELIMITER, frozenset({"<pad>", "<s>", "</s>", "<unk>"}))
+DEFAULT_VOCABULARY = Vocabulary(
+    dict(VOCAB), BLANK_ID, WORD_DELIMITER, frozenset({"<pad>", "<s>", "</s>", "<unk>"})
+)
 
 
 def _read_json(path: Path, what: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # ValueError: bad JSON or bytes that are not UTF-8
-        raise WorkbenchError(f"cannot read {what} {path} ({exc}); save the processor again with "
-                             "processor.save_pretrained(folder)") from exc
+        raise WorkbenchError(
+            f"cannot read {what} {path} ({exc}); save the processor again with "
+            "processor.save_pretrained(folder)"
+        ) from exc
 
 
 def _token_text(value: Any) -> str | None:
@@ -139,8 +180,10 @@ def load_vocabulary(model_dir: str | Path, blank_id: int | None = None) -> Vocab
     folder = Path(model_dir)
     vocab_path = folder / "vocab.json"
     if not vocab_path.is_file():
-        raise WorkbenchError(f"{folder} has no vocab.json, so its token ids cannot be turned into text; save the "
-                             "processor beside the weights (processor.save_pretrained(folder))")
+        raise WorkbenchError(
+            f"{folder} has no vocab.json, so its token ids cannot be turned into text; save the "
+            "processor beside the weights (processor.save_pretrained(folder))"
+        )
     tokens = _read_json(vocab_path, "vocabulary")
     configs: dict[str, Any] = {}
     for name in ("special_tokens_map.json", "tokenizer_config.json"):  # the second wins, as in transformers
@@ -151,18 +194,26 @@ def load_vocabulary(model_dir: str | Path, blank_id: int | None = None) -> Vocab
     if isinstance(tokens, dict) and tokens and all(isinstance(v, dict) for v in tokens.values()):
         lang = configs.get("target_lang") or next(iter(tokens))  # multilingual layout {lang: vocab}
         if lang not in tokens:
-            raise WorkbenchError(f"{vocab_path} has no vocabulary for target_lang {lang!r} (has {sorted(tokens)})")
+            raise WorkbenchError(
+                f"{vocab_path} has no vocabulary for target_lang {lang!r} (has {sorted(tokens)})"
+            )
         tokens = tokens[lang]
-    if not isinstance(tokens, dict) or not tokens or not all(
-            isinstance(t, str) and isinstance(i, int) and i >= 0 for t, i in tokens.items()):
+    if (
+        not isinstance(tokens, dict)
+        or not tokens
+        or not all(isinstance(t, str) and isinstance(i, int) and i >= 0 for t, i in tokens.items())
+    ):
         raise WorkbenchError(f"{vocab_path} must map tokens to non-negative integer ids")
     token_to_id = dict(tokens)
     added = folder / "added_tokens.json"
     extra: dict[str, int] = {}
     if added.is_file():
         loaded = _read_json(added, "tokenizer file")
-        extra = {t: i for t, i in loaded.items() if isinstance(t, str) and isinstance(i, int)} \
-            if isinstance(loaded, dict) else {}
+        extra = (
+            {t: i for t, i in loaded.items() if isinstance(t, str) and isinstance(i, int)}
+            if isinstance(loaded, dict)
+            else {}
+        )
     for i, obj in (configs.get("added_tokens_decoder") or {}).items():
         if (text := _token_text(obj)) is not None and str(i).isdigit():
             extra.setdefault(text, int(i))
@@ -176,5 +227,6 @@ def load_vocabulary(model_dir: str | Path, blank_id: int | None = None) -> Vocab
             raise WorkbenchError(f"{vocab_path}: the pad (CTC blank) token {pad!r} is not in the vocabulary")
         blank_id = token_to_id[pad]
     delimiter = _token_text(configs.get("word_delimiter_token")) or WORD_DELIMITER
-    return Vocabulary(token_to_id, int(blank_id), delimiter if delimiter in token_to_id else None,
-                      frozenset(special))
+    return Vocabulary(
+        token_to_id, int(blank_id), delimiter if delimiter in token_to_id else None, frozenset(special)
+    )

@@ -11,9 +11,9 @@ the same sums per second of audio, so that the guard can project them to the lon
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 import onnx
@@ -69,23 +69,34 @@ class FloatStats:
     keys: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"format": SCHEME, "keys": self.keys, "clips": self.clips, "longest_s": self.longest_s,
-                "amax": self.amax, "nonfinite": self.nonfinite,
-                "accumulators": {k: asdict(v) for k, v in self.accumulators.items()}}
+        return {
+            "format": SCHEME,
+            "keys": self.keys,
+            "clips": self.clips,
+            "longest_s": self.longest_s,
+            "amax": self.amax,
+            "nonfinite": self.nonfinite,
+            "accumulators": {k: asdict(v) for k, v in self.accumulators.items()},
+        }
 
     @classmethod
-    def from_json(cls, obj: dict) -> "FloatStats":
+    def from_json(cls, obj: dict) -> FloatStats:
         if obj.get("format") != SCHEME:
             raise WorkbenchError(f"not float statistics ({obj.get('format')!r}, expected {SCHEME!r})")
-        return cls({k: float(v) for k, v in obj["amax"].items()}, {k: int(v) for k, v in obj["nonfinite"].items()},
-                   {k: Accumulator(**v) for k, v in obj["accumulators"].items()}, int(obj["clips"]),
-                   float(obj["longest_s"]), dict(obj.get("keys", {})))
+        return cls(
+            {k: float(v) for k, v in obj["amax"].items()},
+            {k: int(v) for k, v in obj["nonfinite"].items()},
+            {k: Accumulator(**v) for k, v in obj["accumulators"].items()},
+            int(obj["clips"]),
+            float(obj["longest_s"]),
+            dict(obj.get("keys", {})),
+        )
 
     def save(self, path: Path) -> None:
         write_json_atomic(Path(path), self.to_json())
 
     @classmethod
-    def load(cls, path: Path) -> "FloatStats":
+    def load(cls, path: Path) -> FloatStats:
         """Read through the one JSON-artifact reader; anything unreadable or malformed is a WorkbenchError."""
         hint = "delete the file to recompute them"
         data = read_json_artifact(path, SCHEME, hint, what="float statistics")
@@ -100,8 +111,9 @@ def _static_dims(model: onnx.ModelProto) -> dict[str, list[int | None]]:
     out = {}
     for value in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]:
         if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
-            out[value.name] = [d.dim_value if d.HasField("dim_value") else None
-                               for d in value.type.tensor_type.shape.dim]
+            out[value.name] = [
+                d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim
+            ]
     return out
 
 
@@ -142,23 +154,31 @@ def _group_view(node: onnx.NodeProto, x: np.ndarray) -> np.ndarray:
     return x.reshape(x.shape[0], groups, -1)
 
 
-def _update_accumulator(acc: Accumulator, node: onnx.NodeProto, x: np.ndarray, axes: tuple[int, ...],
-                        seconds: float) -> None:
+def _update_accumulator(
+    acc: Accumulator, node: onnx.NodeProto, x: np.ndarray, axes: tuple[int, ...], seconds: float
+) -> None:
     x = _group_view(node, x)
     if node.op_type == "GroupNormalization":
         axes = (2,)
     count = int(np.prod([x.shape[a] for a in axes])) if axes else 1
     total_abs = float(np.abs(x).sum(axis=axes, dtype=np.float64).max()) if x.size else 0.0
-    total_sq = float(np.square(x, dtype=np.float64).sum(axis=axes).max()) if x.size and acc.uses_squares else 0.0
+    total_sq = (
+        float(np.square(x, dtype=np.float64).sum(axis=axes).max()) if x.size and acc.uses_squares else 0.0
+    )
     acc.count = max(acc.count, count)
     acc.sum_abs, acc.sum_sq = max(acc.sum_abs, total_abs), max(acc.sum_sq, total_sq)
     acc.sum_abs_per_s = max(acc.sum_abs_per_s, total_abs / seconds)
     acc.sum_sq_per_s = max(acc.sum_sq_per_s, total_sq / seconds)
 
 
-def collect_float_stats(model: onnx.ModelProto | Path, clips: Iterable[np.ndarray], count: int | None = None,
-                        keys: dict | None = None, progress: bool = True,
-                        prepare: Callable[[np.ndarray], np.ndarray] | None = None) -> FloatStats:
+def collect_float_stats(
+    model: onnx.ModelProto | Path,
+    clips: Iterable[np.ndarray],
+    count: int | None = None,
+    keys: dict | None = None,
+    progress: bool = True,
+    prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> FloatStats:
     """One pass over raw 16 kHz clips through the FP32 model, each made ``input_values`` by ``prepare`` (the
     model's feature settings; default: normalised like the feature extractor)."""
     from workbench.backends.onnxruntime import session_with_outputs
@@ -177,7 +197,9 @@ def collect_float_stats(model: onnx.ModelProto | Path, clips: Iterable[np.ndarra
     session = session_with_outputs(proto, names)
     stats = FloatStats(keys=dict(keys or {}))
     axes_of: dict[str, tuple[int, ...] | None] = {}
-    for audio in tqdm(clips, total=count, desc="float statistics (one pass)", unit="clip", disable=not progress):
+    for audio in tqdm(
+        clips, total=count, desc="float statistics (one pass)", unit="clip", disable=not progress
+    ):
         x = prepare(audio)[None]
         seconds = max(len(audio) / SAMPLE_RATE, 1e-3)
         values = dict(zip(names, session.run(names, {INPUT: x})))
@@ -186,8 +208,13 @@ def collect_float_stats(model: onnx.ModelProto | Path, clips: Iterable[np.ndarra
             magnitude = np.abs(value)
             finite = np.isfinite(magnitude)
             bad = int(magnitude.size - np.count_nonzero(finite))
-            top = float(magnitude[finite].max()) if bad and finite.any() else \
-                float(magnitude.max()) if magnitude.size and not bad else 0.0
+            top = (
+                float(magnitude[finite].max())
+                if bad and finite.any()
+                else float(magnitude.max())
+                if magnitude.size and not bad
+                else 0.0
+            )
             stats.amax[name] = max(stats.amax.get(name, 0.0), top)
             if bad:
                 stats.nonfinite[name] = stats.nonfinite.get(name, 0) + bad
@@ -202,8 +229,9 @@ def collect_float_stats(model: onnx.ModelProto | Path, clips: Iterable[np.ndarra
                 continue
             acc = stats.accumulators.setdefault(node_name, Accumulator(node.op_type))
             shape = dims.get(source)
-            acc.grows_with_length = acc.grows_with_length or shape is None or any(
-                a >= len(shape) or not shape[a] for a in axes)
+            acc.grows_with_length = (
+                acc.grows_with_length or shape is None or any(a >= len(shape) or not shape[a] for a in axes)
+            )
             _update_accumulator(acc, node, value, axes, seconds)
         stats.clips += 1
         stats.longest_s = max(stats.longest_s, seconds)

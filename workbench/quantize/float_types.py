@@ -28,7 +28,11 @@ FLOAT_ONNX = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
 
 def _np(dtype) -> np.dtype | None:
     try:
-        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dtype)) if isinstance(dtype, int) else np.dtype(dtype)
+        return (
+            np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dtype))
+            if isinstance(dtype, int)
+            else np.dtype(dtype)
+        )
     except (TypeError, KeyError):
         return None
 
@@ -71,8 +75,15 @@ class _Typer:
         key = (tensor.name, target)
         if key not in self.casts:
             out = self.gs.Variable(f"{tensor.name}_{label}", dtype=target, shape=tensor.shape)
-            self.graph.nodes.append(self.gs.Node("Cast", f"{tensor.name}_cast_{label}", inputs=[tensor], outputs=[out],
-                                                 attrs={"to": ONNX_TYPES[target]}))
+            self.graph.nodes.append(
+                self.gs.Node(
+                    "Cast",
+                    f"{tensor.name}_cast_{label}",
+                    inputs=[tensor],
+                    outputs=[out],
+                    attrs={"to": ONNX_TYPES[target]},
+                )
+            )
             self.current[out.name] = target
             self.casts[key] = out
         return self.casts[key]
@@ -80,8 +91,14 @@ class _Typer:
     def node(self, node) -> None:
         ctype = self.compute_types.get(node.name)
         target = DTYPES[ctype] if ctype else None
-        slots = [(i, t) for i, t in enumerate(node.inputs) if t.name and self.float_type(t) is not None
-                 and node.op not in ANY_TYPE_INPUTS and (node.op, i) not in KEEP_INPUT_SLOTS]
+        slots = [
+            (i, t)
+            for i, t in enumerate(node.inputs)
+            if t.name
+            and self.float_type(t) is not None
+            and node.op not in ANY_TYPE_INPUTS
+            and (node.op, i) not in KEEP_INPUT_SLOTS
+        ]
         if target is None and len({self.float_type(t) for _, t in slots}) > 1:
             target = DTYPES["fp32"]  # a node without float output reading mixed types (Equal, Less): widen
         if target is not None:
@@ -93,15 +110,20 @@ class _Typer:
             if isinstance(value, self.gs.Constant) and value.values.dtype in ONNX_TYPES:
                 node.attrs["value"] = self.gs.Constant(value.name, np.asarray(value.values).astype(target))
         for out in node.outputs:
-            if target is not None and (self.types.get(out.name) in FLOAT_ONNX or self.float_type(out) is not None):
+            if target is not None and (
+                self.types.get(out.name) in FLOAT_ONNX or self.float_type(out) is not None
+            ):
                 out.dtype = target
                 self.current[out.name] = target
 
     def outputs(self) -> None:
         """Graph outputs keep their declared type: an output written in the other type is cast back."""
         for out in list(self.graph.outputs):
-            declared = _np(self.types.get(out.name, onnx.TensorProto.UNDEFINED)) \
-                if out.name in self.types else self.float_type(out)
+            declared = (
+                _np(self.types.get(out.name, onnx.TensorProto.UNDEFINED))
+                if out.name in self.types
+                else self.float_type(out)
+            )
             now = self.current.get(out.name)
             if declared not in ONNX_TYPES or now is None or now == declared or not out.inputs:
                 continue
@@ -110,8 +132,15 @@ class _Typer:
             producer.outputs[producer.outputs.index(out)] = inner
             for reader in list(out.outputs):
                 reader.inputs[reader.inputs.index(out)] = inner
-            self.graph.nodes.append(self.gs.Node("Cast", f"{out.name}_cast_{LABELS[declared]}", inputs=[inner],
-                                                 outputs=[out], attrs={"to": ONNX_TYPES[declared]}))
+            self.graph.nodes.append(
+                self.gs.Node(
+                    "Cast",
+                    f"{out.name}_cast_{LABELS[declared]}",
+                    inputs=[inner],
+                    outputs=[out],
+                    attrs={"to": ONNX_TYPES[declared]},
+                )
+            )
             out.dtype = declared
             self.current[inner.name], self.current[out.name] = now, declared
 
@@ -141,4 +170,8 @@ def assign_float_types(graph, compute_types: dict[str, str], types: dict[str, in
     typer.outputs()
     dropped = typer.drop_noop_casts()
     graph.cleanup().toposort()
-    return {"casts": len(typer.casts), "converted_constants": len(typer.constants), "dropped_noop_casts": dropped}
+    return {
+        "casts": len(typer.casts),
+        "converted_constants": len(typer.constants),
+        "dropped_noop_casts": dropped,
+    }

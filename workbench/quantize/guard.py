@@ -20,8 +20,8 @@ widens the float side of a node to FP32.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import onnx
@@ -39,7 +39,7 @@ DATA_MOVEMENT_OPS = ("Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity",
 
 def fp16_step(value: float) -> float:
     """Spacing of float16 numbers at ``value`` (normal range)."""
-    return 2.0 ** (math.floor(math.log2(max(value, 2.0 ** -14))) - 10)
+    return 2.0 ** (math.floor(math.log2(max(value, 2.0**-14))) - 10)
 
 
 def constant_guard(model: onnx.ModelProto) -> dict[str, str]:
@@ -49,8 +49,12 @@ def constant_guard(model: onnx.ModelProto) -> dict[str, str]:
         if init.data_type == onnx.TensorProto.FLOAT:
             big[init.name] = _finite_max(numpy_helper.to_array(init))
     for node in model.graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value" \
-                and node.attribute[0].t.data_type == onnx.TensorProto.FLOAT:
+        if (
+            node.op_type == "Constant"
+            and node.attribute
+            and node.attribute[0].name == "value"
+            and node.attribute[0].t.data_type == onnx.TensorProto.FLOAT
+        ):
             big[node.output[0]] = _finite_max(numpy_helper.to_array(node.attribute[0].t))
     keep: dict[str, str] = {}
     for node in model.graph.node:
@@ -65,8 +69,12 @@ def _finite_max(values: np.ndarray) -> float:
     return float(values.max()) if values.size else 0.0
 
 
-def fp32_islands(model: onnx.ModelProto, stats: FloatStats, config: Fp16GuardConfig = FP16_GUARD,
-                 types: dict[str, int] | None = None) -> dict[str, str]:
+def fp32_islands(
+    model: onnx.ModelProto,
+    stats: FloatStats,
+    config: Fp16GuardConfig = FP16_GUARD,
+    types: dict[str, int] | None = None,
+) -> dict[str, str]:
     """Node -> reason for every node the FP16 variants keep in FP32 (graph order)."""
     types = tensor_types(model) if types is None else types
     floats = float_nodes(model, types)
@@ -85,7 +93,9 @@ def fp32_islands(model: onnx.ModelProto, stats: FloatStats, config: Fp16GuardCon
     for name, value in stats.amax.items():
         if value <= limit:
             continue
-        where = f"|x| up to {value:.4g} on the calibration set (FP16 max 65504, headroom x{config.headroom:g})"
+        where = (
+            f"|x| up to {value:.4g} on the calibration set (FP16 max 65504, headroom x{config.headroom:g})"
+        )
         if name in producer:
             keep(producer[name], f"writes {name}: {where}")
         for reader in readers.get(name, []):
@@ -95,10 +105,15 @@ def fp32_islands(model: onnx.ModelProto, stats: FloatStats, config: Fp16GuardCon
         if need <= limit or name not in {n.name for n in model.graph.node}:
             continue
         what = "Σx²" if acc.uses_squares and acc.sum_sq >= acc.sum_abs else "Σ|x|"
-        grown = (f", {need:.4g} projected to {config.max_clip_seconds:g} s clips" if acc.grows_with_length else "")
+        grown = (
+            f", {need:.4g} projected to {config.max_clip_seconds:g} s clips" if acc.grows_with_length else ""
+        )
         node = next(n for n in model.graph.node if n.name == name)
-        keep(node, f"{acc.op} statistics: {what} over {acc.count} elements reaches "
-                   f"{max(acc.sum_abs, acc.sum_sq):.4g} on the calibration set{grown} (FP16 max 65504)")
+        keep(
+            node,
+            f"{acc.op} statistics: {what} over {acc.count} elements reaches "
+            f"{max(acc.sum_abs, acc.sum_sq):.4g} on the calibration set{grown} (FP16 max 65504)",
+        )
     for node in model.graph.node:
         if node.op_type != "Softmax" or node.input[0] not in stats.amax:
             continue
@@ -106,8 +121,10 @@ def fp32_islands(model: onnx.ModelProto, stats: FloatStats, config: Fp16GuardCon
         step = fp16_step(value)
         if step <= config.softmax_input_step:
             continue
-        reason = (f"Softmax input {node.input[0]} reaches |x| = {value:.4g}, where FP16's step {step:g} moves "
-                  f"probabilities by up to {100 * (math.exp(step / 2) - 1):.1f} %")
+        reason = (
+            f"Softmax input {node.input[0]} reaches |x| = {value:.4g}, where FP16's step {step:g} moves "
+            f"probabilities by up to {100 * (math.exp(step / 2) - 1):.1f} %"
+        )
         keep(node, reason)
         source = producer.get(node.input[0])
         while source is not None:
@@ -121,8 +138,13 @@ def fp32_islands(model: onnx.ModelProto, stats: FloatStats, config: Fp16GuardCon
     return dict(sorted(found.items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
-def guard_for_set(fp32: Path, speech_set, folder: Path, config: Fp16GuardConfig = FP16_GUARD,
-                  prepare: Callable[[np.ndarray], np.ndarray] | None = None) -> tuple[dict[str, str], Path]:
+def guard_for_set(
+    fp32: Path,
+    speech_set,
+    folder: Path,
+    config: Fp16GuardConfig = FP16_GUARD,
+    prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> tuple[dict[str, str], Path]:
     """The FP32 nodes of ``fp32``'s FP16 variants from float statistics of ``speech_set`` (a stored
     ``SpeechSet``; clips made ``input_values`` by ``prepare``, the model's feature settings, default
     normalised), computed once per export and set: ``<folder>/float-<set hash 12>.json`` is reused while its
@@ -139,7 +161,8 @@ def guard_for_set(fp32: Path, speech_set, folder: Path, config: Fp16GuardConfig 
         if stats is not None and stats.keys != keys:
             stats = None  # made for another export or set: never used silently
     if stats is None:
-        stats = collect_float_stats(fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances), keys,
-                                    prepare=prepare)
+        stats = collect_float_stats(
+            fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances), keys, prepare=prepare
+        )
         stats.save(path)
     return fp32_islands(onnx.load(str(fp32)), stats, config), path

@@ -62,8 +62,11 @@ class _Graph:
         self.model = model
         self.graph = model.graph
         self.inits = {i.name: i for i in self.graph.initializer}
-        self._names: set[str] = set(self.inits) | {o for n in self.graph.node for o in n.output} | \
-            {i.name for i in self.graph.input}
+        self._names: set[str] = (
+            set(self.inits)
+            | {o for n in self.graph.node for o in n.output}
+            | {i.name for i in self.graph.input}
+        )
         self.reindex()
 
     def reindex(self) -> None:
@@ -112,8 +115,13 @@ def _is_weight_dq(g: _Graph, node: onnx.NodeProto | None) -> bool:
 
 def _activation_dq(g: _Graph, node: onnx.NodeProto | None) -> bool:
     """DQ of a tensor made by a QuantizeLinear (not a constant)."""
-    return (node is not None and node.op_type == "DequantizeLinear" and node.input[0] not in g.inits
-            and node.input[0] in g.producer and g.producer[node.input[0]].op_type == "QuantizeLinear")
+    return (
+        node is not None
+        and node.op_type == "DequantizeLinear"
+        and node.input[0] not in g.inits
+        and node.input[0] in g.producer
+        and g.producer[node.input[0]].op_type == "QuantizeLinear"
+    )
 
 
 # ---------------------------------------------------------------- 1. uint8 activations
@@ -153,7 +161,7 @@ def _convertible_conv(g: _Graph, conv: onnx.NodeProto) -> bool:
     weight = g.array(w_dq.input[0])
     if weight is None or weight.ndim != 3 or weight.dtype != np.int8:
         return False
-    out_ch, in_ch, kernel = weight.shape
+    _out_ch, in_ch, kernel = weight.shape
     if in_ch * kernel < MIN_REDUCTION:
         return False
     scale = g.array(w_dq.input[1])
@@ -165,9 +173,7 @@ def _convertible_conv(g: _Graph, conv: onnx.NodeProto) -> bool:
         return False
     if any(_attr(conv, "pads", [0])) or any(d != 1 for d in _attr(conv, "dilations", [1])):
         return False
-    if len(conv.input) > 2 and conv.input[2] and conv.input[2] not in g.inits:
-        return False
-    return True
+    return not (len(conv.input) > 2 and conv.input[2] and conv.input[2] not in g.inits)
 
 
 def _conv_to_matmul(g: _Graph, conv: onnx.NodeProto) -> list[onnx.NodeProto]:
@@ -183,37 +189,72 @@ def _conv_to_matmul(g: _Graph, conv: onnx.NodeProto) -> list[onnx.NodeProto]:
     w_scale = np.broadcast_to(w_scale, (out_ch,)).copy()
     nodes: list[onnx.NodeProto] = []
     xt = g.unique(f"{base}_im2col_frames")
-    nodes.append(helper.make_node("Transpose", [x_dq.input[0]], [xt], name=g.unique(f"{base}_im2col_transpose"),
-                                  perm=[0, 2, 1]))
-    axes, steps = g.const(f"{base}_im2col_axes", np.array([1], np.int64)), \
-        g.const(f"{base}_im2col_steps", np.array([stride], np.int64))
+    nodes.append(
+        helper.make_node(
+            "Transpose", [x_dq.input[0]], [xt], name=g.unique(f"{base}_im2col_transpose"), perm=[0, 2, 1]
+        )
+    )
+    axes, steps = (
+        g.const(f"{base}_im2col_axes", np.array([1], np.int64)),
+        g.const(f"{base}_im2col_steps", np.array([stride], np.int64)),
+    )
     taps = []
     for k in range(kernel):
         end = INT64_MAX if k == kernel - 1 else -(kernel - 1 - k)
         tap = g.unique(f"{base}_im2col_tap{k}")
-        nodes.append(helper.make_node(
-            "Slice", [xt, g.const(f"{base}_im2col_start{k}", np.array([k], np.int64)),
-                      g.const(f"{base}_im2col_end{k}", np.array([end], np.int64)), axes, steps], [tap],
-            name=g.unique(f"{base}_im2col_slice{k}")))
+        nodes.append(
+            helper.make_node(
+                "Slice",
+                [
+                    xt,
+                    g.const(f"{base}_im2col_start{k}", np.array([k], np.int64)),
+                    g.const(f"{base}_im2col_end{k}", np.array([end], np.int64)),
+                    axes,
+                    steps,
+                ],
+                [tap],
+                name=g.unique(f"{base}_im2col_slice{k}"),
+            )
+        )
         taps.append(tap)
     cols = g.unique(f"{base}_im2col_columns")
     nodes.append(helper.make_node("Concat", taps, [cols], name=g.unique(f"{base}_im2col_concat"), axis=2))
     cols_dq = g.unique(f"{base}_im2col_dequantized")
-    nodes.append(helper.make_node("DequantizeLinear", [cols, *x_dq.input[1:]], [cols_dq],
-                                  name=g.unique(f"{base}_im2col_DequantizeLinear")))
+    nodes.append(
+        helper.make_node(
+            "DequantizeLinear",
+            [cols, *x_dq.input[1:]],
+            [cols_dq],
+            name=g.unique(f"{base}_im2col_DequantizeLinear"),
+        )
+    )
     w_deq = g.unique(f"{base}_w_matmul_dequantized")
-    nodes.append(helper.make_node(
-        "DequantizeLinear", [g.const(f"{base}_w_matmul_int8", w2), g.const(f"{base}_w_matmul_scale", w_scale),
-                             g.const(f"{base}_w_matmul_zero_point", np.zeros(out_ch, np.int8))], [w_deq],
-        name=g.unique(f"{base}_w_matmul_DequantizeLinear"), axis=1))
+    nodes.append(
+        helper.make_node(
+            "DequantizeLinear",
+            [
+                g.const(f"{base}_w_matmul_int8", w2),
+                g.const(f"{base}_w_matmul_scale", w_scale),
+                g.const(f"{base}_w_matmul_zero_point", np.zeros(out_ch, np.int8)),
+            ],
+            [w_deq],
+            name=g.unique(f"{base}_w_matmul_DequantizeLinear"),
+            axis=1,
+        )
+    )
     mm = g.unique(f"{base}_matmul_output")
     nodes.append(helper.make_node("MatMul", [cols_dq, w_deq], [mm], name=g.unique(f"{base}_as_MatMul")))
     if len(conv.input) > 2 and conv.input[2]:
         biased = g.unique(f"{base}_matmul_biased")
-        nodes.append(helper.make_node("Add", [mm, conv.input[2]], [biased], name=g.unique(f"{base}_bias_Add")))
+        nodes.append(
+            helper.make_node("Add", [mm, conv.input[2]], [biased], name=g.unique(f"{base}_bias_Add"))
+        )
         mm = biased
-    nodes.append(helper.make_node("Transpose", [mm], [conv.output[0]], name=g.unique(f"{base}_output_transpose"),
-                                  perm=[0, 2, 1]))
+    nodes.append(
+        helper.make_node(
+            "Transpose", [mm], [conv.output[0]], name=g.unique(f"{base}_output_transpose"), perm=[0, 2, 1]
+        )
+    )
     return nodes
 
 
@@ -306,8 +347,11 @@ def _weights_to_uint8(g: _Graph) -> int:
         dq.input[0] = shifted(dq.input[0], dq.name)
         while len(dq.input) < 3:
             dq.input.append("")
-        dq.input[2] = shifted(zp, f"{dq.input[0]}_zero_point", scale_shape) if zp else \
-            g.const(f"{dq.input[0]}_zero_point", np.full(scale_shape, 128, np.uint8))
+        dq.input[2] = (
+            shifted(zp, f"{dq.input[0]}_zero_point", scale_shape)
+            if zp
+            else g.const(f"{dq.input[0]}_zero_point", np.full(scale_shape, 128, np.uint8))
+        )
         changed += 1
     g.reindex()
     return changed
@@ -317,8 +361,11 @@ def _drop_unused(g: _Graph) -> None:
     """Remove nodes whose outputs nobody reads and initializers nobody uses (after the rewrites)."""
     g.reindex()
     while True:
-        dead = {id(n) for n in g.graph.node
-                if all(not o or (o not in g.consumers and o not in g.outputs) for o in n.output)}
+        dead = {
+            id(n)
+            for n in g.graph.node
+            if all(not o or (o not in g.consumers and o not in g.outputs) for o in n.output)
+        }
         if not dead:
             break
         g.set_nodes([n for n in g.graph.node if id(n) not in dead])
@@ -329,8 +376,9 @@ def _drop_unused(g: _Graph) -> None:
     g.inits = {i.name: i for i in g.graph.initializer}
 
 
-def cpu_flavour(model: onnx.ModelProto, weights: str = "u8",
-                reason: str = "") -> tuple[onnx.ModelProto, dict[str, int | str]]:
+def cpu_flavour(
+    model: onnx.ModelProto, weights: str = "u8", reason: str = ""
+) -> tuple[onnx.ModelProto, dict[str, int | str]]:
     """The ORT-CPU flavour of a Q/DQ variant (``model`` is not modified) and counts of each rewrite.
 
     ``weights``: "u8" (uint8 weights, exact with ORT on every CPU) or "s8" (int8 weights: faster on x86 CPUs
@@ -342,8 +390,10 @@ def cpu_flavour(model: onnx.ModelProto, weights: str = "u8",
     out = onnx.ModelProto()
     out.CopyFrom(model)
     g = _Graph(out)
-    stats: dict[str, int | str] = {"uint8_activations": _activations_to_uint8(g),
-                                   "conv_as_matmul": _convs_to_matmul(g)}
+    stats: dict[str, int | str] = {
+        "uint8_activations": _activations_to_uint8(g),
+        "conv_as_matmul": _convs_to_matmul(g),
+    }
     stats["dedicated_dq"] = _dedicate_dq(g)
     stats["folded_conv_weights"] = _fold_conv_weight_dq(g)
     _drop_unused(g)
@@ -357,8 +407,15 @@ def cpu_flavour(model: onnx.ModelProto, weights: str = "u8",
     return out, stats
 
 
-def build_cpu_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path,
-                      trt_path: Path | None = None, weights: str = "u8", reason: str = "") -> Path:
+def build_cpu_variant(
+    fp32_path: Path,
+    amax: dict[str, float],
+    plan: PrecisionPlan,
+    out_path: Path,
+    trt_path: Path | None = None,
+    weights: str = "u8",
+    reason: str = "",
+) -> Path:
     """``build_variant`` of ``plan`` with FP32 between the islands (written to ``trt_path`` when given), then
     ``cpu_flavour``."""
     import tempfile

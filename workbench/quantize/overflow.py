@@ -12,9 +12,9 @@ on a CPU; that is what the guard's statistics rule is for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import onnx
@@ -53,18 +53,27 @@ class OverflowReport:
 
     def summary(self) -> str:
         if self.clean:
-            return (f"no inf/NaN: outputs on {self.clips} calibration clips, all {self.tensors} float tensors on "
-                    f"{self.every_tensor_clips}")
+            return (
+                f"no inf/NaN: outputs on {self.clips} calibration clips, all {self.tensors} float tensors on "
+                f"{self.every_tensor_clips}"
+            )
         first = self.first
         where = first.describe() if first else "a model output"
-        return (f"overflow: {where}; outputs non-finite on {self.output_clips_nonfinite} of {self.clips} "
-                f"calibration clips")
+        return (
+            f"overflow: {where}; outputs non-finite on {self.output_clips_nonfinite} of {self.clips} "
+            f"calibration clips"
+        )
 
     def to_json(self) -> dict:
-        return {"clean": self.clean, "summary": self.summary(), "clips": self.clips,
-                "every_tensor_clips": self.every_tensor_clips, "tensors": self.tensors,
-                "output_clips_nonfinite": self.output_clips_nonfinite,
-                "overflows": [o.__dict__ for o in self.overflows]}
+        return {
+            "clean": self.clean,
+            "summary": self.summary(),
+            "clips": self.clips,
+            "every_tensor_clips": self.every_tensor_clips,
+            "tensors": self.tensors,
+            "output_clips_nonfinite": self.output_clips_nonfinite,
+            "overflows": [o.__dict__ for o in self.overflows],
+        }
 
 
 def _nonfinite(value: np.ndarray) -> int:
@@ -79,32 +88,40 @@ def every_tensor_sample(clips: list[np.ndarray], count: int) -> list[int]:
     spread evenly over the set (the order a set is stored in mixes conditions), ``count`` in all."""
     if count >= len(clips):
         return list(range(len(clips)))
-    longest = sorted(range(len(clips)), key=lambda i: -len(clips[i]))[:(count + 1) // 2]
+    longest = sorted(range(len(clips)), key=lambda i: -len(clips[i]))[: (count + 1) // 2]
     spread = [int(i) for i in np.linspace(0, len(clips) - 1, count)]
     return list(dict.fromkeys(longest + [i for i in spread if i not in longest]))[:count]
 
 
-def check_overflow(model: Path | onnx.ModelProto, clips: list[np.ndarray],
-                   every_tensor_clips: int = FP16_GUARD.overflow_every_tensor_clips,
-                   prepare: Callable[[np.ndarray], np.ndarray] | None = None) -> OverflowReport:
+def check_overflow(
+    model: Path | onnx.ModelProto,
+    clips: list[np.ndarray],
+    every_tensor_clips: int = FP16_GUARD.overflow_every_tensor_clips,
+    prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> OverflowReport:
     """Run ``model`` on raw 16 kHz ``clips`` (made ``input_values`` by ``prepare``, the model's feature settings;
     default: normalised) and name the first tensor holding inf/NaN, if any."""
     import onnxruntime as ort
 
-    from workbench.backends.onnxruntime import session_options
-    from workbench.backends.onnxruntime import session_with_outputs
+    from workbench.backends.onnxruntime import session_options, session_with_outputs
     from workbench.model.export import INPUT
     from workbench.model.features import normalise_audio
 
     prepare = prepare or normalise_audio
     proto = onnx.load(str(model)) if isinstance(model, Path) else model
     outputs = [o.name for o in proto.graph.output]
-    plain = ort.InferenceSession(proto.SerializeToString(), session_options(optimization="basic"),
-                                 providers=["CPUExecutionProvider"])
-    bad_clips = [i for i, audio in enumerate(clips)
-                 if any(_nonfinite(v) for v in plain.run(outputs, {INPUT: prepare(audio)[None]}))]
+    plain = ort.InferenceSession(
+        proto.SerializeToString(), session_options(optimization="basic"), providers=["CPUExecutionProvider"]
+    )
+    bad_clips = [
+        i
+        for i, audio in enumerate(clips)
+        if any(_nonfinite(v) for v in plain.run(outputs, {INPUT: prepare(audio)[None]}))
+    ]
     del plain
-    chosen = list(dict.fromkeys(bad_clips[:every_tensor_clips] + every_tensor_sample(clips, every_tensor_clips)))
+    chosen = list(
+        dict.fromkeys(bad_clips[:every_tensor_clips] + every_tensor_sample(clips, every_tensor_clips))
+    )
     types = tensor_types(proto)
     producer = {o: n for n in proto.graph.node for o in n.output}
     names = [o for n in proto.graph.node for o in n.output if o and types.get(o) in FLOAT_ELEM_TYPES]
@@ -117,6 +134,8 @@ def check_overflow(model: Path | onnx.ModelProto, clips: list[np.ndarray],
                 entry = counts.setdefault(name, [0, 0])
                 entry[0] += 1
                 entry[1] += bad
-    overflows = [Overflow(name, producer[name].name, producer[name].op_type, c, v) for name, (c, v) in
-                 sorted(counts.items(), key=lambda kv: names.index(kv[0]))]
+    overflows = [
+        Overflow(name, producer[name].name, producer[name].op_type, c, v)
+        for name, (c, v) in sorted(counts.items(), key=lambda kv: names.index(kv[0]))
+    ]
     return OverflowReport(len(clips), len(chosen), len(names), len(bad_clips), overflows)

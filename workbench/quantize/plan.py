@@ -27,8 +27,12 @@ from workbench.inputs.problem import Where
 from workbench.inputs.read import read_json
 
 NO_FLOAT = "none"  # a node that writes no float tensor (shape and index arithmetic, Shape itself)
-FLOAT_ELEM_TYPES = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE,
-                    onnx.TensorProto.BFLOAT16)
+FLOAT_ELEM_TYPES = (
+    onnx.TensorProto.FLOAT,
+    onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.DOUBLE,
+    onnx.TensorProto.BFLOAT16,
+)
 
 
 def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
@@ -39,9 +43,11 @@ def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
 def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
     """Element type of every tensor (graph inputs, initializers, node outputs), by ONNX shape inference."""
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
-    types = {v.name: v.type.tensor_type.elem_type for v in
-             [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
-             if v.type.HasField("tensor_type")}
+    types = {
+        v.name: v.type.tensor_type.elem_type
+        for v in [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
+        if v.type.HasField("tensor_type")
+    }
     types.update({i.name: i.data_type for i in model.graph.initializer})
     for node in model.graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
@@ -143,9 +149,13 @@ class PrecisionPlan:
     @property
     def is_fp32(self) -> bool:
         """Every node in FP32: the baseline, identical to the source graph."""
-        return self.rest == "fp32" and self.default == "fp32" and all(v == "fp32" for v in self.overrides.values())
+        return (
+            self.rest == "fp32"
+            and self.default == "fp32"
+            and all(v == "fp32" for v in self.overrides.values())
+        )
 
-    def with_guard(self, keep_fp32: dict[str, str] | None) -> "PrecisionPlan":
+    def with_guard(self, keep_fp32: dict[str, str] | None) -> PrecisionPlan:
         """The plan with the FP16 guard's FP32 nodes added (its own entries win)."""
         if not keep_fp32:
             return self
@@ -184,16 +194,25 @@ class PrecisionPlan:
         return placed
 
     def to_json(self) -> dict:
-        out = {"name": self.name, "default": self.default, "overrides": dict(sorted(self.overrides.items())),
-               "rest": self.rest}
+        out = {
+            "name": self.name,
+            "default": self.default,
+            "overrides": dict(sorted(self.overrides.items())),
+            "rest": self.rest,
+        }
         if self.keep_fp32:
             out["keep_fp32"] = dict(sorted(self.keep_fp32.items()))
         return out
 
     @classmethod
-    def from_json(cls, obj: dict) -> "PrecisionPlan":
-        return cls(obj["name"], obj.get("default", "fp32"), dict(obj.get("overrides", {})), obj.get("rest"),
-                   dict(obj.get("keep_fp32", {})))
+    def from_json(cls, obj: dict) -> PrecisionPlan:
+        return cls(
+            obj["name"],
+            obj.get("default", "fp32"),
+            dict(obj.get("overrides", {})),
+            obj.get("rest"),
+            dict(obj.get("keep_fp32", {})),
+        )
 
     def save(self, path: Path, model: onnx.ModelProto | None = None) -> None:
         """Write the plan; with ``model`` also every node's placement (``nodes``) and counts per precision."""
@@ -211,10 +230,12 @@ class PrecisionPlan:
         """Override names that are not quantizable nodes of ``model`` and kept names that are not nodes of it."""
         known = set(quantizable_nodes(model))
         every = {n.name for n in model.graph.node}
-        return sorted({n for n in self.overrides if n not in known} | {n for n in self.keep_fp32 if n not in every})
+        return sorted(
+            {n for n in self.overrides if n not in known} | {n for n in self.keep_fp32 if n not in every}
+        )
 
     @classmethod
-    def load(cls, path: Path) -> "PrecisionPlan":
+    def load(cls, path: Path) -> PrecisionPlan:
         """A plan file given by the user: a JSON object with a file-name-safe ``name``, ``default`` and
         ``overrides`` (node -> precision), optionally ``rest`` and ``keep_fp32`` (node -> reason), as ``search``
         writes it (``plan.<name>.json``; its ``nodes`` and ``counts`` are for reading and are ignored here)."""

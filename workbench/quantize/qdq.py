@@ -32,7 +32,7 @@ from workbench.quantize.float_types import DTYPES, assign_float_types
 from workbench.quantize.plan import QUANTIZABLE_OPS, PrecisionPlan, tensor_types
 
 QDQ_FP16_OPSET = 19
-FP16_TINY = np.float16(2.0 ** -24)  # smallest positive float16 (subnormal)
+FP16_TINY = np.float16(2.0**-24)  # smallest positive float16 (subnormal)
 
 
 def weight_channel_axis(op: str, slot: int, ndim: int, attrs: dict) -> int:
@@ -70,13 +70,16 @@ def with_opset(model: onnx.ModelProto, version: int) -> onnx.ModelProto:
     try:
         return _copy_metadata(model, version_converter.convert_version(model, version))
     except Exception as exc:  # the converter raises bare RuntimeErrors for ops it cannot adapt
-        raise WorkbenchError(f"cannot convert the model to opset {version} for FP16 Q/DQ ({exc}); give a plan "
-                             '\"rest\": \"fp32\" (FP32 between the Q/DQ islands) or export at opset >= '
-                             f"{version}") from exc
+        raise WorkbenchError(
+            f"cannot convert the model to opset {version} for FP16 Q/DQ ({exc}); give a plan "
+            '"rest": "fp32" (FP32 between the Q/DQ islands) or export at opset >= '
+            f"{version}"
+        ) from exc
 
 
-def build_variant(fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path,
-                  with_plan: bool = False) -> Path:
+def build_variant(
+    fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path, with_plan: bool = False
+) -> Path:
     """Write the variant of ``fp32_path`` that ``plan`` describes; ``amax`` holds activation ranges. With
     ``with_plan`` the plan goes beside it (``<variant>.plan.json``: every node's precision, FP32 reasons).
 
@@ -95,8 +98,9 @@ def plan_path(variant: Path) -> Path:
     return Path(variant).with_suffix(".plan.json")
 
 
-def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: PrecisionPlan,
-                  label: str = "the model") -> onnx.ModelProto:
+def variant_model(
+    source: onnx.ModelProto, amax: dict[str, float], plan: PrecisionPlan, label: str = "the model"
+) -> onnx.ModelProto:
     """The variant of an in-memory FP32 model (``source`` is not modified); for many variants of one model."""
     import onnx_graphsurgeon as gs
 
@@ -104,10 +108,12 @@ def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: Precisi
 
     unknown = plan.unknown_nodes(source)
     if unknown:
-        raise WorkbenchError(f"plan {plan.name!r} names {len(unknown)} node(s) that {label} does not have "
-                             f"(e.g. {unknown[0]!r}): a plan must name this model's MatMul/Gemm/Conv nodes (and "
-                             "keep_fp32 any of its nodes); use one written by python -m workbench search for this "
-                             "model, or fix the names (workbench.quantize.quantizable_nodes lists them)")
+        raise WorkbenchError(
+            f"plan {plan.name!r} names {len(unknown)} node(s) that {label} does not have "
+            f"(e.g. {unknown[0]!r}): a plan must name this model's MatMul/Gemm/Conv nodes (and "
+            "keep_fp32 any of its nodes); use one written by python -m workbench search for this "
+            "model, or fix the names (workbench.quantize.quantizable_nodes lists them)"
+        )
     if plan.is_fp32:
         out = onnx.ModelProto()
         out.CopyFrom(source)
@@ -137,8 +143,10 @@ def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: Precisi
             else:
                 missing.append(tensor.name)
     if missing:
-        raise WorkbenchError(f"the calibration cache has no range for {len(missing)} tensors the plan puts in "
-                             f"INT8 (e.g. {missing[0]}); it was made for another model — recalibrate")
+        raise WorkbenchError(
+            f"the calibration cache has no range for {len(missing)} tensors the plan puts in "
+            f"INT8 (e.g. {missing[0]}); it was made for another model — recalibrate"
+        )
     # ---- single insertion pass
     for (name, ctype), uses in int8_acts.items():
         dtype = DTYPES[ctype]
@@ -148,9 +156,12 @@ def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: Precisi
         dq_out = gs.Variable(f"{base}_dequantized", dtype=dtype)
         s = gs.Constant(f"{base}_scale", scales_in(np.float32(amax[name]), dtype).reshape(()))
         z = gs.Constant(f"{base}_zero_point", np.array(0, dtype=np.int8))
-        graph.nodes.append(gs.Node("QuantizeLinear", f"{base}_QuantizeLinear", inputs=[src, s, z], outputs=[q_out]))
-        graph.nodes.append(gs.Node("DequantizeLinear", f"{base}_DequantizeLinear", inputs=[q_out, s, z],
-                                   outputs=[dq_out]))
+        graph.nodes.append(
+            gs.Node("QuantizeLinear", f"{base}_QuantizeLinear", inputs=[src, s, z], outputs=[q_out])
+        )
+        graph.nodes.append(
+            gs.Node("DequantizeLinear", f"{base}_DequantizeLinear", inputs=[q_out, s, z], outputs=[dq_out])
+        )
         compute_types[f"{base}_QuantizeLinear"] = compute_types[f"{base}_DequantizeLinear"] = ctype
         for node, slot in uses:
             node.inputs[slot] = dq_out
@@ -168,8 +179,15 @@ def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: Precisi
         s = gs.Constant(f"{base}_scale", scales)
         z = gs.Constant(f"{base}_zero_point", np.zeros(len(scales), dtype=np.int8))
         dq_out = gs.Variable(f"{base}_dequantized", dtype=dtype)
-        graph.nodes.append(gs.Node("DequantizeLinear", f"{base}_DequantizeLinear", inputs=[qw, s, z],
-                                   outputs=[dq_out], attrs={"axis": axis}))
+        graph.nodes.append(
+            gs.Node(
+                "DequantizeLinear",
+                f"{base}_DequantizeLinear",
+                inputs=[qw, s, z],
+                outputs=[dq_out],
+                attrs={"axis": axis},
+            )
+        )
         compute_types[f"{base}_DequantizeLinear"] = ctype
         node.inputs[slot] = dq_out
     assign_float_types(graph, compute_types, types)
@@ -184,7 +202,7 @@ def variant_model(source: onnx.ModelProto, amax: dict[str, float], plan: Precisi
     del model.graph.value_info[:]
     try:
         return onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:  # noqa: BLE001 - inference is an optimisation; the model is valid without it
+    except Exception:
         return model
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 
 def _png(fig) -> str:
@@ -27,7 +27,7 @@ def _unit(record: dict[str, Any]) -> str:
 def pareto_front(points: list[tuple[str, float, float]]) -> list[str]:
     """Names not dominated in (latency, WER), both lower-is-better, ordered by latency."""
     front, best = [], float("inf")
-    for name, lat, wer in sorted(points, key=lambda p: (p[1], p[2])):
+    for name, _lat, wer in sorted(points, key=lambda p: (p[1], p[2])):
         if wer < best:
             front.append(name)
             best = wer
@@ -42,7 +42,9 @@ def speed_points(record: dict[str, Any]) -> list[tuple[str, float, float]]:
         if not lat or not lat["points"]:
             continue
         batch = record["gates"].get("latency_batch", 1)
-        p50 = [p["p50_ms"] for p in lat["points"] if p["batch"] == batch] or [p["p50_ms"] for p in lat["points"]]
+        p50 = [p["p50_ms"] for p in lat["points"] if p["batch"] == batch] or [
+            p["p50_ms"] for p in lat["points"]
+        ]
         wer = record["accuracy"]["candidates"][name]["overall"]["wer"]["estimate"] * 100
         out.append((name, sum(p50) / len(p50), wer))
     return out
@@ -58,14 +60,27 @@ def wer_vs_latency(record: dict[str, Any]) -> str | None:
     for name, lat, wer in points:
         ci = record["accuracy"]["candidates"][name]["overall"]["wer"]
         err = [[wer - ci["low"] * 100], [ci["high"] * 100 - wer]]
-        ax.errorbar([lat], [wer], yerr=err, fmt="o", capsize=4,
-                    color="tab:green" if passed.get(name) else "tab:red", markersize=8)
+        ax.errorbar(
+            [lat],
+            [wer],
+            yerr=err,
+            fmt="o",
+            capsize=4,
+            color="tab:green" if passed.get(name) else "tab:red",
+            markersize=8,
+        )
         ax.annotate(name, (lat, wer), textcoords="offset points", xytext=(6, 6))
     fx = [p[1] for p in points if p[0] in front]
     fy = [p[2] for p in points if p[0] in front]
     order = sorted(range(len(fx)), key=lambda i: fx[i])
-    ax.step([fx[i] for i in order], [fy[i] for i in order], where="post", color="tab:blue", alpha=0.6,
-            label="Pareto front")
+    ax.step(
+        [fx[i] for i in order],
+        [fy[i] for i in order],
+        where="post",
+        color="tab:blue",
+        alpha=0.6,
+        label="Pareto front",
+    )
     ax.set_xlabel(f"latency p50, batch {record['gates'].get('latency_batch', 1)} (ms, mean over buckets)")
     ax.set_ylabel(f"{_unit(record)} (%) with 95% CI")
     ax.set_title(f"{_unit(record)} vs latency (green PASS, red FAIL)")
@@ -76,7 +91,9 @@ def wer_vs_latency(record: dict[str, Any]) -> str | None:
 
 def condition_bars(record: dict[str, Any]) -> str | None:
     cands = record["candidates"]
-    conditions = sorted({c for n in cands for c in record["accuracy"]["candidates"][n]["groups"].get("condition", {})})
+    conditions = sorted(
+        {c for n in cands for c in record["accuracy"]["candidates"][n]["groups"].get("condition", {})}
+    )
     if not conditions:
         return None
     fig, ax = plt.subplots(figsize=(6.8, 4.0))

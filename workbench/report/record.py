@@ -14,12 +14,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from workbench.artifact_paths import AREAS, ENV_VAR, ArtifactRoots, OutsideArtifacts, artifact_roots, resolve
 from workbench.artifacts import read_json_artifact, sha256_bytes, sha256_file, sha256_tree
 from workbench.errors import WorkbenchError
 from workbench.inputs.problem import Where
 from workbench.inputs.record import FIX as RECORD_FIX
 from workbench.inputs.record import check_artifacts, check_record
-from workbench.artifact_paths import AREAS, ENV_VAR, ArtifactRoots, OutsideArtifacts, artifact_roots, resolve
 
 RECORD_SCHEMA = "workbench.signoff-report"
 RECORD_VERSION = 1
@@ -48,17 +48,38 @@ def record_digest(record: dict[str, Any]) -> str:
     return sha256_bytes(json.dumps(body, sort_keys=True, default=str).encode())
 
 
-def build_record(*, accuracy: dict, latency: dict, verdicts: list[dict], recommendation: str | None,
-                 gates: dict, artifacts: list[dict[str, str]], machine: dict, packages: dict[str, str],
-                 sensitivity: dict | None = None, notes: list[str] | None = None, decision: dict | None = None,
-                 backend: dict | None = None, model: dict | None = None) -> dict[str, Any]:
+def build_record(
+    *,
+    accuracy: dict,
+    latency: dict,
+    verdicts: list[dict],
+    recommendation: str | None,
+    gates: dict,
+    artifacts: list[dict[str, str]],
+    machine: dict,
+    packages: dict[str, str],
+    sensitivity: dict | None = None,
+    notes: list[str] | None = None,
+    decision: dict | None = None,
+    backend: dict | None = None,
+    model: dict | None = None,
+) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
     record: dict[str, Any] = {
-        "schema": RECORD_SCHEMA, "version": RECORD_VERSION,
-        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "model": model,
-        "baseline": accuracy["baseline"], "candidates": list(accuracy["candidates"]),
-        "accuracy": accuracy, "latency": latency, "gates": gates, "verdicts": verdicts,
-        "recommendation": recommendation, "decision": decision, "backend": backend, "sensitivity": sensitivity,
+        "schema": RECORD_SCHEMA,
+        "version": RECORD_VERSION,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "model": model,
+        "baseline": accuracy["baseline"],
+        "candidates": list(accuracy["candidates"]),
+        "accuracy": accuracy,
+        "latency": latency,
+        "gates": gates,
+        "verdicts": verdicts,
+        "recommendation": recommendation,
+        "decision": decision,
+        "backend": backend,
+        "sensitivity": sensitivity,
         "provenance": {"artifacts": artifacts, "machine": machine, "packages": packages},
         "notes": list(notes or []),
     }
@@ -70,11 +91,13 @@ def build_record(*, accuracy: dict, latency: dict, verdicts: list[dict], recomme
 def load_record(path: Path) -> dict[str, Any]:
     """Read and check a record: schema, a version this code renders (``artifacts.read_json_artifact``), its own
     digest, then its shape (``workbench.inputs.record``)."""
-    record = read_json_artifact(path, RECORD_SCHEMA, RECORD_FIX, what="sign-off record", key="schema",
-                                version=RECORD_VERSION)
+    record = read_json_artifact(
+        path, RECORD_SCHEMA, RECORD_FIX, what="sign-off record", key="schema", version=RECORD_VERSION
+    )
     if record.get("record_sha256") != record_digest(record):
-        raise WorkbenchError(f"{path} was edited after it was written (its record_sha256 does not match); "
-                             "run signoff again")
+        raise WorkbenchError(
+            f"{path} was edited after it was written (its record_sha256 does not match); run signoff again"
+        )
     return check_record(record, Where(f"sign-off record {path}", RECORD_FIX))
 
 
@@ -87,21 +110,27 @@ def verify_inputs(record: dict[str, Any], roots: ArtifactRoots | None = None) ->
         try:
             path = resolve(entry["path"], AREAS, roots, must_exist=False)
         except OutsideArtifacts:
-            problems.append(f"{entry['role']}: {entry['path']} lies outside the workspace "
-                            f"({', '.join(a + '/' for a in AREAS)} of {(roots or artifact_roots()).root}); not read "
-                            f"(set {ENV_VAR} to the folder holding them)")
+            problems.append(
+                f"{entry['role']}: {entry['path']} lies outside the workspace "
+                f"({', '.join(a + '/' for a in AREAS)} of {(roots or artifact_roots()).root}); not read "
+                f"(set {ENV_VAR} to the folder holding them)"
+            )
             continue
         now = _hash_now(path)
         if now is None:
             problems.append(f"{entry['role']}: {entry['path']} is missing")
         elif now != entry["sha256"]:
-            problems.append(f"{entry['role']}: {entry['path']} changed (sha256 {entry['sha256'][:12]}... "
-                            f"recorded, {now[:12]}... now)")
+            problems.append(
+                f"{entry['role']}: {entry['path']} changed (sha256 {entry['sha256'][:12]}... "
+                f"recorded, {now[:12]}... now)"
+            )
     return problems
 
 
 def require_unchanged_inputs(record: dict[str, Any]) -> None:
     problems = verify_inputs(record)
     if problems:
-        raise WorkbenchError("refusing to render: input artifacts missing, changed since the report was made, or "
-                             "outside the workspace: " + "; ".join(problems) + "; run `python -m workbench signoff` again")
+        raise WorkbenchError(
+            "refusing to render: input artifacts missing, changed since the report was made, or "
+            "outside the workspace: " + "; ".join(problems) + "; run `python -m workbench signoff` again"
+        )

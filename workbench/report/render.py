@@ -29,6 +29,8 @@ def verdict_mode(record: dict[str, Any]) -> str:
     if isinstance(decision, dict) and isinstance(decision.get("mode"), str):
         return decision["mode"]
     return "ship" if record.get("recommendation") else "no-pass"
+
+
 def unit_label(record: dict[str, Any]) -> str:
     """``WER`` or ``CER``: the unit the record's errors were counted in (records before units: WER)."""
     return str(record.get("accuracy", {}).get("unit", "wer")).upper()
@@ -61,50 +63,138 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
         c = acc["candidates"][name]["overall"]
         lat = record["latency"].get(name)
         speed = next((f"{p:.1f}" for n, p, _ in plots.speed_points(record) if n == name), "n/a")
-        rows.append([name, _ci(c["wer"]), _ci(c["delta"]), speed,
-                     f"{lat['peak_rss_mb']:.0f}" if lat else "n/a", verdicts[name]["summary"]])
-    out.append(("Candidates", ["candidate", f"{label} % [95% CI]", "delta vs baseline, pts [95% CI]",
-                               "p50 ms (gate batch)", "peak RSS MB", "verdict"], rows))
+        rows.append(
+            [
+                name,
+                _ci(c["wer"]),
+                _ci(c["delta"]),
+                speed,
+                f"{lat['peak_rss_mb']:.0f}" if lat else "n/a",
+                verdicts[name]["summary"],
+            ]
+        )
+    out.append(
+        (
+            "Candidates",
+            [
+                "candidate",
+                f"{label} % [95% CI]",
+                "delta vs baseline, pts [95% CI]",
+                "p50 ms (gate batch)",
+                "peak RSS MB",
+                "verdict",
+            ],
+            rows,
+        )
+    )
     for kind in ("condition", "accent", "voice"):
         rows = []
         for name in record["candidates"]:
             for group, g in acc["candidates"][name]["groups"].get(kind, {}).items():
-                rows.append([group, name, str(g["utterances"]), str(g["reference_words"]), _ci(g["wer"]),
-                             _ci(g["delta"]), g["wer"]["unit"]])
+                rows.append(
+                    [
+                        group,
+                        name,
+                        str(g["utterances"]),
+                        str(g["reference_words"]),
+                        _ci(g["wer"]),
+                        _ci(g["delta"]),
+                        g["wer"]["unit"],
+                    ]
+                )
         if rows:
-            out.append((f"{label} per {kind}", [kind, "candidate", "utts", unit_words(record), f"{label} % [CI]",
-                                            "delta pts [CI]", "resampled"], sorted(rows, key=lambda r: r[0])))
+            out.append(
+                (
+                    f"{label} per {kind}",
+                    [
+                        kind,
+                        "candidate",
+                        "utts",
+                        unit_words(record),
+                        f"{label} % [CI]",
+                        "delta pts [CI]",
+                        "resampled",
+                    ],
+                    sorted(rows, key=lambda r: r[0]),
+                )
+            )
     rows = []
     for name in record["candidates"]:
         lat = record["latency"].get(name)
         for p in (lat or {}).get("points", []):
-            rows.append([name, str(p["batch"]), p["bucket"], f"{p['clip_seconds']:.2f}", f"{p['p50_ms']:.1f}",
-                         f"{p['p90_ms']:.1f}", f"{p['p99_ms']:.1f}", f"{p['audio_seconds_per_second']:.1f}",
-                         str(p["repeats"])])
+            rows.append(
+                [
+                    name,
+                    str(p["batch"]),
+                    p["bucket"],
+                    f"{p['clip_seconds']:.2f}",
+                    f"{p['p50_ms']:.1f}",
+                    f"{p['p90_ms']:.1f}",
+                    f"{p['p99_ms']:.1f}",
+                    f"{p['audio_seconds_per_second']:.1f}",
+                    str(p["repeats"]),
+                ]
+            )
     if rows:
-        out.append(("Latency", ["candidate", "batch", "bucket", "clip s", "p50 ms", "p90 ms", "p99 ms",
-                                "audio s / s", "repeats"], rows))
+        out.append(
+            (
+                "Latency",
+                [
+                    "candidate",
+                    "batch",
+                    "bucket",
+                    "clip s",
+                    "p50 ms",
+                    "p90 ms",
+                    "p99 ms",
+                    "audio s / s",
+                    "repeats",
+                ],
+                rows,
+            )
+        )
     decision = record.get("decision") or {}
     if decision.get("ratios"):
         equal = set(decision.get("equally_fast", []))
-        out.append(("Latency ratio to the baseline", ["candidate", "ratio [CI]", "batch", "paired rounds",
-                                                      "equally fast as the leader"],
-                    [[n, _ratio(r), str(r["batch"]), str(r["rounds"]), "yes" if n in equal else "-"]
-                     for n, r in decision["ratios"].items()]))
-    rows = [[v["candidate"], c["name"], c["detail"], "ok" if c["passed"] else "FAIL"]
-            for v in record["verdicts"] for c in v["checks"]]
+        out.append(
+            (
+                "Latency ratio to the baseline",
+                ["candidate", "ratio [CI]", "batch", "paired rounds", "equally fast as the leader"],
+                [
+                    [n, _ratio(r), str(r["batch"]), str(r["rounds"]), "yes" if n in equal else "-"]
+                    for n, r in decision["ratios"].items()
+                ],
+            )
+        )
+    rows = [
+        [v["candidate"], c["name"], c["detail"], "ok" if c["passed"] else "FAIL"]
+        for v in record["verdicts"]
+        for c in v["checks"]
+    ]
     out.append(("Gate checks", ["candidate", "gate", "detail", "result"], rows))
     prov = record["provenance"]
     model = record.get("model")
     if model:
-        out.append(("Model", ["key", "value"], [[k, str(v)] for k, v in model.items() if k != "text_normalisation"]))
-    out.append(("Input artifacts", ["role", "kind", "path", "sha256"],
-                [[a["role"], a["kind"], a["path"], a["sha256"]] for a in prov["artifacts"]]))
+        out.append(
+            ("Model", ["key", "value"], [[k, str(v)] for k, v in model.items() if k != "text_normalisation"])
+        )
+    out.append(
+        (
+            "Input artifacts",
+            ["role", "kind", "path", "sha256"],
+            [[a["role"], a["kind"], a["path"], a["sha256"]] for a in prov["artifacts"]],
+        )
+    )
     out.append(("Machine", ["key", "value"], [[k, str(v)] for k, v in prov["machine"].items()]))
     backends = {n: lat.get("backend", {}) for n, lat in record["latency"].items()}
     if backends:
-        out.append(("Backends", ["candidate", "backend"],
-                    [[n, ", ".join(f"{k}={v}" for k, v in b.items())] for n, b in backends.items()]))
+        out.append(
+            (
+                "Backends",
+                ["candidate", "backend"],
+                [[n, ", ".join(f"{k}={v}" for k, v in b.items())] for n, b in backends.items()],
+            )
+        )
     out.append(("Packages", ["package", "version"], [[k, v] for k, v in sorted(prov["packages"].items())]))
     return out
 
@@ -119,18 +209,24 @@ def _method(record: dict[str, Any]) -> list[str]:
         f"resampling {acc['bootstrap_unit']}s; deltas are paired (same resamples for both systems).",
         f"Gates: overall {unit_label(record)} delta CI upper end <= {g['max_wer_delta_points']} pts; every "
         f"condition <= {g['max_condition_wer_delta_points']} pts"
-        + (f"; latency {g['latency_percentile']} at batch {g['latency_batch']} <= {g['max_latency_ms']} ms"
-           if g.get("max_latency_ms") is not None else "; no latency limit")
+        + (
+            f"; latency {g['latency_percentile']} at batch {g['latency_batch']} <= {g['max_latency_ms']} ms"
+            if g.get("max_latency_ms") is not None
+            else "; no latency limit"
+        )
         + ".",
     ]
     decision, backend = record.get("decision"), record.get("backend")
     if backend:
-        lines.append(f"Measured on {backend['backend']} ({backend['device']}); deployment target "
-                     f"{backend['target']}.")
+        lines.append(
+            f"Measured on {backend['backend']} ({backend['device']}); deployment target {backend['target']}."
+        )
     if decision:
-        lines += [f"Verdict rule: {decision['rule']}; {decision['tie_break']}. A winner is picked only when "
-                  f"latency was measured on the target ({decision['target']}); otherwise the verdict is an "
-                  "accuracy sign-off."] + list(decision.get("reasons", []))
+        lines += [
+            f"Verdict rule: {decision['rule']}; {decision['tie_break']}. A winner is picked only when "
+            f"latency was measured on the target ({decision['target']}); otherwise the verdict is an "
+            "accuracy sign-off."
+        ] + list(decision.get("reasons", []))
     else:
         lines.append(f"Recommendation: the fastest PASS by mean p50 at batch {g['latency_batch']}.")
     return lines + list(acc.get("notes", [])) + list(record.get("notes", []))
@@ -138,17 +234,23 @@ def _method(record: dict[str, Any]) -> list[str]:
 
 def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
     label = unit_label(record)
-    figs = [(f"{label} vs latency", plots.wer_vs_latency(record)),
-            (f"{label} per condition", plots.condition_bars(record))]
+    figs = [
+        (f"{label} vs latency", plots.wer_vs_latency(record)),
+        (f"{label} per condition", plots.condition_bars(record)),
+    ]
     if record.get("sensitivity"):
         figs.append(("Per-layer sensitivity", plots.sensitivity_bars(record["sensitivity"])))
     return [(t, f) for t, f in figs if f]
 
 
 def to_markdown(record: dict[str, Any]) -> str:
-    lines = [f"# Precision sign-off: {verdict_line(record)}", "",
-             f"Record version {record['version']}, created {record['created']}, baseline "
-             f"`{record['baseline']}`, record sha256 `{record['record_sha256']}`.", ""]
+    lines = [
+        f"# Precision sign-off: {verdict_line(record)}",
+        "",
+        f"Record version {record['version']}, created {record['created']}, baseline "
+        f"`{record['baseline']}`, record sha256 `{record['record_sha256']}`.",
+        "",
+    ]
     lines += [f"- {m}" for m in _method(record)] + [""]
     for title, header, rows in tables(record):
         lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -167,35 +269,50 @@ td.hash{font-family:monospace;font-size:11px}"""
 def to_html(record: dict[str, Any]) -> str:
     e = html.escape
     mode = verdict_mode(record)
-    parts = ["<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
-             f"<title>Precision sign-off: {e(verdict_line(record))}</title><style>{_CSS}</style></head><body>",
-             f"<h1>Precision sign-off</h1><p class='verdict {'fail' if mode == 'no-pass' else 'pass'}'>{e(verdict_line(record))}</p>",
-             f"<p>Record version {record['version']}, created {e(record['created'])}, baseline "
-             f"<code>{e(record['baseline'])}</code>, record sha256 <code>{e(record['record_sha256'])}</code>.</p>",
-             "<ul>" + "".join(f"<li>{e(m)}</li>" for m in _method(record)) + "</ul>"]
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        f"<title>Precision sign-off: {e(verdict_line(record))}</title><style>{_CSS}</style></head><body>",
+        f"<h1>Precision sign-off</h1><p class='verdict {'fail' if mode == 'no-pass' else 'pass'}'>{e(verdict_line(record))}</p>",
+        f"<p>Record version {record['version']}, created {e(record['created'])}, baseline "
+        f"<code>{e(record['baseline'])}</code>, record sha256 <code>{e(record['record_sha256'])}</code>.</p>",
+        "<ul>" + "".join(f"<li>{e(m)}</li>" for m in _method(record)) + "</ul>",
+    ]
     for title, data in _figures(record):
-        parts.append(f"<figure><img alt='{e(title)}' src='data:image/png;base64,{data}'>"
-                     f"<figcaption>{e(title)}</figcaption></figure>")
+        parts.append(
+            f"<figure><img alt='{e(title)}' src='data:image/png;base64,{data}'>"
+            f"<figcaption>{e(title)}</figcaption></figure>"
+        )
     for title, header, rows in tables(record):
-        parts.append(f"<h2>{e(title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>")
+        parts.append(
+            f"<h2>{e(title)}</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"
+        )
         for r in rows:
             cells = []
             for h, c in zip(header, r):
-                cls = "hash" if h == "sha256" else ("pass" if c in ("PASS", "ok") else
-                                                    "fail" if c.startswith("FAIL") else "")
+                cls = (
+                    "hash"
+                    if h == "sha256"
+                    else ("pass" if c in ("PASS", "ok") else "fail" if c.startswith("FAIL") else "")
+                )
                 cells.append(f"<td class='{cls}'>{e(c)}</td>")
             parts.append("<tr>" + "".join(cells) + "</tr>")
         parts.append("</table>")
-    parts.append("<details><summary>Record (JSON)</summary><pre>"
-                 + e(json.dumps({k: v for k, v in record.items() if k != "accuracy"}, indent=1)[:200000])
-                 + "</pre></details></body></html>")
+    parts.append(
+        "<details><summary>Record (JSON)</summary><pre>"
+        + e(json.dumps({k: v for k, v in record.items() if k != "accuracy"}, indent=1)[:200000])
+        + "</pre></details></body></html>"
+    )
     return "\n".join(parts)
 
 
 def write_report(record: dict[str, Any], out_dir: Path, write_record: bool = True) -> dict[str, Path]:
     """Write report.json (unless re-rendering), report.md and report.html into ``out_dir`` atomically."""
     out_dir = Path(out_dir)
-    paths = {"record": out_dir / RECORD_NAME, "markdown": out_dir / MARKDOWN_NAME, "html": out_dir / HTML_NAME}
+    paths = {
+        "record": out_dir / RECORD_NAME,
+        "markdown": out_dir / MARKDOWN_NAME,
+        "html": out_dir / HTML_NAME,
+    }
     if write_record:
         write_json_atomic(paths["record"], record)
     write_text_atomic(paths["markdown"], to_markdown(record))

@@ -29,9 +29,9 @@ the sign-off in one run of two; docs/compare-and-search.md has the runs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
-from typing import Sequence
 
 from tqdm import tqdm
 
@@ -62,19 +62,28 @@ class Evaluation:
     judged: dict[str, float | None] = field(default_factory=dict)  # check -> delta upper end judged (points)
 
     def wer_json(self) -> dict:
-        return {"overall": self.overall.wer.to_json(),
-                "per_condition": {c: g.wer.to_json() for c, g in sorted(self.per_condition.items())}}
+        return {
+            "overall": self.overall.wer.to_json(),
+            "per_condition": {c: g.wer.to_json() for c, g in sorted(self.per_condition.items())},
+        }
 
     def delta_json(self) -> dict | None:
         if self.overall.delta is None:
             return None
-        return {"overall": self.overall.delta.to_json(),
-                "per_condition": {c: g.delta.to_json() for c, g in sorted(self.per_condition.items())
-                                  if g.delta is not None}}
+        return {
+            "overall": self.overall.delta.to_json(),
+            "per_condition": {
+                c: g.delta.to_json() for c, g in sorted(self.per_condition.items()) if g.delta is not None
+            },
+        }
 
     def latency_json(self) -> dict:
-        return {"mean_ms_per_utterance": self.mean_ms_per_utterance, "batch": 1, "utterances": self.utterances,
-                "backend": "onnxruntime-cpu"}
+        return {
+            "mean_ms_per_utterance": self.mean_ms_per_utterance,
+            "batch": 1,
+            "utterances": self.utterances,
+            "backend": "onnxruntime-cpu",
+        }
 
 
 def predicted_interval(interval: Interval | None, ratio: float, z_pass: float) -> Interval | None:
@@ -88,8 +97,11 @@ def predicted_interval(interval: Interval | None, ratio: float, z_pass: float) -
     spread = max(1.0, math.sqrt(ratio))
     z_level = NormalDist().inv_cdf(0.5 + interval.level / 2.0)
     shift = z_pass * (interval.high - interval.low) / (2.0 * z_level) * math.sqrt(1.0 + ratio)
-    return replace(interval, low=interval.estimate - (interval.estimate - interval.low) * spread - shift,
-                   high=interval.estimate + (interval.high - interval.estimate) * spread + shift)
+    return replace(
+        interval,
+        low=interval.estimate - (interval.estimate - interval.low) * spread - shift,
+        high=interval.estimate + (interval.high - interval.estimate) * spread + shift,
+    )
 
 
 def predicted(cand: CandidateAccuracy, ratios: dict[str, float], z_pass: float) -> CandidateAccuracy:
@@ -101,26 +113,37 @@ def predicted(cand: CandidateAccuracy, ratios: dict[str, float], z_pass: float) 
     def one(g: GroupScore, check: str) -> GroupScore:
         return replace(g, delta=predicted_interval(g.delta, ratios.get(check, 1.0), z_pass))
 
-    groups = {kind: {name: one(g, f"{kind} {name}") for name, g in by.items()} for kind, by in cand.groups.items()}
+    groups = {
+        kind: {name: one(g, f"{kind} {name}") for name, g in by.items()} for kind, by in cand.groups.items()
+    }
     return CandidateAccuracy(cand.name, cand.scores, one(cand.overall, "overall"), groups)
 
 
 def block_counts(utterances: Sequence[Utterance]) -> dict[str, int]:
     """Bootstrap blocks per gate check (``overall``, ``condition <name>``), counted as the sign-off counts them:
     speakers when at least two are known, else utterances."""
+
     def count(group: Sequence[Utterance]) -> int:
         blocks, _ = blocks_for([u.speaker for u in group])
         return len(set(blocks.tolist()))
 
     conditions = sorted({str(u.condition or "-") for u in utterances})
-    return {"overall": count(utterances),
-            **{f"condition {c}": count([u for u in utterances if str(u.condition or "-") == c]) for c in conditions}}
+    return {
+        "overall": count(utterances),
+        **{
+            f"condition {c}": count([u for u in utterances if str(u.condition or "-") == c])
+            for c in conditions
+        },
+    }
 
 
 def block_ratios(dev: Sequence[Utterance], signoff: Sequence[Utterance]) -> dict[str, float]:
     """Per check: dev blocks / sign-off blocks; checks the sign-off set lacks get 1."""
     dev_blocks, signoff_blocks = block_counts(dev), block_counts(signoff)
-    return {check: n / signoff_blocks[check] if signoff_blocks.get(check) else 1.0 for check, n in dev_blocks.items()}
+    return {
+        check: n / signoff_blocks[check] if signoff_blocks.get(check) else 1.0
+        for check, n in dev_blocks.items()
+    }
 
 
 def widening_factors(ratios: dict[str, float]) -> dict[str, float]:
@@ -137,16 +160,31 @@ def pass_quantile(confidence: float) -> float:
 
 def held_back(gates: GateConfig, margin: float) -> GateConfig:
     """The gates the search judges against: each error-rate gate times (1 - margin), no latency gate."""
-    return replace(gates, max_latency_ms=None, max_wer_delta_points=gates.max_wer_delta_points * (1.0 - margin),
-                   max_condition_wer_delta_points=gates.max_condition_wer_delta_points * (1.0 - margin))
+    return replace(
+        gates,
+        max_latency_ms=None,
+        max_wer_delta_points=gates.max_wer_delta_points * (1.0 - margin),
+        max_condition_wer_delta_points=gates.max_condition_wer_delta_points * (1.0 - margin),
+    )
 
 
 class DevEvaluator:
     """Evaluates plans on ``clips`` against the FP32 transcripts of the same clips."""
 
-    def __init__(self, variants: VariantRunner, clips: list[Clip], gates: GateConfig, resamples: int = 1000,
-                 seed: int = 0, progress: bool = True, signoff: Sequence[Utterance] | None = None, *,
-                 model: ModelDescription, margin: float = 0.0, confidence: float = 0.5) -> None:
+    def __init__(
+        self,
+        variants: VariantRunner,
+        clips: list[Clip],
+        gates: GateConfig,
+        resamples: int = 1000,
+        seed: int = 0,
+        progress: bool = True,
+        signoff: Sequence[Utterance] | None = None,
+        *,
+        model: ModelDescription,
+        margin: float = 0.0,
+        confidence: float = 0.5,
+    ) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
         self.z_pass = pass_quantile(confidence)
@@ -168,28 +206,55 @@ class DevEvaluator:
         self.progress = progress
         self.count = 0
         self.baseline_texts, self.baseline_seconds = self._transcribe(PrecisionPlan(BASELINE))
-        self.baseline = self._score(PrecisionPlan(BASELINE), self.baseline_texts, self.baseline_seconds,
-                                    count=False)
+        self.baseline = self._score(
+            PrecisionPlan(BASELINE), self.baseline_texts, self.baseline_seconds, count=False
+        )
 
     def _transcribe(self, plan: PrecisionPlan) -> tuple[list[str], float]:
-        audios = tqdm((c.audio for c in self.clips), total=len(self.clips), desc=f"WER {plan.name}",
-                      unit="utt", leave=False, disable=not self.progress)
+        audios = tqdm(
+            (c.audio for c in self.clips),
+            total=len(self.clips),
+            desc=f"WER {plan.name}",
+            unit="utt",
+            leave=False,
+            disable=not self.progress,
+        )
         result = transcribe(self.variants.runner(plan), audios, self.model, plan.name)
         return result.texts, result.seconds
 
     def _score(self, plan: PrecisionPlan, texts: list[str], seconds: float, count: bool = True) -> Evaluation:
         name = plan.name
-        hyps = {BASELINE: self.baseline_texts} if name == BASELINE else {BASELINE: self.baseline_texts, name: texts}
-        accuracy = compare_accuracy(self.utterances, hyps, BASELINE, resamples=self.resamples, seed=self.seed,
-                                    group_kinds=("condition",), scoring=self.scoring)
+        hyps = (
+            {BASELINE: self.baseline_texts}
+            if name == BASELINE
+            else {BASELINE: self.baseline_texts, name: texts}
+        )
+        accuracy = compare_accuracy(
+            self.utterances,
+            hyps,
+            BASELINE,
+            resamples=self.resamples,
+            seed=self.seed,
+            group_kinds=("condition",),
+            scoring=self.scoring,
+        )
         cand = accuracy.candidates[name]
-        judged = replace(accuracy, candidates={**accuracy.candidates, name: predicted(cand, self.ratios, self.z_pass)})
+        judged = replace(
+            accuracy, candidates={**accuracy.candidates, name: predicted(cand, self.ratios, self.z_pass)}
+        )
         verdict = next(v for v in judge(judged, None, self.gates) if v.candidate == name)
         if count:
             self.count += 1
-        return Evaluation(plan, verdict.passed, verdict.reasons, cand.overall, dict(cand.by("condition")),
-                          1000.0 * seconds / max(1, len(self.clips)), len(self.clips),
-                          {c.name: c.value for c in verdict.checks})
+        return Evaluation(
+            plan,
+            verdict.passed,
+            verdict.reasons,
+            cand.overall,
+            dict(cand.by("condition")),
+            1000.0 * seconds / max(1, len(self.clips)),
+            len(self.clips),
+            {c.name: c.value for c in verdict.checks},
+        )
 
     def evaluate(self, plan: PrecisionPlan) -> Evaluation:
         """One full WER evaluation (counted in ``count``)."""

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from workbench.artifact_paths import inside
 from workbench.artifacts import read_json_artifact, sha256_file
 from workbench.calibration import cache as cache_mod
 from workbench.errors import WorkbenchError
 from workbench.search.outputs import SEARCH_FORMAT
-from workbench.artifact_paths import inside
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,9 @@ def matching_search(fp32_onnx: Path, cache_path: Path, eval_hash: str | None = N
         if eval_hash is not None and prov.get("dev_set") == eval_hash:
             continue
         # paths a search file names are read only inside this model's folder (never elsewhere on its say-so)
-        onnx_path = inside(found["onnx_path"], folder.parent) if isinstance(found.get("onnx_path"), str) else None
+        onnx_path = (
+            inside(found["onnx_path"], folder.parent) if isinstance(found.get("onnx_path"), str) else None
+        )
         if onnx_path is None or not onnx_path.is_file() or sha256_file(onnx_path) != found.get("onnx_sha256"):
             continue
         named = data.get("sensitivity_path")

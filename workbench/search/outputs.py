@@ -20,8 +20,19 @@ def mixed_name(tag: str, dev_hash: str) -> str:
 
 def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
     conditions = sorted(data["baseline"]["per_condition"])
-    columns = ["step", "phase", "k", "name", "passed", "int8_share", "fp16_groups", "wer", "wer_delta",
-               "wer_delta_high", "mean_ms_per_utterance"]
+    columns = [
+        "step",
+        "phase",
+        "k",
+        "name",
+        "passed",
+        "int8_share",
+        "fp16_groups",
+        "wer",
+        "wer_delta",
+        "wer_delta_high",
+        "mean_ms_per_utterance",
+    ]
     columns += [f"wer_{c}" for c in conditions] + [f"delta_high_{c}" for c in conditions]
     columns += ["wer_delta_high_judged"]  # the overall upper end as judged (widened to the sign-off set)
     rows = []

@@ -12,8 +12,8 @@ order needs k + 1 evaluations to reach the same k; evaluating every group on its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from workbench.compare.groups import Group, plan_for
 from workbench.errors import WorkbenchError
@@ -25,11 +25,16 @@ STRATEGIES = ("bisect", "gallop")
 
 def describe(strategy: str, keep: str, refine: int) -> str:
     """One sentence for the search record."""
-    first = ("then k = all groups, then bisection" if strategy == "bisect"
-             else "then k = 1, 2, 4, ... until a pass, then bisection")
-    return (f"keep the k most sensitive groups in {keep.upper()}, the rest INT8: k = 0 first, {first} to the "
-            f"smallest passing k, then up to {refine} greedy refinement steps (move kept groups back to INT8, "
-            "least sensitive first)")
+    first = (
+        "then k = all groups, then bisection"
+        if strategy == "bisect"
+        else "then k = 1, 2, 4, ... until a pass, then bisection"
+    )
+    return (
+        f"keep the k most sensitive groups in {keep.upper()}, the rest INT8: k = 0 first, {first} to the "
+        f"smallest passing k, then up to {refine} greedy refinement steps (move kept groups back to INT8, "
+        "least sensitive first)"
+    )
 
 
 @dataclass
@@ -66,14 +71,23 @@ class SearchResult:
         return bool(self.candidates) and self.candidates[0].k == 0 and self.candidates[0].passed
 
 
-def search_plan(ranking: list[str], groups: list[Group], evaluate: Callable[[PrecisionPlan], Evaluation],
-                keep: str = "fp16", refine: int = 2, name: str = "mixed", strategy: str = "bisect",
-                log: Callable[[str], None] | None = None) -> SearchResult:
+def search_plan(
+    ranking: list[str],
+    groups: list[Group],
+    evaluate: Callable[[PrecisionPlan], Evaluation],
+    keep: str = "fp16",
+    refine: int = 2,
+    name: str = "mixed",
+    strategy: str = "bisect",
+    log: Callable[[str], None] | None = None,
+) -> SearchResult:
     """Search as described in the module docstring; ``evaluate`` runs one full WER evaluation."""
     known = {g.name for g in groups}
     if sorted(ranking) != sorted(known):
-        raise WorkbenchError("the sensitivity ranking does not cover exactly this model's groups (made for "
-                             "another model or granularity); recompute it")
+        raise WorkbenchError(
+            "the sensitivity ranking does not cover exactly this model's groups (made for "
+            "another model or granularity); recompute it"
+        )
     if keep not in ("fp16", "fp32"):
         raise WorkbenchError(f"--keep must be fp16 or fp32, not {keep!r}")
     if strategy not in STRATEGIES:
@@ -96,11 +110,20 @@ def search_plan(ranking: list[str], groups: list[Group], evaluate: Callable[[Pre
         if log:
             d = evaluation.overall.delta
             judged = evaluation.judged.get("overall")
-            shown = (f", judged {judged:+.2f}" if judged is not None and d is not None
-                     and abs(judged - d.high * 100) > 1e-9 else "")
-            delta = f"delta {d.estimate * 100:+.2f} pts (CI high {d.high * 100:+.2f}{shown})" if d is not None else ""
-            log(f"[{cand.step}] {phase:>15} k={k if k is not None else '-'}: {'PASS' if cand.passed else 'FAIL'} "
-                f"WER {evaluation.overall.wer.estimate * 100:.2f}% {delta}")
+            shown = (
+                f", judged {judged:+.2f}"
+                if judged is not None and d is not None and abs(judged - d.high * 100) > 1e-9
+                else ""
+            )
+            delta = (
+                f"delta {d.estimate * 100:+.2f} pts (CI high {d.high * 100:+.2f}{shown})"
+                if d is not None
+                else ""
+            )
+            log(
+                f"[{cand.step}] {phase:>15} k={k if k is not None else '-'}: {'PASS' if cand.passed else 'FAIL'} "
+                f"WER {evaluation.overall.wer.estimate * 100:.2f}% {delta}"
+            )
         return cand
 
     def top(k: int) -> frozenset[str]:

@@ -10,16 +10,23 @@ evaluation sets' texts, and the evaluation set's speakers, are the same with or 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from workbench.config import (CONDITIONS, MAJORITY_ACCENT, NOISY_CONDITION, REVERBERANT_CONDITION, EngineProfile,
-                              SetBuildConfig)
+from workbench.config import (
+    CONDITIONS,
+    MAJORITY_ACCENT,
+    NOISY_CONDITION,
+    REVERBERANT_CONDITION,
+    EngineProfile,
+    SetBuildConfig,
+)
 from workbench.errors import WorkbenchError
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
@@ -44,12 +51,15 @@ class BuiltSets:
 
 def bucket_targets(per_condition: int, buckets: list[str]) -> dict[str, int]:
     """Utterances per duration bucket for one condition: an even split, the remainder to the first."""
-    return {b: per_condition // len(buckets) + (1 if i < per_condition % len(buckets) else 0)
-            for i, b in enumerate(buckets)}
+    return {
+        b: per_condition // len(buckets) + (1 if i < per_condition % len(buckets) else 0)
+        for i, b in enumerate(buckets)
+    }
 
 
-def shortfall(clips: list[Clip], per_condition: int, cfg: SetBuildConfig,
-              conditions: tuple[str, ...] = CONDITIONS) -> dict[str, str]:
+def shortfall(
+    clips: list[Clip], per_condition: int, cfg: SetBuildConfig, conditions: tuple[str, ...] = CONDITIONS
+) -> dict[str, str]:
     """Strata (``condition/bucket``) holding fewer utterances than requested, as ``"have of wanted"``."""
     buckets = [b for b, _, _ in _profile(cfg).buckets()]
     have: dict[tuple[str, str], int] = {}
@@ -87,11 +97,20 @@ def _roles(cfg: SetBuildConfig) -> tuple[str, ...]:
 
 
 def _per_condition(cfg: SetBuildConfig, role: str) -> int:
-    return {"calib": cfg.calib_per_condition, "eval": cfg.eval_per_condition, DEV_ROLE: cfg.dev_per_condition}[role]
+    return {
+        "calib": cfg.calib_per_condition,
+        "eval": cfg.eval_per_condition,
+        DEV_ROLE: cfg.dev_per_condition,
+    }[role]
 
 
-def _disjoint(a: list[Clip], b: list[Clip], name_a: str, name_b: str,
-              roles: tuple[str, str] = ("calibration set", "evaluation set")) -> dict[str, Any]:
+def _disjoint(
+    a: list[Clip],
+    b: list[Clip],
+    name_a: str,
+    name_b: str,
+    roles: tuple[str, str] = ("calibration set", "evaluation set"),
+) -> dict[str, Any]:
     """The overlap check of two lists of clips; a user error (nothing written) when they share a speaker or text."""
     checks = overlap([c.utterance for c in a], [c.utterance for c in b])
     if not disjoint(checks):
@@ -99,29 +118,60 @@ def _disjoint(a: list[Clip], b: list[Clip], name_a: str, name_b: str,
     return checks
 
 
-def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Clip],
-                     skipped: dict[str, list[Skipped]], source: str, extra: dict[str, Any],
-                     root: Path | None, conditions: tuple[str, ...] = CONDITIONS, derived: bool = False,
-                     plans: dict[str, NoisePlan] | None = None, dev: list[Clip] | None = None) -> BuiltSets:
+def _check_and_write(
+    cfg: SetBuildConfig,
+    calib: list[Clip],
+    evaluation: list[Clip],
+    skipped: dict[str, list[Skipped]],
+    source: str,
+    extra: dict[str, Any],
+    root: Path | None,
+    conditions: tuple[str, ...] = CONDITIONS,
+    derived: bool = False,
+    plans: dict[str, NoisePlan] | None = None,
+    dev: list[Clip] | None = None,
+) -> BuiltSets:
     names = {role: f"{cfg.name}-{role}" for role in (*ROLES, DEV_ROLE)}
     checks = _disjoint(calib, evaluation, names["calib"], names["eval"])
     roles: list[tuple[str, list[Clip], int, dict[str, Any]]] = [
         ("calib", calib, cfg.calib_per_condition, {**checks, "paired_with": names["eval"]}),
-        ("eval", evaluation, cfg.eval_per_condition, {**checks, "paired_with": names["calib"]})]
+        ("eval", evaluation, cfg.eval_per_condition, {**checks, "paired_with": names["calib"]}),
+    ]
     if dev is not None:  # held out from both: the search selects on it, the sign-off never sees it
         with_eval = _disjoint(dev, evaluation, names[DEV_ROLE], names["eval"], ("dev set", "evaluation set"))
         with_calib = _disjoint(dev, calib, names[DEV_ROLE], names["calib"], ("dev set", "calibration set"))
-        roles.append((DEV_ROLE, dev, cfg.dev_per_condition,
-                      {**with_eval, "paired_with": names["eval"], "held_out_from": [names["calib"], names["eval"]],
-                       "calib_overlap": with_calib}))
+        roles.append(
+            (
+                DEV_ROLE,
+                dev,
+                cfg.dev_per_condition,
+                {
+                    **with_eval,
+                    "paired_with": names["eval"],
+                    "held_out_from": [names["calib"], names["eval"]],
+                    "calib_overlap": with_calib,
+                },
+            )
+        )
     specs = []
     for role, clips, per_condition, role_checks in roles:
-        set_checks = {**role_checks, "requested_per_condition": per_condition,
-                      "shortfall": shortfall(clips, per_condition, cfg, conditions)}
+        set_checks = {
+            **role_checks,
+            "requested_per_condition": per_condition,
+            "shortfall": shortfall(clips, per_condition, cfg, conditions),
+        }
         made_extra = {**extra, "noise": plans[role].describe()} if plans else extra
         folder = area_path("calib_sets", root) / names[role]
-        specs.append(SetSpec(folder, clips, made_record(role, source, asdict(cfg), made_extra),
-                             skipped[role], set_checks, profile_json(_profile(cfg), derived)))
+        specs.append(
+            SetSpec(
+                folder,
+                clips,
+                made_record(role, source, asdict(cfg), made_extra),
+                skipped[role],
+                set_checks,
+                profile_json(_profile(cfg), derived),
+            )
+        )
     written = write_sets(specs)  # all replaced together, or none
     return BuiltSets(written[0], written[1], checks, written[2] if dev is not None else None)
 
@@ -131,8 +181,11 @@ def _check_and_write(cfg: SetBuildConfig, calib: list[Clip], evaluation: list[Cl
 
 def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
     plans = _noise_plans(cfg)
-    roles = partition_speakers([v.speaker for v in voices], lambda s: next(v.accent for v in voices if v.speaker == s),
-                               dev=cfg.dev_per_condition > 0)
+    roles = partition_speakers(
+        [v.speaker for v in voices],
+        lambda s: next(v.accent for v in voices if v.speaker == s),
+        dev=cfg.dev_per_condition > 0,
+    )
     pools = sentence_pool()
     babble_voices = tuple(v for v in voices if v.engine == "espeak") or voices
     babble_texts = pools["train"][:: max(1, len(pools["train"]) // 500)]
@@ -157,17 +210,32 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
         for condition in CONDITIONS:
             cond_voices = tuple(v for v in role_voices if v.is_majority_accent == (condition != "accented"))
             if not cond_voices:
-                raise WorkbenchError(f"no {role} voices for condition {condition} among the text-to-speech "
-                                     f"programs found; install the Debian packages: {INSTALL_HINT}")
+                raise WorkbenchError(
+                    f"no {role} voices for condition {condition} among the text-to-speech "
+                    f"programs found; install the Debian packages: {INSTALL_HINT}"
+                )
             for bucket, count in bucket_targets(per_condition, buckets).items():
                 for index in range(count):
-                    texts = texts_by_bucket[bucket][cursor[bucket]: cursor[bucket] + ATTEMPTS]
+                    texts = texts_by_bucket[bucket][cursor[bucket] : cursor[bucket] + ATTEMPTS]
                     cursor[bucket] += ATTEMPTS
                     slot = Slot(role, condition, bucket, index, cfg.seed)
-                    jobs.append(SlotJob(slot, cond_voices, tuple(texts), babble_voices,
-                                        tuple(babble_texts[i % len(babble_texts)] for i in
-                                              np.random.default_rng(stable_hash(slot.key)).integers(0, len(babble_texts), 4)),
-                                        cfg.profile, cfg.conditions, plans[role].noise_files))
+                    jobs.append(
+                        SlotJob(
+                            slot,
+                            cond_voices,
+                            tuple(texts),
+                            babble_voices,
+                            tuple(
+                                babble_texts[i % len(babble_texts)]
+                                for i in np.random.default_rng(stable_hash(slot.key)).integers(
+                                    0, len(babble_texts), 4
+                                )
+                            ),
+                            cfg.profile,
+                            cfg.conditions,
+                            plans[role].noise_files,
+                        )
+                    )
     return jobs
 
 
@@ -175,14 +243,18 @@ def run_jobs(jobs: list[SlotJob], workers: int, desc: str) -> list[Clip | Skippe
     if workers <= 1:
         return [synthesize_slot(j) for j in tqdm(jobs, desc=desc, unit="utt")]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(tqdm(pool.map(synthesize_slot, jobs, chunksize=4), total=len(jobs), desc=desc, unit="utt"))
+        return list(
+            tqdm(pool.map(synthesize_slot, jobs, chunksize=4), total=len(jobs), desc=desc, unit="utt")
+        )
 
 
 def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> BuiltSets:
     """Synthesise both sets of ``cfg`` under ``root`` (default: the workspace's calib_sets/)."""
     if cfg.rir_dir:
-        raise WorkbenchError("--rir-dir makes reverberant copies of recorded speech: use it with --source "
-                             "folder/manifest/hf/librispeech/commonvoice or 'data import', not synthetic speech")
+        raise WorkbenchError(
+            "--rir-dir makes reverberant copies of recorded speech: use it with --source "
+            "folder/manifest/hf/librispeech/commonvoice or 'data import', not synthetic speech"
+        )
     cfg = replace(cfg, profile=_profile(cfg))
     voices = require_voices()
     jobs = _slot_jobs(cfg, voices)
@@ -194,28 +266,45 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
             split[job.slot.role].append(result)
         else:
             skipped[job.slot.role].append(result)
-    extra = {"voices": [v.speaker for v in voices], "text_source": "WordNet (wordnet-base) glosses and examples"}
+    extra = {
+        "voices": [v.speaker for v in voices],
+        "text_source": "WordNet (wordnet-base) glosses and examples",
+    }
     plans = _noise_plans(cfg) if cfg.noise_dir else None
-    return _check_and_write(cfg, split["calib"], split["eval"], skipped, "synthetic", extra, root, plans=plans,
-                            dev=split.get(DEV_ROLE))
+    return _check_and_write(
+        cfg,
+        split["calib"],
+        split["eval"],
+        skipped,
+        "synthetic",
+        extra,
+        root,
+        plans=plans,
+        dev=split.get(DEV_ROLE),
+    )
 
 
 # ---------------------------------------------------------------- external
 
 
-def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list[Skipped],
-                        source: str, root: Path | None = None) -> BuiltSets:
+def build_external_sets(
+    cfg: SetBuildConfig, clips: list[Clip], skipped_in: list[Skipped], source: str, root: Path | None = None
+) -> BuiltSets:
     """Stratify clips from a real source. Majority-accent clean clips fill 'quiet', non-majority
     accents fill 'accented', conditions the source names (a manifest's ``condition``, e.g. telephone)
     fill their own rows, and 'noisy' gets copies of other quiet clips with noise mixed in (unless the
     source labels clips noisy itself); with ``cfg.rir_dir`` each of those also gets a reverberant copy.
     Without a fixed ``cfg.profile`` the profile is derived from the clips' durations."""
     if cfg.dev_per_condition > 0:
-        raise WorkbenchError("a held-out dev set is built from synthetic speech only; for your own speech import a "
-                             "dev set with 'python -m workbench data import --disjoint-from' and pass it as --dev-set")
+        raise WorkbenchError(
+            "a held-out dev set is built from synthetic speech only; for your own speech import a "
+            "dev set with 'python -m workbench data import --disjoint-from' and pass it as --dev-set"
+        )
     derived = cfg.profile is None
     if derived:
-        cfg = replace(cfg, profile=derive_profile([c.utterance.duration_s for c in clips]) if clips else EngineProfile())
+        cfg = replace(
+            cfg, profile=derive_profile([c.utterance.duration_s for c in clips]) if clips else EngineProfile()
+        )
     plans = _noise_plans(cfg)
     skipped: dict[str, list[Skipped]] = {r: list(skipped_in) if r == "calib" else [] for r in ROLES}
     usable: list[Clip] = []
@@ -223,17 +312,25 @@ def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list
         bucket = cfg.profile.bucket_of(clip.utterance.duration_s)
         if bucket is None:
             reason = outside_reason(clip.utterance.duration_s, cfg.profile)
-            skipped["calib"].append(Skipped(clip.utterance.extra.get("original", clip.utterance.id),
-                                            f"{reason}; split the clip or change --min/--max-seconds"))
+            skipped["calib"].append(
+                Skipped(
+                    clip.utterance.extra.get("original", clip.utterance.id),
+                    f"{reason}; split the clip or change --min/--max-seconds",
+                )
+            )
             continue
         clip.utterance.bucket = bucket
         usable.append(clip)
     fit = profile_fit([c.utterance.duration_s for c in clips], cfg.profile)
-    extras = tuple(sorted({c.utterance.condition for c in usable} - set(CONDITIONS) - {REVERBERANT_CONDITION}))
+    extras = tuple(
+        sorted({c.utterance.condition for c in usable} - set(CONDITIONS) - {REVERBERANT_CONDITION})
+    )
     conditions = CONDITIONS + extras + ((REVERBERANT_CONDITION,) if cfg.rir_dir else ())
     speakers = [c.utterance.speaker for c in usable]
     if len(set(speakers)) >= 2:
-        roles = partition_speakers(speakers, lambda s: next(c.utterance.accent for c in usable if c.utterance.speaker == s))
+        roles = partition_speakers(
+            speakers, lambda s: next(c.utterance.accent for c in usable if c.utterance.speaker == s)
+        )
         role_of = lambda c: roles[c.utterance.speaker]  # noqa: E731
     else:
         from workbench.speech.text import split_of
@@ -251,14 +348,28 @@ def build_external_sets(cfg: SetBuildConfig, clips: list[Clip], skipped_in: list
     out: dict[str, list[Clip]] = {}
     for role in ROLES:
         target = cfg.calib_per_condition if role == "calib" else cfg.eval_per_condition
-        out[role] = _stratify_external(by_role[role], target, cfg, extras, plans[role],
-                                       np.random.default_rng(stable_hash(f"{cfg.seed}|{role}")))
+        out[role] = _stratify_external(
+            by_role[role],
+            target,
+            cfg,
+            extras,
+            plans[role],
+            np.random.default_rng(stable_hash(f"{cfg.seed}|{role}")),
+        )
     extra = {"profile_fit": fit.to_json()} if fit.outside else {}
-    return _check_and_write(cfg, out["calib"], out["eval"], skipped, source, extra, root, conditions, derived, plans)
+    return _check_and_write(
+        cfg, out["calib"], out["eval"], skipped, source, extra, root, conditions, derived, plans
+    )
 
 
-def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfig, extras: tuple[str, ...],
-                       plan: NoisePlan, rng: np.random.Generator) -> list[Clip]:
+def _stratify_external(
+    clips: list[Clip],
+    per_condition: int,
+    cfg: SetBuildConfig,
+    extras: tuple[str, ...],
+    plan: NoisePlan,
+    rng: np.random.Generator,
+) -> list[Clip]:
     buckets = [b for b, _, _ in cfg.profile.buckets()]
     targets = bucket_targets(per_condition, buckets)
     order = list(rng.permutation(len(clips)))
@@ -296,6 +407,13 @@ def _stratify_external(clips: list[Clip], per_condition: int, cfg: SetBuildConfi
         others = [c.audio for c in clips if c is not clip][:6]
         chosen.append(noisy_copy(clip, plan, rng, kind_index=k, others=others))
         if plan.rir_files:
-            chosen.append(noisy_copy(clip, plan, clip_rng(cfg.seed, clip.utterance.id, "reverberant"),
-                                     new_id=f"{clip.utterance.id}-rev", reverberant=True))
+            chosen.append(
+                noisy_copy(
+                    clip,
+                    plan,
+                    clip_rng(cfg.seed, clip.utterance.id, "reverberant"),
+                    new_id=f"{clip.utterance.id}-rev",
+                    reverberant=True,
+                )
+            )
     return chosen

@@ -36,7 +36,7 @@ def hum(n: int, rng: np.random.Generator) -> np.ndarray:
     base = rng.choice([50.0, 60.0])
     t = np.arange(n) / SAMPLE_RATE
     phase = rng.uniform(0, 2 * np.pi, size=6)
-    out = sum((0.6 ** k) * np.sin(2 * np.pi * base * (k + 1) * t + phase[k]) for k in range(6))
+    out = sum((0.6**k) * np.sin(2 * np.pi * base * (k + 1) * t + phase[k]) for k in range(6))
     return out + 0.01 * rng.standard_normal(n)
 
 
@@ -56,7 +56,9 @@ def babble(n: int, rng: np.random.Generator, others: list[np.ndarray]) -> np.nda
     return out
 
 
-def make_noise(kind: str, n: int, rng: np.random.Generator, others: list[np.ndarray] | None = None) -> np.ndarray:
+def make_noise(
+    kind: str, n: int, rng: np.random.Generator, others: list[np.ndarray] | None = None
+) -> np.ndarray:
     if kind == "white":
         return _coloured_noise(n, rng, 0.0)
     if kind == "pink":
@@ -99,8 +101,9 @@ def mix_at_snr(
     return mix_with_noise(speech, noise, snr_db, level_dbfs, peak_limit)
 
 
-def mix_with_noise(speech: np.ndarray, noise: np.ndarray, snr_db: float, level_dbfs: float,
-                   peak_limit: float = 0.99) -> MixResult:
+def mix_with_noise(
+    speech: np.ndarray, noise: np.ndarray, snr_db: float, level_dbfs: float, peak_limit: float = 0.99
+) -> MixResult:
     """Scale speech to ``level_dbfs``, add ``noise`` (same length) at ``snr_db``; limit peaks by
     scaling both parts. SNR and level are measured on the 16-bit signal that will be written."""
     speech = np.asarray(speech, dtype=np.float64)

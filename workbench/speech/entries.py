@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -20,8 +20,8 @@ from workbench.speech.audio import AudioProblem, PreparedAudio, prepare, read_au
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.speech.text import normalise_text
 
-Item = Union[Clip, Skipped]
-AudioRef = Union[Path, bytes, tuple[np.ndarray, int]]  # a file, encoded bytes, or (samples, rate)
+Item = Clip | Skipped
+AudioRef = Path | bytes | tuple[np.ndarray, int]  # a file, encoded bytes, or (samples, rate)
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,11 @@ def make_clip(
     digits = sorted({ch for ch in raw_text if ch.isdigit()})
     if digits:
         # dropping digits would leave a transcript that no longer says what the audio says
-        return Skipped(key, f"transcript has digits ({''.join(digits)}) the alphabet cannot spell; "
-                            f"write numbers as words: {raw_text[:60]!r}")
+        return Skipped(
+            key,
+            f"transcript has digits ({''.join(digits)}) the alphabet cannot spell; "
+            f"write numbers as words: {raw_text[:60]!r}",
+        )
     norm = normalise_text(raw_text)
     if not norm.text:
         return Skipped(key, f"transcript has no characters of the model's alphabet: {raw_text[:60]!r}")
@@ -108,5 +111,6 @@ def load_entry(entry: Entry) -> Item:
         audio = decode(entry.audio)
     except AudioProblem as exc:
         return Skipped(where, str(exc))
-    return make_clip(audio, entry.text, entry.source, entry.key, entry.speaker, entry.accent,
-                     entry.condition, entry.extra)
+    return make_clip(
+        audio, entry.text, entry.source, entry.key, entry.speaker, entry.accent, entry.condition, entry.extra
+    )

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import signal
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from tqdm import tqdm
 
@@ -30,7 +31,7 @@ from workbench.speech.entries import Entry, load_entry
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
 from workbench.speech.profiles import ProfileFit, derive_profile, outside_reason, profile_fit, profile_json
-from workbench.speech.records import Clip, Skipped, Utterance
+from workbench.speech.records import Skipped, Utterance
 from workbench.speech.split import ROLES, stable_fraction, stable_hash
 from workbench.speech.store import SpeechSet, finish_set, load_set, made_record, start_set, write_clip_audio
 from workbench.workspace import area_path
@@ -62,8 +63,10 @@ class ImportConfig:
         if not 0.0 <= self.noisy_share <= 1.0:
             raise WorkbenchError(f"--noisy-share is a fraction between 0 and 1, not {self.noisy_share}")
         if (self.noise_dir or self.rir_dir) and self.noisy_share == 0.0:
-            raise WorkbenchError("--noise-dir/--rir-dir make noisy copies of quiet clips: also give "
-                                 "--noisy-share (e.g. 0.25 gives a quarter of the quiet clips a noisy copy)")
+            raise WorkbenchError(
+                "--noise-dir/--rir-dir make noisy copies of quiet clips: also give "
+                "--noisy-share (e.g. 0.25 gives a quarter of the quiet clips a noisy copy)"
+            )
         if self.take is not None and self.take < 1:
             raise WorkbenchError("--take must be at least 1")
         if self.workers < 1:
@@ -123,34 +126,57 @@ def _process(entry: Entry) -> _Outcome:
         return _Outcome(skipped=item)
     rec = item.utterance
     if cfg.profile is not None and (reason := outside_reason(rec.duration_s, cfg.profile)):
-        return _Outcome(skipped=Skipped(entry.key, f"{reason}; widen --min/--max-seconds or leave them out to "
-                                                   "derive the profile from the data"), outside_s=rec.duration_s)
+        return _Outcome(
+            skipped=Skipped(
+                entry.key,
+                f"{reason}; widen --min/--max-seconds or leave them out to derive the profile from the data",
+            ),
+            outside_s=rec.duration_s,
+        )
     if rec.speaker in ctx.exclude_speakers:
-        return _Outcome(skipped=Skipped(entry.key, f"speaker {rec.speaker} is also in {ctx.exclude_name}"),
-                        excluded="speaker")
+        return _Outcome(
+            skipped=Skipped(entry.key, f"speaker {rec.speaker} is also in {ctx.exclude_name}"),
+            excluded="speaker",
+        )
     if rec.text in ctx.exclude_texts:
-        return _Outcome(skipped=Skipped(entry.key, f"text also in {ctx.exclude_name}: {rec.text[:60]!r}"),
-                        excluded="text")
+        return _Outcome(
+            skipped=Skipped(entry.key, f"text also in {ctx.exclude_name}: {rec.text[:60]!r}"), excluded="text"
+        )
     out = _Outcome(stored=[(rec, write_clip_audio(ctx.folder, item))])
     if _gets_noisy_copy(rec, cfg):
         kinds = len(ctx.plan.ranges.noise_kinds)
-        noisy = noisy_copy(item, ctx.plan, clip_rng(cfg.seed, rec.id, "noisy"), new_id=f"{rec.id}-noisy",
-                           kind_index=stable_hash(rec.id) % kinds)
+        noisy = noisy_copy(
+            item,
+            ctx.plan,
+            clip_rng(cfg.seed, rec.id, "noisy"),
+            new_id=f"{rec.id}-noisy",
+            kind_index=stable_hash(rec.id) % kinds,
+        )
         out.stored.append((noisy.utterance, write_clip_audio(ctx.folder, noisy)))
         if ctx.plan.rir_files:
-            reverb = noisy_copy(item, ctx.plan, clip_rng(cfg.seed, rec.id, "reverberant"), new_id=f"{rec.id}-rev",
-                                reverberant=True)
+            reverb = noisy_copy(
+                item,
+                ctx.plan,
+                clip_rng(cfg.seed, rec.id, "reverberant"),
+                new_id=f"{rec.id}-rev",
+                reverberant=True,
+            )
             out.stored.append((reverb.utterance, write_clip_audio(ctx.folder, reverb)))
     return out
 
 
 def _gets_noisy_copy(rec: Utterance, cfg: ImportConfig) -> bool:
-    return (cfg.noisy_share > 0 and rec.condition == "quiet" and rec.accent == MAJORITY_ACCENT
-            and stable_fraction(f"{cfg.seed}|{rec.id}|noisy-share") < cfg.noisy_share)
+    return (
+        cfg.noisy_share > 0
+        and rec.condition == "quiet"
+        and rec.accent == MAJORITY_ACCENT
+        and stable_fraction(f"{cfg.seed}|{rec.id}|noisy-share") < cfg.noisy_share
+    )
 
 
-def ordered_map(fn: Callable[[Entry], _Outcome], items: Iterable[Entry], workers: int, window: int,
-                context: _Context) -> Iterator[_Outcome]:
+def ordered_map(
+    fn: Callable[[Entry], _Outcome], items: Iterable[Entry], workers: int, window: int, context: _Context
+) -> Iterator[_Outcome]:
     """``fn`` over ``items`` in worker processes, results in input order, at most ``window`` in flight.
 
     Closing the iterator early cancels what has not started and waits for what has.
@@ -189,11 +215,19 @@ def _context(folder: Path, cfg: ImportConfig, root: Path) -> _Context:
     if not cfg.disjoint_from:
         return _Context(folder, cfg, _plan(cfg))
     other = load_set(cfg.disjoint_from, root)
-    return _Context(folder, cfg, _plan(cfg), other.name, frozenset(u.speaker for u in other.utterances),
-                    frozenset(u.text for u in other.utterances))
+    return _Context(
+        folder,
+        cfg,
+        _plan(cfg),
+        other.name,
+        frozenset(u.speaker for u in other.utterances),
+        frozenset(u.text for u in other.utterances),
+    )
 
 
-def _ordered_entries(entries: Iterator[Entry], cfg: ImportConfig, light: bool) -> tuple[Iterable[Entry], int | None]:
+def _ordered_entries(
+    entries: Iterator[Entry], cfg: ImportConfig, light: bool
+) -> tuple[Iterable[Entry], int | None]:
     """The entries in the order they are processed, and how many there are when known."""
     if not light:  # entries that carry their audio (a Hugging Face dataset): stream them in source order
         return entries, None
@@ -203,8 +237,9 @@ def _ordered_entries(entries: Iterator[Entry], cfg: ImportConfig, light: bool) -
     return listed, len(listed)
 
 
-def import_set(source, cfg: ImportConfig, source_label: str, root: Path | None = None,
-               progress: bool = True) -> ImportResult:
+def import_set(
+    source, cfg: ImportConfig, source_label: str, root: Path | None = None, progress: bool = True
+) -> ImportResult:
     """Store ``source`` (any ``EntrySource``) as set ``root/cfg.name`` (default root: the workspace's
     calib_sets/); an existing set of that name is replaced only when the new one is complete."""
     root = area_path("calib_sets", root)
@@ -236,7 +271,9 @@ def import_set(source, cfg: ImportConfig, source_label: str, root: Path | None =
                         excluded[outcome.excluded] += 1
                     continue
                 if outcome.stored[0][0].id in seen:
-                    skipped.append(Skipped(outcome.stored[0][0].extra.get("original", ""), "listed twice; kept once"))
+                    skipped.append(
+                        Skipped(outcome.stored[0][0].extra.get("original", ""), "listed twice; kept once")
+                    )
                     continue
                 seen.add(outcome.stored[0][0].id)
                 stored.extend(outcome.stored)
@@ -247,9 +284,12 @@ def import_set(source, cfg: ImportConfig, source_label: str, root: Path | None =
             results.close()
             bar.close()
         if not stored:
-            raise WorkbenchError(f"no usable utterances for {cfg.name}; nothing written ({len(skipped)} inputs "
-                                 f"skipped, e.g. {skipped[0].item}: {skipped[0].reason})" if skipped else
-                                 f"the source listed no utterances for {cfg.name}; nothing written")
+            raise WorkbenchError(
+                f"no usable utterances for {cfg.name}; nothing written ({len(skipped)} inputs "
+                f"skipped, e.g. {skipped[0].item}: {skipped[0].reason})"
+                if skipped
+                else f"the source listed no utterances for {cfg.name}; nothing written"
+            )
         _remove_unlisted_audio(tmp, {rec.audio for rec, _ in stored})
         derived = cfg.profile is None
         clean = [rec.duration_s for rec, _ in stored]
@@ -257,17 +297,26 @@ def import_set(source, cfg: ImportConfig, source_label: str, root: Path | None =
         for rec, _ in stored:
             rec.bucket = profile.bucket_of(rec.duration_s)
         fit = profile_fit(clean + outside, profile)
-        checks: dict[str, Any] = {"role": cfg.role, "whole_source": cfg.take is None,
-                                  "profile_fit": fit.to_json()}
+        checks: dict[str, Any] = {
+            "role": cfg.role,
+            "whole_source": cfg.take is None,
+            "profile_fit": fit.to_json(),
+        }
         if cfg.take is not None:
             checks["take"] = {"requested": cfg.take, "kept": kept}
         if cfg.disjoint_from:
-            checks["disjoint_from"] = {"set": context.exclude_name, "dropped_for_speaker": excluded["speaker"],
-                                       "dropped_for_text": excluded["text"]}
-        made = made_record(cfg.role, source_label, asdict(cfg), {"import": True, "noise": context.plan.describe()})
+            checks["disjoint_from"] = {
+                "set": context.exclude_name,
+                "dropped_for_speaker": excluded["speaker"],
+                "dropped_for_text": excluded["text"],
+            }
+        made = made_record(
+            cfg.role, source_label, asdict(cfg), {"import": True, "noise": context.plan.describe()}
+        )
         utts = [rec for rec, _ in stored]
-        card = finish_set(tmp, cfg.name, utts, [h for _, h in stored], made, skipped, checks,
-                          profile_json(profile, derived))
+        card = finish_set(
+            tmp, cfg.name, utts, [h for _, h in stored], made, skipped, checks, profile_json(profile, derived)
+        )
     return ImportResult(SpeechSet(final, card, utts), fit, derived, listed)
 
 

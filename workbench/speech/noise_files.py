@@ -57,11 +57,14 @@ def scan_folder(root: Path, what: str = "noise") -> tuple[NoiseFile, ...]:
         try:
             info = sf.info(str(path))
         except Exception as exc:  # soundfile raises several types for unreadable files
-            raise WorkbenchError(f"{what} file {path} cannot be read ({type(exc).__name__}: {exc}); "
-                                 "remove or convert it") from exc
+            raise WorkbenchError(
+                f"{what} file {path} cannot be read ({type(exc).__name__}: {exc}); remove or convert it"
+            ) from exc
         if info.frames < 1 or info.samplerate < 1:
             raise WorkbenchError(f"{what} file {path} holds no audio; remove it")
-        files.append(NoiseFile(kind, path, rel.as_posix(), sha256_file(path), int(info.frames), int(info.samplerate)))
+        files.append(
+            NoiseFile(kind, path, rel.as_posix(), sha256_file(path), int(info.frames), int(info.samplerate))
+        )
     if not files:
         raise WorkbenchError(f"no audio files ({', '.join(NOISE_SUFFIXES)}) under {what} folder {root}")
     return tuple(sorted(files, key=lambda f: (f.kind, f.sha256)))
@@ -80,9 +83,11 @@ def files_for_role(folder: Path, role: str, what: str = "noise") -> tuple[NoiseF
     files = scan_folder(folder, what)
     mine = split_files(files)[role]
     if not mine:
-        raise WorkbenchError(f"{what} folder {folder} has {len(files)} file(s) but none for the "
-                             f"{'evaluation' if role == 'eval' else 'calibration'} set: a third of each "
-                             "kind's files go to evaluation, so every kind needs at least two files")
+        raise WorkbenchError(
+            f"{what} folder {folder} has {len(files)} file(s) but none for the "
+            f"{'evaluation' if role == 'eval' else 'calibration'} set: a third of each "
+            "kind's files go to evaluation, so every kind needs at least two files"
+        )
     return mine
 
 
@@ -102,8 +107,9 @@ def read_stretch(noise: NoiseFile, n: int, rng: np.random.Generator) -> np.ndarr
     need = int(np.ceil(n * noise.rate / SAMPLE_RATE)) + 2
     start = int(rng.integers(0, noise.frames - need + 1)) if noise.frames > need else 0
     try:
-        data, rate = sf.read(str(noise.path), start=start, frames=min(need, noise.frames),
-                             dtype="float32", always_2d=True)
+        data, rate = sf.read(
+            str(noise.path), start=start, frames=min(need, noise.frames), dtype="float32", always_2d=True
+        )
     except Exception as exc:
         raise WorkbenchError(f"noise file {noise.path} cannot be read ({type(exc).__name__}: {exc})") from exc
     return _fit(_to_mono_16k(data, int(rate)), n)
@@ -128,8 +134,10 @@ class NoiseBank:
             samples = read_stretch(noise, n, rng)
             if rms_dbfs(samples) > SILENCE_DBFS:
                 return noise, samples
-        raise WorkbenchError(f"{_DRAW_ATTEMPTS} noise stretches in a row were silent (last from {noise.path}); "
-                             "remove silent recordings from the noise folder")
+        raise WorkbenchError(
+            f"{_DRAW_ATTEMPTS} noise stretches in a row were silent (last from {noise.path}); "
+            "remove silent recordings from the noise folder"
+        )
 
 
 @lru_cache(maxsize=64)

@@ -50,9 +50,16 @@ def clip_rng(seed: int, clip_id: str, purpose: str) -> np.random.Generator:
     return np.random.default_rng(stable_hash(f"{seed}|{clip_id}|{purpose}"))
 
 
-def noisy_copy(clip: Clip, plan: NoisePlan, rng: np.random.Generator, *, new_id: str | None = None,
-               kind_index: int = 0, others: list[np.ndarray] | None = None,
-               reverberant: bool = False) -> Clip:
+def noisy_copy(
+    clip: Clip,
+    plan: NoisePlan,
+    rng: np.random.Generator,
+    *,
+    new_id: str | None = None,
+    kind_index: int = 0,
+    others: list[np.ndarray] | None = None,
+    reverberant: bool = False,
+) -> Clip:
     """The clip with noise mixed in (after convolution with an impulse response when ``reverberant``).
 
     Generated noise takes kind ``ranges.noise_kinds[kind_index]`` (babble needs ``others``, else
@@ -82,8 +89,16 @@ def noisy_copy(clip: Clip, plan: NoisePlan, rng: np.random.Generator, *, new_id:
         noise = make_noise(kind, len(speech), rng, others)
         fixes.append(f"{kind} noise mixed at {snr:.1f} dB SNR")
     mix = mix_with_noise(speech, noise, snr, level)
-    record = replace(clip.utterance, id=new_id or clip.utterance.id,
-                     condition=REVERBERANT_CONDITION if reverberant else NOISY_CONDITION,
-                     noise_kind=kind, snr_db=round(mix.snr_db, 3), requested_snr_db=round(snr, 3),
-                     level_dbfs=round(mix.level_dbfs, 3), fixes=fixes, extra=extra, audio="")
+    record = replace(
+        clip.utterance,
+        id=new_id or clip.utterance.id,
+        condition=REVERBERANT_CONDITION if reverberant else NOISY_CONDITION,
+        noise_kind=kind,
+        snr_db=round(mix.snr_db, 3),
+        requested_snr_db=round(snr, 3),
+        level_dbfs=round(mix.level_dbfs, 3),
+        fixes=fixes,
+        extra=extra,
+        audio="",
+    )
     return Clip(record, mix.audio)

@@ -7,7 +7,8 @@ evaluation set) refuse a pair that shares speakers or texts, whoever made the tw
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.speech.records import Utterance
@@ -34,17 +35,25 @@ def disjoint(checks: dict[str, Any]) -> bool:
     return bool(checks["disjoint_by_text"] and checks["disjoint_by_speaker"])
 
 
-def overlap_message(checks: dict[str, Any], calib_name: str, eval_name: str,
-                    roles: tuple[str, str] = ("calibration set", "evaluation set")) -> str:
+def overlap_message(
+    checks: dict[str, Any],
+    calib_name: str,
+    eval_name: str,
+    roles: tuple[str, str] = ("calibration set", "evaluation set"),
+) -> str:
     """``calibration set a and evaluation set b share 3 speakers (a, b, c) and 2 texts ('X', 'Y')`` (``roles``
     names the two sets' parts when they are not a calibration/evaluation pair)."""
     parts = []
     if checks["shared_speaker_count"]:
-        parts.append(f"{checks['shared_speaker_count']} speaker(s) ({', '.join(checks['shared_speakers'][:5])}"
-                     f"{', ...' if checks['shared_speaker_count'] > 5 else ''})")
+        parts.append(
+            f"{checks['shared_speaker_count']} speaker(s) ({', '.join(checks['shared_speakers'][:5])}"
+            f"{', ...' if checks['shared_speaker_count'] > 5 else ''})"
+        )
     if checks["shared_text_count"]:
-        parts.append(f"{checks['shared_text_count']} text(s) ({', '.join(repr(t) for t in checks['shared_texts'][:3])}"
-                     f"{', ...' if checks['shared_text_count'] > 3 else ''})")
+        parts.append(
+            f"{checks['shared_text_count']} text(s) ({', '.join(repr(t) for t in checks['shared_texts'][:3])}"
+            f"{', ...' if checks['shared_text_count'] > 3 else ''})"
+        )
     return f"{roles[0]} {calib_name} and {roles[1]} {eval_name} share {' and '.join(parts)}"
 
 
@@ -56,4 +65,5 @@ def require_disjoint(calib_set, eval_set) -> dict[str, Any]:
     raise WorkbenchError(
         f"{overlap_message(checks, calib_set.name, eval_set.name)}: a model calibrated on what it is evaluated "
         "on is not signed off. Re-import one of them with --disjoint-from the other (drops the shared "
-        "speakers and texts), or build a disjoint pair with 'python -m workbench data build'.")
+        "speakers and texts), or build a disjoint pair with 'python -m workbench data build'."
+    )

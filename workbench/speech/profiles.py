@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from workbench.config import EngineProfile
 from workbench.errors import WorkbenchError
@@ -47,8 +48,11 @@ def fixed_profile(min_s: float | None, opt_s: float | None, max_s: float | None)
 
 def profile_json(profile: EngineProfile, derived: bool) -> dict[str, Any]:
     """The card's record of a set's profile."""
-    how = "derived from the set's durations (shortest, median, longest)" if derived else \
-        "fixed (the default, or --min/--opt/--max-seconds)"
+    how = (
+        "derived from the set's durations (shortest, median, longest)"
+        if derived
+        else "fixed (the default, or --min/--opt/--max-seconds)"
+    )
     return {**asdict(profile), "how": how}
 
 
@@ -99,25 +103,40 @@ class ProfileFit:
     def summary(self) -> str:
         """``12 of 2620 clips are outside the profile 1-8 s (3 shorter, 9 longer, up to 34.96 s)``."""
         p = self.profile
-        return (f"{self.outside} of {self.total} clips are outside the profile {p.min_s:g}-{p.max_s:g} s "
-                f"({self.shorter} shorter, {self.longer} longer; clips run "
-                f"{self.shortest_s or 0:.2f}-{self.longest_s or 0:.2f} s)")
+        return (
+            f"{self.outside} of {self.total} clips are outside the profile {p.min_s:g}-{p.max_s:g} s "
+            f"({self.shorter} shorter, {self.longer} longer; clips run "
+            f"{self.shortest_s or 0:.2f}-{self.longest_s or 0:.2f} s)"
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"profile": asdict(self.profile), "total": self.total, "outside": self.outside,
-                "shorter": self.shorter, "longer": self.longer, "shortest_s": self.shortest_s,
-                "longest_s": self.longest_s, "to_keep_them_pass": self.flags() or None}
+        return {
+            "profile": asdict(self.profile),
+            "total": self.total,
+            "outside": self.outside,
+            "shorter": self.shorter,
+            "longer": self.longer,
+            "shortest_s": self.shortest_s,
+            "longest_s": self.longest_s,
+            "to_keep_them_pass": self.flags() or None,
+        }
 
 
 def profile_fit(durations: Sequence[float], profile: EngineProfile) -> ProfileFit:
     values = [float(d) for d in durations]
     shorter = sum(1 for d in values if d < profile.min_s)
     longer = sum(1 for d in values if d > profile.max_s)
-    return ProfileFit(profile, len(values), shorter, longer, min(values, default=None), max(values, default=None))
+    return ProfileFit(
+        profile, len(values), shorter, longer, min(values, default=None), max(values, default=None)
+    )
 
 
-def deployment_profile(calib_card: dict[str, Any] | None, calib_durations: Sequence[float] | None,
-                       min_s: float | None = None, max_s: float | None = None) -> tuple[EngineProfile | None, str]:
+def deployment_profile(
+    calib_card: dict[str, Any] | None,
+    calib_durations: Sequence[float] | None,
+    min_s: float | None = None,
+    max_s: float | None = None,
+) -> tuple[EngineProfile | None, str]:
     """The profile the deployed engine accepts, and where it comes from.
 
     Explicit seconds win; else the calibration set's recorded profile; else its durations (what
@@ -139,16 +158,19 @@ def deployment_profile(calib_card: dict[str, Any] | None, calib_durations: Seque
         raise WorkbenchError(str(exc)) from exc
 
 
-def select_in_profile(utts: Sequence[Utterance], profile: EngineProfile | None, policy: str,
-                      origin: str) -> tuple[list[Utterance], list[str]]:
+def select_in_profile(
+    utts: Sequence[Utterance], profile: EngineProfile | None, policy: str, origin: str
+) -> tuple[list[Utterance], list[str]]:
     """Apply the outside-profile ``policy`` (refuse, score, skip) to evaluation utterances.
 
     Returns the utterances to score and the notes the report must carry.
     """
     utts = list(utts)
     if profile is None:
-        return utts, ["no deployment profile known (no calibration set, no --min/--max-seconds): every "
-                      "evaluation clip was scored whatever its length"]
+        return utts, [
+            "no deployment profile known (no calibration set, no --min/--max-seconds): every "
+            "evaluation clip was scored whatever its length"
+        ]
     fit = profile_fit([u.duration_s for u in utts], profile)
     if not fit.outside:
         return utts, []
@@ -159,13 +181,18 @@ def select_in_profile(utts: Sequence[Utterance], profile: EngineProfile | None, 
             f"{fit.longer} longer (clips run {fit.shortest_s:.2f}-{fit.longest_s:.2f} s); an engine built for "
             "that profile would not accept them. Pass --outside-profile score to score them anyway (the report "
             "says so), --outside-profile skip to leave them out, or widen the profile "
-            f"({fit.flags()} when building the calibration set and the engine).")
+            f"({fit.flags()} when building the calibration set and the engine)."
+        )
     if policy == "skip":
         kept = [u for u in utts if profile.bucket_of(u.duration_s) is not None]
-        return kept, [f"{fit.outside} of {fit.total} evaluation clips outside {where} were left out "
-                      f"({fit.shorter} shorter, {fit.longer} longer); {len(kept)} scored"]
+        return kept, [
+            f"{fit.outside} of {fit.total} evaluation clips outside {where} were left out "
+            f"({fit.shorter} shorter, {fit.longer} longer); {len(kept)} scored"
+        ]
     if policy == "score":
-        return utts, [f"{fit.outside} of {fit.total} evaluation clips are outside {where} ({fit.shorter} "
-                      f"shorter, {fit.longer} longer) and were scored anyway: the deployed engine would not "
-                      "accept them as built"]
+        return utts, [
+            f"{fit.outside} of {fit.total} evaluation clips are outside {where} ({fit.shorter} "
+            f"shorter, {fit.longer} longer) and were scored anyway: the deployed engine would not "
+            "accept them as built"
+        ]
     raise WorkbenchError(f"--outside-profile takes refuse, score or skip, not {policy!r}")

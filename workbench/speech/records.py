@@ -33,7 +33,7 @@ class Utterance:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> "Utterance":
+    def from_json(cls, obj: dict[str, Any]) -> Utterance:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in obj.items() if k in known})
 
@@ -52,8 +52,11 @@ class Clip:
 
     def to_json(self) -> dict[str, Any]:
         """Id, condition and duration: how result files name the clips they used."""
-        return {"id": self.utterance.id, "condition": self.condition,
-                "duration_s": round(float(self.utterance.duration_s), 3)}
+        return {
+            "id": self.utterance.id,
+            "condition": self.condition,
+            "duration_s": round(float(self.utterance.duration_s), 3),
+        }
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ from workbench.speech.store import SpeechSet
 def require_utterances(speech_set: SpeechSet, role: str) -> SpeechSet:
     """``speech_set`` if it has utterances; otherwise a user error naming its role (calibration, dev, ...)."""
     if not speech_set.utterances:
-        raise WorkbenchError(f"{role} set {speech_set.name} ({speech_set.path}) has no utterances; rebuild it "
-                             "with python -m workbench data build, or choose another set")
+        raise WorkbenchError(
+            f"{role} set {speech_set.name} ({speech_set.path}) has no utterances; rebuild it "
+            "with python -m workbench data build, or choose another set"
+        )
     return speech_set
 
 

@@ -9,9 +9,10 @@ source in ``synthetic.py``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from workbench.errors import WorkbenchError
 from workbench.inputs.manifest import read_manifest
@@ -60,8 +61,12 @@ class AudioFolderSource(EntrySource):
         if not files:
             raise WorkbenchError(f"no audio files ({', '.join(AUDIO_SUFFIXES)}) under {self.root}")
         # every transcript is read (and checked: UTF-8) before the first entry is handed on
-        texts = {path: read_transcript(path.with_suffix(".txt")) if path.with_suffix(".txt").exists()
-                 else (transcripts.get(path.relative_to(self.root).as_posix()) or [None])[0] for path in files}
+        texts = {
+            path: read_transcript(path.with_suffix(".txt"))
+            if path.with_suffix(".txt").exists()
+            else (transcripts.get(path.relative_to(self.root).as_posix()) or [None])[0]
+            for path in files
+        }
         for path in files:
             rel = path.relative_to(self.root).as_posix()
             text = texts[path]
@@ -89,8 +94,17 @@ class ManifestSource(EntrySource):
             audio_path = Path(record.audio)
             if not audio_path.is_absolute():
                 audio_path = self.path.parent / audio_path
-            yield Entry(source, record.audio, audio_path, record.text, record.speaker, record.accent,
-                        record.condition, problem=_missing(audio_path), where=f"line {record.line} ({record.audio})")
+            yield Entry(
+                source,
+                record.audio,
+                audio_path,
+                record.text,
+                record.speaker,
+                record.accent,
+                record.condition,
+                problem=_missing(audio_path),
+                where=f"line {record.line} ({record.audio})",
+            )
 
 
 @dataclass
@@ -113,7 +127,9 @@ class HFDatasetSource(EntrySource):
         try:
             import datasets
         except ImportError as exc:
-            raise WorkbenchError("Hugging Face datasets is not installed: pip install 'workbench[data]'") from exc
+            raise WorkbenchError(
+                "Hugging Face datasets is not installed: pip install 'workbench[data]'"
+            ) from exc
         path = Path(self.name)
         try:
             if path.exists():
@@ -133,8 +149,10 @@ class HFDatasetSource(EntrySource):
             ) from exc
         for column in (self.audio_column, self.text_column):
             if column not in ds.column_names:
-                raise WorkbenchError(f"dataset has columns {ds.column_names}; no column {column!r} "
-                                     "(set --audio-column / --text-column)")
+                raise WorkbenchError(
+                    f"dataset has columns {ds.column_names}; no column {column!r} "
+                    "(set --audio-column / --text-column)"
+                )
         if hasattr(ds.features.get(self.audio_column), "decode"):
             ds = ds.cast_column(self.audio_column, datasets.Audio(decode=False))
         return ds
@@ -148,8 +166,15 @@ class HFDatasetSource(EntrySource):
             audio = self._audio_ref(row[self.audio_column])
             speaker = str(row[self.speaker_column]) if self.speaker_column else None
             accent = str(row[self.accent_column]) if self.accent_column else None
-            yield Entry(source, key, audio, row[self.text_column], speaker, accent,
-                        problem=None if audio is not None else "audio cell has neither bytes, path nor array")
+            yield Entry(
+                source,
+                key,
+                audio,
+                row[self.text_column],
+                speaker,
+                accent,
+                problem=None if audio is not None else "audio cell has neither bytes, path nor array",
+            )
 
     @staticmethod
     def _audio_ref(cell: Any) -> AudioRef | None:

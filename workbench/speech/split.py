@@ -10,7 +10,7 @@ members are the same with or without it.
 from __future__ import annotations
 
 import hashlib
-from typing import Callable
+from collections.abc import Callable
 
 ROLES: tuple[str, ...] = ("calib", "eval")
 DEV_ROLE = "dev"
@@ -26,7 +26,9 @@ def stable_fraction(text: str) -> float:
     return stable_hash(text) / 2.0**64
 
 
-def partition_speakers(speakers: list[str], group_of: Callable[[str], str], dev: bool = False) -> dict[str, str]:
+def partition_speakers(
+    speakers: list[str], group_of: Callable[[str], str], dev: bool = False
+) -> dict[str, str]:
     """Assign each member to calib or eval: per group, a third (at least one) goes to eval.
 
     Groups with a single member stay in calibration only. Deterministic, seed independent. ``dev``: of the

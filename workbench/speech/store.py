@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from workbench import __version__
-from workbench import journal
+from workbench import __version__, journal
 from workbench.artifacts import sha256_file, write_json_atomic
 from workbench.config import CONDITIONS, EngineProfile
 from workbench.errors import WorkbenchError
@@ -93,7 +92,9 @@ def strata_counts(utts: list[Utterance]) -> dict[str, dict[str, int]]:
     return {c: dict(sorted(b.items())) for c, b in sorted(table.items())}
 
 
-def made_record(role: str, source: str, config: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def made_record(
+    role: str, source: str, config: dict[str, Any], extra: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The card's "how it was made": role, source, configuration, versions and command line."""
     return {
         "role": role,
@@ -107,8 +108,14 @@ def made_record(role: str, source: str, config: dict[str, Any], extra: dict[str,
     }
 
 
-def build_card(utts: list[Utterance], chash: str, made: dict[str, Any], skipped: list[Skipped],
-               checks: dict[str, Any], profile: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_card(
+    utts: list[Utterance],
+    chash: str,
+    made: dict[str, Any],
+    skipped: list[Skipped],
+    checks: dict[str, Any],
+    profile: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     snrs = [u.snr_db for u in utts if u.snr_db is not None]
     return {
         "format": "workbench-speech-set/1",
@@ -131,11 +138,20 @@ def build_card(utts: list[Utterance], chash: str, made: dict[str, Any], skipped:
 
 
 def render_card_markdown(name: str, card: dict[str, Any]) -> str:
-    lines = [f"# Speech set `{name}`", "", f"- content hash: `{card['content_hash']}`",
-             f"- utterances: {card['utterances']} ({card['total_duration_s']:.0f} s), speakers: {card['speakers']}",
-             f"- engine profile: {_profile_line(card.get('profile'))}",
-             "", "## Balance (condition x duration bucket)", "", balance_table(card), "",
-             "## Duration histogram (s)", ""]
+    lines = [
+        f"# Speech set `{name}`",
+        "",
+        f"- content hash: `{card['content_hash']}`",
+        f"- utterances: {card['utterances']} ({card['total_duration_s']:.0f} s), speakers: {card['speakers']}",
+        f"- engine profile: {_profile_line(card.get('profile'))}",
+        "",
+        "## Balance (condition x duration bucket)",
+        "",
+        balance_table(card),
+        "",
+        "## Duration histogram (s)",
+        "",
+    ]
     peak = max(card["duration_histogram"].values(), default=1)
     for label, count in card["duration_histogram"].items():
         lines.append(f"    {label:>9} | {'#' * max(1, round(40 * count / peak))} {count}")
@@ -185,8 +201,16 @@ def start_set(tmp: Path) -> None:
     (tmp / "audio").mkdir(exist_ok=True)
 
 
-def finish_set(tmp: Path, name: str, utts: list[Utterance], audio_hashes: list[str], made: dict[str, Any],
-               skipped: list[Skipped], checks: dict[str, Any], profile: dict[str, Any] | None = None) -> dict[str, Any]:
+def finish_set(
+    tmp: Path,
+    name: str,
+    utts: list[Utterance],
+    audio_hashes: list[str],
+    made: dict[str, Any],
+    skipped: list[Skipped],
+    checks: dict[str, Any],
+    profile: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Write the manifest and card of a set whose audio is in ``tmp``; returns the card."""
     lines = [json.dumps(u.to_json(), sort_keys=True) for u in utts]
     manifest = ("\n".join(lines) + "\n").encode()
@@ -197,13 +221,21 @@ def finish_set(tmp: Path, name: str, utts: list[Utterance], audio_hashes: list[s
     return card
 
 
-def _write_contents(tmp: Path, spec: "SetSpec") -> dict[str, Any]:
+def _write_contents(tmp: Path, spec: SetSpec) -> dict[str, Any]:
     """Write audio, manifest and card of one set into the (temporary) folder ``tmp``; returns the card."""
     start_set(tmp)
     hashes = [write_clip_audio(tmp, clip) for clip in spec.clips]
     journal.step(f"wrote the audio of {spec.final.name}")  # a kill here leaves a half-written set
-    return finish_set(tmp, spec.final.name, [c.utterance for c in spec.clips], hashes, spec.made, spec.skipped,
-                      spec.checks, spec.profile)
+    return finish_set(
+        tmp,
+        spec.final.name,
+        [c.utterance for c in spec.clips],
+        hashes,
+        spec.made,
+        spec.skipped,
+        spec.checks,
+        spec.profile,
+    )
 
 
 @dataclass
@@ -227,8 +259,10 @@ def write_sets(specs: list[SetSpec]) -> list[SpeechSet]:
     """
     for spec in specs:
         if not spec.clips:
-            raise WorkbenchError(f"no usable utterances for {spec.final.name}; nothing written "
-                                 f"({len(spec.skipped)} inputs skipped)")
+            raise WorkbenchError(
+                f"no usable utterances for {spec.final.name}; nothing written "
+                f"({len(spec.skipped)} inputs skipped)"
+            )
     root = specs[0].final.parent
     if any(spec.final.parent != root for spec in specs):
         raise ValueError("sets written together must be siblings")
@@ -237,11 +271,14 @@ def write_sets(specs: list[SetSpec]) -> list[SpeechSet]:
         for spec in specs:
             cards.append(_write_contents(folders[spec.final.name], spec))
             journal.step(f"wrote {spec.final.name}")
-    return [SpeechSet(spec.final, card, [c.utterance for c in spec.clips]) for spec, card in zip(specs, cards)]
+    return [
+        SpeechSet(spec.final, card, [c.utterance for c in spec.clips]) for spec, card in zip(specs, cards)
+    ]
 
 
-def write_set(final: Path, clips: list[Clip], made: dict[str, Any], skipped: list[Skipped],
-              checks: dict[str, Any]) -> SpeechSet:
+def write_set(
+    final: Path, clips: list[Clip], made: dict[str, Any], skipped: list[Skipped], checks: dict[str, Any]
+) -> SpeechSet:
     """Write a set atomically; an existing set at ``final`` survives any failure."""
     return write_sets([SetSpec(Path(final), clips, made, skipped, checks)])[0]
 
@@ -263,9 +300,11 @@ def load_set(name_or_path: str | Path, root: Path | None = None) -> SpeechSet:
     if path.parent.is_dir():
         journal.recover(path.parent)
     if not (path / MANIFEST).is_file() or not (path / CARD).is_file():
-        raise WorkbenchError(f"no speech set at {path} (need {MANIFEST} and {CARD}). "
-                             f"Known sets: {', '.join(set_names(root)) or 'none'}; build one with "
-                             "'python -m workbench data build'.")
+        raise WorkbenchError(
+            f"no speech set at {path} (need {MANIFEST} and {CARD}). "
+            f"Known sets: {', '.join(set_names(root)) or 'none'}; build one with "
+            "'python -m workbench data build'."
+        )
     card_where = Where(f"speech set card {path / CARD}", SET_FIX)
     card = check_card(read_json(path / CARD, card_where), card_where)
     where = Where(f"speech set manifest {path / MANIFEST}", SET_FIX)
@@ -295,6 +334,8 @@ def verify_set(speech_set: SpeechSet) -> str:
     hashes = [sha256_file(speech_set.path / u.audio) for u in speech_set.utterances]
     actual = content_hash(manifest, hashes)
     if actual != speech_set.content_hash:
-        raise WorkbenchError(f"set {speech_set.name} was modified after it was built "
-                             f"(hash {actual[:12]} != card {speech_set.content_hash[:12]}); rebuild it.")
+        raise WorkbenchError(
+            f"set {speech_set.name} was modified after it was built "
+            f"(hash {actual[:12]} != card {speech_set.content_hash[:12]}); rebuild it."
+        )
     return actual

@@ -82,8 +82,9 @@ def synthesize_slot(job: SlotJob) -> Clip | Skipped:
     return Skipped(slot.key, f"no candidate text fitted bucket {slot.bucket} with {voice.speaker}")
 
 
-def _apply_condition(job: SlotJob, voice: Voice, text: str, prosody: Prosody,
-                     speech: np.ndarray, rng: np.random.Generator) -> Clip:
+def _apply_condition(
+    job: SlotJob, voice: Voice, text: str, prosody: Prosody, speech: np.ndarray, rng: np.random.Generator
+) -> Clip:
     slot, ranges = job.slot, job.ranges
     level = float(rng.uniform(*ranges.level_dbfs))
     if slot.condition == "noisy":
@@ -118,7 +119,11 @@ def _apply_condition(job: SlotJob, voice: Voice, text: str, prosody: Prosody,
         noise_kind=kind,
         level_dbfs=round(mix.level_dbfs, 3),
         bucket=slot.bucket,
-        extra={"rate": round(prosody.rate, 3), "pitch": round(prosody.pitch, 1),
-               "seen_in_training": voice.seen_in_training, **extra},
+        extra={
+            "rate": round(prosody.rate, 3),
+            "pitch": round(prosody.pitch, 1),
+            "seen_in_training": voice.seen_in_training,
+            **extra,
+        },
     )
     return Clip(record, mix.audio)

@@ -54,8 +54,18 @@ def normalise_text(text: str) -> NormalisedText:
     since the transcript changed)."""
     upper = text.upper().replace("-", " ").replace("_", " ").replace("`", "'")
     upper = upper.replace("\u2019", "'")
-    accented = "".join(sorted({c for c in upper if c not in ALPHABET and not c.isspace() and _fold_accents(c) != c
-                               and all(f in ALPHABET for f in _fold_accents(c))}))
+    accented = "".join(
+        sorted(
+            {
+                c
+                for c in upper
+                if c not in ALPHABET
+                and not c.isspace()
+                and _fold_accents(c) != c
+                and all(f in ALPHABET for f in _fold_accents(c))
+            }
+        )
+    )
     upper = _fold_accents(upper)
     dropped = "".join(sorted({c for c in upper if c not in ALPHABET and not c.isspace()}))
     cleaned = _NOT_ALPHABET.sub(" ", upper)

@@ -36,7 +36,13 @@ ESPEAK_VARIANTS: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "f
 FLITE_VOICES: dict[str, str] = {"kal": "us", "slt": "us", "rms": "us", "awb": "scottish"}
 FESTIVAL_VOICES: dict[str, str] = {"kal_diphone": "us", "ked_diphone": "us"}
 # Debian packages giving the programs above (espeak-ng, flite, festival's text2wave) and festival's voices
-TTS_DEBIAN_PACKAGES: tuple[str, ...] = ("espeak-ng", "flite", "festival", "festvox-kallpc16k", "festvox-kdlpc16k")
+TTS_DEBIAN_PACKAGES: tuple[str, ...] = (
+    "espeak-ng",
+    "flite",
+    "festival",
+    "festvox-kallpc16k",
+    "festvox-kdlpc16k",
+)
 INSTALL_HINT = "sudo apt-get install " + " ".join(TTS_DEBIAN_PACKAGES)
 # Voices the demo model never hears in training, to report WER on unseen voices.
 HELD_OUT_FROM_TRAINING = frozenset({"festival:kal_diphone", "festival:ked_diphone"})
@@ -113,7 +119,10 @@ def available_voices() -> tuple[Voice, ...]:
 def _festival_has_voice(name: str) -> bool:
     roots = [Path("/usr/share/festival/voices"), Path(os.environ.get("FESTIVAL_VOICES", "/nonexistent"))]
     short = name.replace("_diphone", "")
-    return any((root / "english" / f"{short}_diphone").exists() or (root / "english" / name).exists() for root in roots)
+    return any(
+        (root / "english" / f"{short}_diphone").exists() or (root / "english" / name).exists()
+        for root in roots
+    )
 
 
 def require_voices() -> tuple[Voice, ...]:
@@ -131,13 +140,34 @@ def _command(voice: Voice, text: str, prosody: Prosody, wav: str) -> list[str]:
     if voice.engine == "espeak":
         spec = f"{voice.name}+{voice.variant}" if voice.variant else voice.name
         words_per_min = int(round(165 * prosody.rate))
-        return [_espeak_binary() or "espeak-ng", "-v", spec, "-s", str(words_per_min),
-                "-p", str(int(round(prosody.pitch))), "-w", wav, text]
+        return [
+            _espeak_binary() or "espeak-ng",
+            "-v",
+            spec,
+            "-s",
+            str(words_per_min),
+            "-p",
+            str(int(round(prosody.pitch))),
+            "-w",
+            wav,
+            text,
+        ]
     if voice.engine == "flite":
         stretch = 1.0 / max(prosody.rate, 0.1)
         f0 = 70 + prosody.pitch * 1.6 if voice.name in ("slt",) else 60 + prosody.pitch * 1.0
-        return ["flite", "-voice", voice.name, "--setf", f"duration_stretch={stretch:.3f}",
-                "--setf", f"int_f0_target_mean={f0:.1f}", "-t", text, "-o", wav]
+        return [
+            "flite",
+            "-voice",
+            voice.name,
+            "--setf",
+            f"duration_stretch={stretch:.3f}",
+            "--setf",
+            f"int_f0_target_mean={f0:.1f}",
+            "-t",
+            text,
+            "-o",
+            wav,
+        ]
     if voice.engine == "festival":
         stretch = 1.0 / max(prosody.rate, 0.1)
         scheme = f"(voice_{voice.name})(Parameter.set 'Duration_Stretch {stretch:.3f})"

@@ -34,13 +34,19 @@ class BuildSettings:
     optimization_level: int | None = None
     legacy_int8_cache: Path | None = None  # TensorRT <= 10 implicit INT8 from a calibration cache
     calibration_set: dict[str, str] | None = None  # provenance of the durations, when they came from a set
-    model: dict[str, Any] | None = None  # the model the ONNX file names (provenance; its hash is in the ONNX's)
+    model: dict[str, Any] | None = (
+        None  # the model the ONNX file names (provenance; its hash is in the ONNX's)
+    )
 
     def key_fields(self) -> dict[str, Any]:
-        out = {"batches": sorted(set(self.batches)), "samples": self.samples.as_list(),
-               "strongly_typed": self.strongly_typed, "optimization_level": self.optimization_level,
-               "legacy_int8_cache": sha256_file(self.legacy_int8_cache) if self.legacy_int8_cache else None,
-               "profiling_verbosity": "detailed"}  # the engine inspector lists every layer's precisions
+        out = {
+            "batches": sorted(set(self.batches)),
+            "samples": self.samples.as_list(),
+            "strongly_typed": self.strongly_typed,
+            "optimization_level": self.optimization_level,
+            "legacy_int8_cache": sha256_file(self.legacy_int8_cache) if self.legacy_int8_cache else None,
+            "profiling_verbosity": "detailed",
+        }  # the engine inspector lists every layer's precisions
         return out
 
 
@@ -64,7 +70,9 @@ def onnx_inputs(onnx_path: Path) -> list[tuple[str, list[int | str | None]]]:
     try:
         model = onnx.load(str(onnx_path), load_external_data=False)
     except Exception as exc:  # protobuf DecodeError and friends: not an ONNX file
-        raise WorkbenchError(f"{onnx_path} is not a readable ONNX model ({type(exc).__name__}: {exc})") from exc
+        raise WorkbenchError(
+            f"{onnx_path} is not a readable ONNX model ({type(exc).__name__}: {exc})"
+        ) from exc
     inits = {i.name for i in model.graph.initializer}
     out = []
     for value in model.graph.input:
@@ -86,9 +94,15 @@ def onnx_content_hash(onnx_path: Path) -> str:
         model = onnx.load(str(onnx_path), load_external_data=False)
     except Exception:  # unreadable files are reported by onnx_inputs with a clear message
         return digest
-    locations = sorted({entry.value for init in model.graph.initializer
-                        if init.data_location == onnx.TensorProto.EXTERNAL
-                        for entry in init.external_data if entry.key == "location"})
+    locations = sorted(
+        {
+            entry.value
+            for init in model.graph.initializer
+            if init.data_location == onnx.TensorProto.EXTERNAL
+            for entry in init.external_data
+            if entry.key == "location"
+        }
+    )
     if not locations:
         return digest
     parts = [digest]
@@ -105,8 +119,13 @@ def cache_key(onnx_sha: str, settings: BuildSettings, trt: TensorRT) -> str:
     return sha256_bytes(json.dumps(payload, sort_keys=True).encode())
 
 
-def build_engine(onnx_path: Path, settings: BuildSettings = BuildSettings(), engines_dir: Path | None = None,
-                 trt: TensorRT | None = None, force: bool = False) -> BuildResult:
+def build_engine(
+    onnx_path: Path,
+    settings: BuildSettings = BuildSettings(),
+    engines_dir: Path | None = None,
+    trt: TensorRT | None = None,
+    force: bool = False,
+) -> BuildResult:
     """Build (or reuse from the engine cache) a TensorRT engine for ``onnx_path``."""
     onnx_path = Path(onnx_path)
     if not onnx_path.is_file():
@@ -125,7 +144,9 @@ def build_engine(onnx_path: Path, settings: BuildSettings = BuildSettings(), eng
             return hit
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # TensorRT-RTX marks timing-cache calls no-op
-        return _build(onnx_path, onnx_sha, settings, trt, key, engine_path, sidecar_path, summary_path, engines_dir)
+        return _build(
+            onnx_path, onnx_sha, settings, trt, key, engine_path, sidecar_path, summary_path, engines_dir
+        )
 
 
 def _cached(engine_path: Path, sidecar_path: Path, summary_path: Path, key: str) -> BuildResult | None:
@@ -140,28 +161,52 @@ def _cached(engine_path: Path, sidecar_path: Path, summary_path: Path, key: str)
         return None
     if meta.get("key") != key or meta.get("engine_sha256") != sha256_file(engine_path):
         return None  # stale or damaged: rebuild rather than use it silently
-    return BuildResult(engine_path, sidecar_path, summary_path, key, float(meta["build_time_s"]), True,
-                       engine_path.stat().st_size, summary, meta)
+    return BuildResult(
+        engine_path,
+        sidecar_path,
+        summary_path,
+        key,
+        float(meta["build_time_s"]),
+        True,
+        engine_path.stat().st_size,
+        summary,
+        meta,
+    )
 
 
-def _build(onnx_path: Path, onnx_sha: str, settings: BuildSettings, trt: TensorRT, key: str, engine_path: Path,
-           sidecar_path: Path, summary_path: Path, engines_dir: Path) -> BuildResult:
+def _build(
+    onnx_path: Path,
+    onnx_sha: str,
+    settings: BuildSettings,
+    trt: TensorRT,
+    key: str,
+    engine_path: Path,
+    sidecar_path: Path,
+    summary_path: Path,
+    engines_dir: Path,
+) -> BuildResult:
     t = trt.module
     logger = t.Logger(t.Logger.ERROR)
     builder = t.Builder(logger)
     legacy = settings.legacy_int8_cache is not None
     if legacy and not trt.has_implicit_int8:
-        raise WorkbenchError(f"{trt.flavour} {trt.version} has no implicit INT8 calibration (TensorRT <= 10 only); "
-                             "build the Q/DQ ONNX variant instead, which every TensorRT accepts")
+        raise WorkbenchError(
+            f"{trt.flavour} {trt.version} has no implicit INT8 calibration (TensorRT <= 10 only); "
+            "build the Q/DQ ONNX variant instead, which every TensorRT accepts"
+        )
     inputs = onnx_inputs(onnx_path)
     network = builder.create_network(trt.network_flags(settings.strongly_typed and not legacy))
     parser = t.OnnxParser(network, logger)
     if not parser.parse_from_file(str(onnx_path)):
         errors = [str(parser.get_error(i)) for i in range(parser.num_errors)]
-        raise WorkbenchError(f"{trt.flavour} {trt.version} could not parse {onnx_path}: " + " | ".join(errors[:5]))
+        raise WorkbenchError(
+            f"{trt.flavour} {trt.version} could not parse {onnx_path}: " + " | ".join(errors[:5])
+        )
     if network.num_layers == 0:
-        raise WorkbenchError(f"{trt.flavour} {trt.version} parsed {onnx_path} into an empty network; "
-                             "is it a complete ONNX model (with its external data files)?")
+        raise WorkbenchError(
+            f"{trt.flavour} {trt.version} parsed {onnx_path} into an empty network; "
+            "is it a complete ONNX model (with its external data files)?"
+        )
     summary = summarise_network(network)
     config = builder.create_builder_config()
     if settings.optimization_level is not None:
@@ -177,29 +222,45 @@ def _build(onnx_path: Path, onnx_sha: str, settings: BuildSettings, trt: TensorR
     if legacy:
         from workbench.backends.tensorrt.calibrator import configure_legacy_int8
 
-        _calibrator = configure_legacy_int8(trt, config, Path(settings.legacy_int8_cache))  # alive until built
+        _calibrator = configure_legacy_int8(
+            trt, config, Path(settings.legacy_int8_cache)
+        )  # alive until built
     start = time.perf_counter()
     serialized = builder.build_serialized_network(network, config)
     build_time = time.perf_counter() - start
     if serialized is None:
-        raise WorkbenchError(f"{trt.flavour} {trt.version} parsed {onnx_path} but the engine build failed; "
-                             "rerun with a smaller profile (--batch, --min/--max seconds) or check the model")
+        raise WorkbenchError(
+            f"{trt.flavour} {trt.version} parsed {onnx_path} but the engine build failed; "
+            "rerun with a smaller profile (--batch, --min/--max seconds) or check the model"
+        )
     data = bytes(memoryview(serialized))
     if timing_cache is not None and timing_path is not None:
         write_bytes_atomic(timing_path, bytes(memoryview(timing_cache.serialize())))
     provenance = {
-        "key": key, "engine_sha256": sha256_bytes(data), "onnx": str(onnx_path), "onnx_sha256": onnx_sha,
-        "settings": settings.key_fields(), "calibration_set": settings.calibration_set, "shapes": shapes,
-        "tensorrt": trt.describe(), "workbench": __version__, "build_time_s": round(build_time, 4),
-        "timing_cache": str(timing_path) if timing_path else f"not used: {trt.flavour} timing cache is a no-op",
+        "key": key,
+        "engine_sha256": sha256_bytes(data),
+        "onnx": str(onnx_path),
+        "onnx_sha256": onnx_sha,
+        "settings": settings.key_fields(),
+        "calibration_set": settings.calibration_set,
+        "shapes": shapes,
+        "tensorrt": trt.describe(),
+        "workbench": __version__,
+        "build_time_s": round(build_time, 4),
+        "timing_cache": str(timing_path)
+        if timing_path
+        else f"not used: {trt.flavour} timing cache is a no-op",
         "built_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "precision_counts": summary.compute_precisions(), "layer_precisions": summary.layer_precisions(),
+        "precision_counts": summary.compute_precisions(),
+        "layer_precisions": summary.layer_precisions(),
         "model": settings.model,
     }
     write_json_atomic(summary_path, summary.to_json())
     write_bytes_atomic(engine_path, data)
     write_json_atomic(sidecar_path, provenance)  # last: a sidecar means engine and summary are complete
-    return BuildResult(engine_path, sidecar_path, summary_path, key, build_time, False, len(data), summary, provenance)
+    return BuildResult(
+        engine_path, sidecar_path, summary_path, key, build_time, False, len(data), summary, provenance
+    )
 
 
 def _attach_timing_cache(trt: TensorRT, config: Any, engines_dir: Path) -> tuple[Path | None, Any]:

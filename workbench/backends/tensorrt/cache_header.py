@@ -32,8 +32,10 @@ def cache_algorithm(blob: bytes) -> str:
     first = blob.split(b"\n", 1)[0].decode("ascii", "replace").strip()
     parts = first.split("-", 2)
     if len(parts) < 3 or parts[0] != "TRT":
-        raise WorkbenchError(f"not a TensorRT calibration cache (first line {first[:60]!r}); "
-                             "write one with the workbench's calibrate command")
+        raise WorkbenchError(
+            f"not a TensorRT calibration cache (first line {first[:60]!r}); "
+            "write one with the workbench's calibrate command"
+        )
     return parts[2]
 
 

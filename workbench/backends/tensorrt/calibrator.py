@@ -64,9 +64,11 @@ if _trt is not None:
 def configure_legacy_int8(trt: Any, config: Any, cache_path: Path) -> Any:
     """Turn on implicit INT8 (and FP16 fallback) in ``config``, calibrated from ``cache_path``."""
     if _trt is None or not trt.has_implicit_int8:
-        raise WorkbenchError("implicit INT8 needs NVIDIA TensorRT <= 10 (module 'tensorrt'); with TensorRT 11 or "
-                             "TensorRT-RTX build the Q/DQ ONNX variant instead")
-    calibrator = CacheCalibrator(cache_path)  # noqa: F821 (defined above when _trt is set)
+        raise WorkbenchError(
+            "implicit INT8 needs NVIDIA TensorRT <= 10 (module 'tensorrt'); with TensorRT 11 or "
+            "TensorRT-RTX build the Q/DQ ONNX variant instead"
+        )
+    calibrator = CacheCalibrator(cache_path)
     config.set_flag(trt.module.BuilderFlag.INT8)
     config.set_flag(trt.module.BuilderFlag.FP16)
     config.int8_calibrator = calibrator

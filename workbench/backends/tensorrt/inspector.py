@@ -22,23 +22,38 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from workbench.errors import WorkbenchError
 
 # data types named in "Format/Datatype" (TensorRT 10) or "Datatype" (TensorRT 11), in the workbench's names
-_DTYPES = {"INT8": "int8", "FP16": "fp16", "HALF": "fp16", "FP32": "fp32", "FLOAT": "fp32", "BF16": "bf16",
-           "FP8": "fp8", "INT4": "int4", "FP4": "fp4", "INT32": "int32", "INT64": "int64", "BOOL": "bool",
-           "UINT8": "uint8"}
+_DTYPES = {
+    "INT8": "int8",
+    "FP16": "fp16",
+    "HALF": "fp16",
+    "FP32": "fp32",
+    "FLOAT": "fp32",
+    "BF16": "bf16",
+    "FP8": "fp8",
+    "INT4": "int4",
+    "FP4": "fp4",
+    "INT32": "int32",
+    "INT64": "int64",
+    "BOOL": "bool",
+    "UINT8": "uint8",
+}
 _DTYPE_WORD = re.compile(r"\b(" + "|".join(sorted(_DTYPES, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 _ONNX_LAYER = re.compile(r"\[ONNX Layer: ([^\]]+)\]")
 # order in which a layer's activation types decide its compute precision (an INT8 input means an INT8 kernel)
 COMPUTE_ORDER: tuple[str, ...] = ("fp4", "int4", "fp8", "int8", "fp16", "bf16", "fp32")
 REFORMAT_TYPES = ("Reformat", "Reformatting")
-FIX = ("build the engine with detailed profiling verbosity (the workbench's build does) and pass "
-       "IEngineInspector.get_engine_information(LayerInformationFormat.JSON)")
+FIX = (
+    "build the engine with detailed profiling verbosity (the workbench's build does) and pass "
+    "IEngineInspector.get_engine_information(LayerInformationFormat.JSON)"
+)
 
 
 @dataclass(frozen=True)
@@ -76,7 +91,9 @@ def dtype_of(tensor: Mapping[str, Any]) -> str | None:
     return _DTYPES[found.group(1).upper()] if found else None
 
 
-def parse_engine_information(text: str | Mapping[str, Any], source: str = "engine inspector JSON") -> list[EngineLayer]:
+def parse_engine_information(
+    text: str | Mapping[str, Any], source: str = "engine inspector JSON"
+) -> list[EngineLayer]:
     """Engine layers from the inspector's JSON (string or parsed); a user error when it is not that format or
     was made with less than detailed verbosity."""
     try:
@@ -85,21 +102,27 @@ def parse_engine_information(text: str | Mapping[str, Any], source: str = "engin
         raise WorkbenchError(f"{source} is not JSON ({exc}); {FIX}") from exc
     layers = data.get("Layers") if isinstance(data, Mapping) else None
     if not isinstance(layers, list):
-        raise WorkbenchError(f"{source} has no \"Layers\" list; {FIX}")
+        raise WorkbenchError(f'{source} has no "Layers" list; {FIX}')
     out = []
     for number, layer in enumerate(layers):
         if not isinstance(layer, Mapping):
-            raise WorkbenchError(f"{source}: layer {number} is a bare name ({str(layer)[:60]!r}), so the engine was "
-                                 f"built without detailed profiling verbosity and carries no precisions; {FIX}")
+            raise WorkbenchError(
+                f"{source}: layer {number} is a bare name ({str(layer)[:60]!r}), so the engine was "
+                f"built without detailed profiling verbosity and carries no precisions; {FIX}"
+            )
         inputs = [t for t in layer.get("Inputs") or [] if isinstance(t, Mapping)]
         outputs = [t for t in layer.get("Outputs") or [] if isinstance(t, Mapping)]
         metadata = str(layer.get("Metadata") or "")
-        out.append(EngineLayer(
-            name=str(layer.get("Name", f"layer {number}")), type=str(layer.get("LayerType", "")),
-            onnx_nodes=tuple(m.strip() for m in _ONNX_LAYER.findall(metadata)),
-            input_types=tuple(t for t in (dtype_of(x) for x in inputs) if t),
-            output_types=tuple(t for t in (dtype_of(x) for x in outputs) if t),
-            tactic=str(layer["TacticName"]) if layer.get("TacticName") is not None else None))
+        out.append(
+            EngineLayer(
+                name=str(layer.get("Name", f"layer {number}")),
+                type=str(layer.get("LayerType", "")),
+                onnx_nodes=tuple(m.strip() for m in _ONNX_LAYER.findall(metadata)),
+                input_types=tuple(t for t in (dtype_of(x) for x in inputs) if t),
+                output_types=tuple(t for t in (dtype_of(x) for x in outputs) if t),
+                tactic=str(layer["TacticName"]) if layer.get("TacticName") is not None else None,
+            )
+        )
     return out
 
 
@@ -131,22 +154,32 @@ class EnginePrecisionCheck:
         if self.passed:
             return f"engine precisions match the plan on all {self.checked} compute nodes"
         parts = []
-        for label, items in (("planned INT8 but not INT8", self.int8_fallback),
-                             ("planned FP16 but not FP16", self.fp16_mismatch),
-                             ("planned FP32 but reduced", self.fp32_mismatch)):
+        for label, items in (
+            ("planned INT8 but not INT8", self.int8_fallback),
+            ("planned FP16 but not FP16", self.fp16_mismatch),
+            ("planned FP32 but reduced", self.fp32_mismatch),
+        ):
             if items:
                 shown = ", ".join(f"{m.node} ({m.realized or 'unknown'} in {m.layer})" for m in items[:8])
                 parts.append(f"{len(items)} {label}: {shown}" + (" ..." if len(items) > 8 else ""))
         if self.not_found:
-            parts.append(f"{len(self.not_found)} not named by any engine layer (unverified): "
-                         + ", ".join(self.not_found[:8]) + (" ..." if len(self.not_found) > 8 else ""))
+            parts.append(
+                f"{len(self.not_found)} not named by any engine layer (unverified): "
+                + ", ".join(self.not_found[:8])
+                + (" ..." if len(self.not_found) > 8 else "")
+            )
         return f"engine precisions differ from the plan on {self.checked} compute nodes: " + "; ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "checked": self.checked, "summary": self.summary(),
-                "int8_fallback": [asdict(m) for m in self.int8_fallback],
-                "fp16_mismatch": [asdict(m) for m in self.fp16_mismatch],
-                "fp32_mismatch": [asdict(m) for m in self.fp32_mismatch], "not_found": list(self.not_found)}
+        return {
+            "passed": self.passed,
+            "checked": self.checked,
+            "summary": self.summary(),
+            "int8_fallback": [asdict(m) for m in self.int8_fallback],
+            "fp16_mismatch": [asdict(m) for m in self.fp16_mismatch],
+            "fp32_mismatch": [asdict(m) for m in self.fp32_mismatch],
+            "not_found": list(self.not_found),
+        }
 
 
 def check_plan(layers: list[EngineLayer], plan: Mapping[str, str]) -> EnginePrecisionCheck:
@@ -170,7 +203,9 @@ def check_plan(layers: list[EngineLayer], plan: Mapping[str, str]) -> EnginePrec
         if realized == planned:
             continue
         mismatch = Mismatch(node, planned, realized, layer.name)
-        {"int8": result.int8_fallback, "fp16": result.fp16_mismatch}.get(planned, result.fp32_mismatch).append(mismatch)
+        {"int8": result.int8_fallback, "fp16": result.fp16_mismatch}.get(
+            planned, result.fp32_mismatch
+        ).append(mismatch)
     return result
 
 
@@ -183,7 +218,9 @@ def engine_information(engine_path: Path, trt: Any = None) -> str:
     runtime = t.Runtime(t.Logger(t.Logger.ERROR))
     engine = runtime.deserialize_cuda_engine(Path(engine_path).read_bytes())
     if engine is None:
-        raise WorkbenchError(f"{trt.flavour} {trt.version} could not load {engine_path} to inspect it (built by "
-                             "another version, or no GPU this runtime supports); inspect it where it runs")
+        raise WorkbenchError(
+            f"{trt.flavour} {trt.version} could not load {engine_path} to inspect it (built by "
+            "another version, or no GPU this runtime supports); inspect it where it runs"
+        )
     inspector = engine.create_engine_inspector()
     return str(inspector.get_engine_information(t.LayerInformationFormat.JSON))

@@ -13,7 +13,10 @@ INSTALL_HINT = (
     "pip install tensorrt-rtx-cu13-libs tensorrt-rtx-cu13-bindings  (or pip install 'workbench[trt]'); "
     "or install NVIDIA TensorRT 10.x/11.x (module 'tensorrt') where it is available"
 )
-CANDIDATES: tuple[tuple[str, str], ...] = (("tensorrt", "tensorrt"), ("tensorrt_rtx_bindings", "tensorrt-rtx"))
+CANDIDATES: tuple[tuple[str, str], ...] = (
+    ("tensorrt", "tensorrt"),
+    ("tensorrt_rtx_bindings", "tensorrt-rtx"),
+)
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,12 @@ class TensorRT:
     @property
     def has_implicit_int8(self) -> bool:
         """Legacy implicit quantization (BuilderFlag.INT8 + calibrator): TensorRT <= 10 only."""
-        return (not self.is_rtx and self.major <= 10
-                and hasattr(self.module, "IInt8EntropyCalibrator2") and hasattr(self.module.BuilderFlag, "INT8"))
+        return (
+            not self.is_rtx
+            and self.major <= 10
+            and hasattr(self.module, "IInt8EntropyCalibrator2")
+            and hasattr(self.module.BuilderFlag, "INT8")
+        )
 
     def network_flags(self, strongly_typed: bool = True) -> int:
         """Network creation flags: STRONGLY_TYPED where the flavour has it and it is asked for.

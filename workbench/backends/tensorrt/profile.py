@@ -7,8 +7,8 @@ length (samples). Lengths come from durations (a calibration set's, read by the 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from workbench.config import SAMPLE_RATE
 from workbench.errors import WorkbenchError
@@ -24,7 +24,9 @@ class Range:
 
     def __post_init__(self) -> None:
         if not (1 <= self.min <= self.opt <= self.max):
-            raise WorkbenchError(f"profile range needs 1 <= min <= opt <= max, got {self.min}/{self.opt}/{self.max}")
+            raise WorkbenchError(
+                f"profile range needs 1 <= min <= opt <= max, got {self.min}/{self.opt}/{self.max}"
+            )
 
     def as_list(self) -> list[int]:
         return [self.min, self.opt, self.max]
@@ -44,12 +46,16 @@ def samples_from_durations(durations_s: Sequence[float], sample_rate: int = SAMP
     if not values or values[0] <= 0:
         raise WorkbenchError("need at least one positive duration to derive the engine profile")
     median = values[len(values) // 2]
-    return Range(max(1, math.floor(values[0] * sample_rate)), round(median * sample_rate),
-                 math.ceil(values[-1] * sample_rate))
+    return Range(
+        max(1, math.floor(values[0] * sample_rate)),
+        round(median * sample_rate),
+        math.ceil(values[-1] * sample_rate),
+    )
 
 
-def input_shapes(inputs: Sequence[tuple[str, Sequence[int | str | None]]], batch: Range,
-                 samples: Range) -> dict[str, dict[str, list[int]]]:
+def input_shapes(
+    inputs: Sequence[tuple[str, Sequence[int | str | None]]], batch: Range, samples: Range
+) -> dict[str, dict[str, list[int]]]:
     """min/opt/max shape for each network input; static dims are kept as they are."""
     shapes: dict[str, dict[str, list[int]]] = {}
     for name, dims in inputs:

@@ -6,8 +6,9 @@ that the installed TensorRT flavour supports (TensorRT-RTX refuses compute capab
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -15,8 +16,16 @@ from workbench.backends.base import Runner
 from workbench.backends.tensorrt.loader import TensorRT, load_tensorrt
 from workbench.errors import WorkbenchError
 
-_TORCH_DTYPES = {"FLOAT": "float32", "HALF": "float16", "INT8": "int8", "INT32": "int32", "INT64": "int64",
-                 "BOOL": "bool", "BF16": "bfloat16", "UINT8": "uint8"}
+_TORCH_DTYPES = {
+    "FLOAT": "float32",
+    "HALF": "float16",
+    "INT8": "int8",
+    "INT32": "int32",
+    "INT64": "int64",
+    "BOOL": "bool",
+    "BF16": "bfloat16",
+    "UINT8": "uint8",
+}
 
 
 class TensorRTRunner(Runner):
@@ -42,8 +51,10 @@ class TensorRTRunner(Runner):
         runtime = t.Runtime(t.Logger(t.Logger.ERROR))
         self._engine = runtime.deserialize_cuda_engine(self.engine_path.read_bytes())
         if self._engine is None:
-            raise WorkbenchError(f"{self._trt.flavour} {self._trt.version} could not load {self.engine_path} "
-                                 "(built by another version, or this GPU is not supported); rebuild it here")
+            raise WorkbenchError(
+                f"{self._trt.flavour} {self._trt.version} could not load {self.engine_path} "
+                "(built by another version, or this GPU is not supported); rebuild it here"
+            )
         self._context = self._engine.create_execution_context()
         self._stream = torch.cuda.Stream()
         self._events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
@@ -94,8 +105,13 @@ class TensorRTRunner(Runner):
     def describe(self) -> dict[str, str]:
         from workbench.backends.factory import device_of
 
-        info = {"runner": self.name, "backend": self.backend, "backend_name": "tensorrt",
-                "device": device_of("tensorrt"), "engine": str(self.engine_path)}
+        info = {
+            "runner": self.name,
+            "backend": self.backend,
+            "backend_name": "tensorrt",
+            "device": device_of("tensorrt"),
+            "engine": str(self.engine_path),
+        }
         if self._trt is not None:
             info.update({"tensorrt_" + k: v for k, v in self._trt.describe().items()})
         return info

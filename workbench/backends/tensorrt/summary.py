@@ -22,8 +22,18 @@ COMPUTE_TYPES = ("CONVOLUTION", "DECONVOLUTION", "MATRIX_MULTIPLY")
 DATA_MOVEMENT_TYPES = ("SHUFFLE", "SQUEEZE", "UNSQUEEZE")
 FLOAT_NAMES = ("fp32", "fp16", "bf16", "fp8")
 APART = {"QUANTIZE": "qdq", "DEQUANTIZE": "qdq", "CAST": "cast", "CONSTANT": "constant"}
-DTYPE_NAMES = {"FLOAT": "fp32", "HALF": "fp16", "BF16": "bf16", "INT8": "int8", "INT32": "int32",
-               "INT64": "int64", "BOOL": "bool", "UINT8": "uint8", "FP8": "fp8", "INT4": "int4"}
+DTYPE_NAMES = {
+    "FLOAT": "fp32",
+    "HALF": "fp16",
+    "BF16": "bf16",
+    "INT8": "int8",
+    "INT32": "int32",
+    "INT64": "int64",
+    "BOOL": "bool",
+    "UINT8": "uint8",
+    "FP8": "fp8",
+    "INT4": "int4",
+}
 
 
 @dataclass(frozen=True)
@@ -66,19 +76,25 @@ class PrecisionSummary:
         raise KeyError(name)
 
     def to_json(self) -> dict[str, Any]:
-        return {"compute_precisions": self.compute_precisions(), "layer_precisions": self.layer_precisions(),
-                "layer_types": self.layer_types(),
-                "num_layers": len(self.layers), "layers": [asdict(l) for l in self.layers]}
+        return {
+            "compute_precisions": self.compute_precisions(),
+            "layer_precisions": self.layer_precisions(),
+            "layer_types": self.layer_types(),
+            "num_layers": len(self.layers),
+            "layers": [asdict(l) for l in self.layers],
+        }
 
     def counts_line(self) -> str:
         compute = ", ".join(f"{k} {v}" for k, v in self.compute_precisions().items()) or "none"
         other = self.layer_precisions()
         floats = ", ".join(f"{k} {other[k]}" for k in other if k in FLOAT_NAMES) or "none"
         types = self.layer_types()
-        return (f"{len(self.layers)} layers; compute layers: {compute}; other layers: {floats}, no float "
-                f"{other.get('none', 0)}; quantize {types.get('QUANTIZE', 0)}, "
-                f"dequantize {types.get('DEQUANTIZE', 0)}, cast {types.get('CAST', 0)}, "
-                f"constant {types.get('CONSTANT', 0)}")
+        return (
+            f"{len(self.layers)} layers; compute layers: {compute}; other layers: {floats}, no float "
+            f"{other.get('none', 0)}; quantize {types.get('QUANTIZE', 0)}, "
+            f"dequantize {types.get('DEQUANTIZE', 0)}, cast {types.get('CAST', 0)}, "
+            f"constant {types.get('CONSTANT', 0)}"
+        )
 
 
 def _other_precision(layer: LayerInfo) -> str:
@@ -114,12 +130,19 @@ def summarise_network(network: Any) -> PrecisionSummary:
         precision = None
         if ltype in COMPUTE_TYPES and inputs:
             precision = _compute_precision(inputs[:2], producers)  # data and weight; a bias stays float
-        summary.layers.append(LayerInfo(
-            index=index, name=layer.name, type=ltype,
-            inputs=[TensorInfo(t.name, dtype_name(t.dtype)) for t in inputs],
-            outputs=[TensorInfo(layer.get_output(j).name, dtype_name(layer.get_output(j).dtype))
-                     for j in range(layer.num_outputs)],
-            precision=precision))
+        summary.layers.append(
+            LayerInfo(
+                index=index,
+                name=layer.name,
+                type=ltype,
+                inputs=[TensorInfo(t.name, dtype_name(t.dtype)) for t in inputs],
+                outputs=[
+                    TensorInfo(layer.get_output(j).name, dtype_name(layer.get_output(j).dtype))
+                    for j in range(layer.num_outputs)
+                ],
+                precision=precision,
+            )
+        )
     return summary
 
 
@@ -133,8 +156,9 @@ def _compute_precision(inputs: list[Any], producers: dict[str, Any]) -> str:
             producer = producers.get(source.name) if source is not None else None
             hops += 1
         dq = producer is not None and _enum_name(producer.type) == "DEQUANTIZE"
-        from_int8.append(dq and producer.get_input(0) is not None
-                         and dtype_name(producer.get_input(0).dtype) == "int8")
+        from_int8.append(
+            dq and producer.get_input(0) is not None and dtype_name(producer.get_input(0).dtype) == "int8"
+        )
     if all(from_int8):
         return "int8"
     if any(from_int8):
@@ -146,8 +170,14 @@ def summary_from_json(obj: dict[str, Any]) -> PrecisionSummary:
     """Rebuild a summary saved by ``PrecisionSummary.to_json`` (engine cache hits)."""
     layers = []
     for raw in obj.get("layers", []):
-        layers.append(LayerInfo(index=raw["index"], name=raw["name"], type=raw["type"],
-                                inputs=[TensorInfo(**t) for t in raw["inputs"]],
-                                outputs=[TensorInfo(**t) for t in raw["outputs"]],
-                                precision=raw.get("precision")))
+        layers.append(
+            LayerInfo(
+                index=raw["index"],
+                name=raw["name"],
+                type=raw["type"],
+                inputs=[TensorInfo(**t) for t in raw["inputs"]],
+                outputs=[TensorInfo(**t) for t in raw["outputs"]],
+                precision=raw.get("precision"),
+            )
+        )
     return PrecisionSummary(layers)

@@ -17,7 +17,13 @@ WORKBENCH = "workbench"
 
 def anchors_sidecar(tools: dict[str, str], settings: dict[str, str], benchmark: str) -> dict[str, Any]:
     """The sidecar's content: candidate -> tool and candidate -> setting."""
-    return {"format": ANCHORS_FORMAT, "version": 1, "benchmark": benchmark, "tools": tools, "settings": settings}
+    return {
+        "format": ANCHORS_FORMAT,
+        "version": 1,
+        "benchmark": benchmark,
+        "tools": tools,
+        "settings": settings,
+    }
 
 
 def anchor_tools(folder: Path) -> dict[str, str] | None:
@@ -25,10 +31,19 @@ def anchor_tools(folder: Path) -> dict[str, str] | None:
     path = Path(folder) / ANCHORS_NAME
     if not path.is_file():
         return None
-    data = read_json_artifact(path, ANCHORS_FORMAT, "rerun python benchmarks/anchors.py, or delete the file",
-                              what="anchors file", version=1)
+    data = read_json_artifact(
+        path,
+        ANCHORS_FORMAT,
+        "rerun python benchmarks/anchors.py, or delete the file",
+        what="anchors file",
+        version=1,
+    )
     tools = data.get("tools")
-    if not isinstance(tools, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tools.items()):
-        raise WorkbenchError(f"{path}: 'tools' must map candidate names to tool names; rerun python "
-                             "benchmarks/anchors.py, or delete the file")
+    if not isinstance(tools, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in tools.items()
+    ):
+        raise WorkbenchError(
+            f"{path}: 'tools' must map candidate names to tool names; rerun python "
+            "benchmarks/anchors.py, or delete the file"
+        )
     return tools

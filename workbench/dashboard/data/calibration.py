@@ -72,8 +72,10 @@ def _state(path: Path, cache: cache_mod.CalibrationCache, set_name: str | None) 
         return "stale", "model.fp32.onnx beside it changed since calibration; calibrate again"
     if set_name is None:
         return "reusable", "matches its ONNX model; its calibration set is not under calib_sets/ now"
-    return "reusable", (f"calibrate --set {set_name} --method {cache.keys.get('method')} on this model "
-                        "reuses it (every provenance key matches)")
+    return "reusable", (
+        f"calibrate --set {set_name} --method {cache.keys.get('method')} on this model "
+        "reuses it (every provenance key matches)"
+    )
 
 
 def list_caches(roots: ArtifactRoots) -> list[CacheInfo]:
@@ -87,34 +89,67 @@ def list_caches(roots: ArtifactRoots) -> list[CacheInfo]:
             path = resolve(listed, "engines", roots)
             resolve(cache_mod.sidecar(listed), "engines", roots)  # load() reads the sidecar too
         except WorkbenchError as exc:
-            out.append(CacheInfo(listed, listed.parent.name, "?", 0, None, {}, "unusable", str(exc), "?", False))
+            out.append(
+                CacheInfo(listed, listed.parent.name, "?", 0, None, {}, "unusable", str(exc), "?", False)
+            )
             continue
-        modified = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        modified = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).strftime(
+            "%Y-%m-%d %H:%M UTC"
+        )
         has_hist = hist_mod.histogram_path(path).is_file()
         try:
             cache = cache_mod.load(path)
         except (WorkbenchError, OSError, ValueError) as exc:
-            out.append(CacheInfo(path, path.parent.name, "?", 0, None, {}, "unusable", str(exc), modified, has_hist))
+            out.append(
+                CacheInfo(path, path.parent.name, "?", 0, None, {}, "unusable", str(exc), modified, has_hist)
+            )
             continue
         set_name = by_hash.get(str(cache.keys.get("calibration_set")))
         state, reason = _state(path, cache, set_name)
-        out.append(CacheInfo(path, path.parent.name, str(cache.keys.get("method")), len(cache.scales), set_name,
-                             cache.keys, state, reason, modified, has_hist, cache))
+        out.append(
+            CacheInfo(
+                path,
+                path.parent.name,
+                str(cache.keys.get("method")),
+                len(cache.scales),
+                set_name,
+                cache.keys,
+                state,
+                reason,
+                modified,
+                has_hist,
+                cache,
+            )
+        )
     return out
 
 
 def caches_frame(caches: list[CacheInfo], roots: ArtifactRoots) -> pd.DataFrame:
-    return pd.DataFrame([{"cache": display(c.path, roots), "model": c.model_dir, "method": c.method,
-                          "tensors": c.tensors, "calibration set": c.set_name or "(not present)",
-                          "state": c.state, "histograms": "yes" if c.has_histograms else "no",
-                          "written": c.modified} for c in caches])
+    return pd.DataFrame(
+        [
+            {
+                "cache": display(c.path, roots),
+                "model": c.model_dir,
+                "method": c.method,
+                "tensors": c.tensors,
+                "calibration set": c.set_name or "(not present)",
+                "state": c.state,
+                "histograms": "yes" if c.has_histograms else "no",
+                "written": c.modified,
+            }
+            for c in caches
+        ]
+    )
 
 
 def run_files(model_dir: Path, roots: ArtifactRoots) -> pd.DataFrame:
     """The files of one calibration run folder (ONNX variants, caches, engines) with sizes."""
     model_dir = resolve(model_dir, "engines", roots)
-    rows = [{"file": p.name, "kind": _kind(p), "MB": round(p.stat().st_size / 1e6, 2)}
-            for p in sorted(model_dir.iterdir()) if p.is_file() and not p.name.startswith(".")]
+    rows = [
+        {"file": p.name, "kind": _kind(p), "MB": round(p.stat().st_size / 1e6, 2)}
+        for p in sorted(model_dir.iterdir())
+        if p.is_file() and not p.name.startswith(".")
+    ]
     return pd.DataFrame(rows, columns=["file", "kind", "MB"])
 
 
@@ -122,8 +157,13 @@ def _kind(path: Path) -> str:
     name = path.name
     if name.endswith(hist_mod.SUFFIX):
         return "histograms"
-    for suffix, kind in ((".cache.json", "cache provenance"), (".cache", "calibration cache"),
-                         (".onnx", "ONNX model"), (".engine", "TensorRT engine"), (".json", "JSON")):
+    for suffix, kind in (
+        (".cache.json", "cache provenance"),
+        (".cache", "calibration cache"),
+        (".onnx", "ONNX model"),
+        (".engine", "TensorRT engine"),
+        (".json", "JSON"),
+    ):
         if name.endswith(suffix):
             return kind
     return "other"
@@ -153,8 +193,10 @@ def load_histograms(info: CacheInfo, roots: ArtifactRoots) -> tuple[hist_mod.Ten
     except WorkbenchError as exc:
         return None, str(exc)
     if info.cache is None or data.meta.get("cache_sha256") != info.cache.content_hash:
-        return None, ("the histogram file beside this cache comes from another calibration run (its cache hash "
-                      "differs); calibrate again to rewrite both")
+        return None, (
+            "the histogram file beside this cache comes from another calibration run (its cache hash "
+            "differs); calibrate again to rewrite both"
+        )
     return data, ""
 
 
@@ -163,16 +205,21 @@ def clipped_share(hists: hist_mod.TensorHistograms, name: str, amax: float) -> f
     hist = hists.histogram(name)
     if hist is None or hist.counts.sum() == 0:
         return 0.0
-    above = hist.counts[int(np.floor(amax / hist.bin_width)):].sum() if amax < hist.range_max else 0
+    above = hist.counts[int(np.floor(amax / hist.bin_width)) :].sum() if amax < hist.range_max else 0
     return float(above / hist.counts.sum())
 
 
-def method_thresholds(hists: hist_mod.TensorHistograms, name: str, percentile: float = 99.99) -> dict[str, float]:
+def method_thresholds(
+    hists: hist_mod.TensorHistograms, name: str, percentile: float = 99.99
+) -> dict[str, float]:
     """amax of every method for one tensor, recomputed from its stored histogram."""
     hist = hists.histogram(name)
     observed = float(hists.amax[hists.index(name)])
     bins = int(hists.counts.shape[1])
-    return {m: float(compute_amax(MethodSpec(m, percentile=percentile, bins=bins), observed, hist)) for m in METHODS}
+    return {
+        m: float(compute_amax(MethodSpec(m, percentile=percentile, bins=bins), observed, hist))
+        for m in METHODS
+    }
 
 
 def histogram_frame(hists: hist_mod.TensorHistograms, name: str, max_bars: int = 512) -> pd.DataFrame:
@@ -186,13 +233,23 @@ def histogram_frame(hists: hist_mod.TensorHistograms, name: str, max_bars: int =
     lo = np.arange(len(counts)) * width
     last = int(np.flatnonzero(counts)[-1]) + 2 if counts.any() else len(counts)
     frame = pd.DataFrame({"lo": lo, "hi": lo + width, "count": counts})
-    return frame.iloc[:min(last, len(frame))]
+    return frame.iloc[: min(last, len(frame))]
 
 
 def convergence_frame(found: Convergence) -> pd.DataFrame:
     """One row per tensor, largest amax change first: amax at the checkpoint and at the end, the change,
     whether it still moves and the condition that drives it."""
-    return pd.DataFrame([{"tensor": c.tensor, "amax at checkpoint": c.before, "amax": c.after,
-                          "change %": round(c.change * 100, 3), "moving": abs(c.change) > found.tolerance,
-                          "driven by": c.driver or ""} for c in found.changes],
-                        columns=["tensor", "amax at checkpoint", "amax", "change %", "moving", "driven by"])
+    return pd.DataFrame(
+        [
+            {
+                "tensor": c.tensor,
+                "amax at checkpoint": c.before,
+                "amax": c.after,
+                "change %": round(c.change * 100, 3),
+                "moving": abs(c.change) > found.tolerance,
+                "driven by": c.driver or "",
+            }
+            for c in found.changes
+        ],
+        columns=["tensor", "amax at checkpoint", "amax", "change %", "moving", "driven by"],
+    )

@@ -39,8 +39,9 @@ def search_files(roots: ArtifactRoots) -> list[str]:
 def load_json(label: str, roots: ArtifactRoots, expected_format: str) -> tuple[Path, dict[str, Any]]:
     """Read a compare/search output through the resolver and check its format tag."""
     path = resolve(roots.root / label, "engines", roots)
-    return path, read_json_artifact(path, expected_format, "run the command that wrote it again",
-                                    what=f"{expected_format} file")
+    return path, read_json_artifact(
+        path, expected_format, "run the command that wrote it again", what=f"{expected_format} file"
+    )
 
 
 @dataclass
@@ -54,11 +55,14 @@ class LayerView:
     sensitivity_path: Path | None
 
 
-def _sensitivity_for(layers_path: Path, layers: dict[str, Any], roots: ArtifactRoots
-                     ) -> tuple[Path | None, dict[str, Any] | None]:
+def _sensitivity_for(
+    layers_path: Path, layers: dict[str, Any], roots: ArtifactRoots
+) -> tuple[Path | None, dict[str, Any] | None]:
     """The sensitivity file beside the layer table made from the same cache (provenance), newest first."""
     want = layers.get("provenance", {}).get("cache")
-    for path in sorted(layers_path.parent.glob("sensitivity-*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+    for path in sorted(
+        layers_path.parent.glob("sensitivity-*.json"), key=lambda p: p.stat().st_mtime, reverse=True
+    ):
         try:
             _, data = load_json(display(path, roots), roots, SENSITIVITY_FORMAT)
         except WorkbenchError:
@@ -77,14 +81,20 @@ def load_layer_view(label: str, roots: ArtifactRoots) -> LayerView:
     sens_path, sens = _sensitivity_for(path, layers, roots)
     table["1 - cosine"] = 1.0 - table["cosine"].astype(float)
     table["SQNR dB"] = table["sqnr_db"].astype(float)
-    table["SQNR deficit dB"] = (table["SQNR dB"].where(table["SQNR dB"] < SQNR_IDENTICAL)
-                                .rsub(table["SQNR dB"].where(table["SQNR dB"] < SQNR_IDENTICAL).max())
-                                .fillna(0.0))
+    table["SQNR deficit dB"] = (
+        table["SQNR dB"]
+        .where(table["SQNR dB"] < SQNR_IDENTICAL)
+        .rsub(table["SQNR dB"].where(table["SQNR dB"] < SQNR_IDENTICAL).max())
+        .fillna(0.0)
+    )
     if sens is not None:
         by_group = {g["name"]: g for g in sens.get("layers", [])}
-        table["sensitivity KL"] = [float(by_group[g]["kl"]) if g in by_group else math.nan for g in table["group"]]
-        table["token disagreement"] = [float(by_group[g]["token_disagreement"]) if g in by_group else math.nan
-                                       for g in table["group"]]
+        table["sensitivity KL"] = [
+            float(by_group[g]["kl"]) if g in by_group else math.nan for g in table["group"]
+        ]
+        table["token disagreement"] = [
+            float(by_group[g]["token_disagreement"]) if g in by_group else math.nan for g in table["group"]
+        ]
         table["sensitivity rank"] = [by_group[g]["rank"] if g in by_group else None for g in table["group"]]
     table["position"] = table["index"]
     return LayerView(path, layers, table, sens, sens_path)
@@ -110,8 +120,12 @@ def onnx_node(view: LayerView, node_name: str, roots: ArtifactRoots) -> dict[str
     model = onnx.load(str(fp32), load_external_data=False)
     for node in model.graph.node:
         if node.name == node_name:
-            return {"op": node.op_type, "inputs": list(node.input), "outputs": list(node.output),
-                    "attributes": {a.name: _attr(helper.get_attribute_value(a)) for a in node.attribute}}
+            return {
+                "op": node.op_type,
+                "inputs": list(node.input),
+                "outputs": list(node.output),
+                "attributes": {a.name: _attr(helper.get_attribute_value(a)) for a in node.attribute},
+            }
     return None
 
 
@@ -131,26 +145,47 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
     base = search.get("baseline", {})
     base_wer = base.get("wer") if group == "overall" else base.get("per_condition", {}).get(group)
     if base_wer is not None:
-        rows.append({"candidate": base.get("name", "fp32"), "step": 0, "phase": "baseline",
-                     "WER %": base_wer["estimate"] * 100, "WER low %": base_wer["low"] * 100,
-                     "WER high %": base_wer["high"] * 100, "delta upper pts": None,
-                     "latency ms": base.get("mean_ms_per_utterance"), "int8 share": 0.0,
-                     "verdict": "PASS", "reason": "baseline", "fp16 groups": ""})
+        rows.append(
+            {
+                "candidate": base.get("name", "fp32"),
+                "step": 0,
+                "phase": "baseline",
+                "WER %": base_wer["estimate"] * 100,
+                "WER low %": base_wer["low"] * 100,
+                "WER high %": base_wer["high"] * 100,
+                "delta upper pts": None,
+                "latency ms": base.get("mean_ms_per_utterance"),
+                "int8 share": 0.0,
+                "verdict": "PASS",
+                "reason": "baseline",
+                "fp16 groups": "",
+            }
+        )
     found_step = (search.get("found") or {}).get("step")
     for c in search.get("candidates", []):
         wer = c["wer"]["overall"] if group == "overall" else c["wer"]["per_condition"].get(group)
         delta = c["delta"]["overall"] if group == "overall" else c["delta"]["per_condition"].get(group)
         if wer is None:
             continue
-        rows.append({"candidate": c["name"], "step": c["step"], "phase": c["phase"], "WER %": wer["estimate"] * 100,
-                     "WER low %": wer["low"] * 100, "WER high %": wer["high"] * 100,
-                     "delta upper pts": None if delta is None else delta["high"] * 100,
-                     "judged upper pts": (c.get("judged_delta_high") or {}).get(
-                         "overall" if group == "overall" else f"condition {group}"),
-                     "latency ms": (c.get("latency") or {}).get("mean_ms_per_utterance"),
-                     "int8 share": c.get("int8_share"), "verdict": "PASS" if c["passed"] else "FAIL",
-                     "reason": "; ".join(c.get("reasons", [])) or "within budget",
-                     "fp16 groups": ", ".join(c.get("fp16_groups", []))})
+        rows.append(
+            {
+                "candidate": c["name"],
+                "step": c["step"],
+                "phase": c["phase"],
+                "WER %": wer["estimate"] * 100,
+                "WER low %": wer["low"] * 100,
+                "WER high %": wer["high"] * 100,
+                "delta upper pts": None if delta is None else delta["high"] * 100,
+                "judged upper pts": (c.get("judged_delta_high") or {}).get(
+                    "overall" if group == "overall" else f"condition {group}"
+                ),
+                "latency ms": (c.get("latency") or {}).get("mean_ms_per_utterance"),
+                "int8 share": c.get("int8_share"),
+                "verdict": "PASS" if c["passed"] else "FAIL",
+                "reason": "; ".join(c.get("reasons", [])) or "within budget",
+                "fp16 groups": ", ".join(c.get("fp16_groups", [])),
+            }
+        )
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
@@ -159,7 +194,9 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
     return frame
 
 
-def search_plan(search_path: Path, search: dict[str, Any], candidate: str, roots: ArtifactRoots) -> pd.DataFrame:
+def search_plan(
+    search_path: Path, search: dict[str, Any], candidate: str, roots: ArtifactRoots
+) -> pd.DataFrame:
     """The candidate's plan laid over every node of the FP32 ONNX in the run folder (with FP32 reasons)."""
     import onnx
 

@@ -37,11 +37,21 @@ def plan_of_onnx(path: Path) -> pd.DataFrame:
     path = Path(path)
     rows = _plan(str(path), path.stat().st_mtime_ns)
     reasons = _reasons(path)
-    return pd.DataFrame([{"position": i, "node": n, "op": op, "precision": p, "reason": reasons.get(n, "")}
-                         for i, (n, op, p) in enumerate(rows)], columns=COLUMNS)
+    return pd.DataFrame(
+        [
+            {"position": i, "node": n, "op": op, "precision": p, "reason": reasons.get(n, "")}
+            for i, (n, op, p) in enumerate(rows)
+        ],
+        columns=COLUMNS,
+    )
 
 
 def plan_of_placements(placements) -> pd.DataFrame:
     """The same table from ``PrecisionPlan.placements`` (a plan laid over the FP32 graph)."""
-    return pd.DataFrame([{"position": i, "node": p.node, "op": p.op, "precision": p.precision,
-                          "reason": p.reason or ""} for i, p in enumerate(placements)], columns=COLUMNS)
+    return pd.DataFrame(
+        [
+            {"position": i, "node": p.node, "op": p.op, "precision": p.precision, "reason": p.reason or ""}
+            for i, p in enumerate(placements)
+        ],
+        columns=COLUMNS,
+    )

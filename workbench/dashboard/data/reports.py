@@ -23,8 +23,11 @@ def report_names(roots: ArtifactRoots) -> list[str]:
     """Folders under reports/ holding a report.json, newest first."""
     if not roots.reports.is_dir():
         return []
-    found = [p for p in roots.reports.iterdir()
-             if p.is_dir() and not p.name.startswith((".", "_")) and (p / RECORD_NAME).is_file()]
+    found = [
+        p
+        for p in roots.reports.iterdir()
+        if p.is_dir() and not p.name.startswith((".", "_")) and (p / RECORD_NAME).is_file()
+    ]
     return [p.name for p in sorted(found, key=lambda p: (p / RECORD_NAME).stat().st_mtime, reverse=True)]
 
 
@@ -95,8 +98,11 @@ def _engines_of(view: ReportView, roots: ArtifactRoots) -> list[Path]:
     """Engines built (``build`` verb) from one of the record's candidate ONNX files, found by their sidecars."""
     import json
 
-    hashes = {a["sha256"] for a in view.record.get("provenance", {}).get("artifacts", [])
-              if a.get("role", "").startswith("candidate")}
+    hashes = {
+        a["sha256"]
+        for a in view.record.get("provenance", {}).get("artifacts", [])
+        if a.get("role", "").startswith("candidate")
+    }
     found = []
     if not roots.engines.is_dir():
         return found
@@ -114,7 +120,13 @@ def _engines_of(view: ReportView, roots: ArtifactRoots) -> list[Path]:
 
 
 def conditions(record: dict[str, Any]) -> list[str]:
-    return sorted({c for n in record["candidates"] for c in record["accuracy"]["candidates"][n]["groups"].get("condition", {})})
+    return sorted(
+        {
+            c
+            for n in record["candidates"]
+            for c in record["accuracy"]["candidates"][n]["groups"].get("condition", {})
+        }
+    )
 
 
 def tradeoff_frame(record: dict[str, Any], group: str = OVERALL) -> pd.DataFrame:
@@ -134,13 +146,21 @@ def tradeoff_frame(record: dict[str, Any], group: str = OVERALL) -> pd.DataFrame
         mean_p50 = sum(p["p50_ms"] for p in at_batch) / len(at_batch) if at_batch else None
         worst = max((p[f"{pct}_ms"] for p in points if p["batch"] == batch), default=None)
         delta = score.get("delta")
-        rows.append({"candidate": name, "WER %": score["wer"]["estimate"] * 100,
-                     "WER low %": score["wer"]["low"] * 100, "WER high %": score["wer"]["high"] * 100,
-                     "delta pts": None if delta is None else delta["estimate"] * 100,
-                     "delta upper pts": None if delta is None else delta["high"] * 100,
-                     "latency ms": mean_p50, f"{pct} worst ms": worst,
-                     "verdict": "PASS" if verdicts[name]["passed"] else "FAIL",
-                     "reason": verdicts[name]["summary"], "baseline": name == record["baseline"]})
+        rows.append(
+            {
+                "candidate": name,
+                "WER %": score["wer"]["estimate"] * 100,
+                "WER low %": score["wer"]["low"] * 100,
+                "WER high %": score["wer"]["high"] * 100,
+                "delta pts": None if delta is None else delta["estimate"] * 100,
+                "delta upper pts": None if delta is None else delta["high"] * 100,
+                "latency ms": mean_p50,
+                f"{pct} worst ms": worst,
+                "verdict": "PASS" if verdicts[name]["passed"] else "FAIL",
+                "reason": verdicts[name]["summary"],
+                "baseline": name == record["baseline"],
+            }
+        )
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
@@ -162,8 +182,11 @@ def gate_lines(record: dict[str, Any], group: str = OVERALL) -> dict[str, float 
     base = record["accuracy"]["candidates"][record["baseline"]]
     score = base["overall"] if group == OVERALL else base["groups"].get("condition", {}).get(group)
     allowed = gates["max_wer_delta_points"] if group == OVERALL else gates["max_condition_wer_delta_points"]
-    return {"wer": None if score is None else score["wer"]["estimate"] * 100 + allowed,
-            "allowed_delta": allowed, "latency": gates.get("max_latency_ms")}
+    return {
+        "wer": None if score is None else score["wer"]["estimate"] * 100 + allowed,
+        "allowed_delta": allowed,
+        "latency": gates.get("max_latency_ms"),
+    }
 
 
 def candidate_onnx(record: dict[str, Any], candidate: str, roots: ArtifactRoots) -> Path:

@@ -10,16 +10,34 @@ import pandas as pd
 from workbench.dashboard.paths import ArtifactRoots, resolve
 from workbench.speech.store import CARD, MANIFEST, SpeechSet, load_set
 
-COLUMNS = ["id", "condition", "bucket", "duration_s", "snr_db", "requested_snr_db", "level_dbfs", "noise_kind",
-           "accent", "speaker", "voice", "text", "source", "fixes", "audio"]
+COLUMNS = [
+    "id",
+    "condition",
+    "bucket",
+    "duration_s",
+    "snr_db",
+    "requested_snr_db",
+    "level_dbfs",
+    "noise_kind",
+    "accent",
+    "speaker",
+    "voice",
+    "text",
+    "source",
+    "fixes",
+    "audio",
+]
 
 
 def set_names(roots: ArtifactRoots) -> list[str]:
     """Names of complete sets (manifest and card present), sorted."""
     if not roots.calib_sets.is_dir():
         return []
-    return sorted(p.name for p in roots.calib_sets.iterdir()
-                  if p.is_dir() and not p.name.startswith(".") and (p / CARD).is_file() and (p / MANIFEST).is_file())
+    return sorted(
+        p.name
+        for p in roots.calib_sets.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and (p / CARD).is_file() and (p / MANIFEST).is_file()
+    )
 
 
 @dataclass
@@ -60,6 +78,11 @@ def audio_bytes(view: SetView, utterance_id: str, roots: ArtifactRoots) -> bytes
 
 def strata_frame(card: dict) -> pd.DataFrame:
     """Counts per condition x duration bucket from the card (long form: condition, bucket, count)."""
-    return pd.DataFrame([{"condition": c, "bucket": b, "count": n}
-                         for c, row in card["strata"].items() for b, n in row.items()],
-                        columns=["condition", "bucket", "count"])
+    return pd.DataFrame(
+        [
+            {"condition": c, "bucket": b, "count": n}
+            for c, row in card["strata"].items()
+            for b, n in row.items()
+        ],
+        columns=["condition", "bucket", "count"],
+    )

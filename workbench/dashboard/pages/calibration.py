@@ -13,7 +13,11 @@ from workbench.dashboard import charts, ui
 from workbench.dashboard.data import calibration as data
 from workbench.dashboard.paths import display
 
-STATE_ICON = {"reusable": ":material/check_circle:", "stale": ":material/history:", "unusable": ":material/error:"}
+STATE_ICON = {
+    "reusable": ":material/check_circle:",
+    "stale": ":material/history:",
+    "unusable": ":material/error:",
+}
 
 
 def render() -> None:
@@ -21,8 +25,11 @@ def render() -> None:
     roots = ui.roots()
     caches = data.list_caches(roots)
     if not caches:
-        ui.empty_state("calibration runs", "python -m workbench calibrate --set demo-calib --method entropy",
-                       f"Runs live in `{roots.engines}/<model hash>/` (FP32 ONNX, caches, INT8 variants).")
+        ui.empty_state(
+            "calibration runs",
+            "python -m workbench calibrate --set demo-calib --method entropy",
+            f"Runs live in `{roots.engines}/<model hash>/` (FP32 ONNX, caches, INT8 variants).",
+        )
         return
     st.subheader("Caches")
     st.dataframe(data.caches_frame(caches, roots), width="stretch", hide_index=True)
@@ -31,7 +38,9 @@ def render() -> None:
     info = caches[labels.index(label)]
     icon = STATE_ICON[info.state]
     message = f"**{info.state}**: {info.reason}"
-    (st.success if info.state == "reusable" else st.warning if info.state == "stale" else st.error)(message, icon=icon)
+    (st.success if info.state == "reusable" else st.warning if info.state == "stale" else st.error)(
+        message, icon=icon
+    )
     with st.expander("Provenance keys and run folder"):
         st.json(info.keys or {})
         st.dataframe(data.run_files(info.path.parent, roots), width="stretch", hide_index=True)
@@ -49,24 +58,45 @@ def render() -> None:
     tensors = list(ranges["tensor"])
     worst = ranges.sort_values("clipped share", ascending=False)["tensor"].iloc[0]
     c1, c2 = st.columns([3, 1])
-    tensor = c1.selectbox("Tensor (graph order)", tensors, index=tensors.index(worst), key="tensor",
-                          help="Starts at the tensor whose cached range clips the largest share of values.")
-    percentile = c2.number_input("percentile", 90.0, 100.0, float(info.keys.get("percentile", 99.99)), 0.01,
-                                 key="percentile", format="%.2f")
+    tensor = c1.selectbox(
+        "Tensor (graph order)",
+        tensors,
+        index=tensors.index(worst),
+        key="tensor",
+        help="Starts at the tensor whose cached range clips the largest share of values.",
+    )
+    percentile = c2.number_input(
+        "percentile",
+        90.0,
+        100.0,
+        float(info.keys.get("percentile", 99.99)),
+        0.01,
+        key="percentile",
+        format="%.2f",
+    )
     thresholds = data.method_thresholds(hists, tensor, percentile)
     ui.chart(charts.histogram_with_thresholds(data.histogram_frame(hists, tensor), thresholds, info.method))
     row = ranges[ranges["tensor"] == tensor].iloc[0]
     cols = st.columns(len(METHODS) + 1)
     for col, method in zip(cols, METHODS):
-        col.metric(f"{method}{' (cache)' if method == info.method else ''}", f"{thresholds[method]:.4g}",
-                   help=f"amax recomputed with {method} from the stored histogram")
+        col.metric(
+            f"{method}{' (cache)' if method == info.method else ''}",
+            f"{thresholds[method]:.4g}",
+            help=f"amax recomputed with {method} from the stored histogram",
+        )
     cols[-1].metric("cached amax", f"{row['amax']:.4g}", help="scale x 127 read from the cache file")
-    st.caption(f"{row['clipped share'] * 100:.4f} % of this tensor's calibration values lie above the cached amax "
-               "(saturated in INT8).")
+    st.caption(
+        f"{row['clipped share'] * 100:.4f} % of this tensor's calibration values lie above the cached amax "
+        "(saturated in INT8)."
+    )
     with st.expander("All tensors (table)"):
         st.dataframe(ranges, width="stretch", hide_index=True)
-        ui.download("ranges as JSON", json.dumps(ranges.to_dict(orient="records"), indent=1),
-                    file_name=f"{info.path.name}.ranges.json", mime="application/json")
+        ui.download(
+            "ranges as JSON",
+            json.dumps(ranges.to_dict(orient="records"), indent=1),
+            file_name=f"{info.path.name}.ranges.json",
+            mime="application/json",
+        )
 
 
 def show_convergence(record: object) -> None:

@@ -27,18 +27,26 @@ def render() -> None:
     settings = ui.settings()
     st.caption(serving_line(settings, gate.bound_address(), int(st.get_option("server.port"))))
     roots = ui.roots()
-    st.caption(f"Workspace: `{roots.root}` (artifacts under its calib_sets/, engines/, reports/; start with "
-               f"`streamlit run app.py -- --workspace DIR` or set `{ENV_VAR}` to look elsewhere)")
-    counts = [len(sets.set_names(roots)), len(calibration.list_caches(roots)), len(layers.layer_runs(roots)),
-              len(reports.report_names(roots))]
+    st.caption(
+        f"Workspace: `{roots.root}` (artifacts under its calib_sets/, engines/, reports/; start with "
+        f"`streamlit run app.py -- --workspace DIR` or set `{ENV_VAR}` to look elsewhere)"
+    )
+    counts = [
+        len(sets.set_names(roots)),
+        len(calibration.list_caches(roots)),
+        len(layers.layer_runs(roots)),
+        len(reports.report_names(roots)),
+    ]
     cols = st.columns(len(STEPS))
     for col, (what, _), n in zip(cols, STEPS, counts):
         col.metric(what, n)
     missing = [(what, command) for (what, command), n in zip(STEPS, counts) if n == 0]
     if not any(counts):
-        st.info("Nothing here yet. The whole job on the embedded demo model is one command:\n"
-                "```bash\npython -m workbench demo\n```\n"
-                + ("" if settings.read_only else "or start steps from the **Run** page."))
+        st.info(
+            "Nothing here yet. The whole job on the embedded demo model is one command:\n"
+            "```bash\npython -m workbench demo\n```\n"
+            + ("" if settings.read_only else "or start steps from the **Run** page.")
+        )
     elif missing:
         st.markdown("**Next steps**")
         for what, command in missing:
@@ -55,8 +63,14 @@ def render() -> None:
 
 def serving_line(settings: Settings, address: str | None, port: int) -> str:
     """Where this dashboard can be reached from, who is let in, and whether it is read-only."""
-    who = {"token": "visitors need the access token", "oidc": "visitors log in (OIDC)",
-           None: "no sign-in" if is_loopback(address) else "no access control"}[settings.access_control]
-    mode = ("read-only: no Run page, no downloads" if settings.read_only else
-            f"jobs may be started (at most {settings.max_jobs} at once) and artifacts downloaded")
+    who = {
+        "token": "visitors need the access token",
+        "oidc": "visitors log in (OIDC)",
+        None: "no sign-in" if is_loopback(address) else "no access control",
+    }[settings.access_control]
+    mode = (
+        "read-only: no Run page, no downloads"
+        if settings.read_only
+        else f"jobs may be started (at most {settings.max_jobs} at once) and artifacts downloaded"
+    )
     return f":material/lan: Reachable from {reach(address, port)} · {who} · {mode}"

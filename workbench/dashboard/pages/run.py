@@ -14,8 +14,7 @@ from typing import Any
 
 import streamlit as st
 
-from workbench.calibration.methods import METHODS
-from workbench.calibration.methods import MethodSpec
+from workbench.calibration.methods import METHODS, MethodSpec
 from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET
 from workbench.dashboard import background, ui
 from workbench.dashboard.data.sets import set_names
@@ -66,8 +65,11 @@ def resolve_model(choice: str, typed: str, options: dict[str, str], roots: Artif
 def _model_inputs(prefix: str, roots: ArtifactRoots) -> tuple[str, str, dict[str, str]]:
     options = model_options(roots)
     choice = st.selectbox("Model", list(options), key=f"{prefix}-model")
-    typed = st.text_input("…or another model: a folder under models/ or a Hugging Face hub id (used when filled)",
-                          key=f"{prefix}-model-path", placeholder="my-model or facebook/wav2vec2-base-960h")
+    typed = st.text_input(
+        "…or another model: a folder under models/ or a Hugging Face hub id (used when filled)",
+        key=f"{prefix}-model-path",
+        placeholder="my-model or facebook/wav2vec2-base-960h",
+    )
     return choice, typed, options
 
 
@@ -98,39 +100,78 @@ def _backend(prefix: str, column: Any = st, what: str = "Backend (where the mode
     return column.selectbox(what, BACKENDS, index=BACKENDS.index(DEFAULT_BACKEND), key=f"{prefix}-backend")
 
 
-def calibrate_inputs(model: str, calib: str, method: str, percentile: float,
-                     roots: ArtifactRoots, backend: str = DEFAULT_BACKEND) -> calibrate.CalibrateInputs:
-    return calibrate.CalibrateInputs(model, calib, MethodSpec(method, percentile), engines=roots.engines,
-                                     calib_root=roots.calib_sets, backend=backend)
+def calibrate_inputs(
+    model: str,
+    calib: str,
+    method: str,
+    percentile: float,
+    roots: ArtifactRoots,
+    backend: str = DEFAULT_BACKEND,
+) -> calibrate.CalibrateInputs:
+    return calibrate.CalibrateInputs(
+        model,
+        calib,
+        MethodSpec(method, percentile),
+        engines=roots.engines,
+        calib_root=roots.calib_sets,
+        backend=backend,
+    )
 
 
-def signoff_inputs(model: str, calib: str, evaluation: str, method: str, name: str, batch_sizes: str | None,
-                   limit: int, roots: ArtifactRoots, backend: str = DEFAULT_BACKEND,
-                   target: str = DEFAULT_TARGET) -> signoff.SignoffInputs:
+def signoff_inputs(
+    model: str,
+    calib: str,
+    evaluation: str,
+    method: str,
+    name: str,
+    batch_sizes: str | None,
+    limit: int,
+    roots: ArtifactRoots,
+    backend: str = DEFAULT_BACKEND,
+    target: str = DEFAULT_TARGET,
+) -> signoff.SignoffInputs:
     """Sign-off of FP32/FP16/INT8 variants built from the model, report into reports/<name>."""
     if not REPORT_NAME.match(name):
         raise WorkbenchError("report name: letters, digits, '.', '_' or '-' (no folders)")
-    latency = None if batch_sizes is None else LatencyConfig(parse_positive_ints(batch_sizes.replace(" ", ""),
-                                                                                 "latency batch sizes"))
-    return signoff.SignoffInputs(eval_set=evaluation, out_dir=roots.reports / name, model=model, calib_set=calib,
-                                 method=method, latency=latency, limit=limit or None, engines=roots.engines,
-                                 calib_root=roots.calib_sets, backend=backend, target=target)
+    latency = (
+        None
+        if batch_sizes is None
+        else LatencyConfig(parse_positive_ints(batch_sizes.replace(" ", ""), "latency batch sizes"))
+    )
+    return signoff.SignoffInputs(
+        eval_set=evaluation,
+        out_dir=roots.reports / name,
+        model=model,
+        calib_set=calib,
+        method=method,
+        latency=latency,
+        limit=limit or None,
+        engines=roots.engines,
+        calib_root=roots.calib_sets,
+        backend=backend,
+        target=target,
+    )
 
 
 def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
     with st.form("calibrate"):
         choice, typed, options = _model_inputs("cal", roots)
-        calib = st.selectbox("Calibration set", names, key="cal-set",
-                             index=_index_of("demo-calib", names))
+        calib = st.selectbox("Calibration set", names, key="cal-set", index=_index_of("demo-calib", names))
         method = st.selectbox("Method", METHODS, key="cal-method")
-        percentile = st.number_input("Percentile (percentile method)", 90.0, 100.0, 99.99, 0.01, format="%.2f",
-                                     key="cal-percentile")
+        percentile = st.number_input(
+            "Percentile (percentile method)", 90.0, 100.0, 99.99, 0.01, format="%.2f", key="cal-percentile"
+        )
         backend = _backend("cal")
         if st.form_submit_button("Start calibration", type="primary", icon=":material/play_arrow:"):
             try:
-                inputs = calibrate_inputs(resolve_model(choice, typed, options, roots),
-                                          _set_path(calib, roots, "calibration"), method, percentile, roots,
-                                          backend)
+                inputs = calibrate_inputs(
+                    resolve_model(choice, typed, options, roots),
+                    _set_path(calib, roots, "calibration"),
+                    method,
+                    percentile,
+                    roots,
+                    backend,
+                )
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
@@ -141,40 +182,70 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
     with st.form("signoff"):
         choice, typed, options = _model_inputs("so", roots)
         c1, c2 = st.columns(2)
-        calib = c1.selectbox("Calibration set", names, key="so-calib",
-                             index=_index_of("demo-calib", names))
-        evaluation = c2.selectbox("Evaluation set", names, key="so-eval",
-                                  index=_index_of("demo-eval", names, min(1, len(names) - 1)))
+        calib = c1.selectbox("Calibration set", names, key="so-calib", index=_index_of("demo-calib", names))
+        evaluation = c2.selectbox(
+            "Evaluation set",
+            names,
+            key="so-eval",
+            index=_index_of("demo-eval", names, min(1, len(names) - 1)),
+        )
         method = c1.selectbox("Method for the INT8 variant", METHODS, key="so-method")
         name = c2.text_input("Report name (folder under reports/)", "signoff-ui", key="so-name")
         batch = c1.text_input("Latency batch sizes", "1,8", key="so-batch")
         limit = c2.number_input("Score only the first N utterances (0 = all)", 0, 100000, 0, key="so-limit")
         backend = _backend("so", c1)
-        target = c2.selectbox("Deployment target (a winner is picked only from latency measured there)", BACKENDS,
-                              index=BACKENDS.index(DEFAULT_TARGET), key="so-target")
+        target = c2.selectbox(
+            "Deployment target (a winner is picked only from latency measured there)",
+            BACKENDS,
+            index=BACKENDS.index(DEFAULT_TARGET),
+            key="so-target",
+        )
         no_latency = st.checkbox("Accuracy only (no latency runs)", key="so-nolat")
         if st.form_submit_button("Start sign-off", type="primary", icon=":material/play_arrow:"):
             try:
                 if calib == evaluation:
                     raise WorkbenchError("the evaluation set must differ from the calibration set")
-                inputs = signoff_inputs(resolve_model(choice, typed, options, roots),
-                                        _set_path(calib, roots, "calibration"),
-                                        _set_path(evaluation, roots, "evaluation"),
-                                        method, name, None if no_latency else batch, int(limit), roots,
-                                        backend, target)
+                inputs = signoff_inputs(
+                    resolve_model(choice, typed, options, roots),
+                    _set_path(calib, roots, "calibration"),
+                    _set_path(evaluation, roots, "evaluation"),
+                    method,
+                    name,
+                    None if no_latency else batch,
+                    int(limit),
+                    roots,
+                    backend,
+                    target,
+                )
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
             _start(inputs, roots)
 
 
-def analysis_inputs(verb: str, model: str, calib: str, method: str, per_condition: int, granularity: str,
-                    dev: str | None, roots: ArtifactRoots, signoff_set: str | None = None,
-                    backend: str = DEFAULT_BACKEND) -> compare.CompareInputs | search.SearchInputs:
+def analysis_inputs(
+    verb: str,
+    model: str,
+    calib: str,
+    method: str,
+    per_condition: int,
+    granularity: str,
+    dev: str | None,
+    roots: ArtifactRoots,
+    signoff_set: str | None = None,
+    backend: str = DEFAULT_BACKEND,
+) -> compare.CompareInputs | search.SearchInputs:
     """Inputs of the ``compare`` job (layer table + sensitivity) or the ``search`` job (mixed plan)."""
-    shared = {"model": model, "calib_set": calib, "method": method, "engines": roots.engines,
-              "per_condition": int(per_condition), "granularity": granularity, "calib_root": roots.calib_sets,
-              "backend": backend}
+    shared = {
+        "model": model,
+        "calib_set": calib,
+        "method": method,
+        "engines": roots.engines,
+        "per_condition": int(per_condition),
+        "granularity": granularity,
+        "calib_root": roots.calib_sets,
+        "backend": backend,
+    }
     if verb == "compare":
         return compare.CompareInputs(**shared)
     return search.SearchInputs(**shared, dev_set=dev or None, signoff_set=signoff_set or None)
@@ -182,31 +253,48 @@ def analysis_inputs(verb: str, model: str, calib: str, method: str, per_conditio
 
 def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
     with st.form(verb):
-        st.caption("Layer-by-layer FP32 vs INT8 table and per-group sensitivity ranking (Layers page)"
-                   if verb == "compare" else
-                   "Mixed INT8/FP16 plan with the most INT8 within the WER budget (Trade-off page, search records)")
+        st.caption(
+            "Layer-by-layer FP32 vs INT8 table and per-group sensitivity ranking (Layers page)"
+            if verb == "compare"
+            else "Mixed INT8/FP16 plan with the most INT8 within the WER budget (Trade-off page, search records)"
+        )
         choice, typed, options = _model_inputs(verb, roots)
         c1, c2 = st.columns(2)
-        calib = c1.selectbox("Calibration set", names, key=f"{verb}-set",
-                             index=_index_of("demo-calib", names))
+        calib = c1.selectbox(
+            "Calibration set", names, key=f"{verb}-set", index=_index_of("demo-calib", names)
+        )
         method = c2.selectbox("Method", METHODS, key=f"{verb}-method")
-        per_condition = c1.number_input("Clips per condition (layer table, sensitivity)", 1, 1000, 4,
-                                        key=f"{verb}-per-condition")
+        per_condition = c1.number_input(
+            "Clips per condition (layer table, sensitivity)", 1, 1000, 4, key=f"{verb}-per-condition"
+        )
         granularity = c2.selectbox("Granularity", ["group", "node"], key=f"{verb}-granularity")
         backend = _backend(verb, c1)
         dev = signoff_set = None
         if verb == "search":
-            dev = c1.selectbox("Dev set for WER during the search (not the sign-off evaluation set)",
-                               ["(the calibration set)", *names], key="search-dev")
-            signoff_set = c2.selectbox("Sign-off set (its size widens the dev intervals)", ["(none)", *names],
-                                       key="search-signoff-set")
+            dev = c1.selectbox(
+                "Dev set for WER during the search (not the sign-off evaluation set)",
+                ["(the calibration set)", *names],
+                key="search-dev",
+            )
+            signoff_set = c2.selectbox(
+                "Sign-off set (its size widens the dev intervals)",
+                ["(none)", *names],
+                key="search-signoff-set",
+            )
         if st.form_submit_button(f"Start {verb}", type="primary", icon=":material/play_arrow:"):
             try:
-                inputs = analysis_inputs(verb, resolve_model(choice, typed, options, roots),
-                                     _set_path(calib, roots, "calibration"), method, per_condition, granularity,
-                                     _set_path(dev, roots, "dev") if dev and dev in names else None, roots,
-                                     _set_path(signoff_set, roots, "sign-off") if signoff_set in names else None,
-                                     backend)
+                inputs = analysis_inputs(
+                    verb,
+                    resolve_model(choice, typed, options, roots),
+                    _set_path(calib, roots, "calibration"),
+                    method,
+                    per_condition,
+                    granularity,
+                    _set_path(dev, roots, "dev") if dev and dev in names else None,
+                    roots,
+                    _set_path(signoff_set, roots, "sign-off") if signoff_set in names else None,
+                    backend,
+                )
             except WorkbenchError as exc:
                 st.error(str(exc))
                 return
@@ -224,8 +312,11 @@ def _show_job(job_id: str) -> None:
     log = background.tail(job)
     state = job.state
     st.markdown(f"**{job.kind}** · started {job.started} · **{state}**")
-    st.code(f"$ python -m workbench.jobs {job.folder.name}/{background.INPUTS}\n{background.inputs_text(job)}",
-            language="bash", wrap_lines=True)
+    st.code(
+        f"$ python -m workbench.jobs {job.folder.name}/{background.INPUTS}\n{background.inputs_text(job)}",
+        language="bash",
+        wrap_lines=True,
+    )
     if job.running:
         prog = background.progress(raw)
         st.progress(prog.fraction if prog.fraction is not None else 0.0, text=prog.label)
@@ -252,10 +343,15 @@ def render() -> None:
     st.caption(f"{len(background.running_jobs(roots))} of at most {settings.max_jobs} jobs running")
     names = set_names(roots)
     if not names:
-        ui.empty_state("speech sets", "python -m workbench data build",
-                       "Calibration, search and sign-off all need a set under calib_sets/.")
+        ui.empty_state(
+            "speech sets",
+            "python -m workbench data build",
+            "Calibration, search and sign-off all need a set under calib_sets/.",
+        )
     else:
-        tab_cal, tab_compare, tab_search, tab_signoff = st.tabs(["Calibrate", "Compare layers", "Search", "Sign-off"])
+        tab_cal, tab_compare, tab_search, tab_signoff = st.tabs(
+            ["Calibrate", "Compare layers", "Search", "Sign-off"]
+        )
         with tab_cal:
             _calibrate_form(roots, names)
         with tab_compare:

@@ -20,10 +20,18 @@ def _distribution(view: data.SetView, field: str, title: str, unit: str) -> None
 def render() -> None:
     st.title("Speech sets")
     roots = ui.roots()
-    view = ui.open_picked("Speech set", data.set_names(roots), "set", "calib_sets",
-                          lambda name: data.load_set_view(name, roots),
-                          ui.Missing("speech sets", "python -m workbench data build",
-                                     f"Sets live in `{roots.calib_sets}/<name>/` (manifest, FLAC audio, card)."))
+    view = ui.open_picked(
+        "Speech set",
+        data.set_names(roots),
+        "set",
+        "calib_sets",
+        lambda name: data.load_set_view(name, roots),
+        ui.Missing(
+            "speech sets",
+            "python -m workbench data build",
+            f"Sets live in `{roots.calib_sets}/<name>/` (manifest, FLAC audio, card).",
+        ),
+    )
     if view is None:
         return
     card = view.card
@@ -34,8 +42,11 @@ def render() -> None:
     cols[3].metric("accents", len(card["accents"]))
     snr = card.get("snr_db")
     cols[4].metric("SNR range", f"{snr['min']:.0f} to {snr['max']:.0f} dB" if snr else "n/a")
-    st.caption(f"content hash `{card['content_hash'][:16]}…` · made by `{card['made'].get('command', 'data build')}`"
-               if isinstance(card.get("made"), dict) else f"content hash `{card['content_hash'][:16]}…`")
+    st.caption(
+        f"content hash `{card['content_hash'][:16]}…` · made by `{card['made'].get('command', 'data build')}`"
+        if isinstance(card.get("made"), dict)
+        else f"content hash `{card['content_hash'][:16]}…`"
+    )
 
     left, right = st.columns([2, 3])
     with left:
@@ -66,25 +77,44 @@ def render() -> None:
         shown = shown[shown["accent"].isin(accents)]
     if text:
         needle = text.strip().lower()
-        shown = shown[shown["text"].str.lower().str.contains(needle, regex=False)
-                      | shown["id"].str.lower().str.contains(needle, regex=False)]
+        shown = shown[
+            shown["text"].str.lower().str.contains(needle, regex=False)
+            | shown["id"].str.lower().str.contains(needle, regex=False)
+        ]
     st.caption(f"{len(shown)} of {len(table)} utterances")
-    st.dataframe(shown.drop(columns=["audio"]), width="stretch", hide_index=True, height=280,
-                 column_config={"duration_s": st.column_config.NumberColumn("duration s", format="%.2f"),
-                                "snr_db": st.column_config.NumberColumn("SNR dB", format="%.1f"),
-                                "requested_snr_db": st.column_config.NumberColumn("requested SNR", format="%.1f"),
-                                "level_dbfs": st.column_config.NumberColumn("level dBFS", format="%.1f")})
+    st.dataframe(
+        shown.drop(columns=["audio"]),
+        width="stretch",
+        hide_index=True,
+        height=280,
+        column_config={
+            "duration_s": st.column_config.NumberColumn("duration s", format="%.2f"),
+            "snr_db": st.column_config.NumberColumn("SNR dB", format="%.1f"),
+            "requested_snr_db": st.column_config.NumberColumn("requested SNR", format="%.1f"),
+            "level_dbfs": st.column_config.NumberColumn("level dBFS", format="%.1f"),
+        },
+    )
     if shown.empty:
         st.info("No utterance matches these filters.")
         return
     ids = list(shown["id"])
-    utt = st.selectbox("Listen to", ids, key="listen",
-                       format_func=lambda i: f"{i} · {shown.loc[shown['id'] == i, 'text'].iloc[0][:70]}")
+    utt = st.selectbox(
+        "Listen to",
+        ids,
+        key="listen",
+        format_func=lambda i: f"{i} · {shown.loc[shown['id'] == i, 'text'].iloc[0][:70]}",
+    )
     row = shown[shown["id"] == utt].iloc[0]
     try:
         st.audio(data.audio_bytes(view, utt, roots), format="audio/flac")
     except (WorkbenchError, OSError, KeyError) as exc:
         st.error(f"cannot play {utt}: {exc}")
-    snr_text = f"SNR {row['snr_db']:.1f} dB" if row["snr_db"] == row["snr_db"] and row["snr_db"] is not None else "no SNR"
-    st.markdown(f"**{row['text']}**  \n{row['condition']} · {row['bucket']} · {row['duration_s']:.2f} s · "
-                f"{snr_text} · accent {row['accent']} · voice {row['voice']} · speaker {row['speaker']}")
+    snr_text = (
+        f"SNR {row['snr_db']:.1f} dB"
+        if row["snr_db"] == row["snr_db"] and row["snr_db"] is not None
+        else "no SNR"
+    )
+    st.markdown(
+        f"**{row['text']}**  \n{row['condition']} · {row['bucket']} · {row['duration_s']:.2f} s · "
+        f"{snr_text} · accent {row['accent']} · voice {row['voice']} · speaker {row['speaker']}"
+    )

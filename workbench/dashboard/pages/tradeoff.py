@@ -11,9 +11,8 @@ from workbench.dashboard import charts, ui
 from workbench.dashboard.data import anchors, layers, plans
 from workbench.dashboard.data import reports as data
 from workbench.errors import WorkbenchError
-from workbench.report.render import verdict_line
+from workbench.report.render import unit_label, verdict_line
 from workbench.search.outputs import SEARCH_FORMAT
-from workbench.report.render import unit_label
 
 MEAN_P50 = "mean p50 over duration buckets (what 'fastest' is judged on)"
 
@@ -25,7 +24,9 @@ def render() -> None:
     st.title("Trade-off: accuracy vs latency")
     roots = ui.roots()
     searches = layers.search_files(roots)
-    source = st.radio("Candidates from", [SIGNOFF, SEARCH], horizontal=True, key="source") if searches else SIGNOFF
+    source = (
+        st.radio("Candidates from", [SIGNOFF, SEARCH], horizontal=True, key="source") if searches else SIGNOFF
+    )
     if source == SEARCH:
         _search(roots, searches)
     else:
@@ -42,7 +43,9 @@ def _plan_view(plan, candidate: str) -> None:
     counts = plan["precision"].value_counts()
     cols = st.columns(4)
     for col, precision in zip(cols, ("int8", "fp16", "fp32", "none")):
-        col.metric(f"{precision} nodes" if precision != "none" else "no float data", int(counts.get(precision, 0)))
+        col.metric(
+            f"{precision} nodes" if precision != "none" else "no float data", int(counts.get(precision, 0))
+        )
     ui.chart(charts.plan_strip(plan, f"Precision per node of {candidate}"))
     kept = plan[plan["reason"].astype(bool)] if "reason" in plan.columns else plan.iloc[:0]
     if len(kept):
@@ -53,10 +56,18 @@ def _plan_view(plan, candidate: str) -> None:
 
 
 def _search(roots, searches: list[str]) -> None:
-    opened = ui.open_picked("Search record", searches, "search", "engines",
-                            lambda label: layers.load_json(label, roots, SEARCH_FORMAT),
-                            ui.Missing("search records", "python -m workbench search",
-                                       "Search records live in `engines/<model hash>/compare/search-*.json`."))
+    opened = ui.open_picked(
+        "Search record",
+        searches,
+        "search",
+        "engines",
+        lambda label: layers.load_json(label, roots, SEARCH_FORMAT),
+        ui.Missing(
+            "search records",
+            "python -m workbench search",
+            "Search records live in `engines/<model hash>/compare/search-*.json`.",
+        ),
+    )
     if opened is None:
         return
     path, search = opened
@@ -70,28 +81,50 @@ def _search(roots, searches: list[str]) -> None:
     budget = search.get("budget", {})
     allowed = budget.get("max_wer_delta_points" if group == "overall" else "max_condition_wer_delta_points")
     base = frame[frame["phase"] == "baseline"]
-    lines = {"wer": float(base["WER %"].iloc[0]) + allowed if allowed is not None and not base.empty else None,
-             "allowed_delta": allowed, "latency": None}
+    lines = {
+        "wer": float(base["WER %"].iloc[0]) + allowed if allowed is not None and not base.empty else None,
+        "allowed_delta": allowed,
+        "latency": None,
+    }
     dev = search.get("dev_set", {})
-    st.caption(f"{unit} on the dev set `{dev.get('name')}` ({dev.get('utterances')} utterances); latency = mean ms per "
-               f"utterance, batch 1, ONNX Runtime CPU. {search.get('evaluations')} full evaluations "
-               f"(one group at a time would need {search.get('one_at_a_time_evaluations')})."
-               + (f" Candidates were judged against +{budget['judged_against']['max_wer_delta_points']:.2f} pts "
-                  + (f"overall (the gate less a {budget['margin']:.2f} margin), " if budget.get("margin") else "overall, ")
-                  + "dev intervals widened "
-                  + f"x{budget['interval_widening']:.2f} to the sign-off set's speakers"
-                  + (f" and moved out for a {budget['confidence']:.0%} chance that the sign-off passes"
-                     if "confidence" in budget else "") + "."
-                  if "judged_against" in budget else ""))
+    st.caption(
+        f"{unit} on the dev set `{dev.get('name')}` ({dev.get('utterances')} utterances); latency = mean ms per "
+        f"utterance, batch 1, ONNX Runtime CPU. {search.get('evaluations')} full evaluations "
+        f"(one group at a time would need {search.get('one_at_a_time_evaluations')})."
+        + (
+            f" Candidates were judged against +{budget['judged_against']['max_wer_delta_points']:.2f} pts "
+            + (
+                f"overall (the gate less a {budget['margin']:.2f} margin), "
+                if budget.get("margin")
+                else "overall, "
+            )
+            + "dev intervals widened "
+            + f"x{budget['interval_widening']:.2f} to the sign-off set's speakers"
+            + (
+                f" and moved out for a {budget['confidence']:.0%} chance that the sign-off passes"
+                if "confidence" in budget
+                else ""
+            )
+            + "."
+            if "judged_against" in budget
+            else ""
+        )
+    )
     if frame["latency ms"].notna().any():
-        ui.chart(charts.tradeoff_chart(frame, lines, "latency ms", "mean ms per utterance",
-                                       f"{unit} {group} (%) with 95% CI", unit))
+        ui.chart(
+            charts.tradeoff_chart(
+                frame, lines, "latency ms", "mean ms per utterance", f"{unit} {group} (%) with 95% CI", unit
+            )
+        )
     found = search.get("found")
     found_row = frame[frame["recommended"]]
-    st.markdown(f"Found plan: **{found['name']}** (step {found['step']}, candidate "
-                f"`{found_row['candidate'].iloc[0] if not found_row.empty else '?'}`, "
-                f"{found['int8_share'] * 100:.0f} % of nodes INT8)" if found
-                else "**No plan met the budget on the dev set.**")
+    st.markdown(
+        f"Found plan: **{found['name']}** (step {found['step']}, candidate "
+        f"`{found_row['candidate'].iloc[0] if not found_row.empty else '?'}`, "
+        f"{found['int8_share'] * 100:.0f} % of nodes INT8)"
+        if found
+        else "**No plan met the budget on the dev set.**"
+    )
     st.dataframe(_shown(frame, unit), width="stretch", hide_index=True)
     st.subheader("Candidate plan")
     names = list(frame["candidate"])
@@ -107,11 +140,18 @@ def _search(roots, searches: list[str]) -> None:
 
 
 def _signoff(roots) -> None:
-    view = ui.open_picked("Sign-off record", data.report_names(roots), "report", "reports",
-                          lambda name: data.load_report(name, roots),
-                          ui.Missing("sign-off reports",
-                                     "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib",
-                                     "The trade-off is read from `reports/<name>/report.json`."))
+    view = ui.open_picked(
+        "Sign-off record",
+        data.report_names(roots),
+        "report",
+        "reports",
+        lambda name: data.load_report(name, roots),
+        ui.Missing(
+            "sign-off reports",
+            "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib",
+            "The trade-off is read from `reports/<name>/report.json`.",
+        ),
+    )
     if view is None:
         return
     record = view.record
@@ -120,7 +160,9 @@ def _signoff(roots) -> None:
     c1, c2 = st.columns(2)
     group = c1.selectbox(f"{unit} of", [data.OVERALL] + data.conditions(record), key="group")
     pct = gates.get("latency_percentile", "p90")
-    gate_metric = f"{pct} at batch {gates.get('latency_batch', 1)}, worst bucket (what the latency gate judges)"
+    gate_metric = (
+        f"{pct} at batch {gates.get('latency_batch', 1)}, worst bucket (what the latency gate judges)"
+    )
     axis = c2.radio("Latency axis", [MEAN_P50, gate_metric], key="axis")
     frame = data.tradeoff_frame(record, group)
     if frame.empty:
@@ -135,15 +177,32 @@ def _signoff(roots) -> None:
         title = f"latency, batch {gates.get('latency_batch', 1)} (ms)"
         ui.chart(charts.tradeoff_chart(frame, lines, field, title, f"{unit} {group} (%) with 95% CI", unit))
     else:
-        st.info(f"This record has no latency measurements (signoff ran with --no-latency); {unit} only below.")
+        st.info(
+            f"This record has no latency measurements (signoff ran with --no-latency); {unit} only below."
+        )
     st.markdown(f"Verdict: **{verdict_line(record)}**")
     if lines.get("wer") is not None:
-        st.caption(f"Red dashed line: baseline {unit} + {lines['allowed_delta']} pts. The gate itself is judged on the "
-                   "upper end of the paired delta interval, shown as 'delta upper pts' below.")
-    st.dataframe(_shown(frame, unit), width="stretch", hide_index=True,
-                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in
-                                (f"{unit} %", f"{unit} low %", f"{unit} high %", "delta pts", "delta upper pts",
-                                 "latency ms", f"{pct} worst ms")})
+        st.caption(
+            f"Red dashed line: baseline {unit} + {lines['allowed_delta']} pts. The gate itself is judged on the "
+            "upper end of the paired delta interval, shown as 'delta upper pts' below."
+        )
+    st.dataframe(
+        _shown(frame, unit),
+        width="stretch",
+        hide_index=True,
+        column_config={
+            c: st.column_config.NumberColumn(format="%.2f")
+            for c in (
+                f"{unit} %",
+                f"{unit} low %",
+                f"{unit} high %",
+                "delta pts",
+                "delta upper pts",
+                "latency ms",
+                f"{pct} worst ms",
+            )
+        },
+    )
 
     st.subheader("Candidate plan")
     candidate = ui.pick("Candidate", list(frame["candidate"]), "candidate", "reports")
@@ -168,5 +227,7 @@ def _mark_anchors(folder, frame) -> None:
     if tools:
         frame[charts.MADE_BY] = frame["candidate"].map(tools).fillna(anchors.WORKBENCH)
         others = sorted({t for t in tools.values() if t not in (anchors.WORKBENCH, "baseline")})
-        st.caption(f"Anchors record: points made by {', '.join(others) or 'no other tool'} are marked by shape "
-                   "next to the workbench's own candidates, all judged by this sign-off.")
+        st.caption(
+            f"Anchors record: points made by {', '.join(others) or 'no other tool'} are marked by shape "
+            "next to the workbench's own candidates, all judged by this sign-off."
+        )

@@ -27,7 +27,9 @@ class SourceOptions:
     accent_column: str | None = None
 
 
-def open_source(layout: str, path: str | Path | None, options: SourceOptions = SourceOptions()) -> EntrySource:
+def open_source(
+    layout: str, path: str | Path | None, options: SourceOptions = SourceOptions()
+) -> EntrySource:
     """The source for ``layout`` at ``path``; a user error for an unknown layout or a missing path."""
     if layout not in LAYOUTS:
         raise WorkbenchError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
@@ -45,5 +47,11 @@ def open_source(layout: str, path: str | Path | None, options: SourceOptions = S
         return AudioFolderSource(Path(path))
     if layout == "manifest":
         return ManifestSource(Path(path))
-    return HFDatasetSource(str(path), options.split or "train", options.audio_column, options.text_column,
-                           options.speaker_column, options.accent_column)
+    return HFDatasetSource(
+        str(path),
+        options.split or "train",
+        options.audio_column,
+        options.text_column,
+        options.speaker_column,
+        options.accent_column,
+    )

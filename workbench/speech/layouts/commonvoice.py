@@ -14,9 +14,9 @@ from __future__ import annotations
 import csv
 import re
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import soundfile as sf
 
@@ -31,13 +31,20 @@ REQUIRED_COLUMNS = ("client_id", "path", "sentence")
 
 # Common Voice's accent labels (old short codes and the newer free-form names) -> short names.
 ACCENT_NAMES = {
-    "united states english": "us", "england english": "england", "canadian english": "canada",
-    "australian english": "australia", "scottish english": "scotland", "irish english": "ireland",
-    "new zealand english": "newzealand", "welsh english": "wales",
+    "united states english": "us",
+    "england english": "england",
+    "canadian english": "canada",
+    "australian english": "australia",
+    "scottish english": "scotland",
+    "irish english": "ireland",
+    "new zealand english": "newzealand",
+    "welsh english": "wales",
     "india and south asia (india, pakistan, sri lanka)": "indian",
     "southern african (south africa, zimbabwe, namibia)": "african",
     "west indies and bermuda (bahamas, bermuda, jamaica, trinidad)": "bermuda",
-    "filipino": "philippines", "hong kong english": "hongkong", "malaysian english": "malaysia",
+    "filipino": "philippines",
+    "hong kong english": "hongkong",
+    "malaysian english": "malaysia",
     "singaporean english": "singapore",
 }
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -58,7 +65,8 @@ def require_mp3_support() -> None:
             f"Common Voice clips are MP3, and the libsndfile this soundfile uses "
             f"({sf.__libsndfile_version__}) cannot read MP3. Install soundfile 0.12.1 or later, whose wheels "
             f"bundle libsndfile 1.2 with MP3 ({sys.executable} -m pip install -U soundfile), or a system "
-            "libsndfile >= 1.1 built with mpg123; or convert the clips to FLAC and use --layout manifest.")
+            "libsndfile >= 1.1 built with mpg123; or convert the clips to FLAC and use --layout manifest."
+        )
 
 
 @dataclass
@@ -78,22 +86,29 @@ class CommonVoiceSource(EntrySource):
             raise WorkbenchError(f"Common Voice folder {root} does not exist or is not a folder")
         if not tsv.is_file():
             have = sorted(p.name for p in root.glob("*.tsv"))
-            raise WorkbenchError(f"no {tsv.name} in {root} (it has {', '.join(have) or 'no .tsv files'}); "
-                                 f"pick one with --split ({', '.join(SPLITS)}) or give the .tsv path")
+            raise WorkbenchError(
+                f"no {tsv.name} in {root} (it has {', '.join(have) or 'no .tsv files'}); "
+                f"pick one with --split ({', '.join(SPLITS)}) or give the .tsv path"
+            )
         lines_read = [1]
         try:
             yield from self._rows(root, tsv, lines_read)
-        except UnicodeDecodeError as exc:  # read in blocks: the bad byte is somewhere after the last whole line
+        except (
+            UnicodeDecodeError
+        ) as exc:  # read in blocks: the bad byte is somewhere after the last whole line
             raise Where(f"Common Voice table {tsv}", "save it as UTF-8").fail(
-                f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} after line {lines_read[0]})") from exc
+                f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} after line {lines_read[0]})"
+            ) from exc
 
     def _rows(self, root: Path, tsv: Path, lines_read: list[int]) -> Iterator[Entry]:
         with open(tsv, encoding="utf-8", newline="") as handle:
             reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
             missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:
-                raise WorkbenchError(f"{tsv} has no column(s) {missing}; a Common Voice TSV has "
-                                     f"{', '.join(REQUIRED_COLUMNS)}, sentence, accents, gender, age")
+                raise WorkbenchError(
+                    f"{tsv} has no column(s) {missing}; a Common Voice TSV has "
+                    f"{', '.join(REQUIRED_COLUMNS)}, sentence, accents, gender, age"
+                )
             accent_column = "accents" if "accents" in reader.fieldnames else "accent"
             source = f"commonvoice:{root.name}"
             checked_mp3 = False
@@ -109,10 +124,20 @@ class CommonVoiceSource(EntrySource):
                 audio = root / "clips" / clip
                 label = (row.get(accent_column) or "").strip()
                 accent = accent_name(label)
-                extra = {k: (row.get(k) or "").strip() for k in ("gender", "age") if (row.get(k) or "").strip()}
+                extra = {
+                    k: (row.get(k) or "").strip() for k in ("gender", "age") if (row.get(k) or "").strip()
+                }
                 if label:
                     extra["accent_label"] = label
                 client = (row.get("client_id") or "").strip()
-                yield Entry(source, clip, audio, row.get("sentence"), f"commonvoice:{client}" if client else None,
-                            accent or UNLABELLED_ACCENT, None if accent else UNLABELLED_ACCENT_CONDITION, extra,
-                            None if audio.is_file() else f"clip {clip} listed in {tsv.name} is missing from clips/")
+                yield Entry(
+                    source,
+                    clip,
+                    audio,
+                    row.get("sentence"),
+                    f"commonvoice:{client}" if client else None,
+                    accent or UNLABELLED_ACCENT,
+                    None if accent else UNLABELLED_ACCENT_CONDITION,
+                    extra,
+                    None if audio.is_file() else f"clip {clip} listed in {tsv.name} is missing from clips/",
+                )

@@ -10,9 +10,9 @@ American English, so every clip gets the majority accent.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from workbench.errors import WorkbenchError
 from workbench.speech.entries import Entry
@@ -47,23 +47,36 @@ class LibriSpeechSource(EntrySource):
             raise WorkbenchError(f"LibriSpeech folder {root} does not exist or is not a folder")
         transcripts = sorted(root.rglob(f"*{TRANSCRIPT_SUFFIX}"))
         if not transcripts:
-            raise WorkbenchError(f"no <speaker>-<chapter>{TRANSCRIPT_SUFFIX} files under {root}; point --path at a "
-                                 "LibriSpeech split folder such as LibriSpeech/test-clean")
+            raise WorkbenchError(
+                f"no <speaker>-<chapter>{TRANSCRIPT_SUFFIX} files under {root}; point --path at a "
+                "LibriSpeech split folder such as LibriSpeech/test-clean"
+            )
         sexes = _speaker_sexes(root)
         source = f"librispeech:{root.name}"
         listed: set[Path] = set()
         for trans in transcripts:
             speaker, chapter = trans.parent.parent.name, trans.parent.name
-            for number, line in enumerate(trans.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            for number, line in enumerate(
+                trans.read_text(encoding="utf-8", errors="replace").splitlines(), 1
+            ):
                 if not line.strip():
                     continue
                 utt_id, _, text = line.strip().partition(" ")
                 audio = trans.parent / f"{utt_id}.flac"
                 listed.add(audio)
                 extra = {"chapter": chapter, **({"gender": sexes[speaker]} if speaker in sexes else {})}
-                problem = None if audio.is_file() else f"{trans.name} line {number} names {audio.name}, which is missing"
+                problem = (
+                    None
+                    if audio.is_file()
+                    else f"{trans.name} line {number} names {audio.name}, which is missing"
+                )
                 yield Entry(source, utt_id, audio, text, f"librispeech:{speaker}", None, None, extra, problem)
         for audio in sorted(root.rglob("*.flac")):
             if audio not in listed:
-                yield Entry(source, audio.stem, None, None,
-                            problem=f"no transcript line for {audio.name} in its chapter's {TRANSCRIPT_SUFFIX}")
+                yield Entry(
+                    source,
+                    audio.stem,
+                    None,
+                    None,
+                    problem=f"no transcript line for {audio.name} in its chapter's {TRANSCRIPT_SUFFIX}",
+                )
