@@ -19,7 +19,7 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NARRATION = re.compile(
     r"\bsessions? [0-9]|this session|\(issue [0-9]+\)|\bissue [0-9]+\b"
     r"|\bused to\b|\bwas changed\b|\bre-measured\b|\brebased?\b|\bno longer\b|\bnow\b"
-    r"|\bearlier (?:run|runs|study|variant|plan|search|session|lease)\b|\bof the time\b|\bas it stood\b"
+    r"|\bearlier (?:run|runs|study|variant|plan|search|session|lease)\b|\bat the time\b|\bas it stood\b"
     r"|\bsince (?:then|session)\b|\bmerged after\b",
     re.IGNORECASE,
 )
