@@ -248,7 +248,7 @@ def compare_layers(
         if plan is not None
         else {}
     )
-    rows = []
+    rows: list[LayerRow] = []
     for site in sites:
         if site.tensor not in sums:
             continue  # not a float tensor (shapes, indices)

@@ -138,7 +138,8 @@ class VariantRunner:
 
 
 def damage_of(reference: list[np.ndarray], candidate: list[np.ndarray], clips: list[Clip]) -> Damage:
-    overall, per_cond = OutputDamage(), {}
+    overall = OutputDamage()
+    per_cond: dict[str, OutputDamage] = {}
     for ref, cand, clip in zip(reference, candidate, clips):
         overall.add(ref, cand)
         per_cond.setdefault(clip.condition, OutputDamage()).add(ref, cand)

@@ -187,15 +187,15 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         cache, problems = None, [f"its histograms are not usable ({gone}); recalibrated to rewrite them"]
     reused = cache is not None
     if cache is None:
-        clips = len(speech_set.utterances)
+        clip_count = len(speech_set.utterances)
         stats = collect_statistics(
             fp32,
             (a for _, a in speech_set.iter_audio()),
-            clips,
+            clip_count,
             with_histograms=spec.name != "max",
             bins=spec.bins,
             providers=ort_providers(inputs.backend),
-            checkpoint=conv.checkpoint_for(clips),
+            checkpoint=conv.checkpoint_for(clip_count),
             prepare=description.prepare,
         )
         amax = ranges_from_statistics(stats, spec)
@@ -214,7 +214,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     fp16 = out / f"model.fp16-{speech_set.content_hash[:12]}.onnx"
     build_variant(fp32, {}, FP16.with_guard(guard), fp16, with_plan=True)
     cpu = None
-    if inputs.ort_cpu:
+    if weights is not None:  # the ONNX Runtime CPU flavour was asked for
         from workbench.quantize.ort_cpu import build_cpu_variant
 
         cpu = build_cpu_variant(

@@ -79,11 +79,11 @@ def check(inputs: SearchInputs) -> None:
             f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
             "by python -m workbench compare, or drop --sensitivity to reuse or compute one"
         )
-    check_dev_apart(
-        named_set(inputs.dev_set, "dev", inputs.calib_root)
-        or named_set(inputs.calib_set, "calibration", inputs.calib_root),
-        named_set(inputs.signoff_set, "sign-off", inputs.calib_root),
+    dev_set = named_set(inputs.dev_set, "dev", inputs.calib_root) or named_set(
+        inputs.calib_set, "calibration", inputs.calib_root
     )
+    if dev_set is not None:  # no calibration set named: ``inputs.check`` says so
+        check_dev_apart(dev_set, named_set(inputs.signoff_set, "sign-off", inputs.calib_root))
     inputs.check()
 
 
@@ -173,6 +173,26 @@ def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
         )
 
 
+def reuse_or_rank(
+    prepared: Prepared,
+    default: Path,
+    rank: Callable[[], compare.CompareOutputs],
+    log: Callable[[str], None] = print,
+) -> tuple[Path, dict[str, Any]]:
+    """The sensitivity ranking at ``default`` when it matches ``prepared``, else the one ``rank`` computes."""
+    if default.exists():
+        try:
+            data = load_sensitivity(default, prepared)
+            log(f"reusing sensitivity ranking {default}")
+            return default, data
+        except WorkbenchError as exc:
+            log(f"not reusing {default.name}: {exc}")
+    made = rank()
+    if made.sensitivity is None:
+        raise WorkbenchError("the compare job wrote no sensitivity ranking")
+    return made.files["sensitivity_json"], made.sensitivity
+
+
 def run_search(
     prepared: Prepared,
     dev_set: SpeechSet,
@@ -213,17 +233,10 @@ def run_search(
             "in the sign-off would select on the data that judges it"
         )
     if sensitivity is None:
-        default = outputs.sensitivity_path(folder, prepared.tag, "fp32", granularity)
-        data = None
-        if default.exists():
-            try:
-                data = load_sensitivity(default, prepared)
-                sensitivity = default
-                log(f"reusing sensitivity ranking {default}")
-            except WorkbenchError as exc:
-                log(f"not reusing {default.name}: {exc}")
-        if data is None:
-            made = compare.run_compare(
+        sensitivity, data = reuse_or_rank(
+            prepared,
+            outputs.sensitivity_path(folder, prepared.tag, "fp32", granularity),
+            lambda: compare.run_compare(
                 prepared,
                 clips_set or prepared.calib_set,
                 per_condition,
@@ -234,8 +247,9 @@ def run_search(
                 progress=progress,
                 log=log,
                 backend=backend,
-            )
-            sensitivity, data = made.files["sensitivity_json"], made.sensitivity
+            ),
+            log,
+        )
     else:
         data = load_sensitivity(sensitivity, prepared)
     model = onnx.load(str(prepared.fp32_onnx))

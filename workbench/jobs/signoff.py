@@ -148,11 +148,10 @@ def build_default_variants(
             calib_root=area_path("calib_sets", calib_root),
         )
     )
-    candidates = [
-        ("fp32", result.fp32_onnx),
-        ("fp16", result.fp16_onnx),
-        (f"int8-{method}", result.int8_onnx),
-    ]
+    candidates = [("fp32", result.fp32_onnx)]
+    if result.fp16_onnx is not None:
+        candidates.append(("fp16", result.fp16_onnx))
+    candidates.append((f"int8-{method}", result.int8_onnx))
     found = matching_search(result.fp32_onnx, result.cache, eval_hash)
     if found is None:
         return DefaultVariants(candidates, result.cache)
@@ -359,6 +358,8 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         else describe_model(inputs.model, inputs.error_unit)
     )
     if not candidates:
+        if given is None or inputs.calib_set is None:  # ``check`` refused this already
+            raise WorkbenchError("give --model and --calib-set to build FP32/FP16/INT8 variants")
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
         log(
             f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({inputs.method})"

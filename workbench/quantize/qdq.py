@@ -47,7 +47,7 @@ def weight_channel_axis(op: str, slot: int, ndim: int, attrs: dict) -> int:
     return ndim - 1 if slot == 1 else max(0, ndim - 2)
 
 
-def scales_in(amax: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def scales_in(amax: np.ndarray | np.floating, dtype: np.dtype) -> np.ndarray:
     """Symmetric INT8 scales amax / 127 stored in ``dtype``, never below amax / 127 (float16: rounded up)."""
     exact = np.maximum(np.asarray(amax, np.float32), 1e-8) / np.float32(127.0)
     if dtype == np.float32:
@@ -135,11 +135,12 @@ def variant_model(
         place = by_name.get(node.name)
         if node.op not in QUANTIZABLE_OPS or place is None or place.precision != "int8":
             continue
+        ctype = place.compute_type or "fp32"  # an INT8 placement always names its float side
         for slot, tensor in enumerate(node.inputs[:2]):
             if isinstance(tensor, gs.Constant):
-                int8_weights.append((node, slot, tensor, place.compute_type))
+                int8_weights.append((node, slot, tensor, ctype))
             elif tensor.name in amax:
-                int8_acts.setdefault((tensor.name, place.compute_type), []).append((node, slot))
+                int8_acts.setdefault((tensor.name, ctype), []).append((node, slot))
             else:
                 missing.append(tensor.name)
     if missing:

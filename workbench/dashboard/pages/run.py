@@ -236,7 +236,7 @@ def analysis_inputs(
     backend: str = DEFAULT_BACKEND,
 ) -> compare.CompareInputs | search.SearchInputs:
     """Inputs of the ``compare`` job (layer table + sensitivity) or the ``search`` job (mixed plan)."""
-    shared = {
+    shared: dict[str, Any] = {  # the fields both jobs' inputs share (each dataclass checks its own)
         "model": model,
         "calib_set": calib,
         "method": method,
