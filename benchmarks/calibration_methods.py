@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs import calibrate
     from workbench.jobs.prepare import prepare
-    from workbench.jobs.search import run_search
+    from workbench.jobs.search import SearchSettings, run_search
     from workbench.model.loading import model_hash
     from workbench.quantize.plan import FP32, PrecisionPlan, quantizable_nodes
     from workbench.resources import demo_model_dir
@@ -245,13 +245,15 @@ def main(argv: list[str] | None = None) -> int:
             t0, c0 = time.perf_counter(), cpu_seconds()
             found = run_search(
                 prepared,
-                calib,
-                gates,
-                refine=0,
-                resamples=args.resamples,
-                signoff_set=evalset,
-                threads=args.threads,
-                progress=False,
+                SearchSettings(
+                    calib,
+                    gates,
+                    refine=0,
+                    resamples=args.resamples,
+                    signoff_set=evalset,
+                    threads=args.threads,
+                    progress=False,
+                ),
                 log=lambda m: print(f"   {m}", flush=True),
             ).data
             best = found["found"]
