@@ -260,8 +260,8 @@ def test_constant_beyond_fp16_keeps_its_reader(tmp_path, speech_like) -> None:
 
 
 def test_signoff_fails_a_candidate_with_an_overflow_and_names_it(planted_file, tmp_path, speech_like) -> None:
+    from workbench.evaluate.added_checks import add_overflow_checks
     from workbench.evaluate.gates import Verdict
-    from workbench.jobs.signoff import add_overflow_checks
 
     plain = build_variant(planted_file, {}, FP16, tmp_path / "plain.onnx")
     reports = {

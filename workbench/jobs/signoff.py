@@ -44,7 +44,8 @@ from workbench.compare.outputs import SENSITIVITY_FORMAT
 from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
-from workbench.evaluate.gates import Check, GateConfig, Verdict, judge
+from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
+from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import transcribe
@@ -168,21 +169,10 @@ def engine_settings(utts: list[Utterance], latency: LatencyConfig | None) -> Bui
     )
 
 
-def check_engine(engine: Path, onnx_path: Path) -> EnginePrecisionCheck:
+def inspect_engine_precisions(engine: Path, onnx_path: Path) -> EnginePrecisionCheck:
     """The engine's per-layer precisions (inspector, detailed verbosity) against the plan in its ONNX graph."""
     plan = {node: precision for node, _, precision in precisions_of_onnx(onnx_path)}
     return check_plan(parse_engine_information(engine_information(engine), f"inspector of {engine}"), plan)
-
-
-def engine_check(result: EnginePrecisionCheck) -> Check:
-    """The engine-precision result as a gate check (FAIL lists the layers)."""
-    bad = (
-        len(result.int8_fallback)
-        + len(result.fp16_mismatch)
-        + len(result.fp32_mismatch)
-        + len(result.not_found)
-    )
-    return Check("engine precisions", float(bad), 0.0, result.passed, result.summary())
 
 
 def overflow_reports(
@@ -202,23 +192,6 @@ def overflow_reports(
         reports[name] = check_overflow(Path(path), clips, prepare=prepare)
         log(f"[{name}] {reports[name].summary()}")
     return reports
-
-
-def add_overflow_checks(verdicts: list[Verdict], reports: dict[str, OverflowReport]) -> None:
-    """A candidate with inf/NaN anywhere on the calibration set fails, the overflow named in its reasons."""
-    for verdict in verdicts:
-        report = reports.get(verdict.candidate)
-        if report is None:
-            continue
-        verdict.add(
-            Check(
-                "overflow",
-                float(len(report.overflows) + report.output_clips_nonfinite),
-                0.0,
-                report.clean,
-                report.summary(),
-            )
-        )
 
 
 def resolve_model(candidates: list[tuple[str, Path]], given: ModelDescription | None) -> ModelDescription:
@@ -406,9 +379,9 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     add_overflow_checks(verdicts, overflow)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
-        engine_checks = {n: check_engine(factory.engine_of(p), p) for n, p in candidates}
+        engine_checks = {n: inspect_engine_precisions(factory.engine_of(p), p) for n, p in candidates}
         for verdict in verdicts:
-            verdict.add(engine_check(engine_checks[verdict.candidate]))
+            verdict.add(engine_precision_check(engine_checks[verdict.candidate]))
     decision = decide(
         verdicts,
         latencies,
