@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from workbench.backends.tensorrt.inspector import EnginePrecisionCheck
-from workbench.evaluate.gates import Check, Verdict
+from workbench.evaluate.gates import CandidateVerdict, Check
 
 
 class OverflowResult(Protocol):
@@ -52,7 +52,7 @@ def overflow_check(report: OverflowResult) -> Check:
     )
 
 
-def add_overflow_checks(verdicts: list[Verdict], reports: Mapping[str, OverflowResult]) -> None:
+def add_overflow_checks(verdicts: list[CandidateVerdict], reports: Mapping[str, OverflowResult]) -> None:
     """A candidate with inf/NaN anywhere on the calibration set fails, the overflow named in its reasons."""
     for verdict in verdicts:
         report = reports.get(verdict.candidate)
