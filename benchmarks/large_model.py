@@ -188,7 +188,7 @@ def step_calibrate(args: argparse.Namespace) -> None:
             "calibrate",
             "--model",
             str(p["model"]),
-            "--set",
+            "--calib-set",
             str(p["calib"]),
             "--method",
             args.method,

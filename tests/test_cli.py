@@ -56,6 +56,17 @@ def test_every_verb_has_help(verb, capsys):
     assert exit_info.value.code == 0 and f"python -m workbench {verb}" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("verb", ["calibrate", "build", "compare", "search", "signoff"])
+def test_calib_set_is_the_one_name_and_set_its_alias(verb):
+    """Every verb that reads a calibration set takes ``--calib-set``; ``--set`` means the same."""
+    required = {"build": ["--onnx", "model.onnx"], "signoff": ["--eval-set", "my-eval"]}.get(verb, [])
+    parser = _verbs()[verb]
+    canonical = parser.parse_args([*required, "--calib-set", "my-calib"])
+    alias = parser.parse_args([*required, "--set", "my-calib"])
+    assert canonical.calib_set == alias.calib_set == "my-calib"
+    assert "--calib-set" in parser.format_help()
+
+
 def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
     proc = _run("data", "show", "no-such-set")
     assert proc.returncode == 1

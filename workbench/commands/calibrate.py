@@ -20,7 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the demo model shipped in the package)",
     )
     parser.add_argument(
-        "--set", default="demo-calib", help="calibration set name under calib_sets/ or a path"
+        "--calib-set",
+        "--set",
+        dest="calib_set",
+        default="demo-calib",
+        help="calibration set name under calib_sets/ or a path",
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--method", default="entropy", choices=METHODS)
@@ -61,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     result = calibrate.run(
         calibrate.CalibrateInputs(
             args.model,
-            args.set,
+            args.calib_set,
             MethodSpec(args.method, args.percentile, args.bins),
             engines=args.engines,
             ort_cpu=args.ort_cpu,

@@ -20,7 +20,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the demo model shipped in the package)",
     )
     parser.add_argument(
-        "--calib-set", default="demo-calib", help="calibration set name under calib_sets/ or a path"
+        "--calib-set",
+        "--set",
+        dest="calib_set",
+        default="demo-calib",
+        help="calibration set name under calib_sets/ or a path",
     )
     parser.add_argument(
         "--method", default="entropy", help="calibration method (entropy, max, percentile, mse)"

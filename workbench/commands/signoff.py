@@ -35,7 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--method", default="entropy", help="calibration method for the built INT8 variant")
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
-    parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
+    parser.add_argument(
+        "--calib-set", "--set", dest="calib_set", help="calibration set (recorded in provenance)"
+    )
     parser.add_argument(
         "--model",
         help="model folder or hub id (default: the model the candidates name in their "

@@ -73,7 +73,7 @@ def _state(path: Path, cache: cache_mod.CalibrationCache, set_name: str | None) 
     if set_name is None:
         return "reusable", "matches its ONNX model; its calibration set is not under calib_sets/ now"
     return "reusable", (
-        f"calibrate --set {set_name} --method {cache.keys.get('method')} on this model "
+        f"calibrate --calib-set {set_name} --method {cache.keys.get('method')} on this model "
         "reuses it (every provenance key matches)"
     )
 

@@ -27,7 +27,7 @@ def render() -> None:
     if not caches:
         ui.empty_state(
             "calibration runs",
-            "python -m workbench calibrate --set demo-calib --method entropy",
+            "python -m workbench calibrate --calib-set demo-calib --method entropy",
             f"Runs live in `{roots.engines}/<model hash>/` (FP32 ONNX, caches, INT8 variants).",
         )
         return
