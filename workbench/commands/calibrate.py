@@ -7,7 +7,7 @@ from pathlib import Path
 
 from workbench.calibration.methods import METHODS
 from workbench.commands.options import add_backend_argument, print_lines
-from workbench.config import ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
+from workbench.config import DEFAULT_METHOD, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="calibration set name under calib_sets/ or a path",
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
-    parser.add_argument("--method", default="entropy", choices=METHODS)
+    parser.add_argument("--method", default=DEFAULT_METHOD, choices=METHODS)
     parser.add_argument("--percentile", type=float, default=99.99)
     parser.add_argument("--bins", type=int, default=2048, help="histogram bins (TensorRT uses 2048)")
     parser.add_argument(

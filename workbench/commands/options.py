@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from workbench.config import BACKENDS, DEFAULT_BACKEND
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
@@ -27,7 +27,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         help="calibration set name under calib_sets/ or a path",
     )
     parser.add_argument(
-        "--method", default="entropy", help="calibration method (entropy, max, percentile, mse)"
+        "--method", default=DEFAULT_METHOD, help="calibration method (entropy, max, percentile, mse)"
     )
     parser.add_argument("--cache", type=Path, help="calibration cache to use (checked against the model)")
     parser.add_argument(

@@ -41,7 +41,13 @@ from workbench.backends.tensorrt.profile import samples_from_durations
 from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
 from workbench.compare.outputs import SENSITIVITY_FORMAT
-from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT
+from workbench.config import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    DEFAULT_METHOD,
+    DEFAULT_TARGET,
+    OUTSIDE_PROFILE_DEFAULT,
+)
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
@@ -78,7 +84,7 @@ class SignoffInputs:
     model: Path | str | ModelDescription | None = None  # folder, hub id or description; None: the model the
     # candidates name in their metadata
     calib_set: SpeechSet | str | Path | None = None
-    method: str = "entropy"  # calibration method of the built INT8 variant
+    method: str = DEFAULT_METHOD  # calibration method of the built INT8 variant
     cache: Path | None = None
     gates: GateConfig = field(default_factory=GateConfig)
     latency: LatencyConfig | None = field(default_factory=LatencyConfig)
@@ -133,7 +139,7 @@ class DefaultVariants:
 def build_default_variants(
     model: Path | str | ModelDescription,
     calib_set: str | Path,
-    method: str = "entropy",
+    method: str = DEFAULT_METHOD,
     root: Path | None = None,
     eval_hash: str | None = None,
     calib_root: Path | None = None,
