@@ -49,7 +49,7 @@ class CompareInputs(AnalysisInputs):
 
 
 @dataclass
-class CompareOutputs:
+class CompareResult:
     """Files written, and the layer table / sensitivity ranking records (None when not run)."""
 
     files: dict[str, Path] = field(default_factory=dict)
@@ -82,7 +82,7 @@ def check(inputs: CompareInputs) -> None:
     inputs.check()
 
 
-def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareOutputs:
+def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareResult:
     """Check the user's files, prepare the FP32 ONNX + cache, write the layer table and sensitivity ranking."""
     check(inputs)
     plan = PrecisionPlan.load(inputs.plan) if inputs.plan else None
@@ -151,7 +151,7 @@ def run_compare(
     progress: bool = True,
     log: Callable[[str], None] = print,
     backend: str = DEFAULT_BACKEND,
-) -> CompareOutputs:
+) -> CompareResult:
     """Layer table and/or sensitivity ranking on ``per_condition`` clips of each condition of ``clips_set``."""
     if not layers and not sensitivity:
         raise WorkbenchError("nothing to do: both the layer comparison and the sensitivity ranking are off")
@@ -164,7 +164,7 @@ def run_compare(
         "backend": backend,
         "device": device_of(backend),
     }
-    result = CompareOutputs()
+    result = CompareResult()
     if layers:
         name, path, cand_plan = _candidate(prepared, candidate, plan, candidate_name)
         log(f"layer comparison: fp32 vs {name} on {len(clips)} clips of {clips_set.name}")

@@ -88,7 +88,7 @@ def check(inputs: SearchInputs) -> None:
     inputs.check()
 
 
-def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchOutputs:
+def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchJobResult:
     """Check the options and sets, prepare the FP32 ONNX + cache, search, write the record and the found plan."""
     check(inputs)  # the sets are read before the model is loaded or calibrated, so a bad set fails at once
     dev_set = named_set(inputs.dev_set, "dev", inputs.calib_root)
@@ -145,7 +145,7 @@ def sensitivity_mismatches(data: dict[str, Any], prepared: Prepared) -> list[str
 
 
 @dataclass
-class SearchOutputs:
+class SearchJobResult:
     """Files written and the search record (``workbench-search/1``)."""
 
     files: dict[str, Path]
@@ -179,7 +179,7 @@ def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
 def reuse_or_rank(
     prepared: Prepared,
     default: Path,
-    rank: Callable[[], compare.CompareOutputs],
+    rank: Callable[[], compare.CompareResult],
     log: Callable[[str], None] = print,
 ) -> tuple[Path, dict[str, Any]]:
     """The sensitivity ranking at ``default`` when it matches ``prepared``, else the one ``rank`` computes."""
@@ -228,7 +228,7 @@ class SearchSettings:
 
 def run_search(
     prepared: Prepared, settings: SearchSettings, log: Callable[[str], None] = print
-) -> SearchOutputs:
+) -> SearchJobResult:
     """Find the plan with the most INT8 whose sign-off the dev set predicts to pass the gates (held back by
     ``margin``) with probability ``confidence``; write JSON/CSV, plan and ONNX."""
     s = settings
@@ -274,7 +274,7 @@ def run_search(
         search_outputs.search_csv_rows,
     )
     files.update({"search_json": j, "search_csv": c, "sensitivity_json": Path(sensitivity)})
-    return SearchOutputs(files, data_out)
+    return SearchJobResult(files, data_out)
 
 
 def sensitivity_ranking(
