@@ -470,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.description import describe_model
-    from workbench.model.loading import model_hash
+    from workbench.model.folders import model_hash
     from workbench.speech.profiles import deployment_profile
 
     root = args.work.resolve()

@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.jobs import calibrate
     from workbench.jobs.prepare import prepare
     from workbench.jobs.search import SearchSettings, run_search
-    from workbench.model.loading import model_hash
+    from workbench.model.folders import model_hash
     from workbench.quantize.plan import FP32, PrecisionPlan, quantizable_nodes
     from workbench.resources import demo_model_dir
     from workbench.search.evaluator import DevEvaluator

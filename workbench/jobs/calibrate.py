@@ -25,7 +25,8 @@ from typing import Any
 from workbench import __version__
 from workbench.artifacts import sha256_file
 from workbench.backends.cpu_int8 import int8_weight_type
-from workbench.backends.factory import device_of, ort_providers
+from workbench.backends.devices import device_of
+from workbench.backends.factory import ort_providers
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import convergence as conv
 from workbench.calibration import histograms, kernels
@@ -36,7 +37,8 @@ from workbench.config import DEFAULT_BACKEND, ORT_CPU_WEIGHTS
 from workbench.errors import WorkbenchError
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.export import Parity, export_onnx, parity_check
-from workbench.model.loading import artifact_folder_name, check_model_source, load_model
+from workbench.model.folders import artifact_folder_name
+from workbench.model.loading import check_model_source, load_model
 from workbench.quantize.guard import guard_for_set
 from workbench.quantize.plan import FP16, INT8
 from workbench.quantize.qdq import build_variant

@@ -18,7 +18,8 @@ from typing import Any
 import onnx
 
 from workbench.artifacts import sha256_file
-from workbench.backends.factory import device_of, ort_providers
+from workbench.backends.devices import device_of
+from workbench.backends.factory import ort_providers
 from workbench.compare import outputs
 from workbench.compare.groups import node_groups
 from workbench.compare.layers import compare_layers

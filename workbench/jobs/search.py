@@ -17,7 +17,8 @@ from typing import Any
 import onnx
 
 from workbench.artifacts import read_json_artifact, sha256_file
-from workbench.backends.factory import device_of, ort_providers
+from workbench.backends.devices import device_of
+from workbench.backends.factory import ort_providers
 from workbench.compare import outputs
 from workbench.compare.groups import Group, node_groups
 from workbench.compare.sensitivity import VariantRunner

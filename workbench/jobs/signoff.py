@@ -29,7 +29,8 @@ from typing import Any
 import numpy as np
 
 from workbench.artifacts import read_json_artifact
-from workbench.backends.factory import RunnerFactory, check_backend, device_of
+from workbench.backends.devices import device_of
+from workbench.backends.factory import RunnerFactory, check_backend
 from workbench.backends.tensorrt.builder import BuildSettings
 from workbench.backends.tensorrt.inspector import (
     EnginePrecisionCheck,
