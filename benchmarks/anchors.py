@@ -291,6 +291,7 @@ def made_models(runs: list[dict[str, Any]]) -> list[tuple[str, Path]]:
 
 
 def signoff(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, Any]]):
+    from workbench.console import show_progress
     from workbench.evaluate.latency import LatencyConfig
     from workbench.jobs import signoff as job
 
@@ -308,7 +309,8 @@ def signoff(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, A
         profile_min_s=args.profile.min_s if args.profile else None,
         profile_max_s=args.profile.max_s if args.profile else None,
     )
-    return job.run(inputs, log=lambda m: print(f"   {m}", flush=True))
+    show_progress("   ")  # the sign-off's progress lines, indented under the benchmark's own
+    return job.run(inputs)
 
 
 def judge_demo(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:

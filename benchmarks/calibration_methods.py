@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.artifacts import write_json_atomic
     from workbench.compare.groups import node_groups, plan_for
     from workbench.compare.sensitivity import VariantRunner
+    from workbench.console import show_progress
     from workbench.evaluate.gates import GateConfig
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs import calibrate
@@ -243,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
         if label in search:
             t0, c0 = time.perf_counter(), cpu_seconds()
+            show_progress("   ")  # the search's progress lines, indented under the benchmark's own
             found = run_search(
                 prepared,
                 SearchSettings(
@@ -254,7 +256,6 @@ def main(argv: list[str] | None = None) -> int:
                     threads=args.threads,
                     progress=False,
                 ),
-                log=lambda m: print(f"   {m}", flush=True),
             ).data
             best = found["found"]
             row["search"] = {

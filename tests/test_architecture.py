@@ -17,6 +17,7 @@ PACKAGE = ROOT / "workbench"
 FOUNDATION = {
     "__init__",
     "config",
+    "console",
     "errors",
     "artifacts",
     "optional",

@@ -67,6 +67,29 @@ def test_calib_set_is_the_one_name_and_set_its_alias(verb):
     assert "--calib-set" in parser.format_help()
 
 
+def test_library_log_lines_reach_the_console_once_an_entry_point_shows_them(capsys):
+    """Library modules log (no ``log=print`` callbacks); ``show_progress``, which the CLI calls, prints each
+    message as one line on the standard output of the moment, once however often it is called."""
+    import logging
+
+    from workbench.console import LOGGER, ConsoleHandler, show_progress
+
+    root = logging.getLogger(LOGGER)
+    saved = root.handlers[:], root.level
+    try:
+        for handler in [h for h in root.handlers if isinstance(h, ConsoleHandler)]:
+            root.removeHandler(handler)
+        logging.getLogger("workbench.jobs.search").info("not shown: no entry point asked")
+        assert capsys.readouterr().out == ""
+        show_progress("   ")
+        show_progress("   ")
+        logging.getLogger("workbench.jobs.search").info("dev set demo-calib: 12 utterances")
+        logging.getLogger("workbench.compare.layers").debug("debug lines stay quiet")
+        assert capsys.readouterr().out == "   dev set demo-calib: 12 utterances\n"
+    finally:
+        root.handlers[:], root.level = saved
+
+
 def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
     proc = _run("data", "show", "no-such-set")
     assert proc.returncode == 1

@@ -373,7 +373,6 @@ def test_demo_fp16_and_mixed_variants_pass_the_wer_gates(tmp_path) -> None:
             latency=None,
             resamples=500,
         ),
-        log=lambda _: None,
     ).record
     verdicts = {v["candidate"]: v for v in record["verdicts"]}
     assert verdicts["fp16"]["passed"], verdicts["fp16"]["summary"]

@@ -138,7 +138,7 @@ def tiny_signoff(tmp_path, speech_like, monkeypatch):
             resamples=200,
             **overrides,
         )
-        return run(inputs, log=lambda _: None)
+        return run(inputs)
 
     return signoff
 

@@ -9,6 +9,7 @@ compare job), the strategies of ``workbench.search.strategies`` evaluate plans w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,8 @@ from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.records import Clip
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
 from workbench.speech.store import SpeechSet
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -89,7 +92,7 @@ def check(inputs: SearchInputs) -> None:
     inputs.check()
 
 
-def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchJobResult:
+def run(inputs: SearchInputs) -> SearchJobResult:
     """Check the options and sets, prepare the FP32 ONNX + cache, search, write the record and the found plan."""
     check(inputs)  # the sets are read before the model is loaded or calibrated, so a bad set fails at once
     dev_set = named_set(inputs.dev_set, "dev", inputs.calib_root)
@@ -117,7 +120,6 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchJobRe
             margin=inputs.margin,
             confidence=inputs.confidence,
         ),
-        log,
     )
 
 
@@ -181,16 +183,15 @@ def reuse_or_rank(
     prepared: Prepared,
     default: Path,
     rank: Callable[[], compare.CompareResult],
-    log: Callable[[str], None] = print,
 ) -> tuple[Path, dict[str, Any]]:
     """The sensitivity ranking at ``default`` when it matches ``prepared``, else the one ``rank`` computes."""
     if default.exists():
         try:
             data = load_sensitivity(default, prepared)
-            log(f"reusing sensitivity ranking {default}")
+            logger.info(f"reusing sensitivity ranking {default}")
             return default, data
         except WorkbenchError as exc:
-            log(f"not reusing {default.name}: {exc}")
+            logger.info(f"not reusing {default.name}: {exc}")
     made = rank()
     if made.sensitivity is None:
         raise WorkbenchError("the compare job wrote no sensitivity ranking")
@@ -227,9 +228,7 @@ class SearchSettings:
     confidence: float = SEARCH.confidence
 
 
-def run_search(
-    prepared: Prepared, settings: SearchSettings, log: Callable[[str], None] = print
-) -> SearchJobResult:
+def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     """Find the plan with the most INT8 whose sign-off the dev set predicts to pass the gates (held back by
     ``margin``) with probability ``confidence``; write JSON/CSV, plan and ONNX."""
     s = settings
@@ -237,18 +236,18 @@ def run_search(
     require_utterances(s.dev_set, "dev")
     folder = compare.analysis_folder(prepared, s.out)
     if s.dev_set.name.endswith("-eval"):
-        log(
+        logger.warning(
             f"warning: dev set {s.dev_set.name} looks like an evaluation set; judging the found plan on the same set "
             "in the sign-off would select on the data that judges it"
         )
-    sensitivity, data = sensitivity_ranking(prepared, s, folder, log)
+    sensitivity, data = sensitivity_ranking(prepared, s, folder)
     model = onnx.load(str(prepared.fp32_onnx))
     groups, ranking = ranked_groups(model, data, sensitivity)
     clips = (
         clips_per_condition(s.dev_set, s.dev_per_condition) if s.dev_per_condition else all_clips(s.dev_set)
     )
     evaluator = dev_evaluator(prepared, s, model, clips)
-    log_budget(prepared, s, evaluator, len(clips), log)
+    log_budget(prepared, s, evaluator, len(clips))
     name = search_outputs.mixed_name(prepared.tag, s.dev_set.content_hash)
     result = search_plan(
         ranking,
@@ -258,7 +257,6 @@ def run_search(
         refine=s.refine,
         name=name,
         strategy=s.strategy,
-        log=log,
     )
     nodes = quantizable_nodes(model)
     files: dict[str, Path] = {}
@@ -278,9 +276,7 @@ def run_search(
     return SearchJobResult(files, data_out)
 
 
-def sensitivity_ranking(
-    prepared: Prepared, s: SearchSettings, folder: Path, log: Callable[[str], None] = print
-) -> tuple[Path, dict[str, Any]]:
+def sensitivity_ranking(prepared: Prepared, s: SearchSettings, folder: Path) -> tuple[Path, dict[str, Any]]:
     """The sensitivity file the search ranks groups by: the one given, else a matching one beside the
     analyses, else one the compare job computes now."""
     if s.sensitivity is not None:
@@ -297,10 +293,8 @@ def sensitivity_ranking(
             granularity=s.granularity,
             threads=s.threads,
             progress=s.progress,
-            log=log,
             backend=s.backend,
         ),
-        log,
     )
 
 
@@ -348,13 +342,12 @@ def log_budget(
     s: SearchSettings,
     evaluator: DevEvaluator,
     utterances: int,
-    log: Callable[[str], None] = print,
 ) -> None:
     """The dev set, the budget and what each plan is judged against; the widening when there is one."""
     unit = prepared.description.error_unit.upper()
     gates = s.gates
     speakers = len({u.speaker for u in evaluator.utterances})
-    log(
+    logger.info(
         f"dev set {s.dev_set.name}: {utterances} utterances, {speakers} speakers; "
         f"{unit} budget +{gates.max_wer_delta_points} pts overall, +{gates.max_condition_wer_delta_points} pts per "
         f"condition, judged against +{evaluator.gates.max_wer_delta_points:.2f} / "
@@ -363,7 +356,7 @@ def log_budget(
         + (f" (margin {s.margin:.2f} of each gate)" if s.margin else "")
     )
     if any(f > 1.0 for f in evaluator.widening.values()):
-        log(
+        logger.info(
             "judging dev intervals widened to the sign-off set's speakers: "
             + ", ".join(f"{check} x{f:.2f}" for check, f in evaluator.widening.items())
         )

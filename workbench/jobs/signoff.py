@@ -21,6 +21,7 @@ was given, so the record always names the model that was actually used.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,8 @@ from workbench.speech.profiles import deployment_profile, select_in_profile
 from workbench.speech.records import Utterance
 from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import area_path, default_area
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -185,7 +188,6 @@ def inspect_engine_precisions(engine: Path, onnx_path: Path) -> EnginePrecisionC
 def overflow_reports(
     candidates: list[tuple[str, Path]],
     calib_set: SpeechSet | None,
-    log: Callable[[str], None] = print,
     prepare: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> dict[str, OverflowReport]:
     """Each candidate's inf/NaN check on the calibration set (clips made ``input_values`` by ``prepare``, the
@@ -195,9 +197,9 @@ def overflow_reports(
     clips = [audio for _, audio in calib_set.iter_audio()]
     reports = {}
     for name, path in candidates:
-        log(f"[{name}] overflow check on {len(clips)} clips of {calib_set.name}")
+        logger.info(f"[{name}] overflow check on {len(clips)} clips of {calib_set.name}")
         reports[name] = check_overflow(Path(path), clips, prepare=prepare)
-        log(f"[{name}] {reports[name].summary()}")
+        logger.info(f"[{name}] {reports[name].summary()}")
     return reports
 
 
@@ -325,13 +327,13 @@ def check(
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
-def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
+def run(inputs: SignoffInputs) -> SignoffResult:
     """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
     time and judge every candidate and write report.json/.md/.html."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
-        log(f"note: {note}")
+        logger.info(f"note: {note}")
     given = (
         inputs.model
         if isinstance(inputs.model, ModelDescription) or inputs.model is None
@@ -341,7 +343,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         if given is None or inputs.calib_set is None:  # ``check`` refused this already
             raise WorkbenchError("give --model and --calib-set to build FP32/FP16/INT8 variants")
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
-        log(
+        logger.info(
             f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({inputs.method})"
         )
         built = build_default_variants(
@@ -354,27 +356,27 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         )
         candidates, cache = built.candidates, cache or built.cache
         if built.mixed_note:
-            log(built.mixed_note)
+            logger.info(built.mixed_note)
         if sensitivity_path is None and built.sensitivity is not None:
             sensitivity_path, sensitivity = built.sensitivity, read_sensitivity(built.sensitivity)
         check_candidates(candidates)
     model = resolve_model(candidates, given).with_error_unit(inputs.error_unit)
-    log(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
+    logger.info(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
     names = [n for n, _ in candidates]
     machine = machine_info()
-    overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, log, model.prepare)
+    overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, model.prepare)
     factory = RunnerFactory(
         inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency)
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
     for name in names:
-        log(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}")
+        logger.info(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}")
         hyps[name] = transcribe(runners[name], (eval_set.audio(u) for u in utts), model, name).texts
     latencies = {}
     if inputs.latency:
         buckets = bucket_clips(eval_set)
-        log(
+        logger.info(
             f"timing {', '.join(names)} interleaved on {inputs.backend}: batch sizes "
             f"{list(inputs.latency.batch_sizes)} x buckets {list(buckets)}"
         )
