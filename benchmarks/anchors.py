@@ -57,6 +57,7 @@ from anchors_bench.agreement import WHY, agreement_rows, agreement_table, judge 
 from anchors_bench.rows import anchor_rows, skipped_run, table_lines  # noqa: E402
 from anchors_bench.tools import FEEDS, ORT_METHODS  # noqa: E402
 from childproc import run_json_child  # noqa: E402
+from common import load_averages  # noqa: E402
 
 RESULTS = HERE / "results" / "anchors.json"
 RESULTS_BASE = HERE / "results" / "anchors_base.json"
@@ -478,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.work.resolve()
     work = root / "base" if base else root  # the base model's jobs, models and runs apart from the demo's
     args.venv = (args.venv or root / "modelopt-venv").resolve()
-    load_before, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
+    load_before, started = load_averages(), time.perf_counter()
     args.sets_root = root / "calib_sets"
     calib, evalset = build_sets(root)
     args.profile = deployment_profile(calib.card, [u.duration_s for u in calib.utterances])[
@@ -506,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     judged = (
         judge_base(args, evalset, fp32, runs) if base else judge_demo(args, work, calib, evalset, fp32, runs)
     )
-    load_after = [round(x, 2) for x in os.getloadavg()]
+    load_after = load_averages()
     print("\n" + "\n".join(judged["table"]))
     print(f"\nload average before {load_before}, after {load_after} (shared machine: times are indicative)")
     subject = "the random-weight Wav2Vec2-base (hidden 768, 12 layers)" if base else "the demo model"
