@@ -285,7 +285,6 @@ def test_layer_table_rows_in_graph_order_and_error_starts_at_the_planted_layer(
         sensitivity=False,
         out=tmp_path,
         progress=False,
-        log=lambda _: None,
     )
     data = out.layers
     rows = data["rows"]

@@ -160,6 +160,9 @@ BACKENDS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt")
 DEFAULT_BACKEND = "ort-cpu"
 DEFAULT_TARGET = "tensorrt"
 
+# The calibration method when none is given: TensorRT's entropy (KL divergence) calibration.
+DEFAULT_METHOD = "entropy"
+
 
 @dataclass(frozen=True)
 class VerdictConfig:

@@ -17,7 +17,13 @@ import datetime as _dt
 from pathlib import Path
 
 from workbench.commands.options import add_backend_argument, add_error_unit, print_lines
-from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
+from workbench.config import (
+    BACKENDS,
+    DEFAULT_METHOD,
+    DEFAULT_TARGET,
+    OUTSIDE_PROFILE_DEFAULT,
+    OUTSIDE_PROFILE_POLICIES,
+)
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.values import parse_positive_ints
@@ -33,9 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an ONNX candidate (repeat; the first is the FP32 baseline); without it, "
         "FP32/FP16/INT8 are built from --model and --calib-set",
     )
-    parser.add_argument("--method", default="entropy", help="calibration method for the built INT8 variant")
+    parser.add_argument(
+        "--method", default=DEFAULT_METHOD, help="calibration method for the built INT8 variant"
+    )
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
-    parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
+    parser.add_argument(
+        "--calib-set", "--set", dest="calib_set", help="calibration set (recorded in provenance)"
+    )
     parser.add_argument(
         "--model",
         help="model folder or hub id (default: the model the candidates name in their "

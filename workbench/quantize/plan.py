@@ -140,6 +140,11 @@ class PrecisionPlan:
         if self.rest not in FLOAT_TYPES:
             raise WorkbenchError(f"plan {self.name!r}: rest {self.rest!r} is not one of {FLOAT_TYPES}")
 
+    @property
+    def rest_type(self) -> str:
+        """``rest`` as ``__post_init__`` settled it: always one of the float types."""
+        return self.rest or ("fp32" if self.default == "fp32" else "fp16")
+
     def precision_of(self, node: str) -> str:
         return self.overrides.get(node, self.default)
 
@@ -166,7 +171,9 @@ class PrecisionPlan:
         if node.op_type in QUANTIZABLE_OPS:
             precision = self.precision_of(node.name)
             if precision == "int8":  # integer arithmetic; the guard can only widen its float side
-                return Placement(node.name, node.op_type, "int8", "fp32" if reason else self.rest, reason)
+                return Placement(
+                    node.name, node.op_type, "int8", "fp32" if reason else self.rest_type, reason
+                )
             if reason:
                 return Placement(node.name, node.op_type, "fp32", "fp32", reason)
             return Placement(node.name, node.op_type, precision, precision)
@@ -174,7 +181,7 @@ class PrecisionPlan:
             return Placement(node.name, node.op_type, NO_FLOAT, None)
         if reason:
             return Placement(node.name, node.op_type, "fp32", "fp32", reason)
-        return Placement(node.name, node.op_type, self.rest, self.rest)
+        return Placement(node.name, node.op_type, self.rest_type, self.rest_type)
 
     def placements(self, model: onnx.ModelProto, types: dict[str, int] | None = None) -> list[Placement]:
         """Every node of ``model`` (graph order) under this plan. A Constant node holding a float follows its

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import signal
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -176,7 +176,7 @@ def _gets_noisy_copy(rec: Utterance, cfg: ImportConfig) -> bool:
 
 def ordered_map(
     fn: Callable[[Entry], _Outcome], items: Iterable[Entry], workers: int, window: int, context: _Context
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     """``fn`` over ``items`` in worker processes, results in input order, at most ``window`` in flight.
 
     Closing the iterator early cancels what has not started and waits for what has.
@@ -293,7 +293,7 @@ def import_set(
         _remove_unlisted_audio(tmp, {rec.audio for rec, _ in stored})
         derived = cfg.profile is None
         clean = [rec.duration_s for rec, _ in stored]
-        profile = derive_profile(clean) if derived else cfg.profile
+        profile = cfg.profile if cfg.profile is not None else derive_profile(clean)
         for rec, _ in stored:
             rec.bucket = profile.bucket_of(rec.duration_s)
         fit = profile_fit(clean + outside, profile)

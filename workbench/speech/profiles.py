@@ -140,7 +140,7 @@ def deployment_profile(
     """The profile the deployed engine accepts, and where it comes from.
 
     Explicit seconds win; else the calibration set's recorded profile; else its durations (what
-    ``build --set`` gives the engine); None when there is nothing to go on.
+    ``build --calib-set`` gives the engine); None when there is nothing to go on.
     """
     base, origin = None, ""
     if calib_card is not None:

@@ -73,7 +73,7 @@ def _state(path: Path, cache: cache_mod.CalibrationCache, set_name: str | None) 
     if set_name is None:
         return "reusable", "matches its ONNX model; its calibration set is not under calib_sets/ now"
     return "reusable", (
-        f"calibrate --set {set_name} --method {cache.keys.get('method')} on this model "
+        f"calibrate --calib-set {set_name} --method {cache.keys.get('method')} on this model "
         "reuses it (every provenance key matches)"
     )
 
@@ -177,11 +177,12 @@ def ranges_frame(info: CacheInfo, hists: hist_mod.TensorHistograms | None) -> pd
     names = hists.names if hists is not None else list(amax)
     rows = []
     for i, name in enumerate(names):
-        row = {"position": i, "tensor": name, "amax": float(np.float32(amax.get(name, np.nan)))}
+        chosen = float(np.float32(amax.get(name, np.nan)))
+        row: dict[str, object] = {"position": i, "tensor": name, "amax": chosen}
         if hists is not None:
             k = hists.index(name)
             row["observed max"] = float(hists.amax[k])
-            row["clipped share"] = clipped_share(hists, name, row["amax"])
+            row["clipped share"] = clipped_share(hists, name, chosen)
         rows.append(row)
     return pd.DataFrame(rows)
 
