@@ -353,6 +353,48 @@ def _stored_manifest(ws: Workspace, edit: Callable[[dict], None]) -> list[str]:
     return ["data", "show", str(evil)]
 
 
+def _calibrate_set(ws: Workspace, path: Path) -> list[str]:
+    return ["calibrate", "--model", str(ws.model), "--set", str(path), "--engines", str(ws.engines)]
+
+
+def _changed_set(ws: Workspace, change: Callable[[Path], object]) -> list[str]:
+    """A copy of the calibration set, verified once (its index written), then changed; calibrate uses it."""
+    from workbench.speech.store import load_set
+
+    evil = _copy_set(ws, "evil")
+    load_set(evil)
+    change(evil)
+    return _calibrate_set(ws, evil)
+
+
+def _edit_first_line(folder: Path, edit: Callable[[dict], None]) -> None:
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    edit(first)
+    (folder / "manifest.jsonl").write_text("\n".join([json.dumps(first, sort_keys=True)] + lines[1:]) + "\n")
+
+
+def _repeat_first_line(folder: Path) -> None:
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    (folder / "manifest.jsonl").write_text("\n".join(lines + lines[:1]) + "\n")
+
+
+def _first_audio(folder: Path) -> Path:
+    return folder / json.loads((folder / "manifest.jsonl").read_text().splitlines()[0])["audio"]
+
+
+def _swap_first_audio(folder: Path) -> None:
+    """Another clip's FLAC copied over the first, its modification time kept (cp -p)."""
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    shutil.copy2(folder / json.loads(lines[1])["audio"], _first_audio(folder))
+
+
+def _link_first_audio(folder: Path, outside: Path) -> None:
+    audio = _first_audio(folder)
+    shutil.move(audio, outside / audio.name)
+    audio.symlink_to(outside / audio.name)
+
+
 def _folder_source(ws: Workspace, transcript: bytes, table: bytes | None = None) -> list[str]:
     from conftest import _speech_like
 
@@ -640,6 +682,65 @@ CASES = [
         "traceback",
         lambda ws: _stored_manifest(ws, lambda u: u.update(duration_s="long")),
         "key 'duration_s': must be a finite number > 0",
+    ),
+    Case(
+        "stored-set-edited-transcript",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _edit_first_line(s, lambda u: u.update(text="SOMETHING ELSE"))),
+        "set evil changed after it was carded",
+    ),
+    Case(
+        "stored-set-repeated-row",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _repeat_first_line(s)),
+        "is listed twice in manifest.jsonl",
+    ),
+    Case(
+        "stored-set-swapped-audio",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _swap_first_audio(s)),
+        "set evil changed after it was carded",
+    ),
+    Case(
+        "stored-set-deleted-audio",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _first_audio(s).unlink()),
+        "listed in its manifest is missing",
+    ),
+    Case(
+        "stored-set-audio-link",
+        "link",
+        lambda ws: _changed_set(ws, lambda s: _link_first_audio(s, ws.outside)),
+        "is a link",
+    ),
+    Case(
+        "stored-set-folder-link",
+        "link",
+        lambda ws: (
+            shutil.copytree(ws.calib, ws.outside / "elsewhere"),
+            (ws.sets / "evil").symlink_to(ws.outside / "elsewhere"),
+            _calibrate_set(ws, ws.sets / "evil"),
+        )[2],
+        "speech set folder",
+    ),
+    Case(
+        "plan-named-like-a-built-variant",
+        "collision",
+        lambda ws: (
+            ws.user("plan.json").write_text('{"name": "INT8", "default": "fp16"}'),
+            [
+                "compare",
+                "--model",
+                str(ws.model),
+                "--calib-set",
+                str(ws.calib),
+                "--engines",
+                str(ws.engines),
+                "--plan",
+                str(ws.user("plan.json")),
+            ],
+        )[1],
+        "the plan's name 'INT8' is reserved",
     ),
     Case(
         "sensitivity-not-an-object",
