@@ -860,6 +860,35 @@ def test_record_paths_are_not_hashed_outside_the_workspace(ws: Workspace, capsys
     assert sha256_file(secret)[:12] not in capsys.readouterr().err
 
 
+def test_a_record_of_the_embedded_model_re_renders_and_is_still_checked(ws: Workspace, capsys) -> None:
+    """A sign-off of the embedded default model records the package's own model folder: ``report`` re-renders
+    it (it was refused as outside the workspace), still refuses it when that folder's hash is not the recorded
+    one, and any other folder of the package stays outside."""
+    from workbench.report.record import artifact_entry
+    from workbench.resources import demo_model_dir
+
+    shipped = artifact_entry("model", demo_model_dir(), "model")
+    again = ["report", "--record", str(ws.record), "--out", str(ws.root / "reports" / "again")]
+
+    def model_entry(entry: dict) -> None:
+        def change(record: dict) -> None:
+            for item in record["provenance"]["artifacts"]:
+                if item["role"] == "model":
+                    item.update(entry)
+
+        rewrite_record(ws.record, change)
+
+    model_entry(shipped)
+    assert main(again) == 0, capsys.readouterr().err
+    assert "verdict:" in capsys.readouterr().out
+    model_entry({**shipped, "sha256": "0" * 64})
+    assert main(again) == 1
+    assert f"model: {shipped['path']} changed" in capsys.readouterr().err
+    model_entry({**shipped, "path": str(demo_model_dir().parent)})
+    assert main(again) == 1
+    assert "lies outside the workspace" in capsys.readouterr().err
+
+
 def test_search_record_paths_outside_the_model_folder_are_ignored(ws: Workspace) -> None:
     """A search JSON naming a plan ONNX outside its model's folder is not offered (nor hashed) to the sign-off."""
     from workbench.search.found import matching_search

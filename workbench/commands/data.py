@@ -99,6 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SET",
         help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)",
     )
+    imp.add_argument(
+        "--skip-implausible",
+        action="store_true",
+        help="evaluation sets: leave out clips that are no plausible utterance (a sample rate no recording has, "
+        "longer than 10 minutes) instead of refusing the import; calibration imports always skip them",
+    )
     imp.add_argument("--seed", type=int, default=0)
     imp.add_argument("--workers", type=int, default=idef.workers, help="decoding processes")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -159,6 +165,7 @@ def _import(args: argparse.Namespace) -> list[str]:
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
         disjoint_from=args.disjoint_from,
+        skip_implausible=args.skip_implausible,
     )
     inputs = import_set.ImportInputs(config, progress=not args.no_progress, **_source_fields(args))
     return import_set.run(inputs).lines()

@@ -246,7 +246,11 @@ class PrecisionPlan:
 FP32 = PrecisionPlan("fp32", "fp32")
 FP16 = PrecisionPlan("fp16", "fp16")
 INT8 = PrecisionPlan("int8", "int8")
-BUILT_PLANS = (FP32, FP16, INT8)  # the plans the workbench builds itself; their names name its own variant files
+BUILT_PLANS = (
+    FP32,
+    FP16,
+    INT8,
+)  # the plans the workbench builds itself; their names name its own variant files
 
 
 def check_user_plan_name(plan: PrecisionPlan, option: str = "--plan") -> None:

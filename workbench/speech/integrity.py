@@ -24,10 +24,10 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from workbench.artifacts import sha256_file, write_text_atomic
+from workbench.artifacts import SET_INDEX, sha256_file, write_text_atomic
 from workbench.errors import WorkbenchError
 
-INDEX = "index.json"
+INDEX = SET_INDEX
 INDEX_FORMAT = "workbench-set-index/1"
 Stamp = list[int]  # size, mtime_ns, ctime_ns, inode
 
