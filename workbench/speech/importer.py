@@ -304,7 +304,7 @@ def import_set(
         derived = cfg.profile is None
         clean = [rec.duration_s for rec, _ in stored]
         far: list[int] = []
-        if derived:
+        if cfg.profile is None:
             profile, far = robust_profile(clean, _PLAUSIBLE.profile_outlier_factor)
         else:
             profile = cfg.profile

@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import soundfile as sf
 
@@ -93,7 +94,8 @@ def recard_set(name_or_path: str | Path, root: Path | None = None) -> Recarded:
         for s in card["skipped"]
         if isinstance(s, dict)
     ]
-    checks = card.get("checks") if isinstance(card.get("checks"), dict) else {}
+    recorded = card.get("checks")
+    checks: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     new_card = build_card(speech_set.utterances, new, made, skipped, checks, card.get("profile"))
     index_files(speech_set.path, hashes)
     write_json_atomic(speech_set.path / CARD, new_card)
