@@ -103,3 +103,17 @@ def test_evaluation_import_refuses_implausible_files_unless_told_to_skip(folder,
     assert main(_import(folder, "eval", "--skip-implausible")) == 0
     assert "left out 3 file(s)" in capsys.readouterr().out
     assert len(load_set(folder.parent / "sets" / "eval").utterances) == 9
+
+
+def test_a_built_pair_skips_implausible_files_and_outliers_with_reasons(folder, capsys) -> None:
+    root = folder.parent / "sets"
+    args = ["data", "build", "--source", "folder", "--path", str(folder), "--root", str(root), "--name", "b"]
+    assert main([*args, "--calib-per-condition", "2", "--eval-per-condition", "2"]) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    assert "left out as far from the median duration" in out and "--max-seconds 45" in out
+    calib = load_set(root / "b-calib")
+    reasons = {Path(s["item"]).name: s["reason"] for s in calib.card["skipped"]}
+    assert "sample rate of 1 Hz" in reasons["one_hz.wav"], reasons
+    assert "120.0 min" in reasons["two_hours.flac"]
+    assert "longer than the engine profile's 4.0 s" in reasons["long_talk.wav"]
+    assert card_profile(calib.card).max_s == 4.0
