@@ -61,10 +61,11 @@ def _stamp(path: Path, set_name: str) -> Stamp:
     """``path``'s stat fields; refuses a link, a missing file or anything but a regular file."""
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         raise WorkbenchError(
-            f"set {set_name}: audio file {path} listed in its manifest is missing; {recard_hint(set_name)} "
-            "after removing its line from the manifest"
+            f"set {set_name}: audio file {path} listed in its manifest is missing; restore it, or remove its "
+            f"line from the manifest and re-card the set ('python -m workbench data recard {set_name}'), "
+            "or rebuild the set"
         ) from None
     if stat.S_ISLNK(st.st_mode):
         refuse_link(path, f"set {set_name}: audio file")
