@@ -137,8 +137,9 @@ def _candidate_name(prepared: Prepared, candidate: Path) -> str:
     """A ``--candidate`` file's name in the layer table's file name: its stem, unless that is the built INT8
     variant's while the file is another (its table would overwrite the built one's)."""
     stem = candidate.stem.removeprefix("model.")
-    built = prepared.int8_onnx
-    if stem == f"{INT8.name}-{prepared.tag}" and (built is None or candidate.resolve() != built.resolve()):
+    label = f"{INT8.name}-{prepared.tag}"
+    built = prepared.int8_onnx or prepared.folder / f"model.{label}.onnx"
+    if stem == label and candidate.resolve() != built.resolve():
         return f"candidate-{stem}"
     return stem
 
