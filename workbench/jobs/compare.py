@@ -28,7 +28,7 @@ from workbench.config import DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
 from workbench.inputs.candidates import check_candidate
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
-from workbench.quantize.plan import INT8, PrecisionPlan
+from workbench.quantize.plan import INT8, PrecisionPlan, check_user_plan_name
 from workbench.quantize.qdq import build_variant
 from workbench.speech.select import clips_per_condition
 from workbench.speech.store import SpeechSet
@@ -73,7 +73,7 @@ def check(inputs: CompareInputs) -> None:
     """The input checks that need no model work: the plan file, the candidate, the sets, the shared options.
     ``run`` starts with them; so does the dashboard's Run page before it starts a job."""
     if inputs.plan:
-        PrecisionPlan.load(inputs.plan)
+        check_user_plan_name(PrecisionPlan.load(inputs.plan))
     if inputs.candidate is not None and not Path(inputs.candidate).is_file():
         raise WorkbenchError(
             f"--candidate {inputs.candidate} is not a file; give a quantized ONNX model "
@@ -121,9 +121,11 @@ def _candidate(
     if candidate is not None:
         if not Path(candidate).is_file():
             raise WorkbenchError(f"candidate {candidate} does not exist")
-        return name or Path(candidate).stem.removeprefix("model."), Path(candidate), plan
+        return name or _candidate_name(prepared, Path(candidate)), Path(candidate), plan
+    if plan is not None and plan is not INT8:
+        check_user_plan_name(plan)
     plan = plan or INT8
-    label = f"{plan.name}-{prepared.tag}" if plan.name != "int8" else f"int8-{prepared.tag}"
+    label = f"{plan.name}-{prepared.tag}"
     path = (
         prepared.int8_onnx if plan is INT8 and prepared.int8_onnx else prepared.folder / f"model.{label}.onnx"
     )
@@ -131,6 +133,17 @@ def _candidate(
         plan = plan.with_guard(prepared.guard)
         build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path, with_plan=True)
     return name or label, path, plan.with_guard(prepared.guard)
+
+
+def _candidate_name(prepared: Prepared, candidate: Path) -> str:
+    """A ``--candidate`` file's name in the layer table's file name: its stem, unless that is the built INT8
+    variant's while the file is another (its table would overwrite the built one's)."""
+    stem = candidate.stem.removeprefix("model.")
+    label = f"{INT8.name}-{prepared.tag}"
+    built = prepared.int8_onnx or prepared.folder / f"model.{label}.onnx"
+    if stem == label and candidate.resolve() != built.resolve():
+        return f"candidate-{stem}"
+    return stem
 
 
 def run_compare(

@@ -253,3 +253,19 @@ class PrecisionPlan:
 FP32 = PrecisionPlan("fp32", "fp32")
 FP16 = PrecisionPlan("fp16", "fp16")
 INT8 = PrecisionPlan("int8", "int8")
+BUILT_PLANS = (
+    FP32,
+    FP16,
+    INT8,
+)  # the plans the workbench builds itself; their names name its own variant files
+
+
+def check_user_plan_name(plan: PrecisionPlan, option: str = "--plan") -> None:
+    """Refuse a user's plan whose name is a built plan's (any case: some file systems fold it): its variant,
+    plan file and layer table would overwrite the built model's (``plan int8`` replaced INT8 everywhere)."""
+    reserved = {p.name for p in BUILT_PLANS}
+    if plan.name.lower() in reserved:
+        raise WorkbenchError(
+            f"{option}: the plan's name {plan.name!r} is reserved for the workbench's own "
+            f"{'/'.join(sorted(reserved))} variants; rename it in the plan file (e.g. 'my-{plan.name.lower()}')"
+        )

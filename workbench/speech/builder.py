@@ -24,6 +24,7 @@ from workbench.config import (
     MAJORITY_ACCENT,
     NOISY_CONDITION,
     REVERBERANT_CONDITION,
+    AudioPlausibility,
     EngineProfile,
     SetBuildConfig,
 )
@@ -31,7 +32,7 @@ from workbench.errors import WorkbenchError
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
 from workbench.speech.overlap import disjoint, overlap, overlap_message
-from workbench.speech.profiles import derive_profile, outside_reason, profile_fit, profile_json
+from workbench.speech.profiles import outside_reason, profile_fit, profile_json, robust_profile
 from workbench.speech.records import Clip, Skipped
 from workbench.speech.split import DEV_ROLE, ROLES, partition_speakers, stable_hash
 from workbench.speech.store import SetSpec, SpeechSet, made_record, write_sets
@@ -303,7 +304,9 @@ def build_external_sets(
     derived = cfg.profile is None
     profile = cfg.profile
     if profile is None:
-        profile = derive_profile([c.utterance.duration_s for c in clips]) if clips else EngineProfile()
+        durations = [c.utterance.duration_s for c in clips]
+        factor = AudioPlausibility().profile_outlier_factor  # clips far from the median do not stretch it
+        profile = robust_profile(durations, factor)[0] if clips else EngineProfile()
         cfg = replace(cfg, profile=profile)
     plans = _noise_plans(cfg)
     skipped: dict[str, list[Skipped]] = {r: list(skipped_in) if r == "calib" else [] for r in ROLES}
