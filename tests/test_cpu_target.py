@@ -133,7 +133,7 @@ def test_cpu_target_refuses_what_it_cannot_make_without_writing(tiny_candidates,
 
 
 def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_latency(
-    tiny_sets, tmp_path
+    tiny_sets, tmp_path, monkeypatch
 ) -> None:
     from workbench.evaluate.gates import GateConfig
     from workbench.evaluate.latency import LatencyConfig
@@ -181,4 +181,26 @@ def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_lat
     assert result.recommendation in decision["equally_fast"] and leader in decision["equally_fast"]
     assert any(line.startswith("ort-cpu: int8-max-cpu: ONNX Runtime CPU flavour") for line in lines)
     md = result.paths["markdown"].read_text()
-    assert "Candidates for the target" in md and "int8-dynamic" in md
+    assert "Candidates for the target (ort-cpu)" in md and "int8-dynamic" in md and "left out" in md
+    # the dashboard's Trade-off page shows this target's candidates and where they were timed
+    pytest.importorskip("streamlit")
+    from streamlit.testing.v1 import AppTest
+
+    from workbench.dashboard.paths import ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    at = AppTest.from_string(
+        "from workbench.dashboard.pages import tradeoff\ntradeoff.render()", default_timeout=60
+    )
+    at.query_params["report"] = "cpu"
+    at.run()
+    assert not at.exception
+    shown = "\n".join(str(m.value) for m in at.markdown)
+    assert "Deployment target: **ort-cpu**; measured on ort-cpu" in shown and "picks the winner" in shown
+    assert list(at.dataframe[0].value["candidate"]) == names
+    made = at.dataframe[1].value
+    assert list(made["candidate"]) == [*names, "fp16"] and list(made["made from"])[:3] == [
+        "-",
+        "int8-max",
+        "fp32",
+    ]

@@ -102,6 +102,7 @@ class SignoffInputs:
     profile_max_s: float | None = None
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
     overflow_check: bool = True  # inf/NaN check of every candidate on the calibration set (needs calib_set)
+    as_given: bool = False  # judge the candidates as given, not the files the target runs (quantize.targets)
 
 
 @dataclass
@@ -380,7 +381,8 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         if sensitivity_path is None and built.sensitivity is not None:
             sensitivity_path, sensitivity = built.sensitivity, read_sensitivity(built.sensitivity)
         check_candidates(candidates)
-    targeted = candidates_for_target(inputs.target, candidates, load_cache(cache).amax() if cache else None)
+    amax = load_cache(cache).amax() if cache else None
+    targeted = candidates_for_target(inputs.target, candidates, amax, as_given=inputs.as_given)
     candidates = targeted.pairs()
     for note in targeted.notes():
         log(f"{inputs.target}: {note}")

@@ -196,11 +196,13 @@ def candidates_for_target(
     candidates: list[tuple[str, Path]],
     amax: dict[str, float] | None = None,
     weights: str = ORT_CPU_WEIGHTS,
+    as_given: bool = False,
 ) -> TargetCandidates:
     """The candidates ``target`` runs, made from ``candidates`` (the baseline first; see the module docstring).
     ``amax``: the activation ranges the Q/DQ candidates were built with (needed for ``ort-cpu`` when a
-    candidate has a plan file); ``weights``: auto, u8 or s8 (``workbench.backends.cpu_int8``)."""
-    if target != CPU_TARGET:
+    candidate has a plan file); ``weights``: auto, u8 or s8 (``workbench.backends.cpu_int8``); ``as_given``:
+    the candidates as they are, whatever the target."""
+    if as_given or target != CPU_TARGET:
         return TargetCandidates(
             target, [TargetCandidate(n, Path(p), None, "as given") for n, p in candidates]
         )
