@@ -204,3 +204,67 @@ def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_lat
         "int8-max",
         "fp32",
     ]
+
+
+# ---------------------------------------------------------------- the search's latency objective
+def test_latency_objective_keeps_the_fastest_passing_plan_and_most_int8_among_equals() -> None:
+    from workbench.evaluate.verdict import Ratio
+    from workbench.search.latency_objective import choose
+
+    def ratio(name: str, low: float, high: float) -> Ratio:
+        return Ratio(name, (low + high) / 2, low, high, 1, 1, 10)
+
+    order = ["k2", "k4", "k8"]
+    int8 = {"k2": 30, "k4": 20, "k8": 10}
+    # k4 is faster than every other beyond the intervals: it wins though k2 has more INT8
+    apart = {"k2": ratio("k2", 0.90, 0.95), "k4": ratio("k4", 0.60, 0.65), "k8": ratio("k8", 0.80, 0.85)}
+    assert choose(order, apart, int8) == ("k4", ["k4"])
+    # k2 and k4 overlap the leader (k4): equally fast, the one with more INT8 wins
+    close = {"k2": ratio("k2", 0.62, 0.70), "k4": ratio("k4", 0.60, 0.66), "k8": ratio("k8", 0.80, 0.85)}
+    assert choose(order, close, int8) == ("k2", ["k2", "k4"])
+
+
+def test_latency_objective_is_refused_where_the_target_does_not_run_here(tmp_path) -> None:
+    from workbench.jobs.search import SearchInputs, check
+
+    with pytest.raises(WorkbenchError, match="latency can be measured here only on ort-cpu"):
+        check(SearchInputs(calib_set=str(tmp_path / "nothing"), latency_target="tensorrt"))
+
+
+def test_search_with_the_latency_objective_times_passing_plans_on_the_cpu(tiny_sets, tmp_path) -> None:
+    from workbench.evaluate.gates import GateConfig
+    from workbench.jobs.search import SearchInputs, run
+    from workbench.model.synthetic import save_random_wav2vec2
+
+    model = save_random_wav2vec2(tmp_path / "tiny", "tiny", seed=0)
+    lines: list[str] = []
+    result = run(
+        SearchInputs(
+            model=model,
+            calib_set=str(tiny_sets.calib.path),
+            method="max",
+            per_condition=1,
+            engines=tmp_path / "engines",
+            calib_root=tiny_sets.calib.path.parent,
+            gates=GateConfig(max_wer_delta_points=100.0, max_condition_wer_delta_points=100.0),
+            resamples=200,
+            refine=0,
+            threads=1,
+            progress=False,
+            latency_target="ort-cpu",
+        ),
+        log=lines.append,
+    )
+    data = result.data
+    timed = data["latency_objective"]
+    passing = [c["name"] for c in data["candidates"] if c["passed"]]
+    assert timed["target"] == "ort-cpu" and timed["timed"] == passing and passing
+    assert set(timed["ratios"]) == {"fp32", *passing} and timed["ratios"]["fp32"]["estimate"] == 1.0
+    chosen = next(c for c in data["candidates"] if c["name"] == timed["chosen"])
+    assert (
+        data["found"]["plan"]["overrides"] == chosen["plan"]["overrides"]
+    )  # the found plan is the chosen one
+    assert timed["chosen"] in timed["equally_fast"]
+    assert all(r["low"] <= r["estimate"] <= r["high"] for r in timed["ratios"].values())
+    assert any(line.startswith("fastest passing plan on ort-cpu") for line in lines)
+    assert any("objective: latency on ort-cpu" in line for line in result.lines())

@@ -10,7 +10,7 @@ compare job), the strategies of ``workbench.search.strategies`` evaluate plans w
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.quantize.qdq import build_variant
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
+from workbench.search.latency_objective import check_latency_target, fastest_passing
 from workbench.search.strategies import describe, search_plan
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
@@ -52,6 +53,7 @@ class SearchInputs(AnalysisInputs):
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
+    latency_target: str | None = None  # choose the passing plan fastest there (search.latency_objective)
 
 
 def check(inputs: SearchInputs) -> None:
@@ -74,6 +76,7 @@ def check(inputs: SearchInputs) -> None:
         )
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
+    check_latency_target(inputs.latency_target)
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
             f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
@@ -114,6 +117,7 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchOutpu
         backend=inputs.backend,
         margin=inputs.margin,
         confidence=inputs.confidence,
+        latency_target=inputs.latency_target,
     )
 
 
@@ -196,6 +200,7 @@ def run_search(
     backend: str = DEFAULT_BACKEND,
     margin: float = SEARCH.margin,
     confidence: float = SEARCH.confidence,
+    latency_target: str | None = None,
 ) -> SearchOutputs:
     """Find the plan with the most INT8 whose sign-off ``dev_set`` predicts to pass ``gates`` (held back by
     ``margin``) with probability ``confidence``; write JSON/CSV, plan and ONNX.
@@ -286,6 +291,21 @@ def run_search(
     result = search_plan(
         ranking, groups, evaluator.evaluate, keep=keep, refine=refine, name=name, strategy=strategy, log=log
     )
+    timed = None
+    if latency_target is not None and result.found is not None:
+        timed = fastest_passing(
+            result,
+            model,
+            prepared.cache.amax(),
+            clips,
+            prepared.description.prepare,
+            latency_target,
+            threads,
+            log=log,
+        )
+        result = replace(result, found=timed.chosen) if timed else result
+        for line in timed.lines() if timed else []:
+            log(line)
     nodes = quantizable_nodes(model)
     files: dict[str, Path] = {}
     found_json = None
@@ -383,6 +403,7 @@ def run_search(
         "per_group_evaluations": len(groups),
         "int8_everywhere_passes": result.int8_everywhere_passes,
         "found": found_json,
+        "latency_objective": timed.to_json() if timed else None,
     }
     j, c = outputs.write_with_csv(
         search_outputs.search_path(folder, prepared.tag, dev_set.content_hash),
@@ -422,6 +443,13 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     if found is None:
         out.append("no plan meets the budget on the dev set (not even every group in FP16)")
         return out
+    if data.get("latency_objective"):
+        chosen = data["latency_objective"]
+        ratio = chosen["ratios"].get(chosen["chosen"], {})
+        out.append(
+            f"objective: latency on {chosen['target']}; the fastest passing plan is x{ratio.get('estimate', float('nan')):.3f} "
+            f"FP32 [{ratio.get('low', float('nan')):.3f}, {ratio.get('high', float('nan')):.3f}] at batch {ratio.get('batch')}"
+        )
     out.append(
         f"found plan {found['name']}: INT8 share {found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv nodes, "
         f"{len(found['fp16_groups'])} groups kept in FP16"
