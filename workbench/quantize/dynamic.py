@@ -14,6 +14,7 @@ FP32 file's hash, the tool and its version, the settings), so a sign-off record 
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 
@@ -42,12 +43,16 @@ def build_dynamic(fp32_path: Path, out_path: Path, weights: str = "u8", reason: 
     source = onnx.load(str(fp32_path))
     with tempfile.TemporaryDirectory(prefix="dynamic-int8-") as tmp:
         written = Path(tmp) / "dynamic.onnx"
-        quantize_dynamic(
-            source,
-            written,
-            op_types_to_quantize=list(OP_TYPES),
-            weight_type=QuantType.QUInt8 if weights == "u8" else QuantType.QInt8,
-        )
+        logging.disable(logging.WARNING)  # its advice to run ORT's pre-processing script, on every call
+        try:
+            quantize_dynamic(
+                source,
+                written,
+                op_types_to_quantize=list(OP_TYPES),
+                weight_type=QuantType.QUInt8 if weights == "u8" else QuantType.QInt8,
+            )
+        finally:
+            logging.disable(logging.NOTSET)
         model = onnx.load(str(written))
     how = {
         "tool": "onnxruntime.quantization.quantize_dynamic",
