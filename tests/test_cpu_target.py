@@ -24,7 +24,7 @@ from workbench.errors import WorkbenchError
 from workbench.quantize.metadata import made_of
 from workbench.quantize.plan import FP16, INT8, PrecisionPlan, precisions_of_onnx, quantizable_nodes
 from workbench.quantize.qdq import build_variant
-from workbench.quantize.targets import FP16_LEFT_OUT, candidates_for_target, has_fp16
+from workbench.quantize.targets import FP16_LEFT_OUT, candidates_for_target, check_target_inputs, has_fp16
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +73,11 @@ def test_cpu_target_judges_fp32_the_cpu_flavours_and_dynamic_int8(tiny_candidate
     for cand in made.candidates[1:3]:
         model = onnx.load(str(cand.path))
         assert not has_fp16(model)  # FP32 between the islands: nothing in FP16 on the CPU
-        assert cand.path.parent == work and cand.path.name.endswith(f".ort-cpu-{weights}.onnx")
         made_from, how = made_of(cand.path)
         assert made_from == sha256_file(sources[cand.made_from])
+        assert cand.path.parent == work and cand.path.name.endswith(
+            f".ort-cpu-{weights}-{made_from[:12]}.onnx"
+        )
         assert how["weights"] == weights and how["weights_reason"] == why and how["plan"]["rest"] == "fp32"
         ops = Counter(n.op_type for n in model.graph.node)
         assert ops["DequantizeLinear"] > 0
@@ -92,6 +94,15 @@ def test_cpu_target_judges_fp32_the_cpu_flavours_and_dynamic_int8(tiny_candidate
     assert made_from == sha256_file(candidates[0][1]) and how["tool"].endswith("quantize_dynamic")
     assert how["weight_type"] == ("QUInt8" if weights == "u8" else "QInt8")
     assert any("dynamic INT8" in n for n in made.notes()) and any("fp16 left out" in n for n in made.notes())
+    # made again from the same files: reused as they are, not rewritten
+    stamps = {c.name: c.path.stat().st_mtime_ns for c in made.candidates}
+    again = candidates_for_target("ort-cpu", candidates, amax)
+    assert again == made and {c.name: c.path.stat().st_mtime_ns for c in again.candidates} == stamps
+    # other ranges (another cache): the flavour is made again, the dynamic quantization (no ranges) is not
+    other = candidates_for_target("ort-cpu", candidates, {k: v * 2 for k, v in amax.items()})
+    assert other.candidates[1].path.stat().st_mtime_ns != stamps["int8-cpu"]
+    assert other.candidates[3].path.stat().st_mtime_ns == stamps["int8-dynamic"]
+    candidates_for_target("ort-cpu", candidates, amax)  # the module's other tests read the first ranges'
 
 
 def test_cpu_flavour_computes_what_the_tensorrt_bound_graph_computes(tiny_candidates) -> None:
@@ -124,6 +135,10 @@ def test_cpu_target_refuses_what_it_cannot_make_without_writing(tiny_candidates,
     _, candidates, _, _ = tiny_candidates
     with pytest.raises(WorkbenchError, match="give that cache as --cache"):
         candidates_for_target("ort-cpu", candidates[:1] + candidates[2:3], None)
+    with pytest.raises(WorkbenchError, match="give that cache as --cache"):  # before any model work
+        check_target_inputs("ort-cpu", candidates, has_ranges=False)
+    check_target_inputs("ort-cpu", candidates, has_ranges=False, as_given=True)
+    check_target_inputs("tensorrt", candidates, has_ranges=False)
     # a Q/DQ file with FP16 in it and no plan beside it: which nodes are FP16 on purpose is unknown
     lone = tmp_path / "lone.int8.onnx"
     lone.write_bytes(candidates[2][1].read_bytes())
@@ -167,7 +182,7 @@ def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_lat
     assert [v["candidate"] for v in record["verdicts"]] == names
     assert set(record["latency"]) == set(names)  # WER and latency on the same candidates
     judged = {a["role"]: a["path"] for a in record["provenance"]["artifacts"]}
-    assert judged["candidate int8-max-cpu"].endswith(".ort-cpu-" + int8_weight_type("auto")[0] + ".onnx")
+    assert ".ort-cpu-" + int8_weight_type("auto")[0] + "-" in judged["candidate int8-max-cpu"]
     assert "candidate int8-max" not in judged and "candidate fp16" not in judged  # the TensorRT-bound graphs
     backend = record["backend"]
     assert backend["target"] == backend["backend"] == "ort-cpu"

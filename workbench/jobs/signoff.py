@@ -58,7 +58,7 @@ from workbench.model.description import ModelDescription, describe_model, descri
 from workbench.model.loading import check_model_source
 from workbench.quantize.overflow import OverflowReport, check_overflow
 from workbench.quantize.plan import precision_counts, precisions_of_onnx
-from workbench.quantize.targets import candidates_for_target
+from workbench.quantize.targets import candidates_for_target, check_target_inputs
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
@@ -331,6 +331,7 @@ def check(
     check_cache_apart(eval_set, inputs.cache)
     if inputs.candidates:
         check_candidates(list(inputs.candidates))
+        check_target_inputs(inputs.target, list(inputs.candidates), inputs.cache is not None, inputs.as_given)
     else:
         if not inputs.calib_set:
             raise WorkbenchError(

@@ -32,10 +32,25 @@ def quantizable_count(model: onnx.ModelProto) -> int:
     return sum(n.op_type in OP_TYPES and len(n.input) > 1 and n.input[1] in inits for n in model.graph.node)
 
 
+def settings(weights: str, reason: str, quantized_nodes: int) -> dict:
+    """How ``build_dynamic`` quantizes (written into the file's metadata; a file made alike is reused)."""
+    import onnxruntime
+
+    return {
+        "tool": "onnxruntime.quantization.quantize_dynamic",
+        "onnxruntime": onnxruntime.__version__,
+        "op_types_to_quantize": list(OP_TYPES),
+        "weight_type": "QUInt8" if weights == "u8" else "QInt8",
+        "per_channel": False,
+        "reduce_range": False,
+        "weights_reason": reason,
+        "quantized_nodes": quantized_nodes,
+    }
+
+
 def build_dynamic(fp32_path: Path, out_path: Path, weights: str = "u8", reason: str = "") -> Path:
     """Write ONNX Runtime's dynamic INT8 quantization of ``fp32_path`` to ``out_path`` (atomically);
     ``weights`` "u8" or "s8" (``workbench.backends.cpu_int8.int8_weight_type``), ``reason`` why."""
-    import onnxruntime
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     if weights not in ("u8", "s8"):
@@ -54,16 +69,7 @@ def build_dynamic(fp32_path: Path, out_path: Path, weights: str = "u8", reason: 
         finally:
             logging.disable(logging.NOTSET)
         model = onnx.load(str(written))
-    how = {
-        "tool": "onnxruntime.quantization.quantize_dynamic",
-        "onnxruntime": onnxruntime.__version__,
-        "op_types_to_quantize": list(OP_TYPES),
-        "weight_type": "QUInt8" if weights == "u8" else "QInt8",
-        "per_channel": False,
-        "reduce_range": False,
-        "weights_reason": reason,
-        "quantized_nodes": quantizable_count(source),
-    }
+    how = settings(weights, reason, quantizable_count(source))
     set_metadata(
         model,
         {**{p.key: p.value for p in source.metadata_props}, **provenance(sha256_file(Path(fp32_path)), how)},

@@ -12,7 +12,7 @@ measured on the files that would be deployed:
   between the islands and in the groups the plan keeps in FP16 (the CPU has no fast FP16 arithmetic),
   laid out so ORT's CPU kernels fuse it, with int8 or uint8 weights as this CPU computes them exactly
   (``workbench.backends.cpu_int8``). It is named ``<name>-cpu`` and written beside the candidate
-  (``<stem>.ort-cpu-<u8|s8>.onnx``). The plan is read from the candidate's ``.plan.json`` (written with
+  (``<stem>.ort-cpu-<u8|s8>-<candidate hash 12>.onnx``; one made alike is reused). The plan is read from the candidate's ``.plan.json`` (written with
   every variant the workbench builds); a Q/DQ candidate without one is flavoured as it is, when it has
   no FP16 in it;
 - ONNX Runtime's dynamic INT8 quantization of the baseline (``workbench.quantize.dynamic``), the usual
@@ -25,17 +25,20 @@ Every file made here carries what it was made from and how (``workbench.quantize
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import onnx
+from google.protobuf.message import DecodeError
 
-from workbench.artifacts import sha256_file, write_bytes_atomic
+from workbench.artifacts import sha256_bytes, sha256_file, write_bytes_atomic
 from workbench.backends.cpu_int8 import int8_weight_type
 from workbench.config import ORT_CPU_WEIGHTS
 from workbench.errors import WorkbenchError
 from workbench.quantize.dynamic import OP_TYPES, build_dynamic, quantizable_count
-from workbench.quantize.metadata import provenance, set_metadata
+from workbench.quantize.dynamic import settings as dynamic_settings
+from workbench.quantize.metadata import made_of, provenance, set_metadata
 from workbench.quantize.ort_cpu import build_cpu_variant, cpu_flavour
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import plan_path
@@ -128,6 +131,21 @@ def cpu_plan(plan: PrecisionPlan) -> PrecisionPlan:
     )
 
 
+def ranges_digest(amax: dict[str, float]) -> str:
+    """SHA-256 of the activation ranges (what a CPU flavour's scales come from)."""
+    return sha256_bytes(json.dumps(sorted(amax.items())).encode())
+
+
+def _reusable(out: Path, made_from: str, how: dict) -> bool:
+    """``out`` exists and says it was made from ``made_from`` exactly as ``how`` says (nothing to rebuild)."""
+    if not out.is_file():
+        return False
+    try:
+        return made_of(out) == (made_from, json.loads(json.dumps(how)))
+    except (OSError, ValueError, DecodeError):  # unreadable or not ONNX: made again
+        return False
+
+
 def cpu_flavour_of(
     name: str,
     path: Path,
@@ -135,52 +153,58 @@ def cpu_flavour_of(
     amax: dict[str, float] | None,
     weights: tuple[str, str],
 ) -> TargetCandidate:
-    """The ONNX Runtime CPU flavour of the Q/DQ candidate ``name`` at ``path`` (see the module docstring)."""
+    """The ONNX Runtime CPU flavour of the Q/DQ candidate ``name`` at ``path`` (see the module docstring),
+    written beside it as ``<stem>.ort-cpu-<weights>-<source hash 12>.onnx``; a file there made alike is reused."""
     path = Path(path)
-    out = path.with_name(f"{path.stem}.ort-cpu-{weights[0]}.onnx")
-    weight_words = f"{'uint8' if weights[0] == 'u8' else 'int8'} weights ({weights[1]})"
-    how = {"tool": "workbench.quantize.ort_cpu", "weights": weights[0], "weights_reason": weights[1]}
     source_hash = sha256_file(path)
+    out = path.with_name(f"{path.stem}.ort-cpu-{weights[0]}-{source_hash[:12]}.onnx")
+    weight_words = f"{'uint8' if weights[0] == 'u8' else 'int8'} weights ({weights[1]})"
+    how: dict = {"tool": "workbench.quantize.ort_cpu", "weights": weights[0], "weights_reason": weights[1]}
     if plan_path(path).is_file():
         if amax is None:
-            raise WorkbenchError(
-                f"--target {CPU_TARGET} builds the CPU flavour of candidate {name} from its plan and the "
-                "calibration cache it was built with: give that cache as --cache"
-            )
+            raise WorkbenchError(missing_ranges_message(name))
         plan = cpu_plan(PrecisionPlan.load(plan_path(path)))
-        how.update(plan=plan.to_json(), plan_file=str(plan_path(path)), baseline=sha256_file(baseline))
-        build_cpu_variant(
-            baseline,
-            amax,
-            plan,
-            out,
-            weights=weights[0],
-            reason=weights[1],
-            metadata=provenance(source_hash, how),
-        )
+        how.update(plan=plan.to_json(), baseline=sha256_file(baseline), ranges=ranges_digest(amax))
+        if not _reusable(out, source_hash, how):
+            build_cpu_variant(
+                baseline,
+                amax,
+                plan,
+                out,
+                weights=weights[0],
+                reason=weights[1],
+                metadata=provenance(source_hash, how),
+            )
         words = f"ONNX Runtime CPU flavour of {name} (its plan, FP32 outside INT8), {weight_words}"
     else:
-        model = onnx.load(str(path))
-        if has_fp16(model):
-            raise WorkbenchError(
-                f"candidate {name} ({path}) mixes INT8 with FP16 and has no plan file beside it "
-                f"({plan_path(path).name}); --target {CPU_TARGET} needs FP32 between the INT8 islands: give "
-                "the variant the workbench built (its plan is written beside it) or an FP32-rest Q/DQ file"
-            )
-        flavoured, _ = cpu_flavour(model, weights[0], weights[1])
-        set_metadata(flavoured, provenance(source_hash, {**how, "plan": "as in the Q/DQ graph"}))
-        write_bytes_atomic(out, flavoured.SerializeToString())
+        how["plan"] = "as in the Q/DQ graph"
+        if not _reusable(out, source_hash, how):
+            model = onnx.load(str(path))
+            if has_fp16(model):
+                raise WorkbenchError(
+                    f"candidate {name} ({path}) mixes INT8 with FP16 and has no plan file beside it "
+                    f"({plan_path(path).name}); --target {CPU_TARGET} needs FP32 between the INT8 islands: "
+                    "give the variant the workbench built (its plan is written beside it) or an FP32-rest "
+                    "Q/DQ file"
+                )
+            flavoured, _ = cpu_flavour(model, weights[0], weights[1])
+            set_metadata(flavoured, provenance(source_hash, how))
+            write_bytes_atomic(out, flavoured.SerializeToString())
         words = f"ONNX Runtime CPU flavour of {name} (its Q/DQ graph as given), {weight_words}"
     return TargetCandidate(f"{name}{CPU_SUFFIX}", out, name, words)
 
 
 def dynamic_of(baseline_name: str, baseline: Path, weights: tuple[str, str]) -> TargetCandidate | None:
-    """ONNX Runtime's dynamic INT8 quantization of the baseline (None when it has no MatMul to quantize)."""
-    if quantizable_count(onnx.load(str(baseline), load_external_data=False)) == 0:
-        return None
+    """ONNX Runtime's dynamic INT8 quantization of the baseline (None when it has no MatMul to quantize),
+    written beside it as ``<stem>.dynamic-int8-<weights>-<baseline hash 12>.onnx``; one made alike is reused."""
     baseline = Path(baseline)
-    out = baseline.with_name(f"{baseline.stem}.dynamic-int8-{weights[0]}.onnx")
-    build_dynamic(baseline, out, weights[0], weights[1])
+    count = quantizable_count(onnx.load(str(baseline), load_external_data=False))
+    if count == 0:
+        return None
+    base_hash = sha256_file(baseline)
+    out = baseline.with_name(f"{baseline.stem}.dynamic-int8-{weights[0]}-{base_hash[:12]}.onnx")
+    if not _reusable(out, base_hash, dynamic_settings(weights[0], weights[1], count)):
+        build_dynamic(baseline, out, weights[0], weights[1])
     return TargetCandidate(
         DYNAMIC_NAME,
         out,
@@ -189,6 +213,25 @@ def dynamic_of(baseline_name: str, baseline: Path, weights: tuple[str, str]) -> 
         f"{'/'.join(OP_TYPES)} weights {'uint8' if weights[0] == 'u8' else 'int8'}, activations "
         "quantized at run time)",
     )
+
+
+def missing_ranges_message(name: str) -> str:
+    return (
+        f"--target {CPU_TARGET} builds the CPU flavour of candidate {name} from its plan and the calibration "
+        "cache it was built with: give that cache as --cache (or --as-given to judge the files as they are)"
+    )
+
+
+def check_target_inputs(
+    target: str, candidates: list[tuple[str, Path]], has_ranges: bool, as_given: bool = False
+) -> None:
+    """The check that needs no model work: for ``ort-cpu``, a candidate with a plan file needs the ranges
+    (the cache) its CPU flavour is built from."""
+    if as_given or target != CPU_TARGET or has_ranges:
+        return
+    for name, path in candidates[1:]:
+        if plan_path(Path(path)).is_file():
+            raise WorkbenchError(missing_ranges_message(name))
 
 
 def candidates_for_target(
