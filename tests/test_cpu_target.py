@@ -22,7 +22,14 @@ from workbench.artifacts import sha256_file
 from workbench.backends.cpu_int8 import int8_weight_type
 from workbench.errors import WorkbenchError
 from workbench.quantize.metadata import made_of
-from workbench.quantize.plan import FP16, INT8, PrecisionPlan, precisions_of_onnx, quantizable_nodes
+from workbench.quantize.plan import (
+    FP16,
+    INT8,
+    PrecisionPlan,
+    precision_counts,
+    precisions_of_onnx,
+    quantizable_nodes,
+)
 from workbench.quantize.qdq import build_variant
 from workbench.quantize.targets import FP16_LEFT_OUT, candidates_for_target, check_target_inputs, has_fp16
 
@@ -90,6 +97,8 @@ def test_cpu_target_judges_fp32_the_cpu_flavours_and_dynamic_int8(tiny_candidate
     dynamic = made.candidates[3]
     ops = Counter(n.op_type for n in onnx.load(str(dynamic.path)).graph.node)
     assert ops["DynamicQuantizeLinear"] > 0 and ops["MatMulInteger"] > 0
+    # its integer MatMuls count as INT8 compute layers (the tie rule and the dashboard's plan view read this)
+    assert precision_counts(dynamic.path)["int8"] == ops["MatMulInteger"]
     made_from, how = made_of(dynamic.path)
     assert made_from == sha256_file(candidates[0][1]) and how["tool"].endswith("quantize_dynamic")
     assert how["weight_type"] == ("QUInt8" if weights == "u8" else "QInt8")
