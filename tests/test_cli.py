@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -196,3 +197,6 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     assert "dev set: demo-dev, held out from calibration and evaluation" in out
     assert list(engines.glob("*/model.int8-percentile-*.onnx")) and list(engines.glob("*/calib-*.cache"))
     assert (engines / "reports" / "demo-signoff" / "report.html").exists() and "verdict" in out
+    cpu = json.loads((engines / "reports" / "demo-signoff-cpu" / "report.json").read_text())
+    assert cpu["backend"]["target"] == "ort-cpu" and "int8-dynamic" in cpu["candidates"]
+    assert "int8-percentile-cpu" in cpu["candidates"] and "fp16" not in cpu["candidates"]

@@ -67,6 +67,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the candidate will be deployed (default tensorrt): latency picks a winner only "
         "when it was measured there; otherwise the verdict is an accuracy sign-off",
     )
+    parser.add_argument(
+        "--as-given",
+        action="store_true",
+        help="judge the candidates as given; without it --target ort-cpu judges what a CPU deployment runs "
+        "(FP32, the ONNX Runtime CPU flavour of every INT8 candidate, ONNX Runtime's dynamic INT8)",
+    )
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
@@ -144,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         backend=args.backend,
         target=args.target,
+        as_given=args.as_given,
         resamples=args.resamples,
         seed=args.seed,
         limit=args.limit,

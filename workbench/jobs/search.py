@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.quantize.qdq import build_variant
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
+from workbench.search.latency_objective import LatencyChoice, check_latency_target, fastest_passing
 from workbench.search.strategies import Candidate, SearchResult, describe, search_plan
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.records import Clip
@@ -57,6 +58,7 @@ class SearchInputs(AnalysisInputs):
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
+    latency_target: str | None = None  # choose the passing plan fastest there (search.latency_objective)
 
 
 def check(inputs: SearchInputs) -> None:
@@ -79,6 +81,7 @@ def check(inputs: SearchInputs) -> None:
         )
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
+    check_latency_target(inputs.latency_target)
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
             f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
@@ -119,6 +122,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             backend=inputs.backend,
             margin=inputs.margin,
             confidence=inputs.confidence,
+            latency_target=inputs.latency_target,
         ),
     )
 
@@ -226,6 +230,7 @@ class SearchSettings:
     backend: str = DEFAULT_BACKEND
     margin: float = SEARCH.margin
     confidence: float = SEARCH.confidence
+    latency_target: str | None = None  # keep the passing plan measured fastest on this target
 
 
 def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
@@ -258,6 +263,21 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
         name=name,
         strategy=s.strategy,
     )
+    timed = None
+    if s.latency_target is not None and result.found is not None:
+        timed = fastest_passing(
+            result,
+            model,
+            prepared.cache.amax(),
+            clips,
+            prepared.description.prepare,
+            s.latency_target,
+            s.threads,
+        )
+        if timed is not None:
+            result = replace(result, found=timed.chosen)
+            for line in timed.lines():
+                logger.info(line)
     nodes = quantizable_nodes(model)
     files: dict[str, Path] = {}
     found_json = None
@@ -266,7 +286,9 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
             prepared, result.found, name, ranking, nodes, model, Path(s.out) if s.out else prepared.folder
         )
         files.update({"plan": Path(found_json["plan_path"]), "onnx": Path(found_json["onnx_path"])})
-    data_out = search_record(prepared, s, evaluator, result, sensitivity, ranking, groups, nodes, found_json)
+    data_out = search_record(
+        prepared, s, evaluator, result, sensitivity, ranking, groups, nodes, found_json, timed
+    )
     j, c = outputs.write_with_csv(
         search_outputs.search_path(folder, prepared.tag, s.dev_set.content_hash),
         data_out,
@@ -403,6 +425,7 @@ def search_record(
     groups: list[Group],
     nodes: list[str],
     found_json: dict[str, Any] | None,
+    timed: LatencyChoice | None = None,
 ) -> dict[str, Any]:
     """The search record (``workbench-search/1``): provenance, budget, dev set, baseline, every candidate."""
     gates, base = s.gates, evaluator.baseline
@@ -459,6 +482,7 @@ def search_record(
         "per_group_evaluations": len(groups),
         "int8_everywhere_passes": result.int8_everywhere_passes,
         "found": found_json,
+        "latency_objective": timed.to_json() if timed else None,
     }
 
 
@@ -512,6 +536,13 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     if found is None:
         out.append("no plan meets the budget on the dev set (not even every group in FP16)")
         return out
+    if data.get("latency_objective"):
+        chosen = data["latency_objective"]
+        ratio = chosen["ratios"].get(chosen["chosen"], {})
+        out.append(
+            f"objective: latency on {chosen['target']}; the fastest passing plan is x{ratio.get('estimate', float('nan')):.3f} "
+            f"FP32 [{ratio.get('low', float('nan')):.3f}, {ratio.get('high', float('nan')):.3f}] at batch {ratio.get('batch')}"
+        )
     out.append(
         f"found plan {found['name']}: INT8 share {found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv nodes, "
         f"{len(found['fp16_groups'])} groups kept in FP16"

@@ -11,7 +11,9 @@ runs on ``backend`` (``workbench.backends.factory``: ort-cpu, ort-cuda, or Tenso
 candidates and checked against their plans with the engine inspector), is transcribed, scored (WER, or CER
 for character languages, with paired bootstrap intervals per condition), timed with the other candidates
 interleaved and judged by the gates; the verdict (``workbench.evaluate.verdict``) picks a winner only from
-latency measured on ``target``. ``workbench.report`` renders the record.
+latency measured on ``target``. The candidates judged are the files the target runs
+(``workbench.quantize.targets``): for ``ort-cpu`` the CPU flavour of every INT8 candidate and ONNX Runtime's
+dynamic INT8 quantization of the baseline. ``workbench.report`` renders the record.
 
 The model description decides how clips are fed and transcripts decoded and scored. It comes from the
 model given or from the candidates themselves (every export and variant carries it in its metadata);
@@ -65,6 +67,7 @@ from workbench.model.description import ModelDescription, describe_model, descri
 from workbench.model.loading import check_model_source
 from workbench.quantize.overflow import OverflowReport, check_overflow
 from workbench.quantize.plan import precision_counts, precisions_of_onnx
+from workbench.quantize.targets import candidates_for_target, check_target_inputs
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
@@ -110,6 +113,7 @@ class SignoffInputs:
     profile_max_s: float | None = None
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
     overflow_check: bool = True  # inf/NaN check of every candidate on the calibration set (needs calib_set)
+    as_given: bool = False  # judge the candidates as given, not the files the target runs (quantize.targets)
 
 
 @dataclass
@@ -308,6 +312,7 @@ def check(
     check_cache_apart(eval_set, inputs.cache)
     if inputs.candidates:
         check_candidates(list(inputs.candidates))
+        check_target_inputs(inputs.target, list(inputs.candidates), inputs.cache is not None, inputs.as_given)
     else:
         if not inputs.calib_set:
             raise WorkbenchError(
@@ -360,6 +365,11 @@ def run(inputs: SignoffInputs) -> SignoffResult:
         if sensitivity_path is None and built.sensitivity is not None:
             sensitivity_path, sensitivity = built.sensitivity, read_sensitivity(built.sensitivity)
         check_candidates(candidates)
+    amax = load_cache(cache).amax() if cache else None
+    targeted = candidates_for_target(inputs.target, candidates, amax, as_given=inputs.as_given)
+    candidates = targeted.pairs()
+    for note in targeted.notes():
+        logger.info(f"{inputs.target}: {note}")
     model = resolve_model(candidates, given).with_error_unit(inputs.error_unit)
     logger.info(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
     names = [n for n, _ in candidates]
@@ -418,6 +428,7 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
     notes += profile_notes
+    notes += targeted.notes()
     notes += [f"{name}: {report.summary()}" for name, report in overflow.items()]
     if not overflow:
         notes.append("no overflow check (it needs the calibration set)")
@@ -426,6 +437,7 @@ def run(inputs: SignoffInputs) -> SignoffResult:
         "device": device_of(inputs.backend),
         "target": inputs.target,
         "measured": "transcription (WER) and latency of every candidate",
+        "candidates": targeted.to_json(),  # what the target runs: as given, or made for it
     }
     record = build_record(
         accuracy=accuracy.to_json(),

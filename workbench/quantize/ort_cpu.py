@@ -44,6 +44,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from workbench.artifacts import write_bytes_atomic
+from workbench.quantize.metadata import set_metadata
 from workbench.quantize.plan import PrecisionPlan
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -411,9 +412,7 @@ def cpu_flavour(
     stats["uint8_weights"] = _weights_to_uint8(g) if weights == "u8" else 0
     stats["weights"] = weights
     _drop_unused(g)
-    for key, value in ((METADATA_WEIGHTS, weights), (METADATA_REASON, reason)):
-        entry = next((p for p in out.metadata_props if p.key == key), None) or out.metadata_props.add()
-        entry.key, entry.value = key, value
+    set_metadata(out, {METADATA_WEIGHTS: weights, METADATA_REASON: reason})
     onnx.checker.check_model(out)
     return out, stats
 
@@ -426,9 +425,10 @@ def build_cpu_variant(
     trt_path: Path | None = None,
     weights: str = "u8",
     reason: str = "",
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """``build_variant`` of ``plan`` with FP32 between the islands (written to ``trt_path`` when given), then
-    ``cpu_flavour``."""
+    ``cpu_flavour``; ``metadata`` entries are added to the written model's (provenance)."""
     import tempfile
 
     from workbench.quantize.qdq import build_variant
@@ -441,5 +441,6 @@ def build_cpu_variant(
     else:
         model = onnx.load(str(build_variant(fp32_path, amax, plan, trt_path)))
     flavoured, _ = cpu_flavour(model, weights, reason)
+    set_metadata(flavoured, metadata or {})
     write_bytes_atomic(out_path, flavoured.SerializeToString())
     return out_path

@@ -79,6 +79,17 @@ class Placement:
 
 
 ADDED_OPS = ("QuantizeLinear", "DequantizeLinear", "Cast")  # written by the workbench; not nodes of a plan
+# ONNX Runtime's integer compute ops (dynamic quantization, QOperator graphs): compute nodes in INT8
+INTEGER_COMPUTE_OPS = frozenset(
+    {
+        "MatMulInteger",
+        "ConvInteger",
+        "QLinearMatMul",
+        "QLinearConv",
+        "MatMulIntegerToFloat",
+        "DynamicQuantizeMatMul",
+    }
+)
 
 
 def _type_name(elem: int | None) -> str:
@@ -87,7 +98,8 @@ def _type_name(elem: int | None) -> str:
 
 def precisions_of_graph(model: onnx.ModelProto, every_node: bool = False) -> list[tuple[str, str, str]]:
     """(node, op, precision) in graph order, read back from the graph itself (element types by shape
-    inference): a compute node is int8 when an input comes from DequantizeLinear, else the type of its data
+    inference): a compute node is int8 when an input comes from DequantizeLinear or it is one of ONNX
+    Runtime's integer ops (``INTEGER_COMPUTE_OPS``: dynamic quantization), else the type of its data
     input (fp16 also when an input is cast to or stored as float16); with ``every_node`` every other node too
     (Q/DQ and Cast apart), by the type of its first float output, ``none`` when it writes no float tensor."""
     types = tensor_types(model)
@@ -101,6 +113,8 @@ def precisions_of_graph(model: onnx.ModelProto, every_node: bool = False) -> lis
             else:
                 half = any(types.get(name) == onnx.TensorProto.FLOAT16 for name in node.input[:2] if name)
                 rows.append((node.name, node.op_type, "fp16" if half else "fp32"))
+        elif node.op_type in INTEGER_COMPUTE_OPS:
+            rows.append((node.name, node.op_type, "int8"))
         elif every_node and node.op_type not in ADDED_OPS:
             floats = [types.get(o) for o in node.output if o and types.get(o) in FLOAT_ELEM_TYPES]
             rows.append((node.name, node.op_type, _type_name(floats[0]) if floats else NO_FLOAT))
