@@ -22,6 +22,8 @@ from workbench.config import INFERENCE, EngineProfile
 from workbench.errors import WorkbenchError
 
 DECODERS = ("greedy", "beam")
+#: what ``--decoder`` takes, comma separated: the first judges the verdict, the others are scored beside it
+DECODER_NAMES = ("greedy", "beam", "beam+lm")
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,49 @@ def inference_config(
 
 def _number(value: Any, default: float) -> float:
     return default if value is None else float(value)
+
+
+def decoders_from_names(
+    names: str,
+    beam_width: int | None = None,
+    lm: str | Path | None = None,
+    alpha: float | None = None,
+    beta: float | None = None,
+    hotwords: tuple[str, ...] | list[str] = (),
+    blank_penalty: float = 0.0,
+) -> list[DecoderSettings]:
+    """``greedy,beam+lm`` -> one checked ``DecoderSettings`` each (beam+lm needs ``lm``; the LM, weights,
+    hotwords and blank penalty are shared; hotwords go to the beam decoders)."""
+    wanted = [n.strip() for n in str(names).split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in DECODER_NAMES]
+    if not wanted or unknown:
+        raise WorkbenchError(
+            f"--decoder takes {', '.join(DECODER_NAMES)} (comma separated, the first judges), not {names!r}"
+        )
+    if len(set(wanted)) != len(wanted):
+        raise WorkbenchError(f"--decoder names a decoder twice: {names!r}")
+    if "beam+lm" in wanted and lm is None:
+        raise WorkbenchError("the beam+lm decoder needs a language model: pass --lm model.arpa")
+    if lm is not None and "beam+lm" not in wanted:
+        raise WorkbenchError("--lm is used by the beam+lm decoder; pass --decoder beam+lm (or drop --lm)")
+    words = tuple(w.strip() for w in hotwords if w.strip())
+    if words and not any(n.startswith("beam") for n in wanted):
+        raise WorkbenchError("hotwords need a beam decoder; pass --decoder beam or beam+lm with --hotword")
+    out = []
+    for name in wanted:
+        settings = DecoderSettings(
+            "greedy" if name == "greedy" else "beam",
+            beam_width if beam_width is not None else INFERENCE.beam_width,
+            Path(lm) if name == "beam+lm" and lm is not None else None,
+            alpha if alpha is not None else INFERENCE.alpha,
+            beta if beta is not None else INFERENCE.beta,
+            words if name != "greedy" else (),
+            INFERENCE.hotword_weight,
+            float(blank_penalty),
+        )
+        settings.check()
+        out.append(settings)
+    return out
 
 
 def config_from_json(obj: Any) -> InferenceConfig:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,7 +20,7 @@ from workbench.backends.base import Runner
 from workbench.errors import WorkbenchError
 from workbench.evaluate.chunking import chunked_logits, samples_per_frame
 from workbench.evaluate.decoders import decoder_for
-from workbench.evaluate.inference import GREEDY, InferenceConfig
+from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.model.export import INPUT, OUTPUT
 
 if TYPE_CHECKING:
@@ -42,6 +42,7 @@ class Transcripts:
     candidate: str
     texts: list[str]
     seconds: float  # wall time of the whole pass
+    by_decoder: dict[str, list[str]] = field(default_factory=dict)  # the ``also`` decoders' texts, by name
 
 
 def transcribe(
@@ -50,12 +51,16 @@ def transcribe(
     model: ModelDescription,
     name: str | None = None,
     inference: InferenceConfig = GREEDY,
+    also: Sequence[DecoderSettings] = (),
 ) -> Transcripts:
     """Transcribe clips one at a time (batch 1, no padding, so results do not depend on batching), each
-    whole or in chunks, decoded as ``inference`` says (``workbench.evaluate.inference``)."""
+    whole or in chunks, decoded as ``inference`` says (``workbench.evaluate.inference``); the same logits
+    are also decoded by each decoder in ``also`` (``Transcripts.by_decoder``)."""
     texts: list[str] = []
     width = model.vocabulary.size
     decode = decoder_for(inference.decoder, model.vocabulary)
+    others = {d.name: decoder_for(d, model.vocabulary) for d in also}
+    by_decoder: dict[str, list[str]] = {name: [] for name in others}
     align = samples_per_frame(model)
 
     def infer(row: np.ndarray) -> np.ndarray:
@@ -80,7 +85,9 @@ def transcribe(
                 rate = model.features.sampling_rate
                 logits = chunked_logits(audio, inference.chunks, infer, model.prepare, rate, align)
             texts.append(decode(logits))
-    return Transcripts(name or runner.name, texts, time.perf_counter() - start)
+            for other, decode_other in others.items():
+                by_decoder[other].append(decode_other(logits))
+    return Transcripts(name or runner.name, texts, time.perf_counter() - start, by_decoder)
 
 
 def transcribe_set(
