@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import COMMANDS, build_parser, main
+from workbench.optional import has_module
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -162,3 +164,7 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     assert "dev set: demo-dev, held out from calibration and evaluation" in out
     assert list(engines.glob("*/model.int8-percentile-*.onnx")) and list(engines.glob("*/calib-*.cache"))
     assert (engines / "reports" / "demo-signoff" / "report.html").exists() and "verdict" in out
+    record = json.loads((engines / "reports" / "demo-signoff" / "report.json").read_text())
+    assert record["inference"]["decoder"]["name"] == "greedy"
+    if has_module("pyctcdecode") and has_module("kenlm"):  # the demo's beam search with its language model
+        assert set(record["decoders"]) == {"greedy", "beam+lm"} and (engines / "demo-lm.arpa").is_file()

@@ -101,7 +101,9 @@ def estimate(sentences: Iterable[str], order: int = 3) -> NgramModel:
     d1 = _discount(adjusted[0].values())
     total = sum(adjusted[0].values())
     gamma0 = d1 * sum(1 for c in adjusted[0].values() if c > 0) / total
-    p1 = {(w,): max(adjusted[0].get((w,), 0) - d1, 0) / total + gamma0 / len(vocabulary) for w in vocabulary}
+    p1: dict[Gram, float] = {
+        (w,): max(adjusted[0].get((w,), 0) - d1, 0) / total + gamma0 / len(vocabulary) for w in vocabulary
+    }
     probs: dict[Gram, float] = dict(p1)
     logprob[0] = {g: math.log10(p) for g, p in p1.items()}
     logprob[0][(BOS,)] = -99.0
@@ -147,12 +149,14 @@ def build_arpa(sentences: Iterable[str], path: Path, order: int = 3) -> NgramMod
     return model
 
 
-def training_text_lm(path: Path, exclude: Iterable[str] = (), order: int = 3) -> NgramModel:
+def training_text_lm(
+    path: Path, exclude: Iterable[str] = (), order: int = 3, limit: int | None = None
+) -> NgramModel:
     """The demo's language model: WordNet's training split (``workbench.speech.text``: texts are assigned to
     train, calib or eval by a hash of the text, so none of these is an evaluation text), minus any text in
-    ``exclude`` (the evaluation set's references, checked again here)."""
+    ``exclude`` (the evaluation set's references, checked again here); ``limit``: the first N only."""
     from workbench.speech.text import sentence_pool
 
     excluded = {" ".join(t.split()) for t in exclude}
-    texts = [t for t in sentence_pool()["train"] if t not in excluded]
+    texts = [t for t in sentence_pool()["train"] if t not in excluded][:limit]
     return build_arpa(texts, path, order)

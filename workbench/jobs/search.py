@@ -24,6 +24,7 @@ from workbench.compare.sensitivity import VariantRunner
 from workbench.config import DEFAULT_BACKEND, SEARCH
 from workbench.errors import WorkbenchError
 from workbench.evaluate.gates import GateConfig
+from workbench.evaluate.inference import GREEDY, InferenceConfig
 from workbench.jobs import compare
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
@@ -52,6 +53,7 @@ class SearchInputs(AnalysisInputs):
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
+    inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
 
 
 def check(inputs: SearchInputs) -> None:
@@ -114,6 +116,7 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchOutpu
         backend=inputs.backend,
         margin=inputs.margin,
         confidence=inputs.confidence,
+        inference=inputs.inference.check(),
     )
 
 
@@ -196,6 +199,7 @@ def run_search(
     backend: str = DEFAULT_BACKEND,
     margin: float = SEARCH.margin,
     confidence: float = SEARCH.confidence,
+    inference: InferenceConfig = GREEDY,
 ) -> SearchOutputs:
     """Find the plan with the most INT8 whose sign-off ``dev_set`` predicts to pass ``gates`` (held back by
     ``margin``) with probability ``confidence``; write JSON/CSV, plan and ONNX.
@@ -268,6 +272,7 @@ def run_search(
         model=prepared.description,
         margin=margin,
         confidence=confidence,
+        inference=inference,
     )
     log(
         f"dev set {dev_set.name}: {len(clips)} utterances, {len({c.utterance.speaker for c in clips})} speakers; "
@@ -348,6 +353,7 @@ def run_search(
             "content_hash": dev_set.content_hash,
             "utterances": len(clips),
         },
+        "inference": inference.to_json(),
         "strategy": describe(strategy, keep, refine),
         "sensitivity_path": str(sensitivity),
         "ranking": ranking,
