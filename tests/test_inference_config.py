@@ -210,3 +210,34 @@ def test_hotwords_reach_pyctcdecode() -> None:
     hot = decoder_for(DecoderSettings("beam", beam_width=16, hotwords=("CUT",)), DEFAULT_VOCABULARY)
     assert plain(logits) == "CAT" and hot(logits) == "CUT"
     assert math.isfinite(float(logits.sum()))
+
+
+def test_job_files_carry_the_inference_configuration(tmp_path) -> None:
+    """The dashboard's Run page writes a job file; the configuration must come back as the same types."""
+    from workbench.jobs.codec import read_job, write_job
+    from workbench.jobs.search import SearchInputs
+    from workbench.jobs.signoff import SignoffInputs
+
+    lm = tmp_path / "lm.arpa"
+    lm.write_text("\\data\\\n")
+    config = inference_config(chunk_length_s=8, stride_s=(1, 0.5), decoder="beam", lm=lm, blank_penalty=0.2)
+    also = [DecoderSettings(), DecoderSettings("beam", beam_width=4, hotwords=("CAT",))]
+    jobs = {
+        "signoff": SignoffInputs(eval_set="e", out_dir=tmp_path / "r", inference=config, also_decoders=also),
+        "search": SearchInputs(model="m", inference=config),
+    }
+    for name, inputs in jobs.items():
+        write_job(tmp_path / f"{name}.json", inputs)
+        _, back = read_job(tmp_path / f"{name}.json")
+        assert back.inference == config and isinstance(back.inference.decoder.lm, type(lm))
+    assert back.inference.chunks == ChunkSettings(8.0, 1.0, 0.5)
+    _, signoff_back = read_job(tmp_path / "signoff.json")
+    assert signoff_back.also_decoders == also
+
+
+def test_search_refuses_several_decoders(capsys) -> None:
+    from workbench.cli import main
+
+    assert main(["search", "--decoder", "greedy,beam"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "one --decoder" in err
