@@ -55,3 +55,25 @@ def test_too_little_speech_is_refused_and_nothing_written(tmp_path, speech_like)
     assert not (tmp_path / "sets" / "unit-long").exists()
     with pytest.raises(WorkbenchError, match="0 < min <= max"):
         build_long_form(source, tmp_path / "sets" / "x", LongFormConfig(min_s=50, max_s=40))
+
+
+def test_data_long_form_command(tmp_path, speech_like, capsys) -> None:
+    from workbench.cli import main
+
+    texts = [f"{WORDS[i % 10]} {WORDS[(i * 7) % 10]}" for i in range(24)]
+    write_small_set(tmp_path, texts, speech_like)
+    argv = [
+        "data",
+        "long-form",
+        "unit-eval",
+        "--root",
+        str(tmp_path),
+        "--min-seconds",
+        "4",
+        "--max-seconds",
+        "8",
+    ]
+    assert main([*argv, "--name", "unit-long"]) == 0
+    assert load_set(tmp_path / "unit-long").utterances and "unit-long" in capsys.readouterr().out
+    assert main([*argv, "--name", "../escape"]) == 1
+    assert "may hold only letters" in capsys.readouterr().err and not (tmp_path.parent / "escape").exists()
