@@ -186,8 +186,6 @@ def run(args: argparse.Namespace) -> int:
         from workbench.speech.longform import LongFormConfig, build_long_form
 
         _check_set_name(args.name)
-                f"--name takes a plain set name (a folder under calib_sets/), not {args.name!r}"
-            )
         config = LongFormConfig(args.min_seconds, args.max_seconds, seed=args.seed)
         built = build_long_form(load_set(args.source, root=args.root), Path(args.root) / args.name, config)
         print_lines(sets.set_lines(built))
