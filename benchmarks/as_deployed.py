@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dev-per-condition", type=int, default=100)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--search", action="store_true", help="run the demo's search for the mixed candidate")
-    p.add_argument("--chunk-seconds", type=float, default=10.0)
+    p.add_argument(
+        "--chunk-seconds", type=float, default=8.0, help="chunk length (default: the demo profile max)"
+    )
     p.add_argument("--long-min", type=float, default=30.0)
     p.add_argument("--long-max", type=float, default=120.0)
     p.add_argument("--beam-width", type=int, default=32)
