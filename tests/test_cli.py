@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import COMMANDS, build_parser, main
+from workbench.optional import has_module
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -200,3 +201,7 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     cpu = json.loads((engines / "reports" / "demo-signoff-cpu" / "report.json").read_text())
     assert cpu["backend"]["target"] == "ort-cpu" and "int8-dynamic" in cpu["candidates"]
     assert "int8-percentile-cpu" in cpu["candidates"] and "fp16" not in cpu["candidates"]
+    record = json.loads((engines / "reports" / "demo-signoff" / "report.json").read_text())
+    assert record["inference"]["decoder"]["name"] == "greedy"
+    if has_module("pyctcdecode") and has_module("kenlm"):  # the demo's beam search with its language model
+        assert set(record["decoders"]) == {"greedy", "beam+lm"} and (engines / "demo-lm.arpa").is_file()

@@ -223,3 +223,17 @@ class Fp16GuardConfig:
 
 
 FP16_GUARD = Fp16GuardConfig()
+
+
+@dataclass(frozen=True)
+class InferenceDefaults:
+    """Beam-search defaults (``workbench/evaluate/inference.py``): pyctcdecode's own width and LM weights."""
+
+    beam_width: int = 100
+    alpha: float = 0.5  # language model weight
+    beta: float = 1.0  # word insertion bonus
+    hotword_weight: float = 10.0
+    samples_per_frame: int = 320  # Wav2Vec2-family conv strides 5*2^6, when the model's config is not at hand
+
+
+INFERENCE = InferenceDefaults()

@@ -51,17 +51,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "exact on every CPU); u8 / s8 for a file that runs on another machine",
     )
     add_backend_argument(parser, "the statistics pass")
+    parser.add_argument(
+        "--chunk-seconds",
+        type=float,
+        help="deployment feeds long audio in chunks of this length: calibrate on the chunks (default: whole clips)",
+    )
+    parser.add_argument(
+        "--stride-seconds", type=float, help="each chunk's overlap on either side (default: chunk / 6)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from workbench.calibration.methods import MethodSpec
     from workbench.errors import WorkbenchError
+    from workbench.evaluate.inference import ChunkSettings
     from workbench.jobs import calibrate
 
     if args.ort_cpu_weights and not args.ort_cpu:
         raise WorkbenchError(
             "--ort-cpu-weights sets the weights of the ONNX Runtime CPU flavour: add --ort-cpu"
         )
+    if args.stride_seconds is not None and args.chunk_seconds is None:
+        raise WorkbenchError("--stride-seconds needs --chunk-seconds")
+    chunks = ChunkSettings.of(args.chunk_seconds, args.stride_seconds) if args.chunk_seconds else None
     result = calibrate.run(
         calibrate.CalibrateInputs(
             args.model,
@@ -72,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
             ort_cpu_weights=args.ort_cpu_weights or ORT_CPU_WEIGHTS,
             calib_root=args.root,
             backend=args.backend,
+            chunks=chunks,
         )
     )
     print_lines(result.lines())

@@ -112,6 +112,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="print a set's balance table and card summary")
     show.add_argument("name", help="set name under calib_sets/ or a path")
     show.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    longform = sub.add_parser(
+        "long-form", help="join a set's utterances into 30-120 s recordings (one speaker and condition each)"
+    )
+    longform.add_argument("source", help="set name under calib_sets/ or a path")
+    longform.add_argument("--name", required=True, help="name of the long-form set to write")
+    longform.add_argument("--min-seconds", type=float, default=30.0, help="shortest recording (default 30)")
+    longform.add_argument("--max-seconds", type=float, default=120.0, help="longest recording (default 120)")
+    longform.add_argument("--seed", type=int, default=0, help="seed of the pauses between utterances")
+    longform.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     listing = sub.add_parser("list", help="list the sets under calib_sets/")
     listing.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     recard = sub.add_parser(
@@ -121,13 +130,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     recard.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
 
 
+def _check_set_name(name: str) -> None:
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise WorkbenchError(f"set name {name!r} may hold only letters, digits, '-' and '_'")
+
+
 def _config(args: argparse.Namespace) -> SetBuildConfig:
     from workbench.speech.profiles import fixed_profile
 
     if args.calib_per_condition < 1 or args.eval_per_condition < 1:
         raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
-    if not args.name.replace("-", "").replace("_", "").isalnum():
-        raise WorkbenchError(f"set name {args.name!r} may hold only letters, digits, '-' and '_'")
+    _check_set_name(args.name)
     return SetBuildConfig(
         name=args.name,
         calib_per_condition=args.calib_per_condition,
@@ -181,6 +194,14 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.data_command == "import":
         print_lines(_import(args))
+        return 0
+    if args.data_command == "long-form":
+        from workbench.speech.longform import LongFormConfig, build_long_form
+
+        _check_set_name(args.name)
+        config = LongFormConfig(args.min_seconds, args.max_seconds, seed=args.seed)
+        built = build_long_form(load_set(args.source, root=args.root), Path(args.root) / args.name, config)
+        print_lines(sets.set_lines(built))
         return 0
     if args.data_command == "show":
         print_lines(sets.set_lines(load_set(args.name, root=args.root)))

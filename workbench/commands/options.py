@@ -79,6 +79,65 @@ def add_error_unit(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_inference_arguments(parser: argparse.ArgumentParser) -> None:
+    """How audio becomes text for every WER this verb measures (``workbench.evaluate.inference``)."""
+    group = parser.add_argument_group("inference as deployed")
+    group.add_argument(
+        "--chunk-seconds",
+        type=float,
+        help="feed long audio in chunks of this many seconds (transformers' pipeline chunk_length_s); "
+        "default: every clip whole",
+    )
+    group.add_argument(
+        "--stride-seconds",
+        help="left,right (or one value for both) seconds of each chunk whose logits are dropped "
+        "(default: chunk / 6)",
+    )
+    group.add_argument(
+        "--decoder",
+        default="greedy",
+        help="greedy, beam or beam+lm (pyctcdecode; beam+lm needs --lm); comma separated to score several "
+        "on the same logits where the verb reports them, the first judging (default greedy)",
+    )
+    group.add_argument("--beam-width", type=int, help="beam width (default 100)")
+    group.add_argument("--lm", type=Path, help="n-gram language model for beam search (ARPA or KenLM binary)")
+    group.add_argument("--lm-alpha", type=float, help="language model weight (default 0.5)")
+    group.add_argument("--lm-beta", type=float, help="word insertion bonus (default 1.0)")
+    group.add_argument("--hotword", action="append", default=[], help="a word to favour (repeatable)")
+    group.add_argument(
+        "--blank-penalty",
+        type=float,
+        default=0.0,
+        help="subtracted from the CTC blank's logit before decoding (default 0)",
+    )
+
+
+def inference_from(args: argparse.Namespace):
+    """The ``InferenceConfig`` the inference options describe (its decoder: the first of ``--decoder``) and
+    the further decoders named there; checked, so bad values are one error line."""
+    from workbench.errors import WorkbenchError
+    from workbench.evaluate.inference import ChunkSettings, InferenceConfig, decoders_from_names
+
+    stride: float | tuple[float, float] | None = None
+    if args.stride_seconds:
+        try:
+            parts = [float(p) for p in str(args.stride_seconds).split(",")]
+        except ValueError as exc:
+            raise WorkbenchError(
+                f"--stride-seconds takes seconds (one value, or left,right), not {args.stride_seconds!r}"
+            ) from exc
+        if len(parts) not in (1, 2):
+            raise WorkbenchError(f"--stride-seconds takes one or two values, not {args.stride_seconds!r}")
+        stride = parts[0] if len(parts) == 1 else (parts[0], parts[1])
+    if stride is not None and args.chunk_seconds is None:
+        raise WorkbenchError("--stride-seconds needs --chunk-seconds")
+    decoders = decoders_from_names(
+        args.decoder, args.beam_width, args.lm, args.lm_alpha, args.lm_beta, args.hotword, args.blank_penalty
+    )
+    chunks = ChunkSettings.of(args.chunk_seconds, stride) if args.chunk_seconds is not None else None
+    return InferenceConfig(chunks, decoders[0]).check(), decoders[1:]
+
+
 def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
     """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses)."""
     return {

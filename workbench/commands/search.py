@@ -14,12 +14,19 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.commands.options import add_model_arguments, analysis_fields, print_lines
+from workbench.commands.options import (
+    add_inference_arguments,
+    add_model_arguments,
+    analysis_fields,
+    inference_from,
+    print_lines,
+)
 from workbench.config import SEARCH
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
+    add_inference_arguments(parser)
     parser.add_argument(
         "--dev-set",
         help="set WER is measured on during the search (default: the calibration "
@@ -73,9 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
     from workbench.evaluate.gates import load_gate_config
     from workbench.jobs import search
 
+    inference, also = inference_from(args)
+    if also:
+        raise WorkbenchError("search judges every plan under one decoder; pass one --decoder")
     inputs = search.SearchInputs(
         **analysis_fields(args),
         gates=load_gate_config(args.gates),
@@ -91,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         margin=args.margin,
         confidence=args.confidence,
         latency_target=args.latency_target,
+        inference=inference,
     )
     print_lines(search.run(inputs).lines())
     return 0

@@ -16,7 +16,13 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
-from workbench.commands.options import add_backend_argument, add_error_unit, print_lines
+from workbench.commands.options import (
+    add_backend_argument,
+    add_error_unit,
+    add_inference_arguments,
+    inference_from,
+    print_lines,
+)
 from workbench.config import (
     BACKENDS,
     DEFAULT_METHOD,
@@ -105,6 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     add_error_unit(parser)
+    add_inference_arguments(parser)
 
 
 def parse_candidates(values: list[str]) -> list[tuple[str, Path]]:
@@ -127,6 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.jobs import signoff
 
     candidates = parse_candidates(args.candidate)
+    inference, also = inference_from(args)
     if args.repeats < 1 or args.warmup < 0:
         raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
     latency = (
@@ -159,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         outside_profile=args.outside_profile,
         profile_min_s=args.min_seconds,
         profile_max_s=args.max_seconds,
+        inference=inference,
+        also_decoders=also,
     )
     print_lines(signoff.run(inputs).lines())
     return 0

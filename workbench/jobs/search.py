@@ -26,6 +26,7 @@ from workbench.compare.sensitivity import VariantRunner
 from workbench.config import DEFAULT_BACKEND, SEARCH
 from workbench.errors import WorkbenchError
 from workbench.evaluate.gates import GateConfig
+from workbench.evaluate.inference import GREEDY, InferenceConfig
 from workbench.jobs import compare
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
@@ -59,6 +60,7 @@ class SearchInputs(AnalysisInputs):
     resamples: int = 1000
     seed: int = 0
     latency_target: str | None = None  # choose the passing plan fastest there (search.latency_objective)
+    inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
 
 
 def check(inputs: SearchInputs) -> None:
@@ -123,6 +125,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             margin=inputs.margin,
             confidence=inputs.confidence,
             latency_target=inputs.latency_target,
+            inference=inputs.inference.check(),
         ),
     )
 
@@ -231,6 +234,7 @@ class SearchSettings:
     margin: float = SEARCH.margin
     confidence: float = SEARCH.confidence
     latency_target: str | None = None  # keep the passing plan measured fastest on this target
+    inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
 
 
 def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
@@ -356,6 +360,7 @@ def dev_evaluator(
         model=prepared.description,
         margin=s.margin,
         confidence=s.confidence,
+        inference=s.inference,
     )
 
 
@@ -466,6 +471,7 @@ def search_record(
             "content_hash": s.dev_set.content_hash,
             "utterances": len(evaluator.utterances),
         },
+        "inference": s.inference.to_json(),
         "strategy": describe(s.strategy, s.keep, s.refine),
         "sensitivity_path": str(sensitivity),
         "ranking": ranking,

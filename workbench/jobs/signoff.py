@@ -55,7 +55,9 @@ from workbench.config import (
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
+from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
 from workbench.evaluate.gates import GateConfig, judge
+from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import transcribe
@@ -72,7 +74,7 @@ from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
 from workbench.speech.overlap import require_disjoint
-from workbench.speech.profiles import deployment_profile, select_in_profile
+from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
 from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import area_path, default_area
@@ -114,6 +116,8 @@ class SignoffInputs:
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
     overflow_check: bool = True  # inf/NaN check of every candidate on the calibration set (needs calib_set)
     as_given: bool = False  # judge the candidates as given, not the files the target runs (quantize.targets)
+    inference: InferenceConfig = GREEDY  # chunking and the decoder the verdict is judged under
+    also_decoders: list[DecoderSettings] = field(default_factory=list)  # scored too, on the same logits
 
 
 @dataclass
@@ -248,10 +252,12 @@ def select_utterances(
     min_s: float | None = None,
     max_s: float | None = None,
     limit: int | None = None,
+    inference: InferenceConfig = GREEDY,
 ) -> tuple[list[Utterance], list[str]]:
     """The evaluation utterances to score and the notes they need: refuses a calibration set that shares
     speakers or texts with the evaluation set, and applies ``policy`` to clips outside the deployment
-    profile (explicit seconds, else the calibration set's profile)."""
+    profile (explicit seconds, else the calibration set's profile); a chunked ``inference`` is judged by
+    its chunks (``select_for_inference``)."""
     if calib_set is not None:
         require_disjoint(calib_set, eval_set)
     profile, origin = deployment_profile(
@@ -261,7 +267,7 @@ def select_utterances(
         max_s,
     )
     utts = eval_set.utterances[:limit] if limit else eval_set.utterances
-    return select_in_profile(utts, profile, policy, origin)
+    return select_for_inference(utts, profile, policy, origin, inference)
 
 
 def check_candidates(candidates: list[tuple[str, Path]]) -> None:
@@ -307,7 +313,13 @@ def check(
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(
-        eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s, inputs.profile_max_s, inputs.limit
+        eval_set,
+        calib_set,
+        inputs.outside_profile,
+        inputs.profile_min_s,
+        inputs.profile_max_s,
+        inputs.limit,
+        inputs.inference.check(),
     )
     check_cache_apart(eval_set, inputs.cache)
     if inputs.candidates:
@@ -380,9 +392,18 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
+    inference, also = (
+        inputs.inference,
+        [d for d in inputs.also_decoders if d.name != inputs.inference.decoder.name],
+    )
+    by_decoder: dict[str, dict[str, list[str]]] = {inference.decoder.name: hyps, **{d.name: {} for d in also}}
+    logger.info(f"inference: {inference.summary()}")
     for name in names:
         logger.info(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}")
-        hyps[name] = transcribe(runners[name], (eval_set.audio(u) for u in utts), model, name).texts
+        done = transcribe(runners[name], (eval_set.audio(u) for u in utts), model, name, inference, also)
+        hyps[name] = done.texts
+        for decoder, texts in done.by_decoder.items():
+            by_decoder[decoder][name] = texts
     latencies = {}
     if inputs.latency:
         buckets = bucket_clips(eval_set)
@@ -393,6 +414,15 @@ def run(inputs: SignoffInputs) -> SignoffResult:
         latencies = measure_interleaved(runners, buckets, inputs.latency, machine, model.prepare)
     accuracy = compare_accuracy(
         utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed, scoring=Scoring.for_model(model)
+    )
+    decoders = decoder_accuracy(
+        utts,
+        by_decoder,
+        {d.name: d.to_json() for d in [inference.decoder, *also]},
+        names[0],
+        Scoring.for_model(model),
+        inputs.resamples,
+        inputs.seed,
     )
     verdicts = judge(accuracy, latencies, inputs.gates)
     add_overflow_checks(verdicts, overflow)
@@ -423,6 +453,7 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     notes = [
         f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
         f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}",
+        f"inference: {inference.summary()}; the verdict is judged under {inference.decoder.name}",
     ]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
     if inputs.limit:
@@ -453,5 +484,7 @@ def run(inputs: SignoffInputs) -> SignoffResult:
         sensitivity=sensitivity,
         notes=notes,
         model=model.record(),
+        inference=inference.to_json(),
+        decoders=decoders,
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))

@@ -84,6 +84,8 @@ def build_record(
     decision: dict | None = None,
     backend: dict | None = None,
     model: dict | None = None,
+    inference: dict | None = None,
+    decoders: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
     record: dict[str, Any] = {
@@ -103,6 +105,8 @@ def build_record(
         "sensitivity": sensitivity,
         "provenance": {"artifacts": artifacts, "machine": machine, "packages": packages},
         "notes": list(notes or []),
+        "inference": inference,  # chunking and decoder (workbench.evaluate.inference); None: whole clips, greedy
+        "decoders": decoders,  # per decoder: WER, delta and S/D/I per candidate (workbench.evaluate.deployed)
     }
     record = json.loads(json.dumps(record, default=str, allow_nan=True))
     record["record_sha256"] = record_digest(record)

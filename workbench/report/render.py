@@ -87,6 +87,21 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             rows,
         )
     )
+    if decoder_rows(record):
+        out.append(
+            (
+                f"{label} per decoder",
+                [
+                    "decoder",
+                    "candidate",
+                    f"{label} % [95% CI]",
+                    "delta vs baseline, pts [95% CI]",
+                    "S / D / I",
+                    "extra S / D / I vs baseline",
+                ],
+                decoder_rows(record),
+            )
+        )
     for kind in ("condition", "accent", "voice"):
         rows = []
         for name in record["candidates"]:
@@ -209,12 +224,43 @@ def target_table(made: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]
     return (f"Candidates for the target ({made['target']})", ["candidate", "made from", "how"], rows)
 
 
+def _inference_line(record: dict[str, Any]) -> str:
+    """How logits became text (records made before the inference configuration: whole clips, greedy)."""
+    inference = record.get("inference")
+    if not inference:
+        return "whole clips, greedy CTC decoding with the model's own vocabulary"
+    return f"{inference['summary']}, in the model's own vocabulary"
+
+
+def decoder_rows(record: dict[str, Any]) -> list[list[str]]:
+    """One row per decoder and candidate: WER, delta, S/D/I and the extra S/D/I over the baseline."""
+    rows = []
+    for decoder, entry in (record.get("decoders") or {}).items():
+        for name, c in entry["candidates"].items():
+            extra = (
+                f"{c['extra_substitutions']:+d} / {c['extra_deletions']:+d} / {c['extra_insertions']:+d}"
+                if name != record["baseline"]
+                else "baseline"
+            )
+            rows.append(
+                [
+                    decoder,
+                    name,
+                    _ci(c["wer"]),
+                    _ci(c["delta"]),
+                    f"{c['substitutions']} / {c['deletions']} / {c['insertions']}",
+                    extra,
+                ]
+            )
+    return rows
+
+
 def _method(record: dict[str, Any]) -> list[str]:
     acc, g = record["accuracy"], record["gates"]
     lines = [
         f"Text normalisation (references and hypotheses): {acc['normalisation']}.",
         f"{unit_label(record)} = (S + D + I) / reference {'characters' if unit_label(record) == 'CER' else 'words'}, "
-        "jiwer alignment, greedy CTC decoding with the model's own vocabulary. Intervals: "
+        f"jiwer alignment, {_inference_line(record)}. Intervals: "
         f"{int(acc['level'] * 100)}% percentile bootstrap, {acc['resamples']} resamples, seed {acc['seed']}, "
         f"resampling {acc['bootstrap_unit']}s; deltas are paired (same resamples for both systems).",
         f"Gates: overall {unit_label(record)} delta CI upper end <= {g['max_wer_delta_points']} pts; every "

@@ -1,7 +1,7 @@
 """Full WER evaluation of a precision plan on a dev set, judged against the WER budget.
 
 The FP32 transcripts of the dev set are made once; each plan's variant is built in memory, transcribed
-(greedy CTC, batch 1), scored with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition)
+(batch 1, chunked and decoded as the ``InferenceConfig`` says: greedy CTC by default), scored with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition)
 and judged by the sign-off gates on the upper end of the paired interval. The dev set must not be the
 sign-off evaluation set, so the search does not select on the data that later judges it.
 
@@ -39,6 +39,7 @@ from workbench.compare.sensitivity import VariantRunner
 from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_accuracy
 from workbench.evaluate.bootstrap import Interval, blocks_for
 from workbench.evaluate.gates import GateConfig, judge
+from workbench.evaluate.inference import GREEDY, InferenceConfig
 from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.wer import Scoring
 from workbench.model.description import ModelDescription
@@ -184,12 +185,14 @@ class DevEvaluator:
         model: ModelDescription,
         margin: float = 0.0,
         confidence: float = 0.5,
+        inference: InferenceConfig = GREEDY,
     ) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
         self.z_pass = pass_quantile(confidence)
         self.variants = variants
         self.model = model  # features, vocabulary, text normaliser and error unit
+        self.inference = inference  # chunking and decoder, as the sign-off will judge
         self.scoring = Scoring.for_model(model)
         self.clips = clips
         self.utterances = [c.utterance for c in clips]
@@ -219,7 +222,7 @@ class DevEvaluator:
             leave=False,
             disable=not self.progress,
         )
-        result = transcribe(self.variants.runner(plan), audios, self.model, plan.name)
+        result = transcribe(self.variants.runner(plan), audios, self.model, plan.name, self.inference)
         return result.texts, result.seconds
 
     def _score(self, plan: PrecisionPlan, texts: list[str], seconds: float, count: bool = True) -> Evaluation:
