@@ -10,6 +10,7 @@ and picks its winner from latency measured on the target itself.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from pathlib import Path
 
@@ -157,15 +158,16 @@ def test_cpu_target_refuses_what_it_cannot_make_without_writing(tiny_candidates,
 
 
 def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_latency(
-    tiny_sets, tmp_path, monkeypatch
+    tiny_sets, tmp_path, monkeypatch, caplog
 ) -> None:
     from workbench.evaluate.gates import GateConfig
     from workbench.evaluate.latency import LatencyConfig
     from workbench.jobs.signoff import SignoffInputs, run
+
+    caplog.set_level(logging.INFO, logger="workbench")
     from workbench.model.synthetic import save_random_wav2vec2
 
     model = save_random_wav2vec2(tmp_path / "tiny", "tiny", seed=0)
-    lines: list[str] = []
     result = run(
         SignoffInputs(
             eval_set=str(tiny_sets.eval.path),
@@ -183,7 +185,6 @@ def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_lat
             target="ort-cpu",
             outside_profile="score",
         ),
-        log=lines.append,
     )
     record = result.record
     names = ["fp32", "int8-max-cpu", "int8-dynamic"]
@@ -203,7 +204,7 @@ def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_lat
     assert set(decision["ratios"]) == set(names)  # the winner comes from the target's own latency ratios
     leader = min(names, key=lambda n: (decision["ratios"][n]["high"], names.index(n)))
     assert result.recommendation in decision["equally_fast"] and leader in decision["equally_fast"]
-    assert any(line.startswith("ort-cpu: int8-max-cpu: ONNX Runtime CPU flavour") for line in lines)
+    assert any(line.startswith("ort-cpu: int8-max-cpu: ONNX Runtime CPU flavour") for line in caplog.messages)
     md = result.paths["markdown"].read_text()
     assert "Candidates for the target (ort-cpu)" in md and "int8-dynamic" in md and "left out" in md
     # the dashboard's Trade-off page shows this target's candidates and where they were timed
@@ -255,13 +256,15 @@ def test_latency_objective_is_refused_where_the_target_does_not_run_here(tmp_pat
         check(SearchInputs(calib_set=str(tmp_path / "nothing"), latency_target="tensorrt"))
 
 
-def test_search_with_the_latency_objective_times_passing_plans_on_the_cpu(tiny_sets, tmp_path) -> None:
+def test_search_with_the_latency_objective_times_passing_plans_on_the_cpu(
+    tiny_sets, tmp_path, caplog
+) -> None:
+    caplog.set_level(logging.INFO, logger="workbench")
     from workbench.evaluate.gates import GateConfig
     from workbench.jobs.search import SearchInputs, run
     from workbench.model.synthetic import save_random_wav2vec2
 
     model = save_random_wav2vec2(tmp_path / "tiny", "tiny", seed=0)
-    lines: list[str] = []
     result = run(
         SearchInputs(
             model=model,
@@ -277,7 +280,6 @@ def test_search_with_the_latency_objective_times_passing_plans_on_the_cpu(tiny_s
             progress=False,
             latency_target="ort-cpu",
         ),
-        log=lines.append,
     )
     data = result.data
     timed = data["latency_objective"]
@@ -290,5 +292,5 @@ def test_search_with_the_latency_objective_times_passing_plans_on_the_cpu(tiny_s
     )  # the found plan is the chosen one
     assert timed["chosen"] in timed["equally_fast"]
     assert all(r["low"] <= r["estimate"] <= r["high"] for r in timed["ratios"].values())
-    assert any(line.startswith("fastest passing plan on ort-cpu") for line in lines)
+    assert any(line.startswith("fastest passing plan on ort-cpu") for line in caplog.messages)
     assert any("objective: latency on ort-cpu" in line for line in result.lines())
