@@ -14,6 +14,7 @@ drops the speakers and texts of another set (the calibration set of a sign-off p
 
 from __future__ import annotations
 
+import os
 import signal
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -34,6 +35,7 @@ from workbench.speech.profiles import ProfileFit, derive_profile, outside_reason
 from workbench.speech.records import Skipped, Utterance
 from workbench.speech.split import ROLES, stable_fraction, stable_hash
 from workbench.speech.store import SpeechSet, finish_set, load_set, made_record, start_set, write_clip_audio
+from workbench.speech.workers import die_with_parent
 from workbench.workspace import area_path
 
 _DEFAULTS = ImportDefaults()
@@ -109,9 +111,11 @@ def _init_worker(context: _Context | None) -> None:
     _CONTEXT = context
 
 
-def _init_pool_worker(context: _Context) -> None:
+def _init_pool_worker(context: _Context, parent_pid: int) -> None:
     """A worker process leaves Ctrl-C to the main process, which stops the import and waits for the
-    workers to finish their clip (a worker killed by it mid-task can leave the pool hanging)."""
+    workers to finish their clip (a worker killed by it mid-task can leave the pool hanging), and ends
+    when the main process ends, killed or not (``workers.die_with_parent``)."""
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _init_worker(context)
 
@@ -188,7 +192,9 @@ def ordered_map(
         finally:
             _init_worker(None)
         return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_pool_worker, initargs=(context,))
+    pool = ProcessPoolExecutor(
+        max_workers=workers, initializer=_init_pool_worker, initargs=(context, os.getpid())
+    )
     pending: deque[Future] = deque()
     try:
         for item in items:
