@@ -432,6 +432,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}",
     ]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
+    notes += [note for r in runners.values() if (note := getattr(r, "session_note", None))]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
     notes += profile_notes
