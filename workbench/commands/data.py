@@ -98,6 +98,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SET",
         help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)",
     )
+    imp.add_argument(
+        "--allow-missing",
+        type=int,
+        default=0,
+        metavar="N",
+        help="an evaluation set imported whole is refused when its source lists audio files or transcripts "
+        "that are not there; accept up to N of them (recorded in the card and every report; default 0)",
+    )
     imp.add_argument("--seed", type=int, default=0)
     imp.add_argument("--workers", type=int, default=idef.workers, help="decoding processes")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -153,6 +161,7 @@ def _import(args: argparse.Namespace) -> list[str]:
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
         disjoint_from=args.disjoint_from,
+        allow_missing=args.allow_missing,
     )
     inputs = import_set.ImportInputs(config, progress=not args.no_progress, **_source_fields(args))
     return import_set.run(inputs).lines()

@@ -59,6 +59,7 @@ from workbench.quantize.plan import precision_counts, precisions_of_onnx
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
+from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile, select_in_profile
 from workbench.speech.records import Utterance
@@ -427,8 +428,12 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     if sensitivity_path is not None:
         artifacts.append(artifact_entry("sensitivity", sensitivity_path, "json"))
     artifacts += [artifact_entry(f"candidate {n}", p, "onnx") for n, p in candidates]
+    lacking = missing.report_note(eval_set.name, eval_set.card, "evaluation set")
+    if lacking:
+        artifacts[[a["role"] for a in artifacts].index("evaluation set")]["missing"] = lacking
     notes = [
         f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
+        *([lacking] if lacking else []),
         f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}",
     ]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]

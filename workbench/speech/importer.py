@@ -28,6 +28,7 @@ from tqdm import tqdm
 from workbench import journal
 from workbench.config import MAJORITY_ACCENT, ConditionRanges, EngineProfile, ImportDefaults
 from workbench.errors import WorkbenchError
+from workbench.speech import missing
 from workbench.speech.entries import Entry, load_entry
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
@@ -55,6 +56,7 @@ class ImportConfig:
     noise_dir: Path | None = None
     rir_dir: Path | None = None
     disjoint_from: str | None = None  # a stored set whose speakers and texts this set must not have
+    allow_missing: int = 0  # an evaluation set imported whole may lack this many listed inputs (``missing``)
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
 
     def __post_init__(self) -> None:
@@ -73,6 +75,8 @@ class ImportConfig:
             raise WorkbenchError("--take must be at least 1")
         if self.workers < 1:
             raise WorkbenchError("--workers must be at least 1")
+        if self.allow_missing < 0:
+            raise WorkbenchError("--allow-missing must be 0 or more")
 
 
 @dataclass
@@ -91,6 +95,7 @@ class _Outcome:
     skipped: Skipped | None = None
     outside_s: float | None = None  # duration of a clip the fixed profile left out
     excluded: str | None = None  # "speaker" or "text" when ``disjoint_from`` dropped it
+    missing: bool = False  # the skip is a listed input whose audio or transcript is not there
 
 
 @dataclass(frozen=True)
@@ -127,7 +132,7 @@ def _process(entry: Entry) -> _Outcome:
     cfg = ctx.cfg
     item = load_entry(entry)
     if isinstance(item, Skipped):
-        return _Outcome(skipped=item)
+        return _Outcome(skipped=item, missing=missing.is_missing(entry))
     rec = item.utterance
     if cfg.profile is not None and (reason := outside_reason(rec.duration_s, cfg.profile)):
         return _Outcome(
@@ -253,6 +258,11 @@ def import_set(
     if cfg.disjoint_from and load_set(cfg.disjoint_from, root).path.resolve() == final.resolve():
         raise WorkbenchError(f"--disjoint-from {cfg.disjoint_from} names the set being imported")
     entries, total = _ordered_entries(source.entries(), cfg, getattr(source, "light_entries", True))
+    whole = missing.must_be_whole(cfg.role, cfg.take)
+    if whole and isinstance(entries, list):  # listed up front: refuse before decoding anything
+        absent = [Skipped(e.where or e.key, missing.reason_of(e)) for e in entries if missing.is_missing(e)]
+        missing.refuse_if_incomplete(cfg.name, absent, len(entries), cfg.allow_missing)
+    lacking: list[Skipped] = []
     window = cfg.workers * _DEFAULTS.in_flight_per_worker
     stored: list[tuple[Utterance, str]] = []
     skipped: list[Skipped] = []
@@ -271,6 +281,8 @@ def import_set(
                 bar.update(1)
                 if outcome.skipped is not None:
                     skipped.append(outcome.skipped)
+                    if outcome.missing:
+                        lacking.append(outcome.skipped)
                     if outcome.outside_s is not None:
                         outside.append(outcome.outside_s)
                     if outcome.excluded:
@@ -289,6 +301,8 @@ def import_set(
         finally:
             results.close()
             bar.close()
+        if whole:
+            missing.refuse_if_incomplete(cfg.name, lacking, listed, cfg.allow_missing)
         if not stored:
             raise WorkbenchError(
                 f"no usable utterances for {cfg.name}; nothing written ({len(skipped)} inputs "
@@ -307,6 +321,7 @@ def import_set(
             "role": cfg.role,
             "whole_source": cfg.take is None,
             "profile_fit": fit.to_json(),
+            "missing": missing.card_record(lacking, listed, cfg.allow_missing if whole else None),
         }
         if cfg.take is not None:
             checks["take"] = {"requested": cfg.take, "kept": kept}
