@@ -192,7 +192,10 @@ def _cv_rows() -> list[dict]:
 def test_commonvoice_import_places_accents_and_speakers(tmp_path, speech_like):
     root = write_commonvoice(tmp_path / "cv-corpus" / "en", "test", _cv_rows(), speech_like)
     result = _import(
-        open_source("commonvoice", root, SourceOptions(split="test")), tmp_path, name="cv-test", allow_missing=2
+        open_source("commonvoice", root, SourceOptions(split="test")),
+        tmp_path,
+        name="cv-test",
+        allow_missing=2,
     )
     sset = load_set(result.speech_set.path)
     verify_set(sset)
