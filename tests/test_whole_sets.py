@@ -110,3 +110,20 @@ def test_signoff_report_says_the_evaluation_set_is_not_whole(tmp_path, speech_li
     assert entry["missing"] == said[0]
     for name in ("report.md", "report.html"):
         assert "lacks 2 of the 5 utterances" in (out / name).read_text()
+
+
+def test_audio_folder_with_an_untranscribed_clip_and_a_transcript_without_audio_is_refused(
+    tmp_path, speech_like, write_wav, capsys
+) -> None:
+    corpus = tmp_path / "folder"
+    for i in range(3):
+        write_wav(corpus / "spk1" / f"c{i}.wav", speech_like(1.4, seed=i))
+    rows = [f"spk1/c0.wav\t{text_of(0)}", f"spk1/c1.wav\t{text_of(1)}", f"spk1/c9.wav\t{text_of(9)}"]
+    (corpus / "transcripts.tsv").write_text("\n".join(rows) + "\n")  # c2 has no line, c9 no audio
+    root = tmp_path / "sets"
+    assert _import(root, "folder", corpus, "f") == 1
+    err = _refused(capsys)
+    assert "2 of the 4 utterances" in err and "spk1/c2.wav: no transcript" in err
+    assert "transcripts.tsv names spk1/c9.wav, which is missing" in err
+    assert _import(root, "folder", corpus, "f", "--allow-missing", "2") == 0
+    assert load_set(root / "f").card["utterances"] == 2
