@@ -87,6 +87,7 @@ def test_refused_option_is_dropped_and_said(ort_quantized) -> None:
 def test_signoff_of_such_a_candidate_records_why(ort_quantized, tmp_path, speech_like, capsys) -> None:
     folder, fp32, quantized = ort_quantized
     evaluation = unit_set(tmp_path / "eval", ENGLISH_TEXTS[:3], speech_like, seed=1)
+    calib = unit_set(tmp_path / "calib", ["THE CAT SAT", "RED SKY AT NIGHT"], speech_like, seed=5)
     out = tmp_path / "report"
     argv = [
         "signoff",
@@ -96,6 +97,8 @@ def test_signoff_of_such_a_candidate_records_why(ort_quantized, tmp_path, speech
         f"fp32={fp32}",
         "--candidate",
         f"ort={quantized}",
+        "--calib-set",  # the overflow check runs every candidate too
+        str(calib.path),
     ]
     code = main(
         [*argv, "--eval-set", str(evaluation.path), "--no-latency", "--resamples", "100", "--out", str(out)]
@@ -104,5 +107,6 @@ def test_signoff_of_such_a_candidate_records_why(ort_quantized, tmp_path, speech
     record = json.loads((out / "report.json").read_text())
     said = [n for n in record["notes"] if "session.x64quantprecision" in n]
     assert len(said) == 1 and said[0].startswith("ort: ")
+    assert any(n.startswith("ort: ") and "inf/NaN" in n for n in record["notes"]), record["notes"]
     assert "session.x64quantprecision" in (out / "report.md").read_text()
     assert "session.x64quantprecision" in (out / "report.html").read_text()
