@@ -122,3 +122,17 @@ def test_raw_audio_model_saved_by_transformers_signs_off_with_transformers_trans
     # the check can fail: the same model fed normalised audio writes other transcripts
     normalised = [description.normalise_text(t) for t in _transformers_transcripts(folder, audios, True)]
     assert normalised != expected
+
+
+def test_ctc_decoding_collapses_repeats_before_dropping_special_tokens(tmp_path) -> None:
+    """``H E L <pad> L O`` is HELLO (collapse, then drop); transformers' ``skip_special_tokens=True`` drops
+    first and writes HELO. A special token between two equal letters separates them like the blank."""
+    import transformers
+
+    folder = save_lookalike(tmp_path / "m", "facebook/wav2vec2-base-960h")
+    vocabulary = describe_model(folder).vocabulary
+    tokenizer = transformers.Wav2Vec2Processor.from_pretrained(str(folder)).tokenizer
+    ids = [vocabulary.token_to_id[t] for t in ["H", "E", "L", "<pad>", "L", "O", "|", "L", "<s>", "L"]]
+    assert vocabulary.decode(ids) == "HELLO LL"
+    assert tokenizer.decode(ids, skip_special_tokens=True) == "HELO L"  # the order the workbench does not use
+    assert tokenizer.decode(ids).replace("<s>", "") == "HELLO LL"  # transformers' default: collapse first
