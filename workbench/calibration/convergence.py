@@ -113,10 +113,10 @@ class Convergence:
         counts = Counter(c.driver for c in self.moving if c.driver)
         if not counts:
             return None
-        weight: Counter[str] = Counter()
+        weight: dict[str, float] = {}
         for c in self.moving:
             if c.driver:
-                weight[c.driver] += abs(c.change)
+                weight[c.driver] = weight.get(c.driver, 0.0) + abs(c.change)
         return max(counts, key=lambda d: (counts[d], weight[d]))
 
     def largest(self) -> str:
