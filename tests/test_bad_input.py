@@ -38,6 +38,7 @@ from workbench.calibration import cache as cache_mod
 from workbench.calibration import histograms
 from workbench.cli import main
 from workbench.report.record import record_digest
+from workbench.speech.integrity import INDEX
 from workbench.workspace import ENV_VAR
 
 WORDS = [
@@ -159,13 +160,18 @@ def ws(dash_artifacts, tmp_path, monkeypatch) -> Workspace:
 
 
 def snapshot(*roots: Path) -> dict[str, str]:
-    """Every entry under ``roots`` (links not followed): file -> sha256, link -> its target, folder -> 'dir'."""
+    """Every entry under ``roots`` (links not followed): file -> sha256, link -> its target, folder -> 'dir'.
+
+    A set's ``index.json`` (the stat fields of its verified files) is left out: a copied set's files have new
+    inodes, so the first step that verifies the copy hashes it again and rewrites its index."""
     out: dict[str, str] = {}
     for root in roots:
         for folder, dirs, files in os.walk(root, followlinks=False):
             for name in dirs + files:
                 path = Path(folder) / name
                 key = f"{root.name}/{path.relative_to(root).as_posix()}"
+                if name == INDEX and (path.parent / "manifest.jsonl").exists():
+                    continue
                 if path.is_symlink():
                     out[key] = "link:" + os.readlink(path)
                 elif path.is_dir():
@@ -345,6 +351,48 @@ def _stored_manifest(ws: Workspace, edit: Callable[[dict], None]) -> list[str]:
     edit(first)
     (evil / "manifest.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
     return ["data", "show", str(evil)]
+
+
+def _calibrate_set(ws: Workspace, path: Path) -> list[str]:
+    return ["calibrate", "--model", str(ws.model), "--set", str(path), "--engines", str(ws.engines)]
+
+
+def _changed_set(ws: Workspace, change: Callable[[Path], object]) -> list[str]:
+    """A copy of the calibration set, verified once (its index written), then changed; calibrate uses it."""
+    from workbench.speech.store import load_set
+
+    evil = _copy_set(ws, "evil")
+    load_set(evil)
+    change(evil)
+    return _calibrate_set(ws, evil)
+
+
+def _edit_first_line(folder: Path, edit: Callable[[dict], None]) -> None:
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    edit(first)
+    (folder / "manifest.jsonl").write_text("\n".join([json.dumps(first, sort_keys=True)] + lines[1:]) + "\n")
+
+
+def _repeat_first_line(folder: Path) -> None:
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    (folder / "manifest.jsonl").write_text("\n".join(lines + lines[:1]) + "\n")
+
+
+def _first_audio(folder: Path) -> Path:
+    return folder / json.loads((folder / "manifest.jsonl").read_text().splitlines()[0])["audio"]
+
+
+def _swap_first_audio(folder: Path) -> None:
+    """Another clip's FLAC copied over the first, its modification time kept (cp -p)."""
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    shutil.copy2(folder / json.loads(lines[1])["audio"], _first_audio(folder))
+
+
+def _link_first_audio(folder: Path, outside: Path) -> None:
+    audio = _first_audio(folder)
+    shutil.move(audio, outside / audio.name)
+    audio.symlink_to(outside / audio.name)
 
 
 def _folder_source(ws: Workspace, transcript: bytes, table: bytes | None = None) -> list[str]:
@@ -636,6 +684,65 @@ CASES = [
         "key 'duration_s': must be a finite number > 0",
     ),
     Case(
+        "stored-set-edited-transcript",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _edit_first_line(s, lambda u: u.update(text="SOMETHING ELSE"))),
+        "set evil changed after it was carded",
+    ),
+    Case(
+        "stored-set-repeated-row",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _repeat_first_line(s)),
+        "is listed twice in manifest.jsonl",
+    ),
+    Case(
+        "stored-set-swapped-audio",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _swap_first_audio(s)),
+        "set evil changed after it was carded",
+    ),
+    Case(
+        "stored-set-deleted-audio",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _first_audio(s).unlink()),
+        "listed in its manifest is missing",
+    ),
+    Case(
+        "stored-set-audio-link",
+        "link",
+        lambda ws: _changed_set(ws, lambda s: _link_first_audio(s, ws.outside)),
+        "is a link",
+    ),
+    Case(
+        "stored-set-folder-link",
+        "link",
+        lambda ws: (
+            shutil.copytree(ws.calib, ws.outside / "elsewhere"),
+            (ws.sets / "evil").symlink_to(ws.outside / "elsewhere"),
+            _calibrate_set(ws, ws.sets / "evil"),
+        )[2],
+        "speech set folder",
+    ),
+    Case(
+        "plan-named-like-a-built-variant",
+        "collision",
+        lambda ws: (
+            ws.user("plan.json").write_text('{"name": "INT8", "default": "fp16"}'),
+            [
+                "compare",
+                "--model",
+                str(ws.model),
+                "--calib-set",
+                str(ws.calib),
+                "--engines",
+                str(ws.engines),
+                "--plan",
+                str(ws.user("plan.json")),
+            ],
+        )[1],
+        "the plan's name 'INT8' is reserved",
+    ),
+    Case(
         "sensitivity-not-an-object",
         "traceback",
         lambda ws: (
@@ -751,6 +858,35 @@ def test_record_paths_are_not_hashed_outside_the_workspace(ws: Workspace, capsys
     assert sha256_file(secret)[:12] not in " ".join(problems)
     assert main(["report", "--record", str(ws.record)]) == 1
     assert sha256_file(secret)[:12] not in capsys.readouterr().err
+
+
+def test_a_record_of_the_embedded_model_re_renders_and_is_still_checked(ws: Workspace, capsys) -> None:
+    """A sign-off of the embedded default model records the package's own model folder: ``report`` re-renders
+    it (it was refused as outside the workspace), still refuses it when that folder's hash is not the recorded
+    one, and any other folder of the package stays outside."""
+    from workbench.report.record import artifact_entry
+    from workbench.resources import demo_model_dir
+
+    shipped = artifact_entry("model", demo_model_dir(), "model")
+    again = ["report", "--record", str(ws.record), "--out", str(ws.root / "reports" / "again")]
+
+    def model_entry(entry: dict) -> None:
+        def change(record: dict) -> None:
+            for item in record["provenance"]["artifacts"]:
+                if item["role"] == "model":
+                    item.update(entry)
+
+        rewrite_record(ws.record, change)
+
+    model_entry(shipped)
+    assert main(again) == 0, capsys.readouterr().err
+    assert "verdict:" in capsys.readouterr().out
+    model_entry({**shipped, "sha256": "0" * 64})
+    assert main(again) == 1
+    assert f"model: {shipped['path']} changed" in capsys.readouterr().err
+    model_entry({**shipped, "path": str(demo_model_dir().parent)})
+    assert main(again) == 1
+    assert "lies outside the workspace" in capsys.readouterr().err
 
 
 def test_search_record_paths_outside_the_model_folder_are_ignored(ws: Workspace) -> None:

@@ -449,8 +449,8 @@ def test_signoff_report_says_what_it_did_with_outside_clips(pair, tmp_path):
         resamples=50,
     )
     with pytest.raises(WorkbenchError, match="outside the deployment profile"):
-        run(SignoffInputs(out_dir=tmp_path / "r0", **common), log=lambda _: None)
-    result = run(SignoffInputs(out_dir=tmp_path / "r1", outside_profile="skip", **common), log=lambda _: None)
+        run(SignoffInputs(out_dir=tmp_path / "r0", **common))
+    result = run(SignoffInputs(out_dir=tmp_path / "r1", outside_profile="skip", **common))
     record, paths = result.record, result.paths
     assert record["accuracy"]["candidates"]["fp32"]["overall"]["utterances"] == 8
     assert any(

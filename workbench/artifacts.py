@@ -29,8 +29,14 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def sha256_tree(root: Path) -> str:
-    """Hash of every regular file's relative path and content under ``root`` (order independent).
+# A stored speech set's index (``workbench.speech.integrity``): stat fields and hashes of its files as last
+# verified, rewritten whenever they move (a copied or restored set), so it is never part of the set's hash.
+SET_INDEX = "index.json"
+
+
+def sha256_tree(root: Path, skip: tuple[str, ...] = ()) -> str:
+    """Hash of every regular file's relative path and content under ``root`` (order independent), leaving out
+    the relative paths in ``skip``.
 
     Symlinks inside the tree are never followed: a linked file contributes its link text, not the content
     of whatever it points at (so a tree cannot make the workbench read files outside it)."""
@@ -40,6 +46,8 @@ def sha256_tree(root: Path) -> str:
         for name in files + [d for d in dirs if os.path.islink(os.path.join(folder, d))]:
             path = Path(folder) / name
             rel = path.relative_to(root).as_posix()
+            if rel in skip:
+                continue
             if path.is_symlink():
                 entries.append((rel, sha256_bytes(b"symlink:" + os.fsencode(os.readlink(path)))))
             elif path.is_file():  # regular files only: FIFOs and devices are never opened

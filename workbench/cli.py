@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from workbench.console import show_progress
 from workbench.errors import WorkbenchError, exit_status
 from workbench.workspace import active, add_workspace_option, fill_defaults, resolve_workspace
 
@@ -123,6 +124,7 @@ def parse_args(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    show_progress()  # the library's log messages are the lines a person reads while a verb runs
     parser = build_parser()
 
     def run_verb() -> int | None:

@@ -102,6 +102,19 @@ class SetBuildConfig:
 
 
 @dataclass(frozen=True)
+class AudioPlausibility:
+    """What an imported clip must look like to be taken as one spoken utterance. A clip outside it is named at
+    import: a calibration import skips it, an evaluation import refuses (``--skip-implausible`` skips it)."""
+
+    min_rate_hz: int = 4_000  # a header below this holds no speech band (telephone audio is 8 kHz)
+    max_rate_hz: int = 384_000  # above what any audio interface records
+    max_clip_s: float = 600.0  # longer is a whole recording, not an utterance (checked before decoding)
+    # a derived engine profile is shaped by the clips within this factor of the median duration; the others
+    # are listed at import and on the card (a 2-hour clip must not stretch an engine's profile to 2 hours)
+    profile_outlier_factor: float = 10.0
+
+
+@dataclass(frozen=True)
 class ImportDefaults:
     """Defaults of ``data import`` (a whole source stored as one calibration or evaluation set)."""
 
@@ -159,6 +172,9 @@ DASHBOARD = DashboardConfig()
 BACKENDS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt")
 DEFAULT_BACKEND = "ort-cpu"
 DEFAULT_TARGET = "tensorrt"
+
+# The calibration method when none is given: TensorRT's entropy (KL divergence) calibration.
+DEFAULT_METHOD = "entropy"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from workbench.backends.base import Runner
+from workbench.backends.devices import device_of
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
@@ -150,8 +151,6 @@ class OnnxRuntimeRunner(Runner):
 
     def describe(self) -> dict[str, str]:
         import onnxruntime as ort
-
-        from workbench.backends.factory import device_of
 
         return {
             "runner": self.name,

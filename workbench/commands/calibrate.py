@@ -7,7 +7,7 @@ from pathlib import Path
 
 from workbench.calibration.methods import METHODS
 from workbench.commands.options import add_backend_argument, print_lines
-from workbench.config import ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
+from workbench.config import DEFAULT_METHOD, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
@@ -20,10 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the demo model shipped in the package)",
     )
     parser.add_argument(
-        "--set", default="demo-calib", help="calibration set name under calib_sets/ or a path"
+        "--calib-set",
+        "--set",
+        dest="calib_set",
+        default="demo-calib",
+        help="calibration set name under calib_sets/ or a path",
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
-    parser.add_argument("--method", default="entropy", choices=METHODS)
+    parser.add_argument("--method", default=DEFAULT_METHOD, choices=METHODS)
     parser.add_argument("--percentile", type=float, default=99.99)
     parser.add_argument("--bins", type=int, default=2048, help="histogram bins (TensorRT uses 2048)")
     parser.add_argument(
@@ -61,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     result = calibrate.run(
         calibrate.CalibrateInputs(
             args.model,
-            args.set,
+            args.calib_set,
             MethodSpec(args.method, args.percentile, args.bins),
             engines=args.engines,
             ort_cpu=args.ort_cpu,

@@ -1,7 +1,8 @@
-"""``python -m workbench data build|import|show|list``: calibration and evaluation speech sets.
+"""``python -m workbench data build|import|show|list|recard``: calibration and evaluation speech sets.
 
 ``build`` makes a balanced calibration/evaluation pair (the sets job); ``import`` stores a whole source
-as one calibration-only or evaluation-only set (the import_set job).
+as one calibration-only or evaluation-only set (the import_set job); ``recard`` accepts a set's files as
+they are now (``workbench.speech.recard``); ``list`` says which sets no longer match their cards.
 """
 
 from __future__ import annotations
@@ -106,6 +107,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an evaluation set imported whole is refused when its source lists audio files or transcripts "
         "that are not there; accept up to N of them (recorded in the card and every report; default 0)",
     )
+    imp.add_argument(
+        "--skip-implausible",
+        action="store_true",
+        help="evaluation sets: leave out clips that are no plausible utterance (a sample rate no recording has, "
+        "longer than 10 minutes) instead of refusing the import; calibration imports always skip them",
+    )
     imp.add_argument("--seed", type=int, default=0)
     imp.add_argument("--workers", type=int, default=idef.workers, help="decoding processes")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -115,6 +122,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     listing = sub.add_parser("list", help="list the sets under calib_sets/")
     listing.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    recard = sub.add_parser(
+        "recard", help="accept a set's changed files: recompute its card's hashes and counts from them"
+    )
+    recard.add_argument("name", help="set name under calib_sets/ or a path")
+    recard.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
 
 
 def _config(args: argparse.Namespace) -> SetBuildConfig:
@@ -162,6 +174,7 @@ def _import(args: argparse.Namespace) -> list[str]:
         rir_dir=args.rir_dir,
         disjoint_from=args.disjoint_from,
         allow_missing=args.allow_missing,
+        skip_implausible=args.skip_implausible,
     )
     inputs = import_set.ImportInputs(config, progress=not args.no_progress, **_source_fields(args))
     return import_set.run(inputs).lines()
@@ -181,13 +194,31 @@ def run(args: argparse.Namespace) -> int:
     if args.data_command == "show":
         print_lines(sets.set_lines(load_set(args.name, root=args.root)))
         return 0
+    if args.data_command == "recard":
+        from workbench.speech.recard import recard_set
+
+        print_lines(recard_set(args.name, root=args.root).lines())
+        return 0
     print_lines(recover(args.root))  # a killed build's pair is completed (or discarded) before listing
     listed = set_names(args.root)
     if not listed:
         print("no sets yet; build one with: python -m workbench data build")
     for name in listed:
-        s = load_set(Path(args.root) / name)
-        print(
-            f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}"
-        )
+        print(_list_line(Path(args.root) / name))
     return 0
+
+
+def _list_line(path: Path) -> str:
+    """One set's line in ``data list``; a set that no longer matches its card (or is damaged) says why."""
+    from workbench.speech.store import load_set, verify_set
+
+    try:
+        s = load_set(path, verify=False)
+    except WorkbenchError as exc:
+        return f"{path.name:30} unusable: {exc}"
+    head = f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}"
+    try:
+        verify_set(s)
+    except WorkbenchError as exc:
+        return f"{head}  CHANGED: {exc}"
+    return head

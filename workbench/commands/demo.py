@@ -5,7 +5,9 @@ one job (``workbench.jobs``) and reads what earlier steps left in ``context.resu
 default speech sets (``demo``: 100 utterances per condition for calibration, 100 per condition for
 evaluation, 100 per condition for a dev set held out from both), calibrate the demo model, compare it
 layer by layer against INT8 and rank the layer groups' sensitivity, search the mixed INT8/FP16 plan on
-the held-out dev set, and sign off FP32, FP16, INT8 and the mixed plan on the evaluation set.
+the held-out dev set, and sign off on the evaluation set for two deployment targets: TensorRT (FP32, FP16,
+INT8 and the mixed plan; timed here on ONNX Runtime CPU, so an accuracy sign-off) and ONNX Runtime CPU (FP32,
+the CPU flavours of INT8 and the mixed plan and ONNX Runtime's dynamic INT8, timed on the target: a winner).
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench.commands.options import print_lines
 from workbench.config import DEMO_DEV_PER_CONDITION, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
+
+if TYPE_CHECKING:
+    from workbench.evaluate.latency import LatencyConfig
 
 # The demo's calibration method. Percentile 99.99 rather than TensorRT's entropy: with entropy as NVIDIA's
 # reference computes it, INT8-everywhere loses +4.13 WER points on demo-eval [95 % CI +2.83, +5.41] and the
@@ -124,11 +129,8 @@ def _search(ctx: DemoContext) -> None:
     ctx.results["search"] = result
 
 
-def _signoff(ctx: DemoContext) -> None:
-    from workbench.evaluate.latency import LatencyConfig
-    from workbench.jobs import signoff
-
-    built = ctx.results["speech_sets"]
+def _candidates(ctx: DemoContext, say: bool = True) -> list[tuple[str, Path]]:
+    """FP32, FP16, INT8 and, when the search found one, the mixed plan (the TensorRT-bound files)."""
     calibrated = ctx.results["calibrate"]
     candidates = [
         ("fp32", calibrated.fp32_onnx),
@@ -139,25 +141,51 @@ def _signoff(ctx: DemoContext) -> None:
     found = search.data["found"] if search else None
     if found:
         candidates.append(("mixed", Path(found["onnx_path"])))
-        print(
-            f"mixed candidate: {found['name']} ({found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)"
-        )
-    elif search:
+        if say:
+            print(
+                f"mixed candidate: {found['name']} ({found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)"
+            )
+    elif search and say:
         print("no mixed plan met the budget on the dev set; signing off FP32, FP16 and INT8 only")
+    return candidates
+
+
+def _signoff_for(
+    ctx: DemoContext, target: str, folder: str, latency: LatencyConfig, say: bool = True
+) -> None:
+    """Sign off the demo's candidates for ``target`` on the evaluation set (report under ``folder``)."""
+    from workbench.jobs import signoff
+
+    built = ctx.results["speech_sets"]
+    calibrated = ctx.results["calibrate"]
     compared = ctx.results.get("compare")
     inputs = signoff.SignoffInputs(
         eval_set=str(built.eval.path),
-        out_dir=ctx.reports_root / "demo-signoff",
-        candidates=candidates,
+        out_dir=ctx.reports_root / folder,
+        candidates=_candidates(ctx, say),
         model=demo_model_dir(),
         calib_set=str(built.calib.path),
         cache=calibrated.cache,
         engines=ctx.engines_root,
         calib_root=ctx.calib_root,
         sensitivity=compared.files["sensitivity_json"] if compared else None,
-        latency=None if ctx.quick else LatencyConfig((1, 8), warmup=2, repeats=15),
+        latency=None if ctx.quick else latency,
+        target=target,
     )
     print_lines(signoff.run(inputs).lines())
+
+
+def _signoff(ctx: DemoContext) -> None:
+    from workbench.evaluate.latency import LatencyConfig
+
+    _signoff_for(ctx, "tensorrt", "demo-signoff", LatencyConfig((1, 8), warmup=2, repeats=15))
+
+
+def _signoff_cpu(ctx: DemoContext) -> None:
+    from workbench.evaluate.latency import LatencyConfig
+
+    # latency is the main cost: batch 1 and 8, one warm-up, 10 interleaved rounds (intervals from the rounds)
+    _signoff_for(ctx, "ort-cpu", "demo-signoff-cpu", LatencyConfig((1, 8), warmup=1, repeats=10), say=False)
 
 
 STEPS: tuple[Step, ...] = (
@@ -181,8 +209,13 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "signoff",
-        "FP32, FP16, INT8 and the mixed plan: WER with CIs, latency, gates; sign-off report",
+        "for TensorRT: FP32, FP16, INT8 and the mixed plan: WER with CIs, latency, gates; accuracy sign-off",
         _signoff,
+    ),
+    Step(
+        "signoff-cpu",
+        "for ONNX Runtime CPU: FP32, the CPU flavours of INT8 and the mixed plan, ORT dynamic INT8; a winner",
+        _signoff_cpu,
     ),
 )
 
@@ -247,7 +280,8 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     print(
-        f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}, report under "
-        f"{ctx.reports_root / 'demo-signoff'}"
+        f"\ndemo finished: {len(STEPS)} step(s); sets under {ctx.calib_root}, reports under "
+        f"{ctx.reports_root / 'demo-signoff'} (TensorRT) and {ctx.reports_root / 'demo-signoff-cpu'} "
+        "(ONNX Runtime CPU)"
     )
     return 0

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from workbench.config import BACKENDS, DEFAULT_BACKEND
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
@@ -20,10 +20,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the demo model shipped in the package)",
     )
     parser.add_argument(
-        "--calib-set", default="demo-calib", help="calibration set name under calib_sets/ or a path"
+        "--calib-set",
+        "--set",
+        dest="calib_set",
+        default="demo-calib",
+        help="calibration set name under calib_sets/ or a path",
     )
     parser.add_argument(
-        "--method", default="entropy", help="calibration method (entropy, max, percentile, mse)"
+        "--method", default=DEFAULT_METHOD, help="calibration method (entropy, max, percentile, mse)"
     )
     parser.add_argument("--cache", type=Path, help="calibration cache to use (checked against the model)")
     parser.add_argument(

@@ -64,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per evaluation")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--latency-target",
+        metavar="TARGET",
+        help="ort-cpu: choose, among the plans that pass, the one measured fastest on ONNX Runtime's CPU EP "
+        "(its CPU flavour, timed against FP32 here) instead of the one with the most INT8",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         margin=args.margin,
         confidence=args.confidence,
+        latency_target=args.latency_target,
     )
     print_lines(search.run(inputs).lines())
     return 0

@@ -17,7 +17,13 @@ import datetime as _dt
 from pathlib import Path
 
 from workbench.commands.options import add_backend_argument, add_error_unit, print_lines
-from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
+from workbench.config import (
+    BACKENDS,
+    DEFAULT_METHOD,
+    DEFAULT_TARGET,
+    OUTSIDE_PROFILE_DEFAULT,
+    OUTSIDE_PROFILE_POLICIES,
+)
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.values import parse_positive_ints
@@ -33,9 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an ONNX candidate (repeat; the first is the FP32 baseline); without it, "
         "FP32/FP16/INT8 are built from --model and --calib-set",
     )
-    parser.add_argument("--method", default="entropy", help="calibration method for the built INT8 variant")
+    parser.add_argument(
+        "--method", default=DEFAULT_METHOD, help="calibration method for the built INT8 variant"
+    )
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
-    parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
+    parser.add_argument(
+        "--calib-set", "--set", dest="calib_set", help="calibration set (recorded in provenance)"
+    )
     parser.add_argument(
         "--model",
         help="model folder or hub id (default: the model the candidates name in their "
@@ -56,6 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TARGET,
         help="where the candidate will be deployed (default tensorrt): latency picks a winner only "
         "when it was measured there; otherwise the verdict is an accuracy sign-off",
+    )
+    parser.add_argument(
+        "--as-given",
+        action="store_true",
+        help="judge the candidates as given; without it --target ort-cpu judges what a CPU deployment runs "
+        "(FP32, the ONNX Runtime CPU flavour of every INT8 candidate, ONNX Runtime's dynamic INT8)",
     )
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument("--seed", type=int, default=0)
@@ -134,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         backend=args.backend,
         target=args.target,
+        as_given=args.as_given,
         resamples=args.resamples,
         seed=args.seed,
         limit=args.limit,

@@ -25,7 +25,8 @@ from typing import Any
 from workbench import __version__
 from workbench.artifacts import sha256_file
 from workbench.backends.cpu_int8 import int8_weight_type
-from workbench.backends.factory import device_of, ort_providers
+from workbench.backends.devices import device_of
+from workbench.backends.factory import ort_providers
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import convergence as conv
 from workbench.calibration import histograms, kernels
@@ -36,7 +37,8 @@ from workbench.config import DEFAULT_BACKEND, ORT_CPU_WEIGHTS
 from workbench.errors import WorkbenchError
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.export import Parity, export_onnx, parity_check
-from workbench.model.loading import artifact_folder_name, check_model_source, load_model
+from workbench.model.folders import artifact_folder_name
+from workbench.model.loading import check_model_source, load_model
 from workbench.quantize.guard import guard_for_set
 from workbench.quantize.plan import FP16, INT8
 from workbench.quantize.qdq import build_variant
@@ -187,15 +189,15 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         cache, problems = None, [f"its histograms are not usable ({gone}); recalibrated to rewrite them"]
     reused = cache is not None
     if cache is None:
-        clips = len(speech_set.utterances)
+        clip_count = len(speech_set.utterances)
         stats = collect_statistics(
             fp32,
             (a for _, a in speech_set.iter_audio()),
-            clips,
+            clip_count,
             with_histograms=spec.name != "max",
             bins=spec.bins,
             providers=ort_providers(inputs.backend),
-            checkpoint=conv.checkpoint_for(clips),
+            checkpoint=conv.checkpoint_for(clip_count),
             prepare=description.prepare,
         )
         amax = ranges_from_statistics(stats, spec)
@@ -214,7 +216,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     fp16 = out / f"model.fp16-{speech_set.content_hash[:12]}.onnx"
     build_variant(fp32, {}, FP16.with_guard(guard), fp16, with_plan=True)
     cpu = None
-    if inputs.ort_cpu:
+    if weights is not None:  # the ONNX Runtime CPU flavour was asked for
         from workbench.quantize.ort_cpu import build_cpu_variant
 
         cpu = build_cpu_variant(

@@ -16,7 +16,7 @@ from workbench.artifacts import sha256_file
 from workbench.backends.factory import ort_providers
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import METHODS, MethodSpec
-from workbench.config import DEFAULT_BACKEND
+from workbench.config import DEFAULT_BACKEND, DEFAULT_METHOD
 from workbench.errors import WorkbenchError
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model
@@ -64,7 +64,7 @@ class Prepared:
 def prepare(
     model: str | Path,
     calib_set: str | Path,
-    method: str = "entropy",
+    method: str = DEFAULT_METHOD,
     root: Path | None = None,
     cache_path: Path | None = None,
     calib_root: Path | None = None,
@@ -162,7 +162,7 @@ class AnalysisInputs:
 
     model: str | Path = field(default_factory=demo_model_dir)
     calib_set: str | Path = "demo-calib"
-    method: str = "entropy"
+    method: str = DEFAULT_METHOD
     cache: Path | None = None
     per_condition: int = 2
     granularity: str = "group"

@@ -88,7 +88,13 @@ def profile_lines(card: dict[str, Any], fit: dict[str, Any] | None) -> list[str]
     if not p:
         return []
     out = [f"engine profile: {p['min_s']:g} / {p['opt_s']:g} / {p['max_s']:g} s (min/opt/max), {p['how']}"]
-    if fit and fit["outside"]:
+    if fit and fit["outside"] and str(p.get("how", "")).startswith("derived"):
+        out.append(
+            f"left out as far from the median duration (they would stretch the derived profile): {fit['outside']} "
+            f"of {fit['total']} clips ({fit['shorter']} shorter, {fit['longer']} longer; clips run "
+            f"{fit['shortest_s']:.2f}-{fit['longest_s']:.2f} s); to keep them pass {fit['to_keep_them_pass']}"
+        )
+    elif fit and fit["outside"]:
         out.append(
             f"left out by the fixed profile: {fit['outside']} of {fit['total']} clips ({fit['shorter']} shorter, "
             f"{fit['longer']} longer; clips run {fit['shortest_s']:.2f}-{fit['longest_s']:.2f} s); to keep "

@@ -27,6 +27,7 @@ import numpy as np
 from workbench.errors import WorkbenchError
 from workbench.model.architectures import CTC_HEAD, check_config, unsupported
 from workbench.model.features import FeatureSettings, read_feature_settings
+from workbench.model.folders import model_hash, resolve_folder, weight_shapes
 from workbench.model.textnorm import TextNormaliser, check_error_unit
 from workbench.model.vocab import Vocabulary, load_vocabulary
 
@@ -190,8 +191,6 @@ def _check_transformers_config(folder: Path, where: str, architecture: str) -> A
 
 
 def _check_head(folder: Path, where: str, vocabulary: Vocabulary, vocab_size: int) -> None:
-    from workbench.model.loading import weight_shapes
-
     shapes = weight_shapes(folder)
     if shapes is not None:
         head = shapes.get(CTC_HEAD)
@@ -212,8 +211,6 @@ def _check_head(folder: Path, where: str, vocabulary: Vocabulary, vocab_size: in
 
 def describe_model(name_or_path: str | Path, error_unit: str | None = None) -> ModelDescription:
     """The description of a model folder or hub id; refuses unsupported models before reading any weights."""
-    from workbench.model.loading import model_hash, resolve_folder
-
     check_error_unit(error_unit)
     folder = resolve_folder(name_or_path)
     return inspect_folder(folder, str(name_or_path), model_hash(folder), error_unit)

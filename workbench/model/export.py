@@ -54,7 +54,7 @@ def export_onnx(
         torch.onnx.export(
             model,
             (dummy,),
-            buffer,
+            buffer,  # type: ignore[arg-type]  # torch's annotation omits the file objects it accepts
             input_names=[INPUT],
             output_names=[OUTPUT],
             dynamic_axes={INPUT: {0: "batch", 1: "samples"}, OUTPUT: {0: "batch", 1: "frames"}},

@@ -196,7 +196,17 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             )
         )
     out.append(("Packages", ["package", "version"], [[k, v] for k, v in sorted(prov["packages"].items())]))
+    made = (record.get("backend") or {}).get("candidates")
+    if made:
+        out.insert(1, target_table(made))
     return out
+
+
+def target_table(made: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+    """What the deployment target runs: each candidate as given or made for it, and those left out."""
+    rows = [[c["name"], c["made_from"] or "-", c["how"]] for c in made["candidates"]]
+    rows += [[name, "-", f"left out: {why}"] for name, why in made.get("left_out", {}).items()]
+    return (f"Candidates for the target ({made['target']})", ["candidate", "made from", "how"], rows)
 
 
 def _method(record: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import signal
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -26,13 +26,19 @@ from typing import Any
 from tqdm import tqdm
 
 from workbench import journal
-from workbench.config import MAJORITY_ACCENT, ConditionRanges, EngineProfile, ImportDefaults
+from workbench.config import (
+    MAJORITY_ACCENT,
+    AudioPlausibility,
+    ConditionRanges,
+    EngineProfile,
+    ImportDefaults,
+)
 from workbench.errors import WorkbenchError
 from workbench.speech import missing
 from workbench.speech.entries import Entry, load_entry
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
-from workbench.speech.profiles import ProfileFit, derive_profile, outside_reason, profile_fit, profile_json
+from workbench.speech.profiles import ProfileFit, outside_reason, profile_fit, profile_json, robust_profile
 from workbench.speech.records import Skipped, Utterance
 from workbench.speech.split import ROLES, stable_fraction, stable_hash
 from workbench.speech.store import SpeechSet, finish_set, load_set, made_record, start_set, write_clip_audio
@@ -58,6 +64,7 @@ class ImportConfig:
     disjoint_from: str | None = None  # a stored set whose speakers and texts this set must not have
     allow_missing: int = 0  # an evaluation set imported whole may lack this many listed inputs (``missing``)
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
+    skip_implausible: bool = False  # evaluation imports: skip implausible clips instead of refusing
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -185,7 +192,7 @@ def _gets_noisy_copy(rec: Utterance, cfg: ImportConfig) -> bool:
 
 def ordered_map(
     fn: Callable[[Entry], _Outcome], items: Iterable[Entry], workers: int, window: int, context: _Context
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     """``fn`` over ``items`` in worker processes, results in input order, at most ``window`` in flight.
 
     Closing the iterator early cancels what has not started and waits for what has.
@@ -303,6 +310,9 @@ def import_set(
             bar.close()
         if whole:
             missing.refuse_if_incomplete(cfg.name, lacking, listed, cfg.allow_missing)
+        implausible = [s for s in skipped if s.implausible]
+        if implausible and cfg.role == "eval" and not cfg.skip_implausible:
+            raise WorkbenchError(_implausible_refusal(implausible, cfg.name))
         if not stored:
             raise WorkbenchError(
                 f"no usable utterances for {cfg.name}; nothing written ({len(skipped)} inputs "
@@ -313,16 +323,26 @@ def import_set(
         _remove_unlisted_audio(tmp, {rec.audio for rec, _ in stored})
         derived = cfg.profile is None
         clean = [rec.duration_s for rec, _ in stored]
-        profile = derive_profile(clean) if derived else cfg.profile
+        far: list[int] = []
+        if cfg.profile is None:
+            profile, far = robust_profile(clean, _PLAUSIBLE.profile_outlier_factor)
+        else:
+            profile = cfg.profile
         for rec, _ in stored:
             rec.bucket = profile.bucket_of(rec.duration_s)
-        fit = profile_fit(clean + outside, profile)
+        far_set = set(far)
+        fitted = [d for i, d in enumerate(clean) if i not in far_set]
+        fit = profile_fit(fitted + outside, profile)
         checks: dict[str, Any] = {
             "role": cfg.role,
             "whole_source": cfg.take is None,
             "profile_fit": fit.to_json(),
             "missing": missing.card_record(lacking, listed, cfg.allow_missing if whole else None),
         }
+        if implausible:
+            checks["implausible"] = [{"item": s.item, "reason": s.reason} for s in implausible]
+        if far:
+            checks["profile_outliers"] = _outliers_json([stored[i][0] for i in far])
         if cfg.take is not None:
             checks["take"] = {"requested": cfg.take, "kept": kept}
         if cfg.disjoint_from:
@@ -339,6 +359,32 @@ def import_set(
             tmp, cfg.name, utts, [h for _, h in stored], made, skipped, checks, profile_json(profile, derived)
         )
     return ImportResult(SpeechSet(final, card, utts), fit, derived, listed)
+
+
+_PLAUSIBLE = AudioPlausibility()
+SHOWN = 5  # implausible files named in a refusal
+
+
+def _implausible_refusal(implausible: list[Skipped], name: str) -> str:
+    """One line: which files of an evaluation import are no plausible utterance, and what to do."""
+    named = "; ".join(f"{s.item}: {s.reason}" for s in implausible[:SHOWN])
+    more = f"; and {len(implausible) - SHOWN} more" if len(implausible) > SHOWN else ""
+    return (
+        f"{len(implausible)} file(s) of evaluation set {name} are no plausible utterance ({named}{more}); "
+        "nothing written: fix or remove them, or pass --skip-implausible to leave them out (the card lists them)"
+    )
+
+
+def _outliers_json(recs: list[Utterance]) -> dict[str, Any]:
+    factor = _PLAUSIBLE.profile_outlier_factor
+    return {
+        "rule": f"further than {factor:g}x from the median duration: kept in the set, not in the derived profile",
+        "count": len(recs),
+        "clips": [
+            {"id": r.id, "item": str(r.extra.get("original", "")), "duration_s": r.duration_s}
+            for r in recs[:200]
+        ],
+    }
 
 
 def _remove_unlisted_audio(folder: Path, kept: set[str]) -> None:

@@ -64,7 +64,7 @@ class AudioFolderSource(EntrySource):
         texts = {
             path: read_transcript(path.with_suffix(".txt"))
             if path.with_suffix(".txt").exists()
-            else (transcripts.get(path.relative_to(self.root).as_posix()) or [None])[0]
+            else next(iter(transcripts.get(path.relative_to(self.root).as_posix()) or []), None)
             for path in files
         }
         for path in files:
