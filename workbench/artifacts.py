@@ -59,13 +59,35 @@ def sha256_tree(root: Path, skip: tuple[str, ...] = ()) -> str:
     return digest.hexdigest()
 
 
+def current_umask() -> int:
+    """The process's file-creation mask (read from /proc where it can be, so no other thread sees it changed)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def shared_mode(folder: bool = False) -> int:
+    """The mode ``open()``/``mkdir()`` would give a new file (0666) or folder (0777) under the umask: what an
+    artifact made through a private temporary (``mkstemp`` 0600, ``mkdtemp`` 0700) gets before it is renamed
+    into place, so a team sharing a workspace reads each other's artifacts as their umask allows."""
+    return (0o777 if folder else 0o666) & ~current_umask()
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder, then rename; the file gets the
+    mode a plain ``open()`` would give it (``shared_mode``), not ``mkstemp``'s private 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), shared_mode())
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -1,5 +1,10 @@
 """ONNX Runtime runner: CPU by default, CUDA when onnxruntime-gpu is installed and asked for; and a CPU session
-that also returns any intermediate tensors (``session_with_outputs``: calibration, float statistics, checks)."""
+that also returns any intermediate tensors (``session_with_outputs``: calibration, float statistics, checks).
+
+Both open their session through ``open_session``: where the exact-U8S8 option (``cpu_int8.PRECISION_MODE_KEY``,
+set on x86 CPUs without VNNI) makes ONNX Runtime refuse a model (1.32 refuses some QDQ models, e.g. its own
+``quantize_static`` output: "Attempt to replace the existing tensor"), the session is opened again without it,
+and the runner keeps why (``session_note``) for the record and report of whatever it measured."""
 
 from __future__ import annotations
 
@@ -41,6 +46,33 @@ def session_options(threads: int | None = None, optimization: str = "all", exact
     return opts
 
 
+def open_session(src: str | bytes, options, providers: Sequence[str], name: str = "the model"):
+    """``(session, note)``: an ONNX Runtime session of ``src``; ``note`` is None, or says why the exact-U8S8
+    option was dropped (ONNX Runtime refused the model with it and accepted it without it)."""
+    import onnxruntime as ort
+
+    from workbench.backends.cpu_int8 import PRECISION_MODE_KEY
+
+    try:
+        return ort.InferenceSession(src, options, providers=list(providers)), None
+    except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidGraph, ...) for one refusal
+        if options.get_session_config_entry(PRECISION_MODE_KEY) != "1":
+            raise
+        refusal = exc
+    fallback = ort.SessionOptions()
+    fallback.graph_optimization_level = options.graph_optimization_level
+    fallback.intra_op_num_threads = options.intra_op_num_threads
+    fallback.log_severity_level = options.log_severity_level
+    session = ort.InferenceSession(src, fallback, providers=list(providers))  # refused again: that error
+    words = " ".join(str(refusal).split())
+    reason = words.split(" : ")[-1].strip()[-200:] or type(refusal).__name__
+    return session, (
+        f"{name}: ONNX Runtime refused it with the exact-U8S8 option {PRECISION_MODE_KEY} ({reason}), so it "
+        "ran with ONNX Runtime's default session options: its integer GEMMs use the U8S8 kernels that "
+        "saturate on this CPU"
+    )
+
+
 def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None):
     """An ONNX Runtime CPU session of ``model`` that returns the tensors ``names`` (its graph outputs replaced).
 
@@ -48,7 +80,6 @@ def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None)
     more); ``options`` default to basic optimisation, so that every asked-for tensor survives.
     """
     import onnx
-    import onnxruntime as ort
 
     options = options or session_options(optimization="basic")
     original = [onnx.ValueInfoProto.FromString(o.SerializeToString()) for o in model.graph.output]
@@ -59,7 +90,7 @@ def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None)
     finally:
         del model.graph.output[:]
         model.graph.output.extend(original)
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    session, _ = open_session(data, options, ["CPUExecutionProvider"])
     del data
     return session
 
@@ -85,6 +116,7 @@ class OnnxRuntimeRunner(Runner):
         self.exact_int8 = exact_int8
         self.name = name or (Path(model).name if not isinstance(model, bytes) else "onnx-model")
         self.session = None
+        self.session_note: str | None = None  # why the exact-U8S8 option was dropped (``open_session``)
         self.backend_name = backend_name or (
             "ort-cuda" if "CUDAExecutionProvider" in self.providers else "ort-cpu"
         )
@@ -101,7 +133,7 @@ class OnnxRuntimeRunner(Runner):
             )
         src = self.model if isinstance(self.model, bytes) else str(self.model)
         options = session_options(self.threads, self.optimization, self.exact_int8)
-        self.session = ort.InferenceSession(src, options, providers=self.providers)
+        self.session, self.session_note = open_session(src, options, self.providers, self.name)
 
     def infer_impl(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.session is not None
@@ -129,7 +161,8 @@ class OnnxRuntimeRunner(Runner):
             "onnxruntime": ort.__version__,
             "optimization": self.optimization,
             "threads": str(self.threads or "default"),
-            "int8_gemm": int8_gemm(self.exact_int8),
+            "int8_gemm": int8_gemm(self.exact_int8 and self.session_note is None),
+            **({"session_note": self.session_note} if self.session_note else {}),
         }
 
 

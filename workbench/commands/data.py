@@ -100,6 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)",
     )
     imp.add_argument(
+        "--allow-missing",
+        type=int,
+        default=0,
+        metavar="N",
+        help="an evaluation set imported whole is refused when its source lists audio files or transcripts "
+        "that are not there; accept up to N of them (recorded in the card and every report; default 0)",
+    )
+    imp.add_argument(
         "--skip-implausible",
         action="store_true",
         help="evaluation sets: leave out clips that are no plausible utterance (a sample rate no recording has, "
@@ -178,6 +186,7 @@ def _import(args: argparse.Namespace) -> list[str]:
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
         disjoint_from=args.disjoint_from,
+        allow_missing=args.allow_missing,
         skip_implausible=args.skip_implausible,
     )
     inputs = import_set.ImportInputs(config, progress=not args.no_progress, **_source_fields(args))

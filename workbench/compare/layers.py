@@ -152,9 +152,7 @@ def _runner(
     saturate, int8 weights of fused integer nodes become uint8: the table shows INT8 error, not saturation)."""
     import os
 
-    import onnxruntime as ort
-
-    from workbench.backends.onnxruntime import session_options
+    from workbench.backends.onnxruntime import open_session, session_options
 
     onnxrt = import_optional("polygraphy.backend.onnxrt", "pip install polygraphy")
     pg_onnx = import_optional("polygraphy.backend.onnx", "pip install polygraphy")
@@ -162,9 +160,8 @@ def _runner(
 
     def session():
         # one thread per usable CPU, as Polygraphy's SessionFromOnnx does (not every core may be ours)
-        return ort.InferenceSession(
-            marked(), session_options(len(os.sched_getaffinity(0))), providers=list(providers)
-        )
+        # a candidate refused with the exact-U8S8 option runs without it (``open_session``)
+        return open_session(marked(), session_options(len(os.sched_getaffinity(0))), providers, name)[0]
 
     return onnxrt.OnnxrtRunner(session, name=name)
 

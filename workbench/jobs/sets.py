@@ -17,7 +17,7 @@ from typing import Any
 from workbench import journal
 from workbench.config import SetBuildConfig
 from workbench.errors import WorkbenchError
-from workbench.speech import builder, sources
+from workbench.speech import builder, missing, sources
 from workbench.speech.builder import BuiltSets
 from workbench.speech.layouts import LAYOUTS, SourceOptions, open_source
 from workbench.speech.store import SpeechSet, balance_table
@@ -120,4 +120,6 @@ def set_lines(speech_set: SpeechSet) -> list[str]:
         out.append("short of the request: " + ", ".join(f"{k} {v}" for k, v in short.items()))
     if card["skipped"]:
         out.append(f"skipped: {len(card['skipped'])} (reasons in {speech_set.path / 'card.md'})")
+    if lacks := missing.report_note(speech_set.name, card, "set"):
+        out.append(lacks)
     return out

@@ -73,6 +73,7 @@ from workbench.quantize.targets import candidates_for_target, check_target_input
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
+from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
@@ -450,12 +451,17 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     if sensitivity_path is not None:
         artifacts.append(artifact_entry("sensitivity", sensitivity_path, "json"))
     artifacts += [artifact_entry(f"candidate {n}", p, "onnx") for n, p in candidates]
+    lacking = missing.report_note(eval_set.name, eval_set.card, "evaluation set")
+    if lacking:
+        artifacts[[a["role"] for a in artifacts].index("evaluation set")]["missing"] = lacking
     notes = [
         f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
+        *([lacking] if lacking else []),
         f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}",
         f"inference: {inference.summary()}; the verdict is judged under {inference.decoder.name}",
     ]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
+    notes += [note for r in runners.values() if (note := getattr(r, "session_note", None))]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
     notes += profile_notes

@@ -1,7 +1,8 @@
 """One description of the model a job works on, read once from its folder and carried by every artifact.
 
 ``describe_model(folder or hub id)`` reads ``config.json`` (architecture, checked before anything else is
-read), ``preprocessor_config.json`` (``do_normalize``, sampling rate, attention mask), the tokenizer files
+read), the feature-extractor settings (``processor_config.json`` or ``preprocessor_config.json``: ``do_normalize``,
+sampling rate, attention mask), the tokenizer files
 (vocabulary, CTC blank = the config's ``pad_token_id``, word delimiter, special tokens) and the safetensors
 headers (the CTC head exists and is as wide as the vocabulary); it loads no weights and writes nothing.
 The ``ModelDescription`` then answers every model-specific question of the pipeline: how a clip becomes

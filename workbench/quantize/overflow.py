@@ -101,17 +101,17 @@ def check_overflow(
 ) -> OverflowReport:
     """Run ``model`` on raw 16 kHz ``clips`` (made ``input_values`` by ``prepare``, the model's feature settings;
     default: normalised) and name the first tensor holding inf/NaN, if any."""
-    import onnxruntime as ort
-
-    from workbench.backends.onnxruntime import session_options, session_with_outputs
+    from workbench.backends.onnxruntime import open_session, session_options, session_with_outputs
     from workbench.model.export import INPUT
     from workbench.model.features import normalise_audio
 
     prepare = prepare or normalise_audio
     proto = onnx.load(str(model)) if isinstance(model, Path) else model
     outputs = [o.name for o in proto.graph.output]
-    plain = ort.InferenceSession(
-        proto.SerializeToString(), session_options(optimization="basic"), providers=["CPUExecutionProvider"]
+    plain, _ = (
+        open_session(  # a candidate refused with the exact-U8S8 option runs without it (see signoff notes)
+            proto.SerializeToString(), session_options(optimization="basic"), ["CPUExecutionProvider"]
+        )
     )
     bad_clips = [
         i

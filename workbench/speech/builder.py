@@ -10,6 +10,7 @@ evaluation sets' texts, and the evaluation set's speakers, are the same with or 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -39,6 +40,7 @@ from workbench.speech.store import SetSpec, SpeechSet, made_record, write_sets
 from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
 from workbench.speech.text import sentence_pool
 from workbench.speech.tts import INSTALL_HINT, Voice, require_voices
+from workbench.speech.workers import die_with_parent
 from workbench.workspace import area_path
 
 
@@ -243,7 +245,9 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
 def run_jobs(jobs: list[SlotJob], workers: int, desc: str) -> list[Clip | Skipped]:
     if workers <= 1:
         return [synthesize_slot(j) for j in tqdm(jobs, desc=desc, unit="utt")]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),)
+    ) as pool:
         return list(
             tqdm(pool.map(synthesize_slot, jobs, chunksize=4), total=len(jobs), desc=desc, unit="utt")
         )

@@ -14,6 +14,7 @@ drops the speakers and texts of another set (the calibration set of a sign-off p
 
 from __future__ import annotations
 
+import os
 import signal
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
@@ -33,6 +34,7 @@ from workbench.config import (
     ImportDefaults,
 )
 from workbench.errors import WorkbenchError
+from workbench.speech import missing
 from workbench.speech.entries import Entry, load_entry
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
@@ -40,6 +42,7 @@ from workbench.speech.profiles import ProfileFit, outside_reason, profile_fit, p
 from workbench.speech.records import Skipped, Utterance
 from workbench.speech.split import ROLES, stable_fraction, stable_hash
 from workbench.speech.store import SpeechSet, finish_set, load_set, made_record, start_set, write_clip_audio
+from workbench.speech.workers import die_with_parent
 from workbench.workspace import area_path
 
 _DEFAULTS = ImportDefaults()
@@ -59,6 +62,7 @@ class ImportConfig:
     noise_dir: Path | None = None
     rir_dir: Path | None = None
     disjoint_from: str | None = None  # a stored set whose speakers and texts this set must not have
+    allow_missing: int = 0  # an evaluation set imported whole may lack this many listed inputs (``missing``)
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
     skip_implausible: bool = False  # evaluation imports: skip implausible clips instead of refusing
 
@@ -78,6 +82,8 @@ class ImportConfig:
             raise WorkbenchError("--take must be at least 1")
         if self.workers < 1:
             raise WorkbenchError("--workers must be at least 1")
+        if self.allow_missing < 0:
+            raise WorkbenchError("--allow-missing must be 0 or more")
 
 
 @dataclass
@@ -96,6 +102,7 @@ class _Outcome:
     skipped: Skipped | None = None
     outside_s: float | None = None  # duration of a clip the fixed profile left out
     excluded: str | None = None  # "speaker" or "text" when ``disjoint_from`` dropped it
+    missing: bool = False  # the skip is a listed input whose audio or transcript is not there
 
 
 @dataclass(frozen=True)
@@ -116,9 +123,11 @@ def _init_worker(context: _Context | None) -> None:
     _CONTEXT = context
 
 
-def _init_pool_worker(context: _Context) -> None:
+def _init_pool_worker(context: _Context, parent_pid: int) -> None:
     """A worker process leaves Ctrl-C to the main process, which stops the import and waits for the
-    workers to finish their clip (a worker killed by it mid-task can leave the pool hanging)."""
+    workers to finish their clip (a worker killed by it mid-task can leave the pool hanging), and ends
+    when the main process ends, killed or not (``workers.die_with_parent``)."""
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _init_worker(context)
 
@@ -130,7 +139,7 @@ def _process(entry: Entry) -> _Outcome:
     cfg = ctx.cfg
     item = load_entry(entry)
     if isinstance(item, Skipped):
-        return _Outcome(skipped=item)
+        return _Outcome(skipped=item, missing=missing.is_missing(entry))
     rec = item.utterance
     if cfg.profile is not None and (reason := outside_reason(rec.duration_s, cfg.profile)):
         return _Outcome(
@@ -195,7 +204,9 @@ def ordered_map(
         finally:
             _init_worker(None)
         return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_pool_worker, initargs=(context,))
+    pool = ProcessPoolExecutor(
+        max_workers=workers, initializer=_init_pool_worker, initargs=(context, os.getpid())
+    )
     pending: deque[Future] = deque()
     try:
         for item in items:
@@ -254,6 +265,11 @@ def import_set(
     if cfg.disjoint_from and load_set(cfg.disjoint_from, root).path.resolve() == final.resolve():
         raise WorkbenchError(f"--disjoint-from {cfg.disjoint_from} names the set being imported")
     entries, total = _ordered_entries(source.entries(), cfg, getattr(source, "light_entries", True))
+    whole = missing.must_be_whole(cfg.role, cfg.take)
+    if whole and isinstance(entries, list):  # listed up front: refuse before decoding anything
+        absent = [Skipped(e.where or e.key, missing.reason_of(e)) for e in entries if missing.is_missing(e)]
+        missing.refuse_if_incomplete(cfg.name, absent, len(entries), cfg.allow_missing)
+    lacking: list[Skipped] = []
     window = cfg.workers * _DEFAULTS.in_flight_per_worker
     stored: list[tuple[Utterance, str]] = []
     skipped: list[Skipped] = []
@@ -272,6 +288,8 @@ def import_set(
                 bar.update(1)
                 if outcome.skipped is not None:
                     skipped.append(outcome.skipped)
+                    if outcome.missing:
+                        lacking.append(outcome.skipped)
                     if outcome.outside_s is not None:
                         outside.append(outcome.outside_s)
                     if outcome.excluded:
@@ -290,6 +308,8 @@ def import_set(
         finally:
             results.close()
             bar.close()
+        if whole:
+            missing.refuse_if_incomplete(cfg.name, lacking, listed, cfg.allow_missing)
         implausible = [s for s in skipped if s.implausible]
         if implausible and cfg.role == "eval" and not cfg.skip_implausible:
             raise WorkbenchError(_implausible_refusal(implausible, cfg.name))
@@ -317,6 +337,7 @@ def import_set(
             "role": cfg.role,
             "whole_source": cfg.take is None,
             "profile_fit": fit.to_json(),
+            "missing": missing.card_record(lacking, listed, cfg.allow_missing if whole else None),
         }
         if implausible:
             checks["implausible"] = [{"item": s.item, "reason": s.reason} for s in implausible]

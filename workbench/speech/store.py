@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from workbench import __version__, journal
-from workbench.artifacts import sha256_file, write_json_atomic
+from workbench.artifacts import sha256_file, shared_mode, write_json_atomic
 from workbench.config import CONDITIONS, EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.inputs.problem import Where
@@ -190,7 +190,9 @@ def write_clip_audio(folder: Path, clip: Clip) -> str:
 
 def start_set(tmp: Path) -> None:
     """Prepare a (temporary) folder to receive a set's files."""
-    tmp.chmod(0o755)  # mkdtemp makes the folder private; a set is an ordinary shared artifact
+    tmp.chmod(
+        shared_mode(folder=True)
+    )  # a set is an ordinary shared artifact: the umask decides, as for mkdir
     (tmp / "audio").mkdir(exist_ok=True)
 
 

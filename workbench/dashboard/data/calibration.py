@@ -238,8 +238,8 @@ def histogram_frame(hists: hist_mod.TensorHistograms, name: str, max_bars: int =
 
 
 def convergence_frame(found: Convergence) -> pd.DataFrame:
-    """One row per tensor, largest amax change first: amax at the checkpoint and at the end, the change,
-    whether it still moves and the condition that drives it."""
+    """One row per tensor, largest amax change first: amax at the checkpoint and at the end, the change (in %
+    and in INT8 steps), whether it still moves and the condition that drives it."""
     return pd.DataFrame(
         [
             {
@@ -247,10 +247,11 @@ def convergence_frame(found: Convergence) -> pd.DataFrame:
                 "amax at checkpoint": c.before,
                 "amax": c.after,
                 "change %": round(c.change * 100, 3),
-                "moving": abs(c.change) > found.tolerance,
+                "INT8 steps": round(c.steps, 2),
+                "moving": found.rule.moving(c),
                 "driven by": c.driver or "",
             }
             for c in found.changes
         ],
-        columns=["tensor", "amax at checkpoint", "amax", "change %", "moving", "driven by"],
+        columns=["tensor", "amax at checkpoint", "amax", "change %", "INT8 steps", "moving", "driven by"],
     )
