@@ -17,10 +17,16 @@ import datetime as _dt
 from pathlib import Path
 
 from workbench.commands.options import add_backend_argument, add_error_unit, print_lines
-from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
+from workbench.config import (
+    BACKENDS,
+    DEFAULT_TARGET,
+    MIN_RESAMPLES,
+    OUTSIDE_PROFILE_DEFAULT,
+    OUTSIDE_PROFILE_POLICIES,
+)
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
-from workbench.values import parse_positive_ints
+from workbench.values import parse_positive_ints, whole_number
 from workbench.workspace import area_default
 
 
@@ -57,7 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the candidate will be deployed (default tensorrt): latency picks a winner only "
         "when it was measured there; otherwise the verdict is an accuracy sign-off",
     )
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument(
+        "--resamples",
+        type=whole_number("--resamples", MIN_RESAMPLES),
+        default=2000,
+        help=f"bootstrap resamples (at least {MIN_RESAMPLES})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
     parser.add_argument(

@@ -41,7 +41,7 @@ from workbench.backends.tensorrt.profile import samples_from_durations
 from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
 from workbench.compare.outputs import SENSITIVITY_FORMAT
-from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET, MIN_RESAMPLES, OUTSIDE_PROFILE_DEFAULT
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.gates import Check, GateConfig, Verdict, judge
@@ -319,6 +319,8 @@ def check(
     if inputs.target not in BACKENDS:
         raise WorkbenchError(f"unknown deployment target {inputs.target!r}: use one of {', '.join(BACKENDS)}")
     check_backend(inputs.backend)
+    if inputs.resamples < MIN_RESAMPLES:
+        raise WorkbenchError(f"--resamples must be at least {MIN_RESAMPLES}, got {inputs.resamples}")
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(
