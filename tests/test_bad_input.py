@@ -863,7 +863,11 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
         assert snapshot(root / "bystander-calib", root / "bystander-eval") == bystander
         committed = any("journal" in s for s in steps)
         assert _pair_hashes(root) == (new if committed else old), steps[-1]
-        if not steps[-1].endswith("removed the temporary parent"):
+        if steps[-1].endswith(
+            "renamed the temporary parent for removal"
+        ):  # killed while removing the old pair
+            assert "left by an interrupted clean-up" in listed, listed
+        elif not steps[-1].endswith("removed the temporary parent"):
             assert (
                 "completed the interrupted write of pair-calib, pair-eval"
                 if committed
@@ -885,5 +889,6 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
         "moved new pair-calib into place",
         "moved old pair-eval aside",
         "moved new pair-eval into place",
+        "renamed the temporary parent for removal",
         "removed the temporary parent",
     ]
