@@ -81,17 +81,17 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def remove_stale_temps(folder: Path) -> list[Path]:
-    """Remove the temporary files killed writers left in ``folder`` (not below it); returns what was removed.
+def stale_temps(folder: Path, remove: bool = False) -> list[Path]:
+    """The temporary files killed writers left in ``folder`` (not below it), removed when ``remove``.
 
-    Only regular files named like ``write_bytes_atomic``'s temp files that no live process holds locked are
-    removed (links and other names are never touched; an empty one younger than a few seconds is left, its
-    writer may be about to lock it)."""
-    removed: list[Path] = []
+    Only regular files named like ``write_bytes_atomic``'s temp files that no live process holds locked count
+    (links and other names are never touched; an empty one younger than a few seconds is left, its writer may
+    be about to lock it)."""
+    found: list[Path] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
-        return removed
+        return found
     for entry in entries:
         if not TEMP_NAME.match(entry.name) or not entry.is_file(follow_symlinks=False):
             continue
@@ -106,13 +106,19 @@ def remove_stale_temps(folder: Path) -> list[Path]:
                 continue
             now = os.lstat(entry.path)
             if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):  # still the file we locked
-                os.unlink(entry.path)
-                removed.append(Path(entry.path))
+                if remove:
+                    os.unlink(entry.path)
+                found.append(Path(entry.path))
         except OSError:  # held by a live writer (BlockingIOError), or renamed/removed meanwhile
             continue
         finally:
             os.close(fd)
-    return removed
+    return found
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Remove the temporary files killed writers left in ``folder`` (``stale_temps``); returns them."""
+    return stale_temps(folder, remove=True)
 
 
 def write_text_atomic(path: Path, text: str) -> None:

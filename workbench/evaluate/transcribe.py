@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from workbench.backends.base import Runner
+from workbench.backends.onnxruntime import OutOfMemory
 from workbench.errors import WorkbenchError
 from workbench.model.export import INPUT, OUTPUT
 
@@ -40,15 +41,24 @@ class Transcripts:
 
 
 def transcribe(
-    runner: Runner, audios: Iterable[np.ndarray], model: ModelDescription, name: str | None = None
+    runner: Runner,
+    audios: Iterable[np.ndarray],
+    model: ModelDescription,
+    name: str | None = None,
+    labels: Sequence[str] | None = None,
 ) -> Transcripts:
-    """Transcribe clips one at a time (batch 1, no padding, so results do not depend on batching)."""
+    """Transcribe clips one at a time (batch 1, no padding, so results do not depend on batching). A clip the
+    model runs out of memory on is a user error naming it (``labels[i]``, else its number)."""
     texts: list[str] = []
     width = model.vocabulary.size
     start = time.perf_counter()
     with runner:
-        for audio in audios:
-            logits = logits_of(runner, model.prepare(audio)[None, :])
+        for i, audio in enumerate(audios):
+            try:
+                logits = logits_of(runner, model.prepare(audio)[None, :])
+            except OutOfMemory as exc:
+                clip = labels[i] if labels is not None else f"clip {i + 1}"
+                raise WorkbenchError(f"{clip}: {exc}") from exc
             if logits.ndim != 3:
                 raise WorkbenchError(
                     f"{runner.name}: logits should be [batch, frames, vocab], got {logits.shape}"
@@ -67,4 +77,5 @@ def transcribe_set(
 ) -> Transcripts:
     """Transcribe every utterance of a stored ``SpeechSet`` (the first ``limit`` when given)."""
     utts: Sequence = speech_set.utterances[:limit] if limit else speech_set.utterances
-    return transcribe(runner, (speech_set.audio(u) for u in utts), model, name)
+    labels = [f"utterance {u.id} ({speech_set.path / u.audio})" for u in utts]
+    return transcribe(runner, (speech_set.audio(u) for u in utts), model, name, labels)

@@ -51,6 +51,7 @@ from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
+from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
@@ -321,6 +322,7 @@ def check(
     check_backend(inputs.backend)
     if inputs.resamples < MIN_RESAMPLES:
         raise WorkbenchError(f"--resamples must be at least {MIN_RESAMPLES}, got {inputs.resamples}")
+    check_out_folder(inputs.out_dir)
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(
