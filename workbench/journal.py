@@ -157,7 +157,7 @@ def recover(root: Path) -> list[str]:
     Returns one line per write it finished or discarded, for the caller to report.
     """
     root = Path(root)
-    done = []
+    done: list[str] = []
     if not root.is_dir():
         return done
     for leftover in _leftovers(root):

@@ -41,7 +41,14 @@ def memory_advice(seconds: float) -> str:
 def _ort_error_types() -> tuple[type[BaseException], ...]:
     from onnxruntime.capi import onnxruntime_pybind11_state as state
 
-    names = ("Fail", "InvalidArgument", "InvalidGraph", "InvalidProtobuf", "NoSuchFile", "NoModel")
+    names: tuple[str, ...] = (
+        "Fail",
+        "InvalidArgument",
+        "InvalidGraph",
+        "InvalidProtobuf",
+        "NoSuchFile",
+        "NoModel",
+    )
     names += ("NotImplemented", "RuntimeException", "EPFail", "EngineError")
     return tuple(getattr(state, n) for n in names if isinstance(getattr(state, n, None), type))
 
