@@ -776,6 +776,119 @@ CASES += [
     for damage, (plant, listed) in DAMAGE.items()
     for verb, (argv, expect, repairs) in VERBS.items()
 ]
+# ------------------------------------------------------------------------------------------------ issue 32 item 5
+
+
+def _external_data_candidate(ws: Workspace, truncate: bool) -> list[str]:
+    """The FP32 candidate saved with its weights in a file beside it, then that file deleted or cut short."""
+    model = onnx.load(str(ws.fp32))
+    target = ws.user("ext") / "model.onnx"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(target), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    weights = target.parent / "weights.bin"
+    if truncate:
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        weights.unlink()
+    return ws.signoff(candidate=target)
+
+
+def _failing_candidate(ws: Workspace) -> list[str]:
+    """An ONNX model of the right shape that ONNX Runtime cannot run on the evaluation clips (reshape to 7 rows)."""
+    x = helper.make_tensor_value_info("input_values", TensorProto.FLOAT, ["batch", "samples"])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 7, "frames"])
+    shape = helper.make_tensor("shape", TensorProto.INT64, [3], [1, 7, -1])
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["input_values", "shape"], ["logits"])], "g", [x], [y], [shape]
+    )
+    path = ws.user("fails.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return ws.signoff(candidate=path)
+
+
+def _truncated_safetensors(ws: Workspace) -> list[str]:
+    """A copy of the model whose weights file lost its last bytes (the header still names them)."""
+    model = ws.root / "models" / "cut"
+    shutil.copytree(ws.model, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])
+    return ["calibrate", "--model", str(model), "--set", str(ws.calib), "--engines", str(ws.engines)]
+
+
+def _deleted_audio(ws: Workspace) -> list[str]:
+    next((ws.eval / "audio").iterdir()).unlink()
+    return ws.signoff("--limit", "6")
+
+
+def _out_is_a_file(ws: Workspace, verb: str) -> list[str]:
+    out = ws.user("taken.txt")
+    out.write_text("a file the user keeps\n")
+    if verb == "report":
+        return ["report", "--record", str(ws.record), "--out", str(out)]
+    if verb == "compare":
+        return [
+            "compare",
+            "--model",
+            str(ws.model),
+            "--calib-set",
+            str(ws.calib),
+            "--engines",
+            str(ws.engines),
+        ] + [
+            "--out",
+            str(out),
+        ]
+    return [a if a != str(ws.root / "reports" / "new") else str(out) for a in ws.signoff()]
+
+
+CASES += [
+    Case(
+        "candidate-external-data-missing",
+        "traceback",
+        lambda ws: _external_data_candidate(ws, False),
+        "missing beside it",
+    ),
+    Case(
+        "candidate-external-data-truncated",
+        "traceback",
+        lambda ws: _external_data_candidate(ws, True),
+        "is truncated",
+    ),
+    Case("candidate-fails-at-run-time", "traceback", _failing_candidate, "ONNX Runtime failed running it"),
+    Case(
+        "model-safetensors-offsets-past-the-end",
+        "traceback",
+        _truncated_safetensors,
+        "runs past the end of the file",
+    ),
+    Case("set-audio-deleted", "traceback", _deleted_audio, "is missing; the set changed"),
+    Case(
+        "report-out-is-a-file",
+        "traceback",
+        lambda ws: _out_is_a_file(ws, "report"),
+        "is a file, not a folder",
+    ),
+    Case(
+        "compare-out-is-a-file",
+        "traceback",
+        lambda ws: _out_is_a_file(ws, "compare"),
+        "is a file, not a folder",
+    ),
+    Case(
+        "signoff-out-is-a-file",
+        "traceback",
+        lambda ws: _out_is_a_file(ws, "signoff"),
+        "is a file, not a folder",
+    ),
+    Case(
+        "report-out-unwritable",
+        "traceback",
+        lambda ws: ["report", "--record", str(ws.record), "--out", "/sys/workbench-report"],
+        "cannot be written",
+    ),
+]
+
+
 CASES.append(
     Case(
         "cache-non-hex-scale-show",
@@ -999,7 +1112,11 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
         assert snapshot(root / "bystander-calib", root / "bystander-eval") == bystander
         committed = any("journal" in s for s in steps)
         assert _pair_hashes(root) == (new if committed else old), steps[-1]
-        if not steps[-1].endswith("removed the temporary parent"):
+        if steps[-1].endswith(
+            "renamed the temporary parent for removal"
+        ):  # killed while removing the old pair
+            assert "left by an interrupted clean-up" in listed, listed
+        elif not steps[-1].endswith("removed the temporary parent"):
             assert (
                 "completed the interrupted write of pair-calib, pair-eval"
                 if committed
@@ -1021,5 +1138,6 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
         "moved new pair-calib into place",
         "moved old pair-eval aside",
         "moved new pair-eval into place",
+        "renamed the temporary parent for removal",
         "removed the temporary parent",
     ]

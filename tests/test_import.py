@@ -446,7 +446,7 @@ def test_signoff_report_says_what_it_did_with_outside_clips(pair, tmp_path):
         calib_set=calib,
         latency=None,
         threads=1,
-        resamples=50,
+        resamples=100,
     )
     with pytest.raises(WorkbenchError, match="outside the deployment profile"):
         run(SignoffInputs(out_dir=tmp_path / "r0", **common))

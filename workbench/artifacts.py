@@ -1,14 +1,18 @@
-"""Artifact helpers: content hashes, atomic file writes (temp file, then rename; folders: ``workbench.journal``) and
+"""Artifact helpers: content hashes, atomic file writes (temp file, then rename; a killed writer's temp file is
+removed by the next write into its folder; folders and file groups: ``workbench.journal``) and
 the one reader of the workbench's JSON artifacts (format tag, version, a clear user error with a hint from the
 caller), built on the validation layer's reader (``workbench.inputs.read``).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +63,11 @@ def sha256_tree(root: Path, skip: tuple[str, ...] = ()) -> str:
     return digest.hexdigest()
 
 
+# ``write_bytes_atomic``'s temporary files: ``.<final name>.<8 random characters>.tmp`` beside the final file
+TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+_FRESH_S = 5.0  # an empty temp file this young may belong to a writer that has not locked it yet
+
+
 def current_umask() -> int:
     """The process's file-creation mask (read from /proc where it can be, so no other thread sees it changed)."""
     try:
@@ -81,28 +90,78 @@ def shared_mode(folder: bool = False) -> int:
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder, then rename; the file gets the
-    mode a plain ``open()`` would give it (``shared_mode``), not ``mkstemp``'s private 0600."""
+    mode a plain ``open()`` would give it (``shared_mode``), not ``mkstemp``'s private 0600.
+
+    The writer holds an ``flock`` on its temporary file until the rename, so a temp file nobody holds was left
+    by a killed writer: every write first removes those in its folder (``remove_stale_temps``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), shared_mode())
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
+            os.replace(tmp, path)  # under the lock: a sweeper never takes a live writer's file
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def stale_temps(folder: Path, remove: bool = False) -> list[Path]:
+    """The temporary files killed writers left in ``folder`` (not below it), removed when ``remove``.
+
+    Only regular files named like ``write_bytes_atomic``'s temp files that no live process holds locked count
+    (links and other names are never touched; an empty one younger than a few seconds is left, its writer may
+    be about to lock it)."""
+    found: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return found
+    for entry in entries:
+        if not TEMP_NAME.match(entry.name) or not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held = os.fstat(fd)
+            if held.st_size == 0 and time.time() - held.st_mtime < _FRESH_S:
+                continue
+            now = os.lstat(entry.path)
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):  # still the file we locked
+                if remove:
+                    os.unlink(entry.path)
+                found.append(Path(entry.path))
+        except OSError:  # held by a live writer (BlockingIOError), or renamed/removed meanwhile
+            continue
+        finally:
+            os.close(fd)
+    return found
+
+
+def remove_stale_temps(folder: Path) -> list[Path]:
+    """Remove the temporary files killed writers left in ``folder`` (``stale_temps``); returns them."""
+    return stale_temps(folder, remove=True)
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def json_text(obj: Any) -> str:
+    """How the workbench writes a JSON artifact: indented, keys sorted, one final newline."""
+    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
-    write_text_atomic(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    write_text_atomic(path, json_text(obj))
 
 
 def read_json_artifact(

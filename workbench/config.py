@@ -189,6 +189,9 @@ class VerdictConfig:
 
 VERDICT = VerdictConfig()
 
+# fewest bootstrap resamples sign-off and search accept (fewer give no usable percentile interval)
+MIN_RESAMPLES = 100
+
 
 @dataclass(frozen=True)
 class ConvergenceConfig:

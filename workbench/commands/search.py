@@ -21,7 +21,8 @@ from workbench.commands.options import (
     inference_from,
     print_lines,
 )
-from workbench.config import SEARCH
+from workbench.config import MIN_RESAMPLES, SEARCH
+from workbench.values import whole_number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -69,7 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--refine", type=int, default=2, help="greedy refinement evaluations after bisection")
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per evaluation")
+    parser.add_argument(
+        "--resamples",
+        type=whole_number("--resamples", MIN_RESAMPLES),
+        default=1000,
+        help=f"bootstrap resamples per evaluation (at least {MIN_RESAMPLES})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--latency-target",

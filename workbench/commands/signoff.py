@@ -27,12 +27,13 @@ from workbench.config import (
     BACKENDS,
     DEFAULT_METHOD,
     DEFAULT_TARGET,
+    MIN_RESAMPLES,
     OUTSIDE_PROFILE_DEFAULT,
     OUTSIDE_PROFILE_POLICIES,
 )
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
-from workbench.values import parse_positive_ints
+from workbench.values import parse_positive_ints, whole_number
 from workbench.workspace import area_default
 
 
@@ -79,7 +80,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="judge the candidates as given; without it --target ort-cpu judges what a CPU deployment runs "
         "(FP32, the ONNX Runtime CPU flavour of every INT8 candidate, ONNX Runtime's dynamic INT8)",
     )
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument(
+        "--resamples",
+        type=whole_number("--resamples", MIN_RESAMPLES),
+        default=2000,
+        help=f"bootstrap resamples (at least {MIN_RESAMPLES})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
     parser.add_argument(

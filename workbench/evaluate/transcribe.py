@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from workbench.backends.base import Runner
+from workbench.backends.onnxruntime import OutOfMemory
 from workbench.errors import WorkbenchError
 from workbench.evaluate.chunking import chunked_logits, samples_per_frame
 from workbench.evaluate.decoders import decoder_for
@@ -52,10 +53,12 @@ def transcribe(
     name: str | None = None,
     inference: InferenceConfig = GREEDY,
     also: Sequence[DecoderSettings] = (),
+    labels: Sequence[str] | None = None,
 ) -> Transcripts:
     """Transcribe clips one at a time (batch 1, no padding, so results do not depend on batching), each
     whole or in chunks, decoded as ``inference`` says (``workbench.evaluate.inference``); the same logits
-    are also decoded by each decoder in ``also`` (``Transcripts.by_decoder``)."""
+    are also decoded by each decoder in ``also`` (``Transcripts.by_decoder``). A clip the model runs out of
+    memory on is a user error naming it (``labels[i]``, else its number)."""
     texts: list[str] = []
     width = model.vocabulary.size
     decode = decoder_for(inference.decoder, model.vocabulary)
@@ -78,12 +81,16 @@ def transcribe(
 
     start = time.perf_counter()
     with runner:
-        for audio in audios:
-            if inference.chunks is None:
-                logits = infer(model.prepare(audio))
-            else:
-                rate = model.features.sampling_rate
-                logits = chunked_logits(audio, inference.chunks, infer, model.prepare, rate, align)
+        for i, audio in enumerate(audios):
+            try:
+                if inference.chunks is None:
+                    logits = infer(model.prepare(audio))
+                else:
+                    rate = model.features.sampling_rate
+                    logits = chunked_logits(audio, inference.chunks, infer, model.prepare, rate, align)
+            except OutOfMemory as exc:
+                clip = labels[i] if labels is not None else f"clip {i + 1}"
+                raise WorkbenchError(f"{clip}: {exc}") from exc
             texts.append(decode(logits))
             for other, decode_other in others.items():
                 by_decoder[other].append(decode_other(logits))
@@ -100,4 +107,5 @@ def transcribe_set(
 ) -> Transcripts:
     """Transcribe every utterance of a stored ``SpeechSet`` (the first ``limit`` when given)."""
     utts: Sequence = speech_set.utterances[:limit] if limit else speech_set.utterances
-    return transcribe(runner, (speech_set.audio(u) for u in utts), model, name, inference)
+    labels = [f"utterance {u.id} ({speech_set.path / u.audio})" for u in utts]
+    return transcribe(runner, (speech_set.audio(u) for u in utts), model, name, inference, labels=labels)

@@ -50,6 +50,7 @@ from workbench.config import (
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
     DEFAULT_TARGET,
+    MIN_RESAMPLES,
     OUTSIDE_PROFILE_DEFAULT,
 )
 from workbench.errors import WorkbenchError
@@ -64,6 +65,7 @@ from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
+from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
@@ -311,6 +313,9 @@ def check(
     if inputs.target not in BACKENDS:
         raise WorkbenchError(f"unknown deployment target {inputs.target!r}: use one of {', '.join(BACKENDS)}")
     check_backend(inputs.backend)
+    if inputs.resamples < MIN_RESAMPLES:
+        raise WorkbenchError(f"--resamples must be at least {MIN_RESAMPLES}, got {inputs.resamples}")
+    check_out_folder(inputs.out_dir)
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(
@@ -461,7 +466,7 @@ def run(inputs: SignoffInputs) -> SignoffResult:
         f"inference: {inference.summary()}; the verdict is judged under {inference.decoder.name}",
     ]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
-    notes += [note for r in runners.values() if (note := getattr(r, "session_note", None))]
+    notes += [str(note) for r in runners.values() if (note := getattr(r, "session_note", None))]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
     notes += profile_notes

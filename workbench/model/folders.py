@@ -90,18 +90,35 @@ def weight_files(folder: Path) -> list[Path]:
 
 
 def _safetensors_header(path: Path) -> dict[str, Any]:
+    """The header of a safetensors file, checked against the file: every tensor's ``data_offsets`` must lie
+    inside the data that follows the header (a truncated or damaged file is refused before anything loads)."""
     try:
         with open(path, "rb") as handle:
             (size,) = struct.unpack("<Q", handle.read(8))
             if size > 100_000_000:
                 raise ValueError("header larger than 100 MB")
             header = json.loads(handle.read(size))
+        data_bytes = path.stat().st_size - 8 - size
     except (OSError, ValueError, struct.error) as exc:
         raise WorkbenchError(
             f"{path} is not a readable safetensors file ({exc}); save the model again"
         ) from exc
     if not isinstance(header, dict):
         raise WorkbenchError(f"{path} is not a readable safetensors file (header is not an object)")
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = info.get("data_offsets") if isinstance(info, dict) else None
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= data_bytes
+        ):
+            raise WorkbenchError(
+                f"{path}: tensor {name}'s data ({offsets}) runs past the end of the file's {max(data_bytes, 0)} "
+                "data bytes: the file is truncated or damaged; copy it again or save the model again"
+            )
     return header
 
 

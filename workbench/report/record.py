@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from workbench import journal
 from workbench.artifact_paths import AREAS, ENV_VAR, ArtifactRoots, OutsideArtifacts, artifact_roots, resolve
 from workbench.artifacts import SET_INDEX, read_json_artifact, sha256_bytes, sha256_file, sha256_tree
 from workbench.errors import WorkbenchError
@@ -115,7 +116,9 @@ def build_record(
 
 def load_record(path: Path) -> dict[str, Any]:
     """Read and check a record: schema, a version this code renders (``artifacts.read_json_artifact``), its own
-    digest, then its shape (``workbench.inputs.record``)."""
+    digest, then its shape (``workbench.inputs.record``). A report write killed after its journal is completed first
+    (``workbench.journal.recover``), so the record is read beside the Markdown and HTML rendered from it."""
+    journal.recover(Path(path).parent)
     record = read_json_artifact(
         path, RECORD_SCHEMA, RECORD_FIX, what="sign-off record", key="schema", version=RECORD_VERSION
     )

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workbench.artifacts import write_json_atomic, write_text_atomic
+from workbench import journal
+from workbench.artifacts import json_text, write_text_atomic
 from workbench.report import plots
 
 RECORD_NAME, MARKDOWN_NAME, HTML_NAME = "report.json", "report.md", "report.html"
@@ -362,15 +363,19 @@ def to_html(record: dict[str, Any]) -> str:
 
 
 def write_report(record: dict[str, Any], out_dir: Path, write_record: bool = True) -> dict[str, Path]:
-    """Write report.json (unless re-rendering), report.md and report.html into ``out_dir`` atomically."""
+    """Write report.json (unless re-rendering), report.md and report.html into ``out_dir`` together: all of them
+    replace the old ones in one journaled step (``workbench.journal.files_together``), so a kill leaves the old
+    report or the new one, never a mix."""
     out_dir = Path(out_dir)
     paths = {
         "record": out_dir / RECORD_NAME,
         "markdown": out_dir / MARKDOWN_NAME,
         "html": out_dir / HTML_NAME,
     }
+    texts = {MARKDOWN_NAME: to_markdown(record), HTML_NAME: to_html(record)}  # rendered before anything moves
     if write_record:
-        write_json_atomic(paths["record"], record)
-    write_text_atomic(paths["markdown"], to_markdown(record))
-    write_text_atomic(paths["html"], to_html(record))
+        texts[RECORD_NAME] = json_text(record)
+    with journal.files_together(out_dir, sorted(texts), "report") as temps:
+        for name, text in texts.items():
+            write_text_atomic(temps[name], text)
     return paths

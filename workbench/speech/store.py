@@ -39,6 +39,9 @@ CARD_MD = "card.md"
 HIST_BIN_S = 0.5
 
 
+_REBUILD = "rebuild or re-import it (python -m workbench data build / data import)"
+
+
 @dataclass
 class SpeechSet:
     """A stored set: its folder, card and utterance records."""
@@ -56,7 +59,19 @@ class SpeechSet:
         return str(self.card["content_hash"])
 
     def audio(self, utt: Utterance) -> np.ndarray:
-        return load_flac(self.path / utt.audio)
+        """The clip's samples; a clip file that is gone or unreadable is a user error naming it and the set."""
+        path = self.path / utt.audio
+        if not path.is_file():
+            raise WorkbenchError(
+                f"set {self.path}: the audio of utterance {utt.id} ({utt.audio}) is missing; the set changed "
+                f"since it was written: {_REBUILD}"
+            )
+        try:
+            return load_flac(path)
+        except (OSError, RuntimeError, ValueError) as exc:  # soundfile's errors derive from these
+            raise WorkbenchError(
+                f"set {self.path}: the audio of utterance {utt.id} ({utt.audio}) cannot be read ({exc}); {_REBUILD}"
+            ) from exc
 
     def iter_audio(self):
         for utt in self.utterances:
