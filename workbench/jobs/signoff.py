@@ -466,7 +466,7 @@ def run(inputs: SignoffInputs) -> SignoffResult:
         f"inference: {inference.summary()}; the verdict is judged under {inference.decoder.name}",
     ]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
-    notes += [str(note) for r in runners.values() if (note := getattr(r, "session_note", None))]
+    notes += [str(n) for r in runners.values() if (n := getattr(r, "session_note", None))]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
     notes += profile_notes
