@@ -57,6 +57,25 @@ def scales_in(amax: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return np.asarray(np.where(low, np.nextafter(stored, np.float16(np.inf)), stored), np.float16)
 
 
+def quantize_weight(values: np.ndarray, axis: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel symmetric INT8 of a weight along ``axis``: (int8 values, scales stored in ``dtype``)."""
+    values = np.asarray(values, np.float32)
+    reduce_axes = tuple(a for a in range(values.ndim) if a != axis)
+    scales = scales_in(np.abs(values).max(axis=reduce_axes), dtype)
+    shape = [1] * values.ndim
+    shape[axis] = -1
+    q = np.clip(np.round(values / scales.astype(np.float32).reshape(shape)), -127, 127).astype(np.int8)
+    return q, scales
+
+
+def dequantized_weight(values: np.ndarray, axis: int, dtype: np.dtype = np.float32) -> np.ndarray:
+    """What an engine computes with in place of ``values`` (float32): ``quantize_weight`` and back."""
+    q, scales = quantize_weight(values, axis, dtype)
+    shape = [1] * q.ndim
+    shape[axis] = -1
+    return q.astype(np.float32) * scales.astype(np.float32).reshape(shape)
+
+
 def opset_of(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
 
@@ -169,11 +188,7 @@ def variant_model(
         dtype = DTYPES[ctype]
         values = weight.values.astype(np.float32)
         axis = weight_channel_axis(node.op, slot, values.ndim, node.attrs)
-        reduce_axes = tuple(a for a in range(values.ndim) if a != axis)
-        scales = scales_in(np.abs(values).max(axis=reduce_axes), dtype)
-        shape = [1] * values.ndim
-        shape[axis] = -1
-        q = np.clip(np.round(values / scales.astype(np.float32).reshape(shape)), -127, 127).astype(np.int8)
+        q, scales = quantize_weight(values, axis, dtype)
         base = f"{node.name}_w{slot}"
         qw = gs.Constant(f"{base}_int8", q)
         s = gs.Constant(f"{base}_scale", scales)
