@@ -238,7 +238,7 @@ def _summary(record: dict, bc_record: dict) -> dict:
             picked[c["method"]] = picked.get(c["method"], 0) + 1
         out["refine_ranges"] = {"tensors": rr["tensors"], "changed": rr["changed"], "picked": picked}
     if bc_record:
-        out["bias_correction"] = {"nodes": len(bc_record), "max_shift": max(bc_record.values())}
+        out["bias_correction"] = {"nodes": bc_record["nodes"], "max_shift": bc_record["max_shift"]}
     return out
 
 

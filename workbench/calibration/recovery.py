@@ -109,12 +109,57 @@ class Recovered:
     stats: StreamingStats | None = None
     passes: int = 1
 
-    def corrected_for(
-        self, plan: PrecisionPlan, dtype: np.dtype = SCALE_DTYPE
-    ) -> tuple[onnx.ModelProto, dict]:
+    def corrected_for(self, plan: PrecisionPlan) -> tuple[onnx.ModelProto, dict]:
         """The graph with bias correction for ``plan``'s INT8 nodes, and what was corrected."""
-        nodes = {p.node for p in plan.placements(self.model) if p.precision == "int8"}
-        return correct_biases(self.model, self.means, nodes, dtype)
+        return corrected(self.model, self.means, plan)
+
+
+def corrected(
+    model: onnx.ModelProto, means: dict[str, np.ndarray], plan: PrecisionPlan
+) -> tuple[onnx.ModelProto, dict]:
+    """``model`` with bias correction for ``plan``'s INT8 nodes (weight scales stored as the plan's float side
+    stores them) and the record: nodes corrected, the largest shift removed, each node's."""
+    placements = plan.placements(model)
+    nodes = {p.node for p in placements if p.precision == "int8"}
+    fp16 = any(p.precision == "int8" and p.compute_type == "fp16" for p in placements)
+    graph, shifts = correct_biases(model, means, nodes, np.float16 if fp16 else np.float32)
+    record = {
+        "nodes": len(shifts),
+        "max_shift": max(shifts.values(), default=0.0),
+        "scale_dtype": "float16" if fp16 else "float32",
+        "shifts": shifts,
+    }
+    return graph, record
+
+
+def summary_lines(record: dict[str, Any]) -> list[str]:
+    """What a person reads of a recovery record after ``calibrate``."""
+    out = []
+    if "smoothquant" in record:
+        sq = record["smoothquant"]
+        folds: dict[str, int] = {}
+        for entry in sq["tensors"].values():
+            if "fold" in entry:
+                folds[entry["fold"]] = folds.get(entry["fold"], 0) + 1
+        how = ", ".join(f"{k} {v}" for k, v in sorted(folds.items())) or "none"
+        out.append(
+            f"SmoothQuant (alpha {sq['alpha']}): {sq['smoothed']} of {sq['targets']} MatMul/Gemm inputs "
+            f"smoothed ({how}); ranges from a second pass over the clips"
+        )
+    if "refine_ranges" in record:
+        rr = record["refine_ranges"]
+        out.append(
+            f"range refinement: {rr['changed']} of {rr['tensors']} tensors took another method's threshold"
+        )
+    if "bias_correction" in record:
+        bc = record["bias_correction"]
+        if "nodes" in bc:
+            out.append(
+                f"bias correction: {bc['nodes']} INT8 layers, largest mean shift removed {bc['max_shift']:.3g}"
+            )
+        else:
+            out.append("bias correction: input means kept for the INT8 variants")
+    return out
 
 
 def channel_stats_for(model: onnx.ModelProto) -> ChannelStats:
@@ -207,3 +252,37 @@ def recover(source: Path, run_pass: PassRunner, spec: MethodSpec, options: Recov
     if options.bias_correction:
         record["bias_correction"] = {"means_of": len(means), "scale_dtype": np.dtype(SCALE_DTYPE).name}
     return Recovered(model, amax, means, record, stats, passes)
+
+
+MEANS_SUFFIX = ".means.npz"
+
+
+def means_path(cache_path: Path) -> Path:
+    """Where a recovery calibration keeps its per-channel input means (``calib-….cache`` -> ``….cache.means.npz``)."""
+    cache_path = Path(cache_path)
+    return cache_path.with_name(cache_path.name + MEANS_SUFFIX)
+
+
+def save_means(path: Path, means: dict[str, np.ndarray]) -> None:
+    """The means for bias correction, atomically (names in ``names``, arrays ``m0``, ``m1``, ... in that order)."""
+    import io
+    import json
+
+    from workbench.artifacts import write_bytes_atomic
+
+    buffer = io.BytesIO()
+    names = list(means)
+    np.savez(buffer, names=np.array(json.dumps(names)), **{f"m{k}": means[n] for k, n in enumerate(names)})
+    write_bytes_atomic(path, buffer.getvalue())
+
+
+def load_means(path: Path) -> dict[str, np.ndarray] | None:
+    """The means ``save_means`` wrote, or None when the file is missing or unreadable (then recalibrate)."""
+    import json
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = json.loads(str(data["names"]))
+            return {n: data[f"m{k}"] for k, n in enumerate(names)}
+    except (OSError, ValueError, KeyError):
+        return None

@@ -97,18 +97,27 @@ def with_opset(model: onnx.ModelProto, version: int) -> onnx.ModelProto:
 
 
 def build_variant(
-    fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path, with_plan: bool = False
+    fp32_path: Path | onnx.ModelProto,
+    amax: dict[str, float],
+    plan: PrecisionPlan,
+    out_path: Path,
+    with_plan: bool = False,
+    recovery: dict | None = None,
 ) -> Path:
-    """Write the variant of ``fp32_path`` that ``plan`` describes; ``amax`` holds activation ranges. With
-    ``with_plan`` the plan goes beside it (``<variant>.plan.json``: every node's precision, FP32 reasons).
+    """Write the variant of ``fp32_path`` (a file, or a model in memory) that ``plan`` describes; ``amax`` holds
+    activation ranges. With ``with_plan`` the plan goes beside it (``<variant>.plan.json``: every node's
+    precision, FP32 reasons, and ``recovery``, what the accuracy-recovery techniques did, when given).
 
     Raises WorkbenchError when a node the plan puts in INT8 has an activation without a range.
     """
-    source = onnx.load(str(fp32_path))
-    model = variant_model(source, amax, plan, Path(fp32_path).name)
+    if isinstance(fp32_path, onnx.ModelProto):
+        source, label = fp32_path, "the model"
+    else:
+        source, label = onnx.load(str(fp32_path)), Path(fp32_path).name
+    model = variant_model(source, amax, plan, label)
     write_bytes_atomic(out_path, model.SerializeToString())
     if with_plan:
-        plan.save(plan_path(out_path), source)
+        plan.save(plan_path(out_path), source, recovery)
     return out_path
 
 
