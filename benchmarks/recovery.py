@@ -128,7 +128,7 @@ def layer_outputs(
     ]
 
 
-def demo_rows(args, configs) -> tuple[list[dict], dict]:
+def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]:
     import onnx
 
     from workbench.calibration.recovery import recover
@@ -191,6 +191,7 @@ def demo_rows(args, configs) -> tuple[list[dict], dict]:
             "record": _summary(recovered.record, bc_record),
         }
         rows.append(row)
+        saved(rows)
         d = row["delta"]
         print(
             f"demo {config:10s} WER {row['wer']['estimate']:.2f} % delta {d['estimate']:+.2f} "
@@ -355,8 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/recovery.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "method": args.method,
     }
+
+    def save_partial(rows: list[dict]) -> None:  # rows so far survive an interrupted run
+        write_json_atomic(args.out, {**record, "demo": {"rows": rows, "partial": True}})
+
     if not args.no_demo:
-        rows, meta = demo_rows(args, configs)
+        rows, meta = demo_rows(args, configs, save_partial)
         record["demo"] = {**meta, "rows": rows}
     if args.base:
         rows, meta = base_rows(args, configs)

@@ -255,3 +255,61 @@ def test_options_are_checked_and_recorded() -> None:
     options = RecoveryOptions("0.5", bias_correction=True, refine_ranges=True)
     assert options.tag() == "sq0.5-rr-bc"
     assert options.params()["recovery"]["smoothquant"] == "0.5"
+
+
+def named_model() -> onnx.ModelProto:
+    """MatMuls named as a Wav2Vec2 export names them (only the names matter here)."""
+    names = [
+        "/wav2vec2/feature_extractor/conv_layers.0/conv/Conv",
+        "/wav2vec2/feature_extractor/conv_layers.1/conv/Conv",
+        "/wav2vec2/encoder/layers.0/attention/q_proj/MatMul",
+        "/wav2vec2/encoder/layers.0/attention/k_proj/MatMul",
+        "/wav2vec2/encoder/layers.0/attention/v_proj/MatMul",
+        "/wav2vec2/encoder/layers.0/attention/MatMul",
+        "/wav2vec2/encoder/layers.0/attention/MatMul_1",
+        "/lm_head/MatMul",
+    ]
+    nodes, inits, prev = [], [], "x"
+    for k, name in enumerate(names):
+        if name.endswith(("attention/MatMul", "attention/MatMul_1")):  # activation x activation
+            nodes.append(helper.make_node("MatMul", [prev, prev], [f"t{k}"], name=name))
+        else:
+            inits.append(_init(f"w{k}", np.eye(C)))
+            nodes.append(helper.make_node("MatMul", [prev, f"w{k}"], [f"t{k}"], name=name))
+        prev = f"t{k}"
+    graph = helper.make_graph(
+        nodes,
+        "named",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [C, C])],
+        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, [C, C])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_speech_preset_keeps_first_conv_and_head() -> None:
+    from workbench.quantize.preset import speech_preset
+
+    plan = speech_preset(named_model())
+    assert plan.default == "int8"
+    assert plan.overrides == {
+        "/wav2vec2/feature_extractor/conv_layers.0/conv/Conv": "fp16",
+        "/lm_head/MatMul": "fp16",
+    }
+
+
+def test_finer_groups_split_and_narrow() -> None:
+    from workbench.compare.groups import node_groups
+    from workbench.search.finer import narrow, parts_of
+
+    groups = {g.name: g for g in node_groups(named_model())}
+    qkv = groups["encoder.layers.0.attention.qkv_proj"]
+    parts = parts_of(qkv)
+    assert [p.nodes for p in parts] == [(n,) for n in qkv.nodes] and len(parts) == 3
+    assert len(parts_of(groups["encoder.layers.0.attention.scores"])) == 2
+    assert parts_of(groups["lm_head"]) == []
+    # only keeping v_proj in FP16 passes: narrow finds it after two failures
+    decided = narrow(qkv, lambda part: "v_proj" in part.nodes[0])
+    assert decided.kept_fp16 == (qkv.nodes[2],) and [ok for _, ok in decided.tried] == [False, False, True]
+    whole = narrow(qkv, lambda part: False)
+    assert whole.kept_fp16 == qkv.nodes and not whole.narrowed
