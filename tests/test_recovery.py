@@ -17,7 +17,7 @@ from workbench.calibration.refine import CANDIDATES, histogram_error, refine_ten
 from workbench.errors import WorkbenchError
 from workbench.quantize.bias_correction import correct_biases
 from workbench.quantize.plan import PrecisionPlan
-from workbench.quantize.qdq import dequantized_weight, variant_model
+from workbench.quantize.qdq import dequantized_weight, variant_model, with_opset
 from workbench.quantize.smoothing import apply_smoothing, output_error, smoothing_scales, smoothing_targets
 
 C, H = 8, 6
@@ -313,3 +313,29 @@ def test_finer_groups_split_and_narrow() -> None:
     assert decided.kept_fp16 == (qkv.nodes[2],) and [ok for _, ok in decided.tried] == [False, False, True]
     whole = narrow(qkv, lambda part: False)
     assert whole.kept_fp16 == qkv.nodes and not whole.narrowed
+
+
+def test_fp8_variant_runs_and_matches_the_e4m3_emulation() -> None:
+    from workbench.quantize.fp8 import TARGET_CAPABILITY, fp8_supported, to_e4m3, to_fp8
+
+    rng = np.random.default_rng(0)
+    weight = rng.normal(size=(C, H)).astype(np.float32)
+    model = bias_model(weight, None, "MatMul")
+    x = rng.standard_t(2.0, size=(2, 32, C)).astype(np.float32)  # long tails: FP8 beats INT8 here
+    amax = float(np.abs(x).max())
+    plan = PrecisionPlan("t", "int8", rest="fp32")  # FP32 between the islands: the emulation is exact
+    source = with_opset(model, 19)  # FP8 Q/DQ needs opset 19
+    variant = variant_model(source, {"x": amax}, plan)
+    converted = to_fp8(variant, {"mm"}, source)
+    assert converted.nodes == ["mm"] and not converted.skipped
+    got = run(converted.model, x)
+    stored = {i.name: numpy_helper.to_array(i).astype(np.float32) for i in converted.model.graph.initializer}
+    a_scale, w_scale = stored["x_scale"], stored["mm_w1_scale"]
+    np.testing.assert_allclose(a_scale, amax / 448.0, rtol=2e-3)  # the INT8 scale times 127 / 448
+    xq = to_e4m3(x / a_scale).astype(np.float32) * a_scale
+    wq = to_e4m3(weight / w_scale).astype(np.float32) * w_scale
+    np.testing.assert_allclose(got, xq @ wq, rtol=1e-5, atol=1e-5)
+    exact = x @ weight
+    int8_err = np.mean((run(variant, x) - exact) ** 2)
+    assert np.mean((got - exact) ** 2) < int8_err
+    assert not fp8_supported(TARGET_CAPABILITY["A100"]) and fp8_supported(TARGET_CAPABILITY["H100"])
