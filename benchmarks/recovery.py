@@ -1,7 +1,8 @@
 """Accuracy-recovery study: how much INT8-everywhere loss each recovery technique removes.
 
 For each configuration (``--configs``: ``off``, ``sq`` SmoothQuant with alpha searched per tensor, ``rr`` range
-refinement, ``bc`` bias correction, and combinations joined by ``+``) the command, in one process:
+refinement, ``bc`` bias correction, ``fp8`` every INT8 node's Q/DQ in FP8 E4M3 instead (run by ONNX Runtime's CPU
+FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``) the command, in one process:
 
 - demo model: calibrates on the calibration set with the range method (``workbench.calibration.recovery.recover``:
   one pass, a second one where SmoothQuant changed the graph; passes are shared between configurations),
@@ -39,11 +40,11 @@ DEFAULT_CONFIGS = "off,sq,rr,bc,sq+rr,sq+rr+bc"
 def options_of(config: str):
     from workbench.calibration.recovery import RecoveryOptions
 
-    parts = set(config.split("+")) - {"off"}
+    parts = set(config.split("+")) - {"off", "fp8"}
     unknown = parts - {"sq", "rr", "bc"}
     if unknown:
         raise SystemExit(
-            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, bc"
+            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, bc, fp8"
         )
     return RecoveryOptions("auto" if "sq" in parts else None, "bc" in parts, "rr" in parts)
 
@@ -53,6 +54,29 @@ def method_of(text: str):
 
     name, _, value = text.partition(":")
     return MethodSpec(name, float(value)) if value else MethodSpec(name)
+
+
+def runner_for(model, amax, config: str, threads, prepare):
+    """The variant runner of a configuration: ``fp8`` turns every INT8 node's Q/DQ into FP8 E4M3."""
+    from workbench.compare.sensitivity import VariantRunner
+
+    if "fp8" not in config.split("+"):
+        return VariantRunner(model, amax, threads, prepare=prepare)
+
+    class FP8Runner(VariantRunner):
+        def model_bytes(self, plan):
+            import onnx
+
+            from workbench.quantize.fp8 import to_fp8
+
+            data = super().model_bytes(plan)
+            if plan.is_fp32:
+                return data
+            assert self._qdq_source is not None
+            nodes = {p.node for p in plan.placements(self._qdq_source) if p.precision == "int8"}
+            return to_fp8(onnx.load_from_string(data), nodes, self._qdq_source).model.SerializeToString()
+
+    return FP8Runner(model, amax, threads, prepare=prepare)
 
 
 class PassMemo:
@@ -172,7 +196,7 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
         recovered = recover(fp32, memo, spec, options)
         model, bc_record = variant_for(recovered, options)
         calibrate_s = time.perf_counter() - t0
-        variants = VariantRunner(model, recovered.amax, args.threads, prepare=description.prepare)
+        variants = runner_for(model, recovered.amax, config, args.threads, description.prepare)
         evaluator.variants = variants
         plan = PrecisionPlan(f"int8-{config}", "int8")
         ev = evaluator.evaluate(plan)
@@ -287,7 +311,7 @@ def base_rows(args, configs) -> tuple[list[dict], dict]:
             if v.get("fold") == "layernorm"
         }
         names = [n for n in layer_names if n not in folded]
-        variants = VariantRunner(model, recovered.amax, args.threads, prepare=description.prepare)
+        variants = runner_for(model, recovered.amax, config, args.threads, description.prepare)
         plan = PrecisionPlan(f"int8-{config}", "int8")
         logits = kl_and_sqnr(reference_logits, variants.logits(plan, test_clips))
         got = layer_outputs(variants.model_bytes(plan), names, inputs)
