@@ -4,7 +4,8 @@ Text: first line ``TRT-<version number>-<algorithm>``, then one line per tensor 
 with the big-endian IEEE-754 float32 bits of scale = amax / 127.
 Sidecar ``<cache>.json``: the provenance keys (model hash, calibration set hash, method and its
 parameters, tool version) and, from runs that recorded it, ``convergence`` (``convergence.Convergence``:
-how far each range moved over the last quarter of the clips; older sidecars lack it). ``load_matching`` returns a cache only when every key matches; a
+how far each range moved over the last quarter of the clips; older sidecars lack it) and, from runs with
+accuracy-recovery options, ``recovery`` (what each technique did: ``workbench.calibration.recovery``). ``load_matching`` returns a cache only when every key matches; a
 mismatch is reported, never used silently.
 
 The header is TensorRT's compatibility stamp (``workbench.backends.tensorrt.cache_header``); files are
@@ -67,6 +68,7 @@ class CalibrationCache:
     convergence: dict[str, Any] | None = (
         None  # the sidecar's convergence record, as stored (None: not recorded)
     )
+    recovery: dict[str, Any] | None = None  # what the accuracy-recovery options did (None: none asked for)
 
     @classmethod
     def from_amax(
@@ -112,6 +114,8 @@ class CalibrationCache:
         }
         if self.convergence is not None:
             meta["convergence"] = self.convergence
+        if self.recovery is not None:
+            meta["recovery"] = self.recovery
         write_json_atomic(sidecar(path), meta)
 
 
@@ -137,6 +141,7 @@ def load(path: Path) -> CalibrationCache:
     if cache.content_hash != meta["content_hash"]:
         raise WorkbenchError(f"calibration cache {path} was edited after it was written (hash mismatch)")
     cache.convergence = meta.get("convergence")
+    cache.recovery = meta.get("recovery")
     return cache
 
 

@@ -32,6 +32,7 @@ from tqdm import tqdm
 
 from workbench.backends.onnxruntime import ort_failures, run_options
 from workbench.calibration import kernels
+from workbench.calibration.channels import ChannelStats
 from workbench.calibration.collectors import StatisticsSnapshot, StreamingStats
 from workbench.calibration.graph_structure import (
     GraphSummary,
@@ -135,6 +136,7 @@ def collect_statistics(
     providers: Sequence[str] = ("CPUExecutionProvider",),
     checkpoint: int | None = None,
     prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+    channels: ChannelStats | None = None,
 ) -> StreamingStats:
     """One pass over raw 16 kHz clips (each made ``input_values`` by ``prepare``: the model's feature settings).
 
@@ -144,7 +146,9 @@ def collect_statistics(
     kernel is imported in the background meanwhile. ``clock`` (optional) receives the wall time of
     each phase: graph, session, inference (the runs) and statistics (counting each run's tensors).
     ``checkpoint`` (optional): after that many clips what the range methods read of the statistics is kept
-    once (``StreamingStats.mark_checkpoint``), for the convergence report.
+    once (``StreamingStats.mark_checkpoint``), for the convergence report. ``channels`` (optional) also
+    receives every run's tensors it names (per-channel max, mean and a row sample, for the accuracy-recovery
+    transforms), in the same pass, before a tensor's buffer is used as scratch space.
     """
     clock = clock or PhaseClock()
     if with_histograms:
@@ -181,8 +185,9 @@ def collect_statistics(
             if seen == checkpoint:
                 stats.mark_checkpoint()
             with clock.phase("statistics"):
+                update = stats.update if channels is None else _both(stats, channels)
                 for task in [
-                    pool.submit(stats.update, name, value, own)
+                    pool.submit(update, name, value, own)
                     for name, value, own in zip(names, values, _unshared(values))
                 ]:
                     task.result()
@@ -192,6 +197,16 @@ def collect_statistics(
         raise WorkbenchError("the calibration set has no clips")
     stats.in_order(names)  # the threads finish in any order; files list tensors in graph order
     return stats
+
+
+def _both(stats: StreamingStats, channels: ChannelStats) -> Callable[[str, np.ndarray, bool], None]:
+    """One task's update of the per-channel statistics, then of the range statistics."""
+
+    def update(name: str, values: np.ndarray, own: bool) -> None:
+        channels.update(name, values)
+        stats.update(name, values, own)
+
+    return update
 
 
 def _unshared(arrays: list[np.ndarray]) -> list[bool]:

@@ -25,7 +25,9 @@ FIX = (
 
 def check_plan(data: Any, where: Where) -> dict[str, Any]:
     obj = shape.mapping(data, where)
-    shape.only_keys(obj, ("name", "default", "overrides", "rest", "keep_fp32", "nodes", "counts"), where)
+    shape.only_keys(
+        obj, ("name", "default", "overrides", "rest", "keep_fp32", "nodes", "counts", "recovery"), where
+    )
     name = shape.string(obj.get("name"), where.key("name"))
     if not PLAN_NAME.fullmatch(name):
         raise where.key("name").fail(

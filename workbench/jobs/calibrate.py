@@ -26,13 +26,14 @@ from typing import Any
 import numpy as np
 
 from workbench import __version__
-from workbench.artifacts import sha256_file
+from workbench.artifacts import sha256_file, write_bytes_atomic
 from workbench.backends.cpu_int8 import int8_weight_type
 from workbench.backends.devices import device_of
 from workbench.backends.factory import ort_providers
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import convergence as conv
 from workbench.calibration import histograms, kernels
+from workbench.calibration import recovery as rec
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
@@ -94,6 +95,7 @@ class CalibrateInputs:
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     backend: str = DEFAULT_BACKEND  # where the statistics pass runs: ort-cpu or ort-cuda
     chunks: ChunkSettings | None = None  # deployment chunks long audio: statistics from chunk-length inputs
+    recovery: rec.RecoveryOptions = field(default_factory=rec.RecoveryOptions)
 
 
 @dataclass
@@ -117,6 +119,10 @@ class CalibrateResult:
     guard: dict[str, str] = field(default_factory=dict)  # node -> why the FP16 variants keep it in FP32
     float_stats: Path | None = None
     fp16_onnx: Path | None = None
+    recovery: dict | None = None  # what the accuracy-recovery options did (the sidecar's record)
+    smoothed_onnx: Path | None = (
+        None  # the FP32 graph with SmoothQuant folded in, when smoothing was asked for
+    )
 
     def lines(self) -> list[str]:
         p = self.parity
@@ -136,6 +142,9 @@ class CalibrateResult:
             if self.convergence
             else [f"  convergence: {self.convergence_note}"]
         )
+        out += [f"  {line}" for line in rec.summary_lines(self.recovery)] if self.recovery else []
+        if self.smoothed_onnx:
+            out.append(f"smoothed FP32: {self.smoothed_onnx} (the INT8 variant's source)")
         out.append(f"INT8 variant: {self.int8_onnx}")
         if self.fp16_onnx:
             out.append(f"FP16 variant: {self.fp16_onnx}")
@@ -223,25 +232,55 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     if inputs.chunks is not None:  # statistics of chunk-length inputs: their own keys and files
         keys["chunks"] = asdict(inputs.chunks)
         suffix += f"-chunk{inputs.chunks.length_s:g}s"
+    options = inputs.recovery
+    keys.update(options.params())
+    if options.tag():
+        suffix += f"-{options.tag()}"
     cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}{suffix}.cache"
+    smoothed_path = out / f"model.fp32-{options.tag()}-{speech_set.content_hash[:12]}.onnx"
     cache, problems = cache_mod.load_matching(cache_path, keys)
     if cache is not None and (gone := histograms.histograms_problem(cache_path, cache)):
         cache, problems = None, [f"its histograms are not usable ({gone}); recalibrated to rewrite them"]
+    source: Path | Any = fp32  # the FP32-side graph the variants are built from
+    means = None
+    if cache is not None and options.active:
+        means = rec.load_means(rec.means_path(cache_path))
+        smoothed = bool(cache.recovery and cache.recovery.get("smoothquant", {}).get("smoothed"))
+        if means is None or (smoothed and not smoothed_path.exists()):
+            cache, problems = None, ["its recovery files (means, smoothed graph) are missing; recalibrated"]
+        elif smoothed:
+            source = smoothed_path
     reused = cache is not None
     if cache is None:
         clip_count = len(pieces.conditions)
-        stats = collect_statistics(
-            fp32,
-            pieces.audio(),
-            clip_count,
-            with_histograms=spec.name != "max",
-            bins=spec.bins,
-            providers=ort_providers(inputs.backend),
-            checkpoint=conv.checkpoint_for(clip_count),
-            prepare=description.prepare,
-        )
-        amax = ranges_from_statistics(stats, spec)
+
+        def one_pass(model: Any, channels: Any = None) -> Any:
+            return collect_statistics(
+                model,
+                pieces.audio(),
+                clip_count,
+                with_histograms=spec.name != "max",
+                bins=spec.bins,
+                providers=ort_providers(inputs.backend),
+                checkpoint=conv.checkpoint_for(clip_count),
+                prepare=description.prepare,
+                channels=channels,
+            )
+
+        stats: Any  # the pass's statistics (StreamingStats)
+        if options.active:
+            recovered = rec.recover(fp32, one_pass, spec, options)
+            stats, amax, means = recovered.stats, recovered.amax, recovered.means
+            if recovered.passes > 1:
+                write_bytes_atomic(smoothed_path, recovered.model.SerializeToString())
+                source = smoothed_path
+        else:
+            stats = one_pass(fp32)
+            amax = ranges_from_statistics(stats, spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
+        if options.active:
+            cache.recovery = recovered.record
+            rec.save_means(rec.means_path(cache_path), recovered.means)
         found = conv.measure(stats, amax, spec, pieces.conditions)
         cache.convergence = found.to_json() if found else None
         cache.save(cache_path)
@@ -252,7 +291,22 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             )
     guard, stats_path = guard_for_set(fp32, speech_set, out, prepare=description.prepare)
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}{suffix}.onnx"
-    build_variant(fp32, cache.amax(), INT8.with_guard(guard), int8, with_plan=True)
+    int8_plan = INT8.with_guard(guard)
+    if options.bias_correction and means is not None:
+        import onnx
+
+        graph = onnx.load(str(source))
+        corrected, record = rec.corrected(graph, means, int8_plan)
+        build_variant(
+            corrected,
+            cache.amax(),
+            int8_plan,
+            int8,
+            with_plan=True,
+            recovery={**(cache.recovery or {}), "bias_correction": record},
+        )
+    else:
+        build_variant(source, cache.amax(), int8_plan, int8, with_plan=True, recovery=cache.recovery)
     fp16 = out / f"model.fp16-{speech_set.content_hash[:12]}.onnx"
     build_variant(fp32, {}, FP16.with_guard(guard), fp16, with_plan=True)
     cpu = None
@@ -260,7 +314,12 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         from workbench.quantize.ort_cpu import build_cpu_variant
 
         cpu = build_cpu_variant(
-            fp32, cache.amax(), INT8, int8.with_suffix(".ort-cpu.onnx"), weights=weights[0], reason=weights[1]
+            source,
+            cache.amax(),
+            INT8,
+            int8.with_suffix(".ort-cpu.onnx"),
+            weights=weights[0],
+            reason=weights[1],
         )
     found, note = conv.from_sidecar(cache.convergence)
     return CalibrateResult(
@@ -281,4 +340,6 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         guard=guard,
         float_stats=stats_path,
         fp16_onnx=fp16,
+        recovery=cache.recovery,
+        smoothed_onnx=source if source != fp32 else None,
     )

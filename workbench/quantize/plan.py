@@ -235,9 +235,12 @@ class PrecisionPlan:
             dict(obj.get("keep_fp32", {})),
         )
 
-    def save(self, path: Path, model: onnx.ModelProto | None = None) -> None:
-        """Write the plan; with ``model`` also every node's placement (``nodes``) and counts per precision."""
+    def save(self, path: Path, model: onnx.ModelProto | None = None, recovery: dict | None = None) -> None:
+        """Write the plan; with ``model`` also every node's placement (``nodes``) and counts per precision; with
+        ``recovery`` what the accuracy-recovery techniques did to the graph it was built from (for reading)."""
         obj = self.to_json()
+        if recovery:
+            obj["recovery"] = recovery
         if model is not None:
             nodes = self.placements(model)
             counts: dict[str, int] = {}

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+from numpy.typing import DTypeLike
 
 from workbench.artifacts import write_bytes_atomic
 from workbench.errors import WorkbenchError
@@ -49,7 +50,7 @@ def weight_channel_axis(op: str, slot: int, ndim: int, attrs: dict) -> int:
     return ndim - 1 if slot == 1 else max(0, ndim - 2)
 
 
-def scales_in(amax: np.ndarray | np.floating, dtype: np.dtype) -> np.ndarray:
+def scales_in(amax: np.ndarray | np.floating, dtype: DTypeLike) -> np.ndarray:
     """Symmetric INT8 scales amax / 127 stored in ``dtype``, never below amax / 127 (float16: rounded up)."""
     exact = np.maximum(np.asarray(amax, np.float32), 1e-8) / np.float32(127.0)
     if dtype == np.float32:
@@ -57,6 +58,25 @@ def scales_in(amax: np.ndarray | np.floating, dtype: np.dtype) -> np.ndarray:
     stored = np.maximum(exact.astype(np.float16), FP16_TINY)
     low = stored.astype(np.float32) < exact
     return np.asarray(np.where(low, np.nextafter(stored, np.float16(np.inf)), stored), np.float16)
+
+
+def quantize_weight(values: np.ndarray, axis: int, dtype: DTypeLike) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-channel symmetric INT8 of a weight along ``axis``: (int8 values, scales stored in ``dtype``)."""
+    values = np.asarray(values, np.float32)
+    reduce_axes = tuple(a for a in range(values.ndim) if a != axis)
+    scales = scales_in(np.abs(values).max(axis=reduce_axes), dtype)
+    shape = [1] * values.ndim
+    shape[axis] = -1
+    q = np.clip(np.round(values / scales.astype(np.float32).reshape(shape)), -127, 127).astype(np.int8)
+    return q, scales
+
+
+def dequantized_weight(values: np.ndarray, axis: int, dtype: DTypeLike = np.float32) -> np.ndarray:
+    """What an engine computes with in place of ``values`` (float32): ``quantize_weight`` and back."""
+    q, scales = quantize_weight(values, axis, dtype)
+    shape = [1] * q.ndim
+    shape[axis] = -1
+    return q.astype(np.float32) * scales.astype(np.float32).reshape(shape)
 
 
 def opset_of(model: onnx.ModelProto) -> int:
@@ -80,18 +100,27 @@ def with_opset(model: onnx.ModelProto, version: int) -> onnx.ModelProto:
 
 
 def build_variant(
-    fp32_path: Path, amax: dict[str, float], plan: PrecisionPlan, out_path: Path, with_plan: bool = False
+    fp32_path: Path | onnx.ModelProto,
+    amax: dict[str, float],
+    plan: PrecisionPlan,
+    out_path: Path,
+    with_plan: bool = False,
+    recovery: dict | None = None,
 ) -> Path:
-    """Write the variant of ``fp32_path`` that ``plan`` describes; ``amax`` holds activation ranges. With
-    ``with_plan`` the plan goes beside it (``<variant>.plan.json``: every node's precision, FP32 reasons).
+    """Write the variant of ``fp32_path`` (a file, or a model in memory) that ``plan`` describes; ``amax`` holds
+    activation ranges. With ``with_plan`` the plan goes beside it (``<variant>.plan.json``: every node's
+    precision, FP32 reasons, and ``recovery``, what the accuracy-recovery techniques did, when given).
 
     Raises WorkbenchError when a node the plan puts in INT8 has an activation without a range.
     """
-    source = onnx.load(str(fp32_path))
-    model = variant_model(source, amax, plan, Path(fp32_path).name)
+    if isinstance(fp32_path, onnx.ModelProto):
+        source, label = fp32_path, "the model"
+    else:
+        source, label = onnx.load(str(fp32_path)), Path(fp32_path).name
+    model = variant_model(source, amax, plan, label)
     write_bytes_atomic(out_path, model.SerializeToString())
     if with_plan:
-        plan.save(plan_path(out_path), source)
+        plan.save(plan_path(out_path), source, recovery)
     return out_path
 
 
@@ -219,11 +248,7 @@ def _insert_weight_dq(
         dtype = DTYPES[ctype]
         values = weight.values.astype(np.float32)
         axis = weight_channel_axis(node.op, slot, values.ndim, node.attrs)
-        reduce_axes = tuple(a for a in range(values.ndim) if a != axis)
-        scales = scales_in(np.abs(values).max(axis=reduce_axes), dtype)
-        shape = [1] * values.ndim
-        shape[axis] = -1
-        q = np.clip(np.round(values / scales.astype(np.float32).reshape(shape)), -127, 127).astype(np.int8)
+        q, scales = quantize_weight(values, axis, dtype)
         base = f"{node.name}_w{slot}"
         qw = gs.Constant(f"{base}_int8", q)
         s = gs.Constant(f"{base}_scale", scales)

@@ -1,0 +1,290 @@
+"""Accuracy recovery at calibration: SmoothQuant migration, range refinement and the statistics bias correction needs.
+
+``RecoveryOptions`` are options of ``calibrate`` (``--smoothquant``, ``--refine-ranges``, ``--bias-correction``);
+they go into the cache's provenance keys (``params``) and the file names (``tag``). ``recover`` runs the
+calibration pass with per-channel statistics and a row sample (``channels.ChannelStats``), then:
+
+1. SmoothQuant (``workbench.quantize.smoothing``): for every MatMul/Gemm input with a constant weight, the
+   strength alpha is searched per tensor among ``ALPHAS`` (or fixed by the option) by the output error on
+   the sampled rows; "no smoothing" is a candidate too, so a tensor is smoothed only where the sample says it
+   helps. The scales are folded into the FP32 graph, and a second pass over the calibration clips measures
+   the smoothed graph's ranges (a smoothed tensor's histogram cannot be derived from the original's).
+2. Range refinement (``refine``): each tensor's threshold among the methods', by output error.
+3. Bias correction needs each INT8 layer's input mean per channel: ``Recovered.means``, from the last pass;
+   the correction itself belongs to a plan (``workbench.quantize.bias_correction``) and is applied when a
+   variant is built (``corrected_for``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from workbench.calibration.channels import ChannelStats
+from workbench.calibration.collectors import StreamingStats
+from workbench.calibration.methods import MethodSpec
+from workbench.calibration.refine import refine_ranges
+from workbench.calibration.runner import activation_tensors, ranges_from_statistics
+from workbench.errors import WorkbenchError
+from workbench.quantize.bias_correction import correct_biases
+from workbench.quantize.plan import PrecisionPlan
+from workbench.quantize.qdq import dequantized_weight
+from workbench.quantize.smoothing import (
+    SmoothTarget,
+    apply_smoothing,
+    output_error,
+    smoothing_scales,
+    smoothing_targets,
+)
+
+ALPHAS = (0.25, 0.4, 0.5, 0.6, 0.75, 0.9)
+SCALE_DTYPE = np.float16  # weight scales of the default INT8 plan (its INT8 nodes compute in FP16)
+
+
+@dataclass(frozen=True)
+class RecoveryOptions:
+    """Which recovery techniques a calibration applies. ``smoothquant``: None (off), "auto" (alpha searched per
+    tensor) or an alpha in [0, 1] as text."""
+
+    smoothquant: str | None = None
+    bias_correction: bool = False
+    refine_ranges: bool = False
+
+    def __post_init__(self) -> None:
+        if self.smoothquant not in (None, "auto"):
+            try:
+                alpha = float(self.smoothquant)
+            except ValueError:
+                alpha = -1.0
+            if not 0.0 <= alpha <= 1.0:
+                raise WorkbenchError(
+                    f"--smoothquant takes 'auto' or a migration strength alpha in [0, 1], not {self.smoothquant!r}"
+                )
+
+    @property
+    def active(self) -> bool:
+        return bool(self.smoothquant or self.bias_correction or self.refine_ranges)
+
+    def params(self) -> dict[str, Any]:
+        """What goes into the cache keys (empty when off, so existing caches keep their keys)."""
+        if not self.active:
+            return {}
+        return {
+            "recovery": {
+                "smoothquant": self.smoothquant,
+                "bias_correction": self.bias_correction,
+                "refine_ranges": self.refine_ranges,
+                "alphas": list(ALPHAS) if self.smoothquant == "auto" else None,
+            }
+        }
+
+    def tag(self) -> str:
+        """File-name part: ``sq`` (``sq0.5`` for a fixed alpha), ``rr``, ``bc`` joined by '-', '' when off."""
+        parts = []
+        if self.smoothquant:
+            parts.append("sq" if self.smoothquant == "auto" else f"sq{float(self.smoothquant):g}")
+        if self.refine_ranges:
+            parts.append("rr")
+        if self.bias_correction:
+            parts.append("bc")
+        return "-".join(parts)
+
+
+PassRunner = Callable[[onnx.ModelProto | Path, ChannelStats], StreamingStats]
+
+
+@dataclass
+class Recovered:
+    """The FP32 graph the variants are built from (smoothed or the source), its ranges, input means, record."""
+
+    model: onnx.ModelProto
+    amax: dict[str, float]
+    means: dict[str, np.ndarray]
+    record: dict[str, Any] = field(default_factory=dict)
+    stats: StreamingStats | None = None
+    passes: int = 1
+
+    def corrected_for(self, plan: PrecisionPlan) -> tuple[onnx.ModelProto, dict]:
+        """The graph with bias correction for ``plan``'s INT8 nodes, and what was corrected."""
+        return corrected(self.model, self.means, plan)
+
+
+def corrected(
+    model: onnx.ModelProto, means: dict[str, np.ndarray], plan: PrecisionPlan
+) -> tuple[onnx.ModelProto, dict]:
+    """``model`` with bias correction for ``plan``'s INT8 nodes (weight scales stored as the plan's float side
+    stores them) and the record: nodes corrected, the largest shift removed, each node's."""
+    placements = plan.placements(model)
+    nodes = {p.node for p in placements if p.precision == "int8"}
+    fp16 = any(p.precision == "int8" and p.compute_type == "fp16" for p in placements)
+    graph, shifts = correct_biases(model, means, nodes, np.float16 if fp16 else np.float32)
+    record = {
+        "nodes": len(shifts),
+        "max_shift": max(shifts.values(), default=0.0),
+        "scale_dtype": "float16" if fp16 else "float32",
+        "shifts": shifts,
+    }
+    return graph, record
+
+
+def summary_lines(record: dict[str, Any]) -> list[str]:
+    """What a person reads of a recovery record after ``calibrate``."""
+    out = []
+    if "smoothquant" in record:
+        sq = record["smoothquant"]
+        folds: dict[str, int] = {}
+        for entry in sq["tensors"].values():
+            if "fold" in entry:
+                folds[entry["fold"]] = folds.get(entry["fold"], 0) + 1
+        how = ", ".join(f"{k} {v}" for k, v in sorted(folds.items())) or "none"
+        out.append(
+            f"SmoothQuant (alpha {sq['alpha']}): {sq['smoothed']} of {sq['targets']} MatMul/Gemm inputs "
+            f"smoothed ({how}); ranges from a second pass over the clips"
+        )
+    if "refine_ranges" in record:
+        rr = record["refine_ranges"]
+        out.append(
+            f"range refinement: {rr['changed']} of {rr['tensors']} tensors took another method's threshold"
+        )
+    if "bias_correction" in record:
+        bc = record["bias_correction"]
+        if "nodes" in bc:
+            out.append(
+                f"bias correction: {bc['nodes']} INT8 layers, largest mean shift removed {bc['max_shift']:.3g}"
+            )
+        else:
+            out.append("bias correction: input means kept for the INT8 variants")
+    return out
+
+
+def channel_stats_for(model: onnx.ModelProto) -> ChannelStats:
+    """Per-channel statistics of the inputs of constant-weight layers (MatMul/Gemm channels last, Conv axis 1),
+    rows sampled for the MatMul/Gemm ones (the attention MatMuls' inputs have no fixed channel axis)."""
+    names = set(activation_tensors(model))
+    targets = smoothing_targets(model)
+    axes: dict[str, int] = {t.tensor: -1 for t in targets}
+    inits = {i.name for i in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in inits:
+            axes.setdefault(node.input[0], 1)
+    sampled = {t.tensor for t in targets}
+    return ChannelStats({n: a for n, a in axes.items() if n in names}, sampled & names)
+
+
+def choose_smoothing(
+    model: onnx.ModelProto,
+    targets: list[SmoothTarget],
+    channels: ChannelStats,
+    stats: StreamingStats,
+    amax: dict[str, float],
+    alpha: str,
+) -> tuple[dict[str, np.ndarray], dict[str, dict]]:
+    """Scales per tensor to smooth and, per target, the alpha picked and the sampled output errors."""
+    scales: dict[str, np.ndarray] = {}
+    record: dict[str, dict] = {}
+    alphas = ALPHAS if alpha == "auto" else (float(alpha),)
+    for target in targets:
+        absmax, rows = channels.absmax(target.tensor), channels.rows(target.tensor)
+        if absmax is None or rows is None or target.tensor not in amax:
+            continue
+        weight = target.stacked_weight(model)
+        wabs = target.weight_absmax(model)
+        clip = amax[target.tensor] / max(
+            stats.maxes.amax[target.tensor], 1e-12
+        )  # the method's clipping ratio
+        ones = np.ones_like(absmax, dtype=np.float32)
+        off = output_error(rows, weight, ones, amax[target.tensor], SCALE_DTYPE)
+        best_alpha, best_error, best_scales = None, off, None
+        for a in alphas:
+            s = smoothing_scales(absmax, wabs, a)
+            error = output_error(rows, weight, s, clip * float(np.max(absmax / s)), SCALE_DTYPE)
+            if error < best_error or alpha != "auto":
+                best_alpha, best_error, best_scales = a, error, s
+                if alpha != "auto":
+                    break
+        record[target.tensor] = {"alpha": best_alpha, "error": best_error, "error_unsmoothed": off}
+        if best_scales is not None:
+            scales[target.tensor] = best_scales
+    return scales, record
+
+
+def recover(source: Path, run_pass: PassRunner, spec: MethodSpec, options: RecoveryOptions) -> Recovered:
+    """Calibrate ``source`` (FP32 ONNX) with ``options``: see the module docstring."""
+    model = onnx.load(str(source))
+    channels = channel_stats_for(model)
+    stats = run_pass(source, channels)
+    amax = ranges_from_statistics(stats, spec)
+    record: dict[str, Any] = {}
+    passes = 1
+    if options.smoothquant:
+        targets = smoothing_targets(model)
+        scales, choices = choose_smoothing(model, targets, channels, stats, amax, options.smoothquant)
+        model, folds = apply_smoothing(model, scales, targets)
+        for tensor, fold in folds.items():
+            choices[tensor]["fold"] = fold
+        record["smoothquant"] = {
+            "alpha": options.smoothquant,
+            "smoothed": len(scales),
+            "targets": len(choices),
+            "tensors": choices,
+            "second_pass": "the smoothed graph's ranges come from a second pass over the calibration clips",
+        }
+        if scales:
+            channels = channel_stats_for(model)
+            stats = run_pass(model, channels)
+            amax = ranges_from_statistics(stats, spec)
+            passes = 2
+    if options.refine_ranges:
+        weights = {}
+        for target in smoothing_targets(model):
+            w = target.stacked_weight(model)
+            weights[target.tensor] = (w, dequantized_weight(w, 1, SCALE_DTYPE))
+        choices_rr = refine_ranges(stats, spec, channels, weights)
+        amax = {n: c.amax for n, c in choices_rr.items()}
+        moved = {n: c.to_json() for n, c in choices_rr.items() if c.error < c.own_error}
+        record["refine_ranges"] = {"tensors": len(choices_rr), "changed": len(moved), "changes": moved}
+    means = {n: m for n in channels.tensors if (m := channels.mean(n)) is not None}
+    if options.bias_correction:
+        record["bias_correction"] = {"means_of": len(means), "scale_dtype": np.dtype(SCALE_DTYPE).name}
+    return Recovered(model, amax, means, record, stats, passes)
+
+
+MEANS_SUFFIX = ".means.npz"
+
+
+def means_path(cache_path: Path) -> Path:
+    """Where a recovery calibration keeps its per-channel input means (``calib-….cache`` -> ``….cache.means.npz``)."""
+    cache_path = Path(cache_path)
+    return cache_path.with_name(cache_path.name + MEANS_SUFFIX)
+
+
+def save_means(path: Path, means: dict[str, np.ndarray]) -> None:
+    """The means for bias correction, atomically (names in ``names``, arrays ``m0``, ``m1``, ... in that order)."""
+    import io
+    import json
+
+    from workbench.artifacts import write_bytes_atomic
+
+    buffer = io.BytesIO()
+    names = list(means)
+    arrays: dict[str, Any] = {f"m{k}": means[n] for k, n in enumerate(names)}
+    arrays["names"] = np.array(json.dumps(names))
+    np.savez(buffer, **arrays)
+    write_bytes_atomic(path, buffer.getvalue())
+
+
+def load_means(path: Path) -> dict[str, np.ndarray] | None:
+    """The means ``save_means`` wrote, or None when the file is missing or unreadable (then recalibrate)."""
+    import json
+
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            names = json.loads(str(data["names"]))
+            return {n: data[f"m{k}"] for k, n in enumerate(names)}
+    except (OSError, ValueError, KeyError):
+        return None
