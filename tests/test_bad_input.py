@@ -861,7 +861,7 @@ CASES += [
         _truncated_safetensors,
         "runs past the end of the file",
     ),
-    Case("set-audio-deleted", "traceback", _deleted_audio, "is missing; the set changed"),
+    Case("set-audio-deleted", "traceback", _deleted_audio, "listed in its manifest is missing; restore it"),
     Case(
         "report-out-is-a-file",
         "traceback",
