@@ -1,35 +1,31 @@
 """Greedy CTC transcription of audio through any Runner, with the model's own features and vocabulary.
 
-ONNX models take ``input_values`` [batch, samples] and give ``logits``. Each clip is prepared the way the
-model's feature extractor would (``ModelDescription.prepare``: normalised only when ``do_normalize``) and
-its logits decoded with the model's own vocabulary (blank, word delimiter, special tokens).
+ONNX models take ``input_values`` [batch, samples] (and ``attention_mask`` when exported with one) and give
+``logits``. Each clip is prepared the way the model's feature extractor would (``ModelDescription.prepare``:
+normalised only when ``do_normalize``); the batching layer (``workbench.evaluate.batching``) runs clips of
+similar length together and hands back each utterance's own logits, which are decoded one utterance at a
+time with the model's own vocabulary (blank, word delimiter, special tokens). ``batch_check`` transcribes a
+sample again at batch 1 and records how many transcripts batching changed and by how much WER.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from workbench.backends.base import Runner
-from workbench.errors import WorkbenchError
-from workbench.model.export import INPUT, OUTPUT
+from workbench.config import BATCH_CHECK_UTTERANCES
+from workbench.evaluate.batching import BatchPolicy, ConvGeometry, logits_of, utterance_logits
+from workbench.evaluate.wer import Scoring, corpus_wer, score_utterances
 
 if TYPE_CHECKING:
     from workbench.model.description import ModelDescription
 
-
-def logits_of(runner: Runner, batch: np.ndarray) -> np.ndarray:
-    """Run a [batch, samples] float32 array; returns logits [batch, frames, vocab]."""
-    outputs = runner.infer({INPUT: batch})
-    if OUTPUT in outputs:
-        return np.asarray(outputs[OUTPUT])
-    if len(outputs) == 1:
-        return np.asarray(next(iter(outputs.values())))
-    raise WorkbenchError(f"{runner.name}: model has no '{OUTPUT}' output (outputs: {sorted(outputs)})")
+__all__ = ["BatchCheck", "Transcripts", "batch_check", "check_sample", "logits_of", "transcribe"]
 
 
 @dataclass(frozen=True)
@@ -37,34 +33,106 @@ class Transcripts:
     candidate: str
     texts: list[str]
     seconds: float  # wall time of the whole pass
+    batching: dict[str, Any] = field(default_factory=dict)  # the batch policy used (size, mask, padding)
 
 
 def transcribe(
-    runner: Runner, audios: Iterable[np.ndarray], model: ModelDescription, name: str | None = None
+    runner: Runner,
+    audios: Iterable[np.ndarray],
+    model: ModelDescription,
+    name: str | None = None,
+    batch_size: int = 1,
 ) -> Transcripts:
-    """Transcribe clips one at a time (batch 1, no padding, so results do not depend on batching)."""
-    texts: list[str] = []
-    width = model.vocabulary.size
+    """Transcribe clips in length-bucketed batches of up to ``batch_size`` (1: one clip at a time, no padding);
+    the texts come back in the clips' order."""
+    rows = [model.prepare(audio) for audio in audios]
+    texts: list[str] = [""] * len(rows)
+    geometry = ConvGeometry.of_model(model)
     start = time.perf_counter()
     with runner:
-        for audio in audios:
-            logits = logits_of(runner, model.prepare(audio)[None, :])
-            if logits.ndim != 3:
-                raise WorkbenchError(
-                    f"{runner.name}: logits should be [batch, frames, vocab], got {logits.shape}"
-                )
-            if logits.shape[-1] < width:
-                raise WorkbenchError(
-                    f"{runner.name}: {logits.shape[-1]} logits per frame, but the model "
-                    f"{model.source} has {width} tokens; this ONNX file is another model's"
-                )
-            texts.append(model.decode(logits[0]))
-    return Transcripts(name or runner.name, texts, time.perf_counter() - start)
+        policy = BatchPolicy.for_runner(runner, model, batch_size)
+        for index, logits in utterance_logits(runner, rows, policy, geometry, model.vocabulary.size):
+            texts[index] = model.decode(logits)
+    return Transcripts(name or runner.name, texts, time.perf_counter() - start, policy.describe())
 
 
 def transcribe_set(
-    runner: Runner, speech_set, model: ModelDescription, name: str | None = None, limit: int | None = None
+    runner: Runner,
+    speech_set,
+    model: ModelDescription,
+    name: str | None = None,
+    limit: int | None = None,
+    batch_size: int = 1,
 ) -> Transcripts:
     """Transcribe every utterance of a stored ``SpeechSet`` (the first ``limit`` when given)."""
     utts: Sequence = speech_set.utterances[:limit] if limit else speech_set.utterances
-    return transcribe(runner, (speech_set.audio(u) for u in utts), model, name)
+    return transcribe(runner, [speech_set.audio(u) for u in utts], model, name, batch_size)
+
+
+def check_sample(count: int, size: int = BATCH_CHECK_UTTERANCES) -> list[int]:
+    """Indices of up to ``size`` utterances spread evenly over ``count`` (all of them when fewer)."""
+    if count <= size:
+        return list(range(count))
+    return sorted({round(i * (count - 1) / (size - 1)) for i in range(size)})
+
+
+@dataclass(frozen=True)
+class BatchCheck:
+    """Batched transcripts against batch 1 on a sample: how many differ, and the WER each gives."""
+
+    candidate: str
+    batch_size: int
+    utterances: int
+    differing: int
+    wer_batched: float | None
+    wer_batch1: float | None
+
+    @property
+    def wer_difference_points(self) -> float | None:
+        if self.wer_batched is None or self.wer_batch1 is None:
+            return None
+        return 100.0 * (self.wer_batched - self.wer_batch1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate,
+            "batch_size": self.batch_size,
+            "utterances": self.utterances,
+            "differing_transcripts": self.differing,
+            "wer_batched": self.wer_batched,
+            "wer_batch1": self.wer_batch1,
+            "wer_difference_points": self.wer_difference_points,
+        }
+
+    def summary(self) -> str:
+        diff = self.wer_difference_points
+        return (
+            f"{self.candidate}: batch {self.batch_size} vs batch 1 on {self.utterances} utterances: "
+            f"{self.differing} transcript(s) differ"
+            + (f", WER {diff:+.2f} points" if diff is not None else "")
+        )
+
+
+def batch_check(
+    runner: Runner,
+    audios: Sequence[np.ndarray],
+    batched: Sequence[str],
+    model: ModelDescription,
+    batch_size: int,
+    references: Sequence[str] | None = None,
+    name: str | None = None,
+) -> BatchCheck:
+    """Transcribe ``audios`` (a sample) at batch 1 and compare with their ``batched`` transcripts; with
+    ``references`` the error rate of both (the model's error unit and text normaliser)."""
+    single = transcribe(runner, audios, model, name, batch_size=1).texts
+    differing = sum(a != b for a, b in zip(single, batched))
+    wer_batched = wer_single = None
+    if references is not None:
+        scoring = Scoring.for_model(model)
+        ids = [str(i) for i in range(len(single))]
+
+        def rate(texts: Sequence[str]) -> float:
+            return corpus_wer(score_utterances(ids, list(references), list(texts), scoring))
+
+        wer_batched, wer_single = rate(batched), rate(single)
+    return BatchCheck(name or runner.name, batch_size, len(single), differing, wer_batched, wer_single)
