@@ -16,7 +16,12 @@ import argparse
 import datetime as _dt
 from pathlib import Path
 
-from workbench.commands.options import add_backend_argument, add_error_unit, print_lines
+from workbench.commands.options import (
+    add_backend_argument,
+    add_batch_size_argument,
+    add_error_unit,
+    print_lines,
+)
 from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
@@ -50,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
+    add_batch_size_argument(parser)
     parser.add_argument(
         "--target",
         choices=BACKENDS,
@@ -133,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         sensitivity=args.sensitivity,
         threads=args.threads,
         backend=args.backend,
+        batch_size=args.batch_size,
         target=args.target,
         resamples=args.resamples,
         seed=args.seed,
