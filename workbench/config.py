@@ -130,9 +130,15 @@ class SearchConfig:
     confidence: float = 0.9
     # share of each gate held back on top of that (0: none)
     margin: float = 0.0
+    # the dev set is bought in this many blocks: a candidate is judged on the first, and more are transcribed
+    # only while its judged interval straddles the gate (workbench.search.sequential; 1: the whole set at once)
+    dev_blocks: int = 4
+    # what the search maximises among passing plans: "macs" (INT8 share of multiply-accumulates) or "nodes"
+    objective: str = "macs"
 
 
 SEARCH = SearchConfig()
+SEARCH_OBJECTIVES: tuple[str, ...] = ("macs", "nodes")
 
 
 # Sign-off: what to do with evaluation clips outside the deployment profile (refuse, score, skip)

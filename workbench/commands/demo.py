@@ -139,8 +139,11 @@ def _signoff(ctx: DemoContext) -> None:
     found = search.data["found"] if search else None
     if found:
         candidates.append(("mixed", Path(found["onnx_path"])))
+        macs = found.get("int8_macs_share")
         print(
-            f"mixed candidate: {found['name']} ({found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)"
+            f"mixed candidate: {found['name']} ("
+            + (f"{macs * 100:.1f}% of multiply-accumulates, " if macs is not None else "")
+            + f"{found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)"
         )
     elif search:
         print("no mixed plan met the budget on the dev set; signing off FP32, FP16 and INT8 only")

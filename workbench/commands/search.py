@@ -14,8 +14,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.commands.options import add_model_arguments, analysis_fields, print_lines
-from workbench.config import SEARCH
+from workbench.commands.options import (
+    add_batch_size_argument,
+    add_model_arguments,
+    analysis_fields,
+    print_lines,
+)
+from workbench.config import SEARCH, SEARCH_OBJECTIVES
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,6 +69,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
     parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per evaluation")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--dev-blocks",
+        type=int,
+        default=SEARCH.dev_blocks,
+        help="buy the dev set in this many blocks: more are transcribed only while a candidate's judged "
+        f"interval straddles the gate (default {SEARCH.dev_blocks}; 1: the whole dev set for every candidate)",
+    )
+    parser.add_argument(
+        "--objective",
+        choices=SEARCH_OBJECTIVES,
+        default=SEARCH.objective,
+        help="what the search maximises among passing plans: the INT8 share of multiply-accumulates "
+        "(macs, default) or of MatMul/Gemm/Conv nodes",
+    )
+    add_batch_size_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,6 +104,9 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         margin=args.margin,
         confidence=args.confidence,
+        dev_blocks=args.dev_blocks,
+        objective=args.objective,
+        batch_size=args.batch_size,
     )
     print_lines(search.run(inputs).lines())
     return 0

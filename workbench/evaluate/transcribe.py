@@ -25,7 +25,15 @@ from workbench.evaluate.wer import Scoring, corpus_wer, score_utterances
 if TYPE_CHECKING:
     from workbench.model.description import ModelDescription
 
-__all__ = ["BatchCheck", "Transcripts", "batch_check", "check_sample", "logits_of", "transcribe"]
+__all__ = [
+    "BatchCheck",
+    "Transcripts",
+    "batch_check",
+    "check_sample",
+    "logits_of",
+    "transcribe",
+    "transcribe_checked",
+]
 
 
 @dataclass(frozen=True)
@@ -49,10 +57,15 @@ def transcribe(
     texts: list[str] = [""] * len(rows)
     geometry = ConvGeometry.of_model(model)
     start = time.perf_counter()
-    with runner:
+    was_active = runner.is_active  # a runner the caller keeps active (block by block) stays active
+    runner.activate()
+    try:
         policy = BatchPolicy.for_runner(runner, model, batch_size)
         for index, logits in utterance_logits(runner, rows, policy, geometry, model.vocabulary.size):
             texts[index] = model.decode(logits)
+    finally:
+        if not was_active:
+            runner.deactivate()
     return Transcripts(name or runner.name, texts, time.perf_counter() - start, policy.describe())
 
 
@@ -136,3 +149,30 @@ def batch_check(
 
         wer_batched, wer_single = rate(batched), rate(single)
     return BatchCheck(name or runner.name, batch_size, len(single), differing, wer_batched, wer_single)
+
+
+def transcribe_checked(
+    runner: Runner,
+    audios: Sequence[np.ndarray],
+    model: ModelDescription,
+    name: str,
+    batch_size: int,
+    references: Sequence[str] | None = None,
+    sample: int = BATCH_CHECK_UTTERANCES,
+) -> tuple[Transcripts, BatchCheck | None]:
+    """``transcribe`` in batches of ``batch_size``, then (when batching) ``batch_check`` on up to ``sample``
+    utterances spread over the set: the transcripts batching changed and the WER difference it made."""
+    result = transcribe(runner, audios, model, name, batch_size)
+    if batch_size <= 1:
+        return result, None
+    picked = check_sample(len(audios), sample)
+    check = batch_check(
+        runner,
+        [audios[i] for i in picked],
+        [result.texts[i] for i in picked],
+        model,
+        batch_size,
+        [references[i] for i in picked] if references is not None else None,
+        name,
+    )
+    return result, check

@@ -23,13 +23,17 @@ from workbench.compare.groups import node_groups
 from workbench.compare.sensitivity import VariantRunner
 from workbench.config import DEFAULT_BACKEND, SEARCH
 from workbench.errors import WorkbenchError
+from workbench.evaluate.batching import check_batch_size, default_batch_size
 from workbench.evaluate.gates import GateConfig
 from workbench.jobs import compare
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
+from workbench.quantize.macs import node_macs, opt_samples
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.quantize.qdq import build_variant
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
+from workbench.search.objective import OBJECTIVES, make_objective
+from workbench.search.sequential import SEQUENTIAL_RULE
 from workbench.search.strategies import describe, search_plan
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
@@ -52,6 +56,9 @@ class SearchInputs(AnalysisInputs):
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
+    dev_blocks: int = SEARCH.dev_blocks  # the dev set bought block by block (workbench.search.sequential)
+    objective: str = SEARCH.objective  # what the search maximises among passing plans
+    batch_size: int | None = None  # evaluation batch (default: per backend)
 
 
 def check(inputs: SearchInputs) -> None:
@@ -74,6 +81,7 @@ def check(inputs: SearchInputs) -> None:
         )
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
+    check_evidence_options(inputs.dev_blocks, inputs.objective, inputs.batch_size)
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
             f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
@@ -114,7 +122,22 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchOutpu
         backend=inputs.backend,
         margin=inputs.margin,
         confidence=inputs.confidence,
+        dev_blocks=inputs.dev_blocks,
+        objective=inputs.objective,
+        batch_size=inputs.batch_size,
     )
+
+
+def check_evidence_options(dev_blocks: int, objective: str, batch_size: int | None) -> None:
+    """--dev-blocks, --objective and --batch-size."""
+    if dev_blocks < 1:
+        raise WorkbenchError(
+            f"--dev-blocks must be at least 1 (1: the whole dev set at once), not {dev_blocks}"
+        )
+    if objective not in OBJECTIVES:
+        raise WorkbenchError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    if batch_size is not None:
+        check_batch_size(batch_size)
 
 
 def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
@@ -196,6 +219,9 @@ def run_search(
     backend: str = DEFAULT_BACKEND,
     margin: float = SEARCH.margin,
     confidence: float = SEARCH.confidence,
+    dev_blocks: int = SEARCH.dev_blocks,
+    objective: str = SEARCH.objective,
+    batch_size: int | None = None,
 ) -> SearchOutputs:
     """Find the plan with the most INT8 whose sign-off ``dev_set`` predicts to pass ``gates`` (held back by
     ``margin``) with probability ``confidence``; write JSON/CSV, plan and ONNX.
@@ -257,6 +283,9 @@ def run_search(
         prepared.guard,
     )
     signoff_n = len(signoff_set.utterances) if signoff_set is not None else None
+    macs = node_macs(model, opt_samples([u.duration_s for u in (signoff_set or dev_set).utterances]))
+    goal = make_objective(objective, macs, quantizable_nodes(model))
+    batch = batch_size or default_batch_size(backend)
     evaluator = DevEvaluator(
         variants,
         clips,
@@ -268,6 +297,12 @@ def run_search(
         model=prepared.description,
         margin=margin,
         confidence=confidence,
+        blocks=dev_blocks,
+        batch_size=batch,
+    )
+    log(
+        f"objective: {goal.description}; dev set bought in blocks of {evaluator.ends[0]} utterances "
+        f"({len(evaluator.ends)} blocks), batches of {batch}"
     )
     log(
         f"dev set {dev_set.name}: {len(clips)} utterances, {len({c.utterance.speaker for c in clips})} speakers; "
@@ -284,7 +319,15 @@ def run_search(
         )
     name = search_outputs.mixed_name(prepared.tag, dev_set.content_hash)
     result = search_plan(
-        ranking, groups, evaluator.evaluate, keep=keep, refine=refine, name=name, strategy=strategy, log=log
+        ranking,
+        groups,
+        evaluator.evaluate,
+        keep=keep,
+        refine=refine,
+        name=name,
+        strategy=strategy,
+        log=log,
+        objective=goal,
     )
     nodes = quantizable_nodes(model)
     files: dict[str, Path] = {}
@@ -306,6 +349,7 @@ def run_search(
             "onnx_path": str(onnx_path),
             "onnx_sha256": sha256_file(onnx_path),
             "int8_share": plan.int8_share(nodes),
+            "int8_macs_share": macs.int8_share(plan),
             "fp16_groups": [g for g in ranking if g in result.found.kept],
             "k": result.found.k,
             "step": result.found.step,
@@ -349,6 +393,16 @@ def run_search(
             "utterances": len(clips),
         },
         "strategy": describe(strategy, keep, refine),
+        "objective": goal.to_json(),
+        "macs": macs.to_json(),
+        "sequential": {
+            "blocks": len(evaluator.ends),
+            "block_ends": evaluator.ends,
+            "rule": SEQUENTIAL_RULE,
+            "utterances_transcribed": sum(c.evaluation.utterances for c in result.candidates),
+            "utterances_if_whole_set": len(clips) * len(result.candidates),
+        },
+        "batching": {"batch_size": batch, "backend": backend},
         "sensitivity_path": str(sensitivity),
         "ranking": ranking,
         "groups": {g.name: list(g.nodes) for g in groups},
@@ -367,6 +421,9 @@ def run_search(
                 "plan": c.evaluation.plan.to_json(),
                 "fp16_groups": [g for g in ranking if g in c.kept],
                 "int8_share": c.evaluation.plan.int8_share(nodes),
+                "int8_macs_share": macs.int8_share(c.evaluation.plan),
+                "objective": goal(c.evaluation.plan),
+                "evidence": c.evaluation.evidence,
                 "int8_nodes": sum(c.evaluation.plan.precision_of(n) == "int8" for n in nodes),
                 "nodes": len(nodes),
                 "passed": c.passed,
@@ -422,8 +479,19 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     if found is None:
         out.append("no plan meets the budget on the dev set (not even every group in FP16)")
         return out
-    out.append(
-        f"found plan {found['name']}: INT8 share {found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv nodes, "
-        f"{len(found['fp16_groups'])} groups kept in FP16"
+    macs = (
+        f"{found['int8_macs_share'] * 100:.1f}% of MACs and "
+        if found.get("int8_macs_share") is not None
+        else ""
     )
+    out.append(
+        f"found plan {found['name']}: INT8 share {macs}{found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv "
+        f"nodes, {len(found['fp16_groups'])} groups kept in FP16"
+    )
+    seq = data.get("sequential")
+    if seq:
+        out.append(
+            f"dev utterances transcribed: {seq['utterances_transcribed']} (the whole dev set for every "
+            f"candidate: {seq['utterances_if_whole_set']})"
+        )
     return out

@@ -44,10 +44,11 @@ from workbench.compare.outputs import SENSITIVITY_FORMAT
 from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
+from workbench.evaluate.batching import default_batch_size
 from workbench.evaluate.gates import Check, GateConfig, Verdict, judge
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
-from workbench.evaluate.transcribe import transcribe
+from workbench.evaluate.transcribe import BatchCheck, transcribe_checked
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
@@ -90,6 +91,7 @@ class SignoffInputs:
     resamples: int = 2000
     seed: int = 0
     limit: int | None = None
+    batch_size: int | None = None  # evaluation batch (default: per backend; a TensorRT profile caps it)
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     outside_profile: str = (
@@ -160,12 +162,15 @@ def build_default_variants(
     return DefaultVariants(candidates + [("mixed", found.onnx)], result.cache, found.sensitivity, note)
 
 
-def engine_settings(utts: list[Utterance], latency: LatencyConfig | None) -> BuildSettings:
-    """TensorRT build settings of a sign-off: the profile spans the judged clips' durations and the timed
-    batch sizes (batch 1 only without latency runs)."""
+def engine_settings(
+    utts: list[Utterance], latency: LatencyConfig | None, eval_batch: int = 1
+) -> BuildSettings:
+    """TensorRT build settings of a sign-off: the profile spans the judged clips' durations, the timed batch
+    sizes (batch 1 only without latency runs) and the evaluation batch."""
     durations = [u.duration_s for u in utts] or [1.0]
+    batches = set(latency.batch_sizes) if latency else {1}
     return BuildSettings(
-        batches=tuple(latency.batch_sizes) if latency else (1,), samples=samples_from_durations(durations)
+        batches=tuple(sorted(batches | {eval_batch})), samples=samples_from_durations(durations)
     )
 
 
@@ -382,14 +387,27 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     names = [n for n, _ in candidates]
     machine = machine_info()
     overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, log, model.prepare)
+    batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
-        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency)
+        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
+    batch_checks: dict[str, BatchCheck] = {}
+    policy: dict[str, Any] = {}
+    audios = [eval_set.audio(u) for u in utts]
     for name in names:
-        log(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}")
-        hyps[name] = transcribe(runners[name], (eval_set.audio(u) for u in utts), model, name).texts
+        log(
+            f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, batch {batch}"
+        )
+        result, agreement = transcribe_checked(
+            runners[name], audios, model, name, batch, [u.text for u in utts]
+        )
+        hyps[name], policy = result.texts, result.batching
+        if agreement is not None:
+            batch_checks[name] = agreement
+            log(f"[{name}] {agreement.summary()}")
+    del audios
     latencies = {}
     if inputs.latency:
         buckets = bucket_clips(eval_set)
@@ -443,7 +461,9 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         "device": device_of(inputs.backend),
         "target": inputs.target,
         "measured": "transcription (WER) and latency of every candidate",
+        "batching": {**policy, "batch_check": [c.to_json() for c in batch_checks.values()]},
     }
+    notes += [f"batched transcription, {c.summary()}" for c in batch_checks.values()]
     record = build_record(
         accuracy=accuracy.to_json(),
         latency={n: r.to_json() for n, r in latencies.items()},

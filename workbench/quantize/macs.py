@@ -68,7 +68,9 @@ def _dims(value: onnx.ValueInfoProto) -> list[int] | None:
 def fixed_input(model: onnx.ModelProto, samples: int, batch: int = 1) -> onnx.ModelProto:
     """A copy of ``model`` whose first input is ``[batch, samples]`` (other inputs' free axes likewise)."""
     if samples < 1 or batch < 1:
-        raise WorkbenchError(f"MACs need a positive input length and batch, got {samples} samples, batch {batch}")
+        raise WorkbenchError(
+            f"MACs need a positive input length and batch, got {samples} samples, batch {batch}"
+        )
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
     del fixed.graph.value_info[:]

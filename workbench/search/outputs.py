@@ -27,6 +27,9 @@ def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any
         "name",
         "passed",
         "int8_share",
+        "int8_macs_share",
+        "utterances",
+        "stopped",
         "fp16_groups",
         "wer",
         "wer_delta",
@@ -38,6 +41,9 @@ def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any
     rows = []
     for cand in data["candidates"]:
         row = {k: cand[k] for k in ("step", "phase", "k", "name", "passed", "int8_share", "fp16_groups")}
+        row["int8_macs_share"] = cand.get("int8_macs_share")
+        row["utterances"] = cand["latency"]["utterances"]
+        row["stopped"] = cand.get("evidence", {}).get("stopped")
         row["wer"] = cand["wer"]["overall"]["estimate"] * 100
         row["wer_delta"] = cand["delta"]["overall"]["estimate"] * 100
         row["wer_delta_high"] = cand["delta"]["overall"]["high"] * 100
