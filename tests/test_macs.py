@@ -67,3 +67,18 @@ def test_opt_length_and_bad_length() -> None:
     assert opt_samples(None) == 64000  # the default profile's 4 s
     with pytest.raises(WorkbenchError, match="positive input length"):
         node_macs(_graph(), samples=0)
+
+
+def test_compute_shares_of_a_built_graph_read_back() -> None:
+    """The shares a sign-off reports, from the precisions read back from a graph (Q/DQ before conv2)."""
+    from workbench.quantize.macs import compute_shares
+
+    counted = node_macs(_graph(), samples=10)
+    rows = [
+        ("conv1", "Conv", "fp16"),
+        ("conv2", "Conv", "int8"),
+        ("matmul", "MatMul", "fp16"),
+        ("gemm", "Gemm", "fp32"),
+    ]
+    shares = compute_shares(counted, rows)
+    assert shares == {"int8_macs_share": pytest.approx(144 / 375), "int8_nodes": 1, "compute_nodes": 4}

@@ -55,6 +55,7 @@ from workbench.inputs.candidates import check_candidate
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
+from workbench.quantize.macs import compute_shares, node_macs, opt_samples
 from workbench.quantize.overflow import OverflowReport, check_overflow
 from workbench.quantize.plan import precision_counts, precisions_of_onnx
 from workbench.report.record import artifact_entry, build_record
@@ -464,6 +465,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         "batching": {**policy, "batch_check": [c.to_json() for c in batch_checks.values()]},
     }
     notes += [f"batched transcription, {c.summary()}" for c in batch_checks.values()]
+    compute = compute_of(candidates, utts)
     record = build_record(
         accuracy=accuracy.to_json(),
         latency={n: r.to_json() for n, r in latencies.items()},
@@ -478,5 +480,20 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         sensitivity=sensitivity,
         notes=notes,
         model=model.record(),
+        compute=compute,
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
+
+
+def compute_of(candidates: list[tuple[str, Path]], utts: list[Utterance]) -> dict[str, Any]:
+    """Each candidate's INT8 share of multiply-accumulates (the baseline's graph at the judged clips' median
+    length, the engine profile's opt) beside its INT8 node count."""
+    import onnx
+
+    macs = node_macs(
+        onnx.load(str(candidates[0][1]), load_external_data=False), opt_samples([u.duration_s for u in utts])
+    )
+    return {
+        **macs.to_json(),
+        "candidates": {n: compute_shares(macs, precisions_of_onnx(Path(p))) for n, p in candidates},
+    }

@@ -139,3 +139,15 @@ def opt_samples(durations_s: Sequence[float] | None = None) -> int:
     if not values:
         return round(EngineProfile().opt_s * SAMPLE_RATE)
     return round(values[len(values) // 2] * SAMPLE_RATE)
+
+
+def compute_shares(macs: NodeMacs, precisions: Sequence[tuple[str, str, str]]) -> dict[str, object]:
+    """INT8 share of MACs and of compute nodes of a built graph, from its (node, op, precision) rows as
+    ``workbench.quantize.plan.precisions_of_graph`` reads them back (nodes named as in the FP32 export)."""
+    int8 = [node for node, _, precision in precisions if precision == "int8"]
+    counted = sum(macs.macs.get(node, 0) for node, _, _ in precisions)
+    return {
+        "int8_macs_share": macs.of_nodes(int8) / counted if counted else 0.0,
+        "int8_nodes": len(int8),
+        "compute_nodes": len(precisions),
+    }

@@ -63,6 +63,7 @@ def build_record(
     decision: dict | None = None,
     backend: dict | None = None,
     model: dict | None = None,
+    compute: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
     record: dict[str, Any] = {
@@ -83,6 +84,8 @@ def build_record(
         "provenance": {"artifacts": artifacts, "machine": machine, "packages": packages},
         "notes": list(notes or []),
     }
+    if compute is not None:  # INT8 share of multiply-accumulates and of compute nodes per candidate
+        record["compute"] = compute
     record = json.loads(json.dumps(record, default=str, allow_nan=True))
     record["record_sha256"] = record_digest(record)
     return record
