@@ -3,7 +3,8 @@
 Clips are sorted by length and cut into batches of at most ``batch_size``; each batch is padded to its
 longest clip the way the model's feature extractor pads (``padding_value`` after the per-clip
 normalisation), and each utterance's logits are cut back to the frames its own length gives (the conv
-feature encoder's output-length formula). How a model may be padded depends on it:
+feature encoder's output-length formula, when it explains the batch's frame count; a graph whose frames it
+does not explain keeps them all). How a model may be padded depends on it:
 
 - a model whose feature extractor returns an attention mask (``return_attention_mask``) gets one when its
   graph takes an ``attention_mask`` input; when the graph has no such input, only clips of the same
@@ -188,10 +189,6 @@ def utterance_logits(
         longest = values.shape[1]
         exact = geometry.frames(longest) == logits.shape[1]
         for j, i in enumerate(batch):
-            if len(batch) == 1 or lengths[i] == longest:
-                frames = logits.shape[1]
-            elif exact:
-                frames = geometry.frames(lengths[i])
-            else:  # an encoder of other strides: the frames in proportion
-                frames = round(logits.shape[1] * lengths[i] / longest)
+            # the longest clip, or a graph whose frames the conv stack does not explain, keeps every frame
+            frames = geometry.frames(lengths[i]) if exact and lengths[i] < longest else logits.shape[1]
             yield i, logits[j, : max(1, min(frames, logits.shape[1]))]
