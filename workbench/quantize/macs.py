@@ -61,8 +61,12 @@ class NodeMacs:
 
 def _dims(value: onnx.ValueInfoProto) -> list[int] | None:
     shape = value.type.tensor_type.shape
-    dims = [d.dim_value if d.HasField("dim_value") else None for d in shape.dim]
-    return None if any(d is None or d <= 0 for d in dims) else [int(d) for d in dims]  # type: ignore[misc]
+    dims: list[int] = []
+    for d in shape.dim:
+        if not d.HasField("dim_value") or d.dim_value <= 0:
+            return None
+        dims.append(int(d.dim_value))
+    return dims
 
 
 def fixed_input(model: onnx.ModelProto, samples: int, batch: int = 1) -> onnx.ModelProto:
