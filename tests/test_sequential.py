@@ -11,6 +11,7 @@ from workbench.errors import WorkbenchError
 from workbench.search.sequential import (
     balanced_order,
     block_ends,
+    covering_ends,
     interim_confidence,
     run_sequential,
     side_of_gate,
@@ -97,3 +98,10 @@ def test_balanced_order_spreads_conditions_and_speakers_over_every_prefix() -> N
     first = order[:6]
     assert {conditions[i] for i in first} == {"quiet", "noisy", "accented"}
     assert {speakers[i] for i in first if conditions[i] == "quiet"} == {"a", "b"}
+
+
+def test_looks_start_once_every_condition_is_in_and_the_block_is_big_enough() -> None:
+    conditions = ["quiet", "quiet", "noisy", "quiet", "accented", "noisy", "quiet", "noisy"]
+    assert covering_ends([2, 4, 6, 8], conditions, 1) == [6, 8]  # accented arrives at the 5th
+    assert covering_ends([2, 4, 6, 8], conditions, 7) == [8]
+    assert covering_ends([8], conditions, 100) == [8]  # the whole set is always judged

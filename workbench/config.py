@@ -133,6 +133,8 @@ class SearchConfig:
     # the dev set is bought in this many blocks: a candidate is judged on the first, and more are transcribed
     # only while its judged interval straddles the gate (workbench.search.sequential; 1: the whole set at once)
     dev_blocks: int = 4
+    # the fewest utterances a look before the whole dev set judges (a first block also holds every condition)
+    min_block: int = 60
     # what the search maximises among passing plans: "macs" (INT8 share of multiply-accumulates) or "nodes"
     objective: str = "macs"
 

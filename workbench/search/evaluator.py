@@ -39,6 +39,7 @@ from tqdm import tqdm
 
 from workbench.backends.base import Runner
 from workbench.compare.sensitivity import VariantRunner
+from workbench.config import SEARCH
 from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_accuracy
 from workbench.evaluate.bootstrap import Interval, blocks_for
 from workbench.evaluate.gates import GateConfig, judge
@@ -46,7 +47,13 @@ from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.wer import Scoring
 from workbench.model.description import ModelDescription
 from workbench.quantize.plan import PrecisionPlan
-from workbench.search.sequential import balanced_order, block_ends, run_sequential, side_of_gate
+from workbench.search.sequential import (
+    balanced_order,
+    block_ends,
+    covering_ends,
+    run_sequential,
+    side_of_gate,
+)
 from workbench.speech.records import Clip, Utterance
 
 BASELINE = "fp32"
@@ -208,7 +215,12 @@ class DevEvaluator:
         )
         self.clips = [clips[i] for i in order]
         self.utterances = [c.utterance for c in self.clips]
-        self.ends = block_ends(len(self.clips), blocks)
+        # a look judges every condition the set has, on at least SEARCH.min_block utterances
+        self.ends = covering_ends(
+            block_ends(len(self.clips), blocks),
+            [str(u.condition or "-") for u in self.utterances],
+            SEARCH.min_block if blocks > 1 else 1,
+        )
         self.signoff = list(signoff) if signoff else None
         self._prefix_ratios: dict[int, dict[str, float]] = {}
         # judge the sign-off interval each dev interval predicts: per check, half-widths x sqrt(dev blocks /

@@ -45,6 +45,22 @@ def block_ends(total: int, blocks: int) -> list[int]:
     return sorted({round(total * (b + 1) / blocks) for b in range(blocks)})
 
 
+def covering_ends(ends: Sequence[int], conditions: Sequence[str], min_block: int) -> list[int]:
+    """``ends`` without the looks that would judge a prefix lacking a condition of the set (in the given
+    order) or holding fewer than ``min_block`` utterances; the whole set is always kept."""
+    seen: set[str] = set()
+    every = set(conditions)
+    covered = len(conditions)
+    for i, cond in enumerate(conditions):
+        seen.add(cond)
+        if seen == every:
+            covered = i + 1
+            break
+    first = max(covered, min_block)
+    kept = [e for e in ends if e >= first]
+    return kept if kept and kept[-1] == len(conditions) else [*kept, len(conditions)]
+
+
 def balanced_order(conditions: Sequence[str], speakers: Sequence[str | None]) -> list[int]:
     """Indices of the utterances in an order whose every prefix is balanced: round robin over the conditions,
     each condition's utterances round robin over its speakers (first appearance order), so the first block
