@@ -3,7 +3,7 @@
 The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext`` that calls
 one job (``workbench.jobs``) and reads what earlier steps left in ``context.results``: build the
 default speech sets (``demo``: 100 utterances per condition for calibration, 100 per condition for
-evaluation, 100 per condition for a dev set held out from both), calibrate the demo model, compare it
+evaluation, 300 per condition for a dev set held out from both), calibrate the demo model, compare it
 layer by layer against INT8 and rank the layer groups' sensitivity, search the mixed INT8/FP16 plan on
 the held-out dev set, and sign off FP32, FP16, INT8 and the mixed plan on the evaluation set.
 """
