@@ -20,13 +20,18 @@ from workbench.search.sequential import (
 GATE = 0.3
 
 
-def cheap_evaluator(true_delta: float, spread: float, calls: list[int]):
-    """A look function: the estimate is the true delta, the judged interval +- z(confidence) x spread / sqrt(n)."""
+def cheap_evaluator(
+    true_delta: float, spread: float, calls: list[int], drift: dict[int, float] | None = None
+):
+    """A look function on an 800-utterance dev set: the estimate is the true delta (or ``drift[n]``), the judged
+    interval +- z(confidence) x spread / sqrt(n)."""
 
     def look(n: int, confidence: float) -> tuple[float, str]:
         calls.append(n)
+        estimate = (drift or {}).get(n, true_delta)
         half = NormalDist().inv_cdf(confidence) * spread / math.sqrt(n)
-        return true_delta, side_of_gate({"overall": (true_delta - half, true_delta + half, GATE)})
+        shrink = math.sqrt(n / 800)
+        return estimate, side_of_gate({"overall": (estimate, estimate + half, GATE)}, shrink)
 
     return look
 
@@ -41,15 +46,21 @@ def test_block_ends_and_bad_blocks() -> None:
 
 
 def test_side_of_gate() -> None:
-    assert side_of_gate({"overall": (-0.2, 0.1, GATE), "condition quiet": (-0.5, 0.6, 0.6)}) == "pass"
-    assert side_of_gate({"overall": (0.31, 0.9, GATE), "condition quiet": (-0.5, 0.2, 0.6)}) == "fail"
-    assert side_of_gate({"overall": (-0.1, 0.35, GATE)}) == "straddles"
+    assert side_of_gate({"overall": (-0.05, 0.1, GATE), "condition quiet": (0.0, 0.6, 0.6)}) == "pass"
+    assert side_of_gate({"overall": (0.31, 0.9, GATE), "condition quiet": (0.0, 0.2, 0.6)}, 0.5) == "fail"
+    assert side_of_gate({"overall": (-0.1, 0.35, GATE)}, 0.5) == "straddles"
+    # +1.0 with a half-width of 1.4: the whole set could at best halve it, to +1.7 > 0.3: fail now
+    assert side_of_gate({"overall": (1.0, 2.4, GATE)}, 0.5) == "fail"
+    # +0.1 with a half-width of 0.5: halved it would end at +0.35, still above: fail; a third of it passes
+    assert side_of_gate({"overall": (0.1, 0.6, GATE)}, 0.5) == "fail"
+    assert side_of_gate({"overall": (0.1, 0.6, GATE)}, 0.3) == "straddles"
+    assert side_of_gate({"overall": (-0.1, 0.35, GATE)}, 1.0) == "fail"  # the last look: above the gate
 
 
 def test_clear_cases_stop_after_the_first_block() -> None:
     ends = block_ends(800, 4)
     calls: list[int] = []
-    clear_fail = run_sequential(cheap_evaluator(2.0, 5.0, calls), ends, 0.9)  # INT8 everywhere, far out
+    clear_fail = run_sequential(cheap_evaluator(1.0, 10.0, calls), ends, 0.9)  # INT8 everywhere: +1.0, wide
     assert calls == [200] and clear_fail.utterances == 200 and clear_fail.blocks_used == 1
     assert clear_fail.reason.startswith("fail after block 1 of 4") and clear_fail.looks[0].side == "fail"
     calls.clear()
@@ -73,7 +84,8 @@ def test_close_case_buys_blocks_until_it_resolves() -> None:
 def test_never_resolved_ends_on_the_whole_set_at_the_stated_confidence() -> None:
     ends = block_ends(800, 4)
     calls: list[int] = []
-    result = run_sequential(cheap_evaluator(0.25, 20.0, calls), ends, 0.9)
+    # straddles at every earlier look (the whole set could still pass it), then its estimate moves up
+    result = run_sequential(cheap_evaluator(0.0, 4.0, calls, drift={800: 0.2}), ends, 0.9)
     assert calls == ends and result.utterances == 800 and result.blocks_used == 4
     assert result.looks[-1].confidence == 0.9 and result.looks[0].confidence == interim_confidence(0.9, 4)
     assert result.reason.startswith("whole dev set (800 utterances): fail")

@@ -315,9 +315,9 @@ class DevEvaluator:
             {c.name: c.value for c in verdict.checks},
             batch_size=self.batch_size,
         )
-        return evaluation, self._side(forecast)
+        return evaluation, self._side(forecast, math.sqrt(n / len(self.clips)))
 
-    def _side(self, forecast: CandidateAccuracy) -> str:
+    def _side(self, forecast: CandidateAccuracy, shrink: float = 1.0) -> str:
         """Where the judged intervals lie against the gates (``workbench.search.sequential.side_of_gate``)."""
         if forecast.overall.delta is None:
             return "pass"
@@ -328,11 +328,11 @@ class DevEvaluator:
         for check, (delta, gate) in intervals.items():
             if delta is None:
                 continue
-            low, high = delta.low * 100.0, delta.high * 100.0
-            if not (math.isfinite(low) and math.isfinite(high)):
+            estimate, high = delta.estimate * 100.0, delta.high * 100.0
+            if not (math.isfinite(estimate) and math.isfinite(high)):
                 return "straddles"
-            points[check] = (low, high, gate)
-        return side_of_gate(points)
+            points[check] = (estimate, high, gate)
+        return side_of_gate(points, shrink)
 
     def evaluate(self, plan: PrecisionPlan) -> Evaluation:
         """One WER evaluation (counted in ``count``), bought block by block while the judged interval

@@ -8,7 +8,8 @@ prefix (the predicted sign-off interval of every check, as ``workbench.search.ev
 set) and says on which side of the gate it lies (``side_of_gate``):
 
 - ``pass``: every check's judged upper end is within its gate;
-- ``fail``: some check's judged lower end is above its gate (more evidence would not bring it under);
+- ``fail``: some check would stay above its gate even with its judged half-width narrowed as far as the
+  whole dev set could narrow it (sqrt(utterances judged / dev utterances)) around the same estimate;
 - ``straddles``: neither; the next block is added.
 
 The whole dev set is the last look, judged as before. A pass at an earlier look is judged at a stricter
@@ -29,7 +30,8 @@ from workbench.errors import WorkbenchError
 T = TypeVar("T")
 SEQUENTIAL_RULE = (
     "judge the first block; add blocks while the judged interval of a check straddles its gate; stop at "
-    "pass (every judged upper end within its gate) or fail (a judged lower end above its gate) or at the "
+    "pass (every judged upper end within its gate) or fail (an upper end still above its gate with the "
+    "half-width narrowed by sqrt(utterances judged / dev utterances)) or at the "
     "whole dev set; earlier looks judge a pass at confidence 1 - (1 - confidence) / blocks"
 )
 SIDES = ("pass", "fail", "straddles")
@@ -93,12 +95,16 @@ def interim_confidence(confidence: float, looks: int) -> float:
     return 1.0 - (1.0 - confidence) / looks
 
 
-def side_of_gate(intervals: dict[str, tuple[float, float, float]]) -> str:
-    """``pass``, ``fail`` or ``straddles`` from each check's judged (low, high, gate), all in points."""
-    if any(low > gate for low, _, gate in intervals.values()):
-        return "fail"
+def side_of_gate(intervals: dict[str, tuple[float, float, float]], shrink: float = 1.0) -> str:
+    """``pass``, ``fail`` or ``straddles`` from each check's judged (estimate, upper end, gate), in points.
+
+    ``shrink``: the most the judged half-width can still narrow by the whole dev set, sqrt(utterances judged /
+    dev utterances) (1 at the last look). A check fails when even that narrowest interval around its current
+    estimate would end above the gate; more evidence could only pass it by moving the estimate."""
     if all(high <= gate for _, high, gate in intervals.values()):
         return "pass"
+    if any(est + (high - est) * shrink > gate for est, high, gate in intervals.values()):
+        return "fail"
     return "straddles"
 
 
