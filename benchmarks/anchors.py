@@ -57,6 +57,7 @@ from anchors_bench.agreement import WHY, agreement_rows, agreement_table, judge 
 from anchors_bench.rows import anchor_rows, skipped_run, table_lines  # noqa: E402
 from anchors_bench.tools import FEEDS, ORT_METHODS  # noqa: E402
 from childproc import run_json_child  # noqa: E402
+from common import load_averages  # noqa: E402
 
 RESULTS = HERE / "results" / "anchors.json"
 RESULTS_BASE = HERE / "results" / "anchors_base.json"
@@ -291,6 +292,7 @@ def made_models(runs: list[dict[str, Any]]) -> list[tuple[str, Path]]:
 
 
 def signoff(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, Any]]):
+    from workbench.console import show_progress
     from workbench.evaluate.latency import LatencyConfig
     from workbench.jobs import signoff as job
 
@@ -308,7 +310,8 @@ def signoff(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, A
         profile_min_s=args.profile.min_s if args.profile else None,
         profile_max_s=args.profile.max_s if args.profile else None,
     )
-    return job.run(inputs, log=lambda m: print(f"   {m}", flush=True))
+    show_progress("   ")  # the sign-off's progress lines, indented under the benchmark's own
+    return job.run(inputs)
 
 
 def judge_demo(args, work: Path, calib, evalset, fp32: Path, runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -470,13 +473,13 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.description import describe_model
-    from workbench.model.loading import model_hash
+    from workbench.model.folders import model_hash
     from workbench.speech.profiles import deployment_profile
 
     root = args.work.resolve()
     work = root / "base" if base else root  # the base model's jobs, models and runs apart from the demo's
     args.venv = (args.venv or root / "modelopt-venv").resolve()
-    load_before, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
+    load_before, started = load_averages(), time.perf_counter()
     args.sets_root = root / "calib_sets"
     calib, evalset = build_sets(root)
     args.profile = deployment_profile(calib.card, [u.duration_s for u in calib.utterances])[
@@ -504,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     judged = (
         judge_base(args, evalset, fp32, runs) if base else judge_demo(args, work, calib, evalset, fp32, runs)
     )
-    load_after = [round(x, 2) for x in os.getloadavg()]
+    load_after = load_averages()
     print("\n" + "\n".join(judged["table"]))
     print(f"\nload average before {load_before}, after {load_after} (shared machine: times are indicative)")
     subject = "the random-weight Wav2Vec2-base (hidden 768, 12 layers)" if base else "the demo model"

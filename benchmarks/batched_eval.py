@@ -101,9 +101,11 @@ def measure(args: argparse.Namespace, name: str, clips: list[Any], references: l
     for batch in args.batch_sizes:
         runner = OnnxRuntimeRunner(onnx_path, providers=ORT_PROVIDERS[args.backend], threads=args.threads)
         with runner:
-            transcribe(runner, clips[: max(1, batch)], description, name, batch)  # warm-up, untimed
+            transcribe(
+                runner, clips[: max(1, batch)], description, name, batch_size=batch
+            )  # warm-up, untimed
             started = time.perf_counter()
-            result = transcribe(runner, clips, description, name, batch)
+            result = transcribe(runner, clips, description, name, batch_size=batch)
             seconds = time.perf_counter() - started
         if reference_texts is None:
             reference_texts = result.texts
@@ -135,7 +137,8 @@ def measure(args: argparse.Namespace, name: str, clips: list[Any], references: l
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from workbench.backends.factory import check_backend, device_of
+    from workbench.backends.devices import device_of
+    from workbench.backends.factory import check_backend
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.speech.store import load_set
 

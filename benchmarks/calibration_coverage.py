@@ -27,7 +27,6 @@ hashes, command). Times are of a shared machine.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
@@ -38,7 +37,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from calibration_methods import cpu_seconds, interval, parse_method  # noqa: E402  (one copy of each)
+from calibration_methods import interval, parse_method  # noqa: E402  (one copy of each)
+from common import cpu_seconds, dev_evaluator, load_averages  # noqa: E402
 
 RESULTS = HERE / "results" / "calibration_coverage.json"
 CONDITIONS = ("quiet", "noisy", "accented")
@@ -127,8 +127,8 @@ def record_of(args, argv, rows, evaluator, started, cpu0, load0, extra) -> dict[
         "total_cpu_s": round(cpu_seconds() - cpu0, 1),
         "machine": {
             **machine_info(),
-            "loadavg_at_start": [round(x, 2) for x in load0],
-            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+            "loadavg_at_start": load0,
+            "loadavg_at_end": load_averages(),
         },
         "packages": package_versions(),
         "note": "WER in percent, deltas in points vs FP32 (paired speaker-block bootstrap, 95 %); amax drift: "
@@ -185,11 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.model.description import describe_model
     from workbench.quantize.plan import PrecisionPlan
     from workbench.resources import demo_model_dir
-    from workbench.search.evaluator import DevEvaluator
     from workbench.speech.select import all_clips, clips_per_condition
     from workbench.speech.store import load_set
 
-    started, cpu0, load0 = time.perf_counter(), cpu_seconds(), os.getloadavg()
+    started, cpu0, load0 = time.perf_counter(), cpu_seconds(), load_averages()
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
     calib, evalset = load_set(args.calib_set), load_set(args.eval_set)
     specs = set_specs(pools(calib), args.equal, sizes)
@@ -261,15 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         variants = VariantRunner(model, amax, args.threads)
         if evaluator is None:  # FP32 transcripts once
-            evaluator = DevEvaluator(
-                variants,
-                eval_clips,
-                gates,
-                resamples=args.resamples,
-                seed=0,
-                progress=False,
-                model=description,
-            )
+            evaluator = dev_evaluator(variants, eval_clips, gates, args.resamples, description)
         evaluator.variants = variants
         for key, plan in plans.items():
             ev = evaluator.evaluate(plan)

@@ -30,14 +30,15 @@ model/set hashes and the command. Wall and CPU times are of a shared machine: co
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import cpu_seconds, dev_evaluator, load_averages  # noqa: E402
+
 RESULTS = HERE / "results" / "calibration_methods.json"
 DEFAULT_METHODS = "entropy,max,percentile:99.99,percentile:99.9,mse"
 
@@ -50,12 +51,6 @@ def parse_method(text: str):
     spec = MethodSpec(name, float(value)) if value else MethodSpec(name)
     label = f"{name}-{spec.percentile:g}" if name == "percentile" else name
     return label, spec
-
-
-def cpu_seconds() -> float:
-    """User + system CPU seconds of this process and its finished children."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def interval(iv) -> dict[str, float] | None:
@@ -140,15 +135,15 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.artifacts import write_json_atomic
     from workbench.compare.groups import node_groups, plan_for
     from workbench.compare.sensitivity import VariantRunner
+    from workbench.console import show_progress
     from workbench.evaluate.gates import GateConfig
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs import calibrate
     from workbench.jobs.prepare import prepare
-    from workbench.jobs.search import run_search
-    from workbench.model.loading import model_hash
+    from workbench.jobs.search import SearchSettings, run_search
+    from workbench.model.folders import model_hash
     from workbench.quantize.plan import FP32, PrecisionPlan, quantizable_nodes
     from workbench.resources import demo_model_dir
-    from workbench.search.evaluator import DevEvaluator
     from workbench.speech.select import all_clips, clips_per_condition
     from workbench.speech.store import load_set
 
@@ -186,15 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             model = onnx.load(str(prepared.fp32_onnx))
         variants = VariantRunner(model, amax, args.threads)
         if evaluator is None:  # FP32 transcripts and logits once; the FP32 graph is the same for every method
-            evaluator = DevEvaluator(
-                variants,
-                eval_clips,
-                gates,
-                resamples=args.resamples,
-                seed=0,
-                progress=False,
-                model=prepared.description,
-            )
+            evaluator = dev_evaluator(variants, eval_clips, gates, args.resamples, prepared.description)
             reference = variants.logits(FP32, damage_clips)
         everywhere = evaluate_plan(
             evaluator, variants, PrecisionPlan(f"int8-{label}", "int8"), reference, damage_clips
@@ -243,16 +230,18 @@ def main(argv: list[str] | None = None) -> int:
                 )
         if label in search:
             t0, c0 = time.perf_counter(), cpu_seconds()
+            show_progress("   ")  # the search's progress lines, indented under the benchmark's own
             found = run_search(
                 prepared,
-                calib,
-                gates,
-                refine=0,
-                resamples=args.resamples,
-                signoff_set=evalset,
-                threads=args.threads,
-                progress=False,
-                log=lambda m: print(f"   {m}", flush=True),
+                SearchSettings(
+                    calib,
+                    gates,
+                    refine=0,
+                    resamples=args.resamples,
+                    signoff_set=evalset,
+                    threads=args.threads,
+                    progress=False,
+                ),
             ).data
             best = found["found"]
             row["search"] = {
@@ -318,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         "methods": rows,
         "total_wall_s": round(time.perf_counter() - started_all, 1),
         "total_cpu_s": round(cpu_seconds() - cpu_all, 1),
-        "machine": {**machine_info(), "loadavg_at_end": [round(x, 2) for x in os.getloadavg()]},
+        "machine": {**machine_info(), "loadavg_at_end": load_averages()},
         "packages": package_versions(),
         "note": "WER in percent, deltas in points vs FP32 (judged_delta_high: as the search records it) (paired speaker-block bootstrap, 95 %); shared machine: "
         "wall and CPU times are indicative only",

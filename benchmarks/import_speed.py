@@ -33,6 +33,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import cpu_seconds, load_averages  # noqa: E402
+
 REPO = HERE.parent
 RESULTS = HERE / "results" / "import_speed.json"
 SPEAKERS = 40
@@ -90,9 +93,9 @@ def child(mode: str, split: Path, workers: int, take: int | None) -> dict[str, A
     from workbench.speech.sources import collect
 
     source = open_source("librispeech", split)
-    load_before = os.getloadavg()
+    load_before = load_averages()
     started = time.perf_counter()
-    cpu0 = _cpu()
+    cpu0 = cpu_seconds()
     with tempfile.TemporaryDirectory(prefix="import-bench-", dir=split.parent.parent) as root:
         if mode == "import":
             result = import_set(
@@ -128,21 +131,16 @@ def child(mode: str, split: Path, workers: int, take: int | None) -> dict[str, A
         "utterances": utts,
         "audio_s": round(audio_s, 1),
         "wall_s": round(wall, 2),
-        "cpu_s": round(_cpu() - cpu0, 1),
+        "cpu_s": round(cpu_seconds() - cpu0, 1),
         "utterances_per_s": round(utts / wall, 2),
         "audio_s_per_s": round(audio_s / wall, 1),
         "peak_rss_mb_main": round(own.ru_maxrss / 1024, 1),
         "peak_rss_mb_largest_worker": round(kids.ru_maxrss / 1024, 1)
         if workers > 1 and mode == "import"
         else None,
-        "loadavg_before": [round(x, 2) for x in load_before],
-        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "loadavg_before": load_before,
+        "loadavg_after": load_averages(),
     }
-
-
-def _cpu() -> float:
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def run_child(split: Path, mode: str, workers: int, take: int | None) -> dict[str, Any]:
@@ -236,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {
             **machine_info(),
             "cpu_count": os.cpu_count(),
-            "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+            "loadavg_at_end": load_averages(),
         },
         "packages": package_versions(),
         "note": "each run in a fresh process; peak RSS is the main process's (and the largest worker's); the "

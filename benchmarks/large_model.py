@@ -101,7 +101,7 @@ def state(work: Path, **update: Any) -> dict[str, Any]:
 def step_model(args: argparse.Namespace) -> None:
     import math
 
-    from workbench.model.loading import weight_shapes
+    from workbench.model.folders import weight_shapes
     from workbench.model.synthetic import save_lookalike
 
     folder = save_lookalike(paths(args.work)["model"], CHECKPOINT, shrink=args.shrink, seed=0)
@@ -188,7 +188,7 @@ def step_calibrate(args: argparse.Namespace) -> None:
             "calibrate",
             "--model",
             str(p["model"]),
-            "--set",
+            "--calib-set",
             str(p["calib"]),
             "--method",
             args.method,

@@ -29,6 +29,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import load_averages  # noqa: E402
+
 RESULTS = HERE / "results" / "search_agreement.json"
 
 
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         model, prepared.cache.amax(), None, prepare=prepared.description.prepare, guard=prepared.guard
     )
     gates = GateConfig()
-    load0, started = [round(x, 2) for x in os.getloadavg()], time.perf_counter()
+    load0, started = load_averages(), time.perf_counter()
     results: dict[str, Any] = {"sets": {}, "plans": []}
     evaluators = {}
     for name in names:
@@ -172,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 "cpus": os.cpu_count(),
                 "platform": platform.platform(),
                 "loadavg_at_start": load0,
-                "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+                "loadavg_at_end": load_averages(),
             },
         }
     )

@@ -15,7 +15,6 @@ ONNX nodes the plan keeps FP32 and why. These are counts, not timings; the load 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import tempfile
 import time
@@ -23,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from common import load_averages  # noqa: E402
+
 RESULTS = HERE / "results" / "trt_rtx_layer_counts.json"
 FLOATS = ("fp16", "fp32", "bf16", "fp8")
 
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    load_before = os.getloadavg()
+    load_before = load_averages()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="trt-counts-") as tmp:
         work = args.work or Path(tmp)
@@ -160,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "machine": machine_info(),
         "packages": package_versions(),
-        "loadavg_before": [round(x, 2) for x in load_before],
-        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "loadavg_before": load_before,
+        "loadavg_after": load_averages(),
         "wall_s": round(time.perf_counter() - started, 1),
     }
     write_json_atomic(args.out, record)

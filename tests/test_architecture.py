@@ -1,5 +1,6 @@
 """Imports follow the module map in docs/architecture.md: every import of a workbench module is parsed (ast)
-and checked against the 'may import' column; a package missing from the map fails too."""
+and checked against the 'may import' column; a package missing from the map fails too. No modules import
+each other round a loop, imports inside functions included."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ PACKAGE = ROOT / "workbench"
 FOUNDATION = {
     "__init__",
     "config",
+    "console",
     "errors",
     "artifacts",
     "optional",
@@ -94,6 +96,122 @@ def violations(package: Path = PACKAGE) -> list[str]:
             ):
                 out.append(f"{rel}:{line}: a verb imports another verb ({module}); call a job instead")
     return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def module_edges(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """module -> the workbench modules it imports when it runs: imports inside functions count, imports under
+    ``if TYPE_CHECKING:`` do not. ``from a.b import c`` is an edge to ``a.b.c`` when that is a module."""
+    root = package.parent
+    modules = {
+        ".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sorted(package.rglob("*.py"))
+    }
+    edges: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        skipped = {
+            id(inner)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and _is_type_checking(node)
+            for stmt in node.body
+            for inner in ast.walk(stmt)
+        }
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    targets.add(full if full in modules else node.module)
+        edges[name] = {m for m in targets if m in modules and m != name}
+    return edges
+
+
+def import_cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every group of modules that import each other, directly or round a loop (strongly connected
+    components of more than one module), each sorted; the groups sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's algorithm
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_module_imports_itself_round_a_loop() -> None:
+    """No import cycle between workbench modules, not even through an import inside a function."""
+    assert import_cycles(module_edges()) == []
+
+
+def test_the_cycle_check_finds_a_loop_in_an_edge_list() -> None:
+    edges = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert import_cycles(edges) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_cycle_check_counts_imports_inside_functions(tmp_path: Path) -> None:
+    """A tiny package whose only loop closes through a function-level import is caught; the same loop closed
+    under ``if TYPE_CHECKING:`` is not an edge."""
+    fake = tmp_path / "workbench"
+    (fake / "backends").mkdir(parents=True)
+    for path, text in {
+        "__init__.py": "",
+        "backends/__init__.py": "",
+        "backends/factory.py": "from workbench.backends.runner import Runner\n",
+        "backends/runner.py": (
+            "class Runner:\n"
+            "    def describe(self):\n"
+            "        from workbench.backends.factory import device_of\n"
+            "        return device_of()\n"
+        ),
+        "backends/typed.py": (
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n"
+            "    from workbench.backends.other import Thing\n"
+        ),
+        "backends/other.py": "from workbench.backends import typed\n",
+    }.items():
+        (fake / path).write_text(text)
+    edges = module_edges(fake)
+    assert edges["workbench.backends.runner"] == {"workbench.backends.factory"}
+    assert edges["workbench.backends.typed"] == set()
+    assert edges["workbench.backends.other"] == {"workbench.backends.typed"}
+    assert import_cycles(edges) == [["workbench.backends.factory", "workbench.backends.runner"]]
 
 
 def test_every_import_follows_the_module_map() -> None:

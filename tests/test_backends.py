@@ -136,7 +136,6 @@ def test_signoff_on_tensorrt_engines_where_a_runtime_exists(tmp_path, speech_lik
             engines=tmp_path / "engines",
             resamples=100,
         ),
-        log=lambda _: None,
     )
     lat = result.record["latency"]["fp32"]
     assert lat["backend"]["backend_name"] == "tensorrt" and lat["backend"]["device"].startswith("cuda")

@@ -38,6 +38,7 @@ from workbench.calibration import cache as cache_mod
 from workbench.calibration import histograms
 from workbench.cli import main
 from workbench.report.record import record_digest
+from workbench.speech.integrity import INDEX
 from workbench.workspace import ENV_VAR
 
 WORDS = [
@@ -159,13 +160,18 @@ def ws(dash_artifacts, tmp_path, monkeypatch) -> Workspace:
 
 
 def snapshot(*roots: Path) -> dict[str, str]:
-    """Every entry under ``roots`` (links not followed): file -> sha256, link -> its target, folder -> 'dir'."""
+    """Every entry under ``roots`` (links not followed): file -> sha256, link -> its target, folder -> 'dir'.
+
+    A set's ``index.json`` (the stat fields of its verified files) is left out: a copied set's files have new
+    inodes, so the first step that verifies the copy hashes it again and rewrites its index."""
     out: dict[str, str] = {}
     for root in roots:
         for folder, dirs, files in os.walk(root, followlinks=False):
             for name in dirs + files:
                 path = Path(folder) / name
                 key = f"{root.name}/{path.relative_to(root).as_posix()}"
+                if name == INDEX and (path.parent / "manifest.jsonl").exists():
+                    continue
                 if path.is_symlink():
                     out[key] = "link:" + os.readlink(path)
                 elif path.is_dir():
@@ -345,6 +351,48 @@ def _stored_manifest(ws: Workspace, edit: Callable[[dict], None]) -> list[str]:
     edit(first)
     (evil / "manifest.jsonl").write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
     return ["data", "show", str(evil)]
+
+
+def _calibrate_set(ws: Workspace, path: Path) -> list[str]:
+    return ["calibrate", "--model", str(ws.model), "--set", str(path), "--engines", str(ws.engines)]
+
+
+def _changed_set(ws: Workspace, change: Callable[[Path], object]) -> list[str]:
+    """A copy of the calibration set, verified once (its index written), then changed; calibrate uses it."""
+    from workbench.speech.store import load_set
+
+    evil = _copy_set(ws, "evil")
+    load_set(evil)
+    change(evil)
+    return _calibrate_set(ws, evil)
+
+
+def _edit_first_line(folder: Path, edit: Callable[[dict], None]) -> None:
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    edit(first)
+    (folder / "manifest.jsonl").write_text("\n".join([json.dumps(first, sort_keys=True)] + lines[1:]) + "\n")
+
+
+def _repeat_first_line(folder: Path) -> None:
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    (folder / "manifest.jsonl").write_text("\n".join(lines + lines[:1]) + "\n")
+
+
+def _first_audio(folder: Path) -> Path:
+    return folder / json.loads((folder / "manifest.jsonl").read_text().splitlines()[0])["audio"]
+
+
+def _swap_first_audio(folder: Path) -> None:
+    """Another clip's FLAC copied over the first, its modification time kept (cp -p)."""
+    lines = (folder / "manifest.jsonl").read_text().splitlines()
+    shutil.copy2(folder / json.loads(lines[1])["audio"], _first_audio(folder))
+
+
+def _link_first_audio(folder: Path, outside: Path) -> None:
+    audio = _first_audio(folder)
+    shutil.move(audio, outside / audio.name)
+    audio.symlink_to(outside / audio.name)
 
 
 def _folder_source(ws: Workspace, transcript: bytes, table: bytes | None = None) -> list[str]:
@@ -636,6 +684,65 @@ CASES = [
         "key 'duration_s': must be a finite number > 0",
     ),
     Case(
+        "stored-set-edited-transcript",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _edit_first_line(s, lambda u: u.update(text="SOMETHING ELSE"))),
+        "set evil changed after it was carded",
+    ),
+    Case(
+        "stored-set-repeated-row",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _repeat_first_line(s)),
+        "is listed twice in manifest.jsonl",
+    ),
+    Case(
+        "stored-set-swapped-audio",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _swap_first_audio(s)),
+        "set evil changed after it was carded",
+    ),
+    Case(
+        "stored-set-deleted-audio",
+        "changed-set",
+        lambda ws: _changed_set(ws, lambda s: _first_audio(s).unlink()),
+        "listed in its manifest is missing",
+    ),
+    Case(
+        "stored-set-audio-link",
+        "link",
+        lambda ws: _changed_set(ws, lambda s: _link_first_audio(s, ws.outside)),
+        "is a link",
+    ),
+    Case(
+        "stored-set-folder-link",
+        "link",
+        lambda ws: (
+            shutil.copytree(ws.calib, ws.outside / "elsewhere"),
+            (ws.sets / "evil").symlink_to(ws.outside / "elsewhere"),
+            _calibrate_set(ws, ws.sets / "evil"),
+        )[2],
+        "speech set folder",
+    ),
+    Case(
+        "plan-named-like-a-built-variant",
+        "collision",
+        lambda ws: (
+            ws.user("plan.json").write_text('{"name": "INT8", "default": "fp16"}'),
+            [
+                "compare",
+                "--model",
+                str(ws.model),
+                "--calib-set",
+                str(ws.calib),
+                "--engines",
+                str(ws.engines),
+                "--plan",
+                str(ws.user("plan.json")),
+            ],
+        )[1],
+        "the plan's name 'INT8' is reserved",
+    ),
+    Case(
         "sensitivity-not-an-object",
         "traceback",
         lambda ws: (
@@ -669,6 +776,119 @@ CASES += [
     for damage, (plant, listed) in DAMAGE.items()
     for verb, (argv, expect, repairs) in VERBS.items()
 ]
+# ------------------------------------------------------------------------------------------------ issue 32 item 5
+
+
+def _external_data_candidate(ws: Workspace, truncate: bool) -> list[str]:
+    """The FP32 candidate saved with its weights in a file beside it, then that file deleted or cut short."""
+    model = onnx.load(str(ws.fp32))
+    target = ws.user("ext") / "model.onnx"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(target), save_as_external_data=True, location="weights.bin", size_threshold=0)
+    weights = target.parent / "weights.bin"
+    if truncate:
+        weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    else:
+        weights.unlink()
+    return ws.signoff(candidate=target)
+
+
+def _failing_candidate(ws: Workspace) -> list[str]:
+    """An ONNX model of the right shape that ONNX Runtime cannot run on the evaluation clips (reshape to 7 rows)."""
+    x = helper.make_tensor_value_info("input_values", TensorProto.FLOAT, ["batch", "samples"])
+    y = helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 7, "frames"])
+    shape = helper.make_tensor("shape", TensorProto.INT64, [3], [1, 7, -1])
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["input_values", "shape"], ["logits"])], "g", [x], [y], [shape]
+    )
+    path = ws.user("fails.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return ws.signoff(candidate=path)
+
+
+def _truncated_safetensors(ws: Workspace) -> list[str]:
+    """A copy of the model whose weights file lost its last bytes (the header still names them)."""
+    model = ws.root / "models" / "cut"
+    shutil.copytree(ws.model, model)
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-64])
+    return ["calibrate", "--model", str(model), "--set", str(ws.calib), "--engines", str(ws.engines)]
+
+
+def _deleted_audio(ws: Workspace) -> list[str]:
+    next((ws.eval / "audio").iterdir()).unlink()
+    return ws.signoff("--limit", "6")
+
+
+def _out_is_a_file(ws: Workspace, verb: str) -> list[str]:
+    out = ws.user("taken.txt")
+    out.write_text("a file the user keeps\n")
+    if verb == "report":
+        return ["report", "--record", str(ws.record), "--out", str(out)]
+    if verb == "compare":
+        return [
+            "compare",
+            "--model",
+            str(ws.model),
+            "--calib-set",
+            str(ws.calib),
+            "--engines",
+            str(ws.engines),
+        ] + [
+            "--out",
+            str(out),
+        ]
+    return [a if a != str(ws.root / "reports" / "new") else str(out) for a in ws.signoff()]
+
+
+CASES += [
+    Case(
+        "candidate-external-data-missing",
+        "traceback",
+        lambda ws: _external_data_candidate(ws, False),
+        "missing beside it",
+    ),
+    Case(
+        "candidate-external-data-truncated",
+        "traceback",
+        lambda ws: _external_data_candidate(ws, True),
+        "is truncated",
+    ),
+    Case("candidate-fails-at-run-time", "traceback", _failing_candidate, "ONNX Runtime failed running it"),
+    Case(
+        "model-safetensors-offsets-past-the-end",
+        "traceback",
+        _truncated_safetensors,
+        "runs past the end of the file",
+    ),
+    Case("set-audio-deleted", "traceback", _deleted_audio, "is missing; the set changed"),
+    Case(
+        "report-out-is-a-file",
+        "traceback",
+        lambda ws: _out_is_a_file(ws, "report"),
+        "is a file, not a folder",
+    ),
+    Case(
+        "compare-out-is-a-file",
+        "traceback",
+        lambda ws: _out_is_a_file(ws, "compare"),
+        "is a file, not a folder",
+    ),
+    Case(
+        "signoff-out-is-a-file",
+        "traceback",
+        lambda ws: _out_is_a_file(ws, "signoff"),
+        "is a file, not a folder",
+    ),
+    Case(
+        "report-out-unwritable",
+        "traceback",
+        lambda ws: ["report", "--record", str(ws.record), "--out", "/sys/workbench-report"],
+        "cannot be written",
+    ),
+]
+
+
 CASES.append(
     Case(
         "cache-non-hex-scale-show",
@@ -751,6 +971,35 @@ def test_record_paths_are_not_hashed_outside_the_workspace(ws: Workspace, capsys
     assert sha256_file(secret)[:12] not in " ".join(problems)
     assert main(["report", "--record", str(ws.record)]) == 1
     assert sha256_file(secret)[:12] not in capsys.readouterr().err
+
+
+def test_a_record_of_the_embedded_model_re_renders_and_is_still_checked(ws: Workspace, capsys) -> None:
+    """A sign-off of the embedded default model records the package's own model folder: ``report`` re-renders
+    it (it was refused as outside the workspace), still refuses it when that folder's hash is not the recorded
+    one, and any other folder of the package stays outside."""
+    from workbench.report.record import artifact_entry
+    from workbench.resources import demo_model_dir
+
+    shipped = artifact_entry("model", demo_model_dir(), "model")
+    again = ["report", "--record", str(ws.record), "--out", str(ws.root / "reports" / "again")]
+
+    def model_entry(entry: dict) -> None:
+        def change(record: dict) -> None:
+            for item in record["provenance"]["artifacts"]:
+                if item["role"] == "model":
+                    item.update(entry)
+
+        rewrite_record(ws.record, change)
+
+    model_entry(shipped)
+    assert main(again) == 0, capsys.readouterr().err
+    assert "verdict:" in capsys.readouterr().out
+    model_entry({**shipped, "sha256": "0" * 64})
+    assert main(again) == 1
+    assert f"model: {shipped['path']} changed" in capsys.readouterr().err
+    model_entry({**shipped, "path": str(demo_model_dir().parent)})
+    assert main(again) == 1
+    assert "lies outside the workspace" in capsys.readouterr().err
 
 
 def test_search_record_paths_outside_the_model_folder_are_ignored(ws: Workspace) -> None:
@@ -863,7 +1112,11 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
         assert snapshot(root / "bystander-calib", root / "bystander-eval") == bystander
         committed = any("journal" in s for s in steps)
         assert _pair_hashes(root) == (new if committed else old), steps[-1]
-        if not steps[-1].endswith("removed the temporary parent"):
+        if steps[-1].endswith(
+            "renamed the temporary parent for removal"
+        ):  # killed while removing the old pair
+            assert "left by an interrupted clean-up" in listed, listed
+        elif not steps[-1].endswith("removed the temporary parent"):
             assert (
                 "completed the interrupted write of pair-calib, pair-eval"
                 if committed
@@ -885,5 +1138,6 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
         "moved new pair-calib into place",
         "moved old pair-eval aside",
         "moved new pair-eval into place",
+        "renamed the temporary parent for removal",
         "removed the temporary parent",
     ]

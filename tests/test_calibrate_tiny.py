@@ -259,7 +259,7 @@ def test_model_that_fails_to_load_leaves_no_folder(tmp_path, tiny_sets) -> None:
 
 
 def test_hub_ids_get_file_name_safe_folders() -> None:
-    from workbench.model.loading import artifact_folder_name
+    from workbench.model.folders import artifact_folder_name
 
     assert artifact_folder_name("hub:facebook/wav2vec2-base-960h") == "hub-facebook-wav2vec2-base-960h"
     assert artifact_folder_name("ab" * 32) == "ab" * 6

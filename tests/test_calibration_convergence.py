@@ -15,6 +15,7 @@ from workbench.calibration import convergence as conv
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import METHODS, MethodSpec
 from workbench.calibration.runner import ranges_from_statistics
+from workbench.config import CONVERGENCE
 
 CONDITIONS = ("quiet", "noisy", "accented")
 
@@ -47,7 +48,7 @@ def test_a_range_that_keeps_growing_in_one_condition_asks_for_that_condition(met
     assert not found.converged
     assert found.verdict() == "not converged: add noisy clips"
     moving = {c.tensor: c for c in found.moving}
-    assert "b" in moving and moving["b"].driver == "noisy" and moving["b"].change > 0.01
+    assert "b" in moving and moving["b"].driver == "noisy" and moving["b"].steps > CONVERGENCE.grow_steps
     assert "a" not in moving  # the bounded uniform tensor did not move
     assert "over the last 12 of 48 clips" in found.detail() and "noisy" in found.detail()
 
@@ -58,10 +59,38 @@ def test_a_stationary_stream_converges() -> None:
     spec = MethodSpec("entropy")
     found = conv.measure(stats, ranges_from_statistics(stats, spec), spec, conditions)
     assert found is not None and found.converged, found.detail()
-    assert found.max_change <= 0.01
     assert (
-        found.verdict() == f"converged: max amax change {found.max_change * 100:.1f} % over the last 12 clips"
+        found.max_growth_steps <= CONVERGENCE.grow_steps
+        and found.max_shrink_steps <= CONVERGENCE.shrink_steps
     )
+    assert found.verdict() == (
+        "converged: no range grew more than 2 INT8 steps or shrank more than 6 over the last 12 clips "
+        f"(largest growth {max(found.max_growth_steps, 0):.1f}, shrink {max(found.max_shrink_steps, 0):.1f} steps)"
+    )
+
+
+def test_moves_are_judged_in_int8_steps_growth_stricter_than_shrinking() -> None:
+    """Growth clips what the earlier range saw (2 steps allowed); shrinking only refines steps (6 allowed)."""
+    after = {"grew1": 127.0, "grew3": 127.0, "shrank5": 127.0, "shrank9": 127.0, "same": 3.0}
+    before = {"grew1": 126.0, "grew3": 124.0, "shrank5": 132.0, "shrank9": 136.0, "same": 3.0}
+    tops = {name: [1.0] * 8 for name in after}
+    conditions = ["quiet", "noisy"] * 4
+    found = conv.assess(before, after, tops, conditions, 6, "percentile")
+    steps = {c.tensor: round(c.steps, 6) for c in found.changes}
+    assert steps == {"grew1": 1.0, "grew3": 3.0, "shrank5": -5.0, "shrank9": -9.0, "same": 0.0}
+    assert {c.tensor for c in found.moving} == {"grew3", "shrank9"}
+    calm = conv.assess({k: before[k] for k in ("grew1", "shrank5")}, after, tops, conditions, 6, "percentile")
+    # a range absent at the checkpoint grew from zero: all 127 steps
+    assert {c.tensor for c in calm.moving} == {"grew3", "shrank9", "same"}
+    only = conv.assess(
+        {"a": 126.0, "b": 132.0},
+        {"a": 127.0, "b": 127.0},
+        {"a": [1.0] * 8, "b": [1.0] * 8},
+        conditions,
+        6,
+        "max",
+    )
+    assert only.converged and "largest growth 1.0, shrink 5.0 steps" in only.verdict()
 
 
 def test_the_checkpoint_equals_the_statistics_of_the_first_clips() -> None:
@@ -101,5 +130,9 @@ def test_the_sidecar_keeps_convergence_and_older_sidecars_read_as_not_recorded(t
     assert old.scales == cache.scales
     missing, note = conv.from_sidecar(old.convergence)
     assert missing is None and note.startswith("not recorded")
+    older = {k: v for k, v in found.to_json().items() if k not in ("grow_steps", "shrink_steps")}
+    older["tolerance"] = 0.01  # a record of the relative rule: its amax pairs are judged by today's rule
+    again, note = conv.from_sidecar(older)
+    assert again is not None and again.rule == conv.Rule() and again.changes == found.changes
     broken, note = conv.from_sidecar({"tensors": [{"tensor": "a"}]})
     assert broken is None and note.startswith("not readable")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from workbench.cli import COMMANDS, build_parser, main
+from workbench.optional import has_module
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -54,6 +56,40 @@ def test_every_verb_has_help(verb, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main([verb, "--help"])
     assert exit_info.value.code == 0 and f"python -m workbench {verb}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("verb", ["calibrate", "build", "compare", "search", "signoff"])
+def test_calib_set_is_the_one_name_and_set_its_alias(verb):
+    """Every verb that reads a calibration set takes ``--calib-set``; ``--set`` means the same."""
+    required = {"build": ["--onnx", "model.onnx"], "signoff": ["--eval-set", "my-eval"]}.get(verb, [])
+    parser = _verbs()[verb]
+    canonical = parser.parse_args([*required, "--calib-set", "my-calib"])
+    alias = parser.parse_args([*required, "--set", "my-calib"])
+    assert canonical.calib_set == alias.calib_set == "my-calib"
+    assert "--calib-set" in parser.format_help()
+
+
+def test_library_log_lines_reach_the_console_once_an_entry_point_shows_them(capsys):
+    """Library modules log (no ``log=print`` callbacks); ``show_progress``, which the CLI calls, prints each
+    message as one line on the standard output of the moment, once however often it is called."""
+    import logging
+
+    from workbench.console import LOGGER, ConsoleHandler, show_progress
+
+    root = logging.getLogger(LOGGER)
+    saved = root.handlers[:], root.level
+    try:
+        for handler in [h for h in root.handlers if isinstance(h, ConsoleHandler)]:
+            root.removeHandler(handler)
+        logging.getLogger("workbench.jobs.search").info("not shown: no entry point asked")
+        assert capsys.readouterr().out == ""
+        show_progress("   ")
+        show_progress("   ")
+        logging.getLogger("workbench.jobs.search").info("dev set demo-calib: 12 utterances")
+        logging.getLogger("workbench.compare.layers").debug("debug lines stay quiet")
+        assert capsys.readouterr().out == "   dev set demo-calib: 12 utterances\n"
+    finally:
+        root.handlers[:], root.level = saved
 
 
 def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
@@ -162,3 +198,10 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     assert "dev set: demo-dev, held out from calibration and evaluation" in out
     assert list(engines.glob("*/model.int8-percentile-*.onnx")) and list(engines.glob("*/calib-*.cache"))
     assert (engines / "reports" / "demo-signoff" / "report.html").exists() and "verdict" in out
+    cpu = json.loads((engines / "reports" / "demo-signoff-cpu" / "report.json").read_text())
+    assert cpu["backend"]["target"] == "ort-cpu" and "int8-dynamic" in cpu["candidates"]
+    assert "int8-percentile-cpu" in cpu["candidates"] and "fp16" not in cpu["candidates"]
+    record = json.loads((engines / "reports" / "demo-signoff" / "report.json").read_text())
+    assert record["inference"]["decoder"]["name"] == "greedy"
+    if has_module("pyctcdecode") and has_module("kenlm"):  # the demo's beam search with its language model
+        assert set(record["decoders"]) == {"greedy", "beam+lm"} and (engines / "demo-lm.arpa").is_file()

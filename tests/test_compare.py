@@ -11,6 +11,7 @@ transcripts (a random model cannot read the real texts), so WER measures drift f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import replace
@@ -285,7 +286,6 @@ def test_layer_table_rows_in_graph_order_and_error_starts_at_the_planted_layer(
         sensitivity=False,
         out=tmp_path,
         progress=False,
-        log=lambda _: None,
     )
     data = out.layers
     rows = data["rows"]
@@ -594,7 +594,9 @@ def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothin
     ]
     empty = tmp_path / "empty-set"  # a set whose manifest lists no utterance
     empty.mkdir()
-    (empty / "card.json").write_text((tiny_sets.calib.path / "card.json").read_text())
+    card = json.loads((tiny_sets.calib.path / "card.json").read_text())
+    card.update(content_hash=hashlib.sha256(b"").hexdigest(), utterances=0)  # its card matches its content
+    (empty / "card.json").write_text(json.dumps(card))
     (empty / "manifest.jsonl").write_text("")
     plans = {
         "corrupt": '{"name": broken',
@@ -628,3 +630,20 @@ def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothin
         assert not any(line.startswith("Traceback") for line in err)
     assert _files_and_hashes(engines) == before  # nothing written, nothing changed
     assert not (tmp_path.parent / "escape").exists()
+
+
+def test_user_names_never_take_a_built_variants_files(planted, tmp_path) -> None:
+    """A plan named like a built variant is refused before anything is written; a candidate file elsewhere that
+    carries the built INT8 variant's name gets a layer table of its own."""
+    from workbench.jobs.compare import _candidate, _candidate_name
+
+    prepared = planted[0]
+    for name in ("int8", "FP16", "fp32"):
+        with pytest.raises(WorkbenchError, match="is reserved for the workbench's own"):
+            _candidate(prepared, None, PrecisionPlan(name, "fp16"), None)
+    label = f"int8-{prepared.tag}"
+    elsewhere = tmp_path / f"model.{label}.onnx"
+    elsewhere.write_bytes(prepared.fp32_onnx.read_bytes())
+    assert _candidate(prepared, elsewhere, None, None)[0] == f"candidate-{label}"
+    built = prepared.int8_onnx or prepared.folder / f"model.{label}.onnx"
+    assert _candidate_name(prepared, built) == label  # the built variant itself keeps its name

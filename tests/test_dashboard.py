@@ -311,6 +311,7 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
     record = artifacts.record
     at = page("tradeoff")
     assert not at.exception
+    assert "Deployment target: **ort-cpu**; measured on ort-cpu" in texts(at.markdown)
     frame = at.dataframe[0].value
     assert list(frame["candidate"]) == record["candidates"]
     for _, row in frame.iterrows():

@@ -260,15 +260,15 @@ def test_constant_beyond_fp16_keeps_its_reader(tmp_path, speech_like) -> None:
 
 
 def test_signoff_fails_a_candidate_with_an_overflow_and_names_it(planted_file, tmp_path, speech_like) -> None:
-    from workbench.evaluate.gates import Verdict
-    from workbench.jobs.signoff import add_overflow_checks
+    from workbench.evaluate.added_checks import add_overflow_checks
+    from workbench.evaluate.gates import CandidateVerdict
 
     plain = build_variant(planted_file, {}, FP16, tmp_path / "plain.onnx")
     reports = {
         "fp16": check_overflow(plain, clips(speech_like), every_tensor_clips=1),
         "fp32": check_overflow(planted_file, clips(speech_like), every_tensor_clips=1),
     }
-    verdicts = [Verdict("fp32", True), Verdict("fp16", True)]
+    verdicts = [CandidateVerdict("fp32", True), CandidateVerdict("fp16", True)]
     add_overflow_checks(verdicts, reports)
     assert verdicts[0].passed and not verdicts[1].passed
     assert "inf/NaN in big written by amplify (Mul)" in verdicts[1].summary
@@ -373,7 +373,6 @@ def test_demo_fp16_and_mixed_variants_pass_the_wer_gates(tmp_path) -> None:
             latency=None,
             resamples=500,
         ),
-        log=lambda _: None,
     ).record
     verdicts = {v["candidate"]: v for v in record["verdicts"]}
     assert verdicts["fp16"]["passed"], verdicts["fp16"]["summary"]

@@ -69,7 +69,7 @@ def _reasons(card: dict) -> dict[str, str]:
 
 def test_librispeech_import_keeps_every_usable_utterance(libri, tmp_path):
     split, usable, ids = libri
-    result = _import(open_source("librispeech", split), tmp_path, workers=2)
+    result = _import(open_source("librispeech", split), tmp_path, workers=2, allow_missing=2)
     sset = load_set(result.speech_set.path)
     verify_set(sset)
     assert sorted(u.extra["original"] for u in sset.utterances) == usable  # 16 of 18 listed, nothing sampled
@@ -92,7 +92,7 @@ def test_librispeech_import_keeps_every_usable_utterance(libri, tmp_path):
     assert max(u.duration_s for u in sset.utterances) == pytest.approx(LONG, abs=1e-3)
     assert result.fit.outside == 0
     # the stored set does not depend on the worker count
-    again = _import(open_source("librispeech", split), tmp_path, name="ls-eval-1", workers=1)
+    again = _import(open_source("librispeech", split), tmp_path, name="ls-eval-1", workers=1, allow_missing=2)
     assert [
         json.loads(x)["id"] for x in (again.speech_set.path / "manifest.jsonl").read_text().splitlines()
     ] == [u.id for u in sset.utterances]
@@ -115,6 +115,8 @@ def test_fixed_profile_says_how_many_and_what_to_pass(libri, tmp_path, capsys):
                 str(split),
                 "--max-seconds",
                 "8",
+                "--allow-missing",
+                "2",
                 "--no-progress",
                 "--workers",
                 "1",
@@ -189,7 +191,12 @@ def _cv_rows() -> list[dict]:
 
 def test_commonvoice_import_places_accents_and_speakers(tmp_path, speech_like):
     root = write_commonvoice(tmp_path / "cv-corpus" / "en", "test", _cv_rows(), speech_like)
-    result = _import(open_source("commonvoice", root, SourceOptions(split="test")), tmp_path, name="cv-test")
+    result = _import(
+        open_source("commonvoice", root, SourceOptions(split="test")),
+        tmp_path,
+        name="cv-test",
+        allow_missing=2,
+    )
     sset = load_set(result.speech_set.path)
     verify_set(sset)
     assert sset.card["utterances"] == 16
@@ -368,6 +375,8 @@ def test_overlapping_pair_is_refused_with_counts(pair, capsys):
                 "ls-test",
                 "--max-seconds",
                 "8",
+                "--allow-missing",
+                "2",
                 "--no-progress",
                 "--root",
                 str(root),
@@ -437,11 +446,11 @@ def test_signoff_report_says_what_it_did_with_outside_clips(pair, tmp_path):
         calib_set=calib,
         latency=None,
         threads=1,
-        resamples=50,
+        resamples=100,
     )
     with pytest.raises(WorkbenchError, match="outside the deployment profile"):
-        run(SignoffInputs(out_dir=tmp_path / "r0", **common), log=lambda _: None)
-    result = run(SignoffInputs(out_dir=tmp_path / "r1", outside_profile="skip", **common), log=lambda _: None)
+        run(SignoffInputs(out_dir=tmp_path / "r0", **common))
+    result = run(SignoffInputs(out_dir=tmp_path / "r1", outside_profile="skip", **common))
     record, paths = result.record, result.paths
     assert record["accuracy"]["candidates"]["fp32"]["overall"]["utterances"] == 8
     assert any(

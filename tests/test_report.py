@@ -61,7 +61,7 @@ def signed(tmp_path, speech_like, monkeypatch):
         resamples=300,
         target="ort-cpu",
     )  # timed on the target: a winner may be picked
-    result = run_signoff(inputs, log=lambda _: None)
+    result = run_signoff(inputs)
     return tmp_path, result.record, result.paths
 
 

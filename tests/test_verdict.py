@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
 
-from workbench.evaluate.gates import Check, Verdict
+from workbench.evaluate.gates import CandidateVerdict, Check
 from workbench.evaluate.latency import LatencyConfig, LatencyPoint, LatencyResult
 from workbench.evaluate.verdict import ACCURACY, NONE, SHIP, Candidate, decide, latency_ratio
 
@@ -33,9 +33,10 @@ def timed(name: str, scale: float, noise: float, seed: int, rounds: int = 15) ->
     return LatencyResult(name, {"backend": "onnxruntime", "backend_name": "ort-cpu"}, {}, [point], 0.0, 0.0)
 
 
-def passing(*names: str, failing: tuple[str, ...] = ()) -> list[Verdict]:
-    return [Verdict(n, True, [Check("overall", 0.0, 0.3, True, "ok")]) for n in names] + [
-        Verdict(n, False, [Check("overall", 2.0, 0.3, False, "overall: too many errors")]) for n in failing
+def passing(*names: str, failing: tuple[str, ...] = ()) -> list[CandidateVerdict]:
+    return [CandidateVerdict(n, True, [Check("overall", 0.0, 0.3, True, "ok")]) for n in names] + [
+        CandidateVerdict(n, False, [Check("overall", 2.0, 0.3, False, "overall: too many errors")])
+        for n in failing
     ]
 
 
@@ -137,7 +138,7 @@ def tiny_signoff(tmp_path, speech_like, monkeypatch):
             resamples=200,
             **overrides,
         )
-        return run(inputs, log=lambda _: None)
+        return run(inputs)
 
     return signoff
 

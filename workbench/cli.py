@@ -1,7 +1,8 @@
 """Command-line interface: one sub-command per verb.
 
 ``build_parser`` is separate from ``main`` so it can be tested. User errors raise WorkbenchError,
-which ``main`` prints as one line and turns into exit status 1 (no traceback).
+which ``main`` prints as one line and turns into exit status 1 (no traceback); so do usage errors
+(``UserArgumentParser``).
 Verbs register themselves through ``COMMANDS``: each module exposes ``add_arguments`` and ``run``.
 The ``workbench`` console script and ``python -m workbench`` both call ``main``. ``--workspace DIR``
 (before or after the verb) picks where artifacts go; see ``workbench.workspace``.
@@ -14,8 +15,9 @@ import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
+from workbench.console import show_progress
 from workbench.errors import WorkbenchError, exit_status
 from workbench.workspace import active, add_workspace_option, fill_defaults, resolve_workspace
 
@@ -48,6 +50,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "serve the Streamlit dashboard (this machine only unless told)",
     ),
 }
+
+
+class UserArgumentParser(argparse.ArgumentParser):
+    """A parser whose usage errors (unknown verb, bad option value, missing argument) are WorkbenchErrors:
+    one ``error:`` line and exit status 1 like every other user error, not argparse's usage text and status 2.
+    Sub-parsers inherit the class (``add_subparsers`` makes them of the parent's type); ``--help`` still
+    prints help and exits 0."""
+
+    def error(self, message: str) -> NoReturn:
+        raise WorkbenchError(f"{self.prog}: {message}; see '{self.prog} --help'")
 
 
 class _VersionAction(argparse.Action):
@@ -95,7 +107,7 @@ def _add_workspace_to_verbs(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = UserArgumentParser(
         prog=prog or program_name(),
         description="Precision sign-off workbench for Wav2Vec2-style CTC speech models. Artifacts "
         "(calib_sets/, engines/, reports/) go under the workspace: --workspace DIR, else "
@@ -123,6 +135,7 @@ def parse_args(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    show_progress()  # the library's log messages are the lines a person reads while a verb runs
     parser = build_parser()
 
     def run_verb() -> int | None:

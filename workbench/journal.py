@@ -1,12 +1,16 @@
-"""Replace several sibling folders (a calibration/evaluation set pair) as one step, surviving a kill at any point.
+"""Replace several sibling folders (a calibration/evaluation set pair) or files (a report's JSON, Markdown and
+HTML) as one step, surviving a kill at any point.
 
 ``folders_together(root, names)`` yields one empty temporary folder per name, all inside one hidden
-temporary parent ``root/.<label>.<random>.pending``. After the caller has written them:
+temporary parent ``root/.<label>.<random>.pending``; ``files_together`` yields the paths of temporary files
+there instead. After the caller has written them:
 
 1. a journal (``journal.json``, the commit point) is written into the parent, atomically;
-2. each existing ``root/<name>`` is moved into the parent (``old/<name>``) and the new folder is moved
+2. each existing ``root/<name>`` is moved into the parent (``old/<name>``) and the new one is moved
    into its place, name by name;
-3. the parent (with the old folders) is removed.
+3. the parent (with the old folders or files) is renamed to ``.<label>.<random>.discard`` in one step, then
+   removed; a kill while it is removed leaves that hidden ``.discard`` folder, which the next ``recover``
+   removes.
 
 A run killed before the journal leaves only the hidden parent: the old folders are untouched and the
 next ``recover(root)`` deletes it (roll back). A run killed after the journal is rolled forward by the
@@ -25,9 +29,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +41,9 @@ from pathlib import Path
 from workbench.artifacts import write_json_atomic
 
 SUFFIX = ".pending"
+DISCARD = ".discard"
+_MADE_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.(pending|discard)$")  # mkdtemp's 8 random characters
+_STARTING_S = 60.0  # a pending parent still without its writer.lock after this long was killed while starting
 JOURNAL = "journal.json"
 WRITER_LOCK = "writer.lock"
 KILL_ENV = "WORKBENCH_KILL_AT_STEP"
@@ -100,6 +109,32 @@ def _roll_forward(root: Path, parent: Path, names: list[str]) -> None:
         step(f"moved new {name} into place")
 
 
+def _discard(parent: Path) -> None:
+    """Remove a finished or abandoned parent: renamed to its ``.discard`` name first (one step), so a kill while
+    its contents are removed leaves a folder ``recover`` recognises, never an unrecognisable half-removed one."""
+    trash = parent.with_name(parent.name[: -len(SUFFIX)] + DISCARD)
+    try:
+        os.replace(parent, trash)
+    except OSError:  # already moved or removed by a concurrent recover
+        return
+    step("renamed the temporary parent for removal")
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _leftovers(root: Path) -> list[Path]:
+    """Hidden folders this module made that nothing will finish: ``.discard`` folders (a kill while one was being
+    removed) and ``.pending`` folders a writer was killed in before it had locked them (no ``writer.lock``, older
+    than a minute). Only real folders named ``.<label>.<8 random characters>.pending|discard``."""
+    found = []
+    for p in sorted(root.iterdir()):
+        if not _MADE_NAME.match(p.name) or p.is_symlink() or not p.is_dir():
+            continue
+        never_started = not (p / WRITER_LOCK).exists() and time.time() - p.stat().st_mtime > _STARTING_S
+        if p.name.endswith(DISCARD) or never_started:
+            found.append(p)
+    return found
+
+
 def pending(root: Path) -> list[Path]:
     """This module's temporary parents under ``root``: hidden ``*.pending`` folders holding a regular ``writer.lock``
     and a ``new/`` folder. Anything else (a user's own hidden folder, a symlink) is never touched."""
@@ -122,10 +157,16 @@ def recover(root: Path) -> list[str]:
     Returns one line per write it finished or discarded, for the caller to report.
     """
     root = Path(root)
+    done: list[str] = []
+    if not root.is_dir():
+        return done
+    for leftover in _leftovers(root):
+        shutil.rmtree(leftover, ignore_errors=True)
+        if not leftover.exists():
+            done.append(f"removed {leftover.name}, left by an interrupted clean-up")
     found = [p for p in pending(root) if not _writer_alive(p)]
     if not found:
-        return []
-    done = []
+        return done
     with _root_lock(root):
         for parent in found:
             if not parent.exists():  # another process recovered it meanwhile
@@ -143,14 +184,12 @@ def recover(root: Path) -> list[str]:
                 done.append(f"completed the interrupted write of {', '.join(names)}")
             else:
                 done.append(f"removed the unfinished write {parent.name}")
-            shutil.rmtree(parent, ignore_errors=True)
+            _discard(parent)
     return done
 
 
 @contextmanager
-def folders_together(root: Path, names: list[str], label: str) -> Iterator[dict[str, Path]]:
-    """Yield ``{name: empty temporary folder}``; when the block ends without an exception the folders replace
-    ``root/<name>`` together (see the module docstring). An exception discards them and leaves ``root`` as it was."""
+def _together(root: Path, names: list[str], label: str, folders: bool) -> Iterator[dict[str, Path]]:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     recover(root)
@@ -159,24 +198,42 @@ def folders_together(root: Path, names: list[str], label: str) -> Iterator[dict[
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         (parent / "new").mkdir()
-        folders = {name: parent / "new" / name for name in names}
-        for folder in folders.values():
-            folder.mkdir()
+        made = {name: parent / "new" / name for name in names}
+        if folders:
+            for folder in made.values():
+                folder.mkdir()
         step("made the temporary folders")
         try:
-            yield folders
+            yield made
         except BaseException:
-            shutil.rmtree(parent, ignore_errors=True)
+            _discard(parent)
             raise
         step("wrote every folder")
         with _root_lock(root):
             write_json_atomic(parent / JOURNAL, {"names": list(names)})
             step("wrote the journal")
             _roll_forward(root, parent, list(names))
-            shutil.rmtree(parent, ignore_errors=True)
+            _discard(parent)
         step("removed the temporary parent")
     finally:
         os.close(lock)
+
+
+@contextmanager
+def folders_together(root: Path, names: list[str], label: str) -> Iterator[dict[str, Path]]:
+    """Yield ``{name: empty temporary folder}``; when the block ends without an exception the folders replace
+    ``root/<name>`` together (see the module docstring). An exception discards them and leaves ``root`` as it was."""
+    with _together(root, names, label, folders=True) as made:
+        yield made
+
+
+@contextmanager
+def files_together(root: Path, names: list[str], label: str) -> Iterator[dict[str, Path]]:
+    """Yield ``{name: temporary file path}`` (not yet written); when the block ends without an exception the
+    written files replace ``root/<name>`` together, like ``folders_together``. ``recover(root)`` before reading
+    them finishes a write that was killed after its journal."""
+    with _together(root, names, label, folders=False) as made:
+        yield made
 
 
 @contextmanager

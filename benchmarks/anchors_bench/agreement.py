@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from anchors_bench.rows import TOOLS
+from anchors_bench.rows import run_row
 
 WHY = (
     "random weights: every model's WER is 100 % (nothing is recognised), so each quantized model is judged by "
@@ -131,13 +131,7 @@ def agreement_rows(judged: dict[str, dict[str, Any]], runs: list[dict[str, Any]]
     rows = []
     for run in runs:
         name = run["job"]
-        row: dict[str, Any] = {
-            "candidate": name,
-            "tool": TOOLS.get(run.get("kind", ""), run.get("kind")),
-            "setting": run.get("setting", ""),
-            "calibration_wall_s": run.get("wall_s"),
-            "peak_rss_mb": run.get("peak_rss_mb"),
-        }
+        row = run_row(run)
         found = judged.get(name)
         if "skipped" in run:
             row["status"] = "skipped: " + run["skipped"]

@@ -33,19 +33,25 @@ def mean_p50(record: dict[str, Any], name: str) -> float | None:
     return round(sum(p["p50_ms"] for p in pts) / len(pts), 2) if pts else None
 
 
+def run_row(run: dict[str, Any]) -> dict[str, Any]:
+    """The columns every table row has, whatever judged the run: the candidate, its tool and setting, the
+    calibration's wall time and peak RSS."""
+    return {
+        "candidate": run["job"],
+        "tool": TOOLS.get(run.get("kind", ""), run.get("kind")),
+        "setting": run.get("setting", ""),
+        "calibration_wall_s": run.get("wall_s"),
+        "peak_rss_mb": run.get("peak_rss_mb"),
+    }
+
+
 def anchor_rows(record: dict[str, Any] | None, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per run (in run order), joined to its candidate in the sign-off record when it was judged."""
     verdicts = {v["candidate"]: v for v in (record or {}).get("verdicts", [])}
     rows = []
     for run in runs:
         name = run["job"]
-        row: dict[str, Any] = {
-            "candidate": name,
-            "tool": TOOLS.get(run.get("kind", ""), run.get("kind")),
-            "setting": run.get("setting", ""),
-            "calibration_wall_s": run.get("wall_s"),
-            "peak_rss_mb": run.get("peak_rss_mb"),
-        }
+        row = run_row(run)
         judged = record is not None and name in record["accuracy"]["candidates"]
         if not judged:
             row["status"] = (

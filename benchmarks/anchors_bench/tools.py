@@ -133,8 +133,10 @@ def job_workbench(spec: dict[str, Any]) -> dict[str, Any]:
 def job_search(spec: dict[str, Any]) -> dict[str, Any]:
     """The workbench's ``search`` job (sensitivity ranking, then the bisect search, dev set = the calibration set,
     no refinement, intervals widened to the evaluation set's size) on a finished calibration's cache."""
+    from workbench.console import show_progress
     from workbench.jobs import search
 
+    show_progress(stream=sys.stderr)  # stdout carries this child's JSON answer
     out = search.run(
         search.SearchInputs(
             model=spec["model"],
@@ -148,7 +150,6 @@ def job_search(spec: dict[str, Any]) -> dict[str, Any]:
             resamples=spec.get("resamples", 1000),
             progress=False,
         ),
-        log=lambda m: print(m, file=sys.stderr, flush=True),
     )
     found = out.data["found"]
     if found is None:

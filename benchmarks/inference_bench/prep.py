@@ -85,7 +85,8 @@ def _export(model_name: str, out: Path) -> tuple[Path, dict]:
     from workbench.model.export import export_onnx
 
     if model_name == "demo":
-        from workbench.model.loading import load_model, model_hash
+        from workbench.model.folders import model_hash
+        from workbench.model.loading import load_model
 
         export_onnx(load_model(demo_model_dir()), out)
         return out, {"source": f"workbench/{DEMO_MODEL_RESOURCE}", "model_hash": model_hash(demo_model_dir())}

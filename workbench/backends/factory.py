@@ -9,12 +9,12 @@ this machine cannot run with one ``error:`` line that says what to install or us
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.backends.base import Runner
+from workbench.backends.devices import cuda_device
 from workbench.config import BACKENDS, DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
 from workbench.optional import try_import
@@ -51,17 +51,6 @@ def ort_providers(name: str = DEFAULT_BACKEND) -> list[str]:
     return list(ORT_PROVIDERS[name])
 
 
-def _cuda_device() -> tuple[bool, str]:
-    """(a CUDA GPU is visible to torch, its description)."""
-    torch, why = try_import("torch")
-    if torch is None:
-        return False, f"torch {why}"
-    if not torch.cuda.is_available():
-        return False, "no CUDA GPU is visible to torch"
-    major, minor = torch.cuda.get_device_capability(0)
-    return True, f"cuda:0 {torch.cuda.get_device_name(0)} (compute capability {major}.{minor})"
-
-
 def check_backend(name: str) -> None:
     """Refuse, with what to do, a backend that cannot run on this machine."""
     _known(name)
@@ -82,7 +71,7 @@ def check_backend(name: str) -> None:
     from workbench.backends.tensorrt.loader import load_tensorrt
 
     trt = load_tensorrt()
-    has_gpu, device = _cuda_device()
+    has_gpu, device = cuda_device()
     if not has_gpu:
         raise WorkbenchError(
             f"--backend tensorrt runs engines on an NVIDIA GPU, and here {device}; {trt.flavour} "
@@ -99,13 +88,6 @@ def check_backend(name: str) -> None:
                 f"refuses {device}; install full TensorRT (10.x or 11.x) for this GPU, or use "
                 "--backend ort-cuda"
             )
-
-
-def device_of(name: str) -> str:
-    """The device a backend's numbers come from, as recorded beside them."""
-    if name == "ort-cpu":
-        return f"cpu {platform.machine()}"
-    return _cuda_device()[1]
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,98 @@
-"""ONNX Runtime runner: CPU by default, CUDA when onnxruntime-gpu is installed and asked for; and a CPU session
-that also returns any intermediate tensors (``session_with_outputs``: calibration, float statistics, checks)."""
+"""ONNX Runtime runner: CPU by default, CUDA when onnxruntime-gpu is installed and asked for; a CPU session
+that also returns any intermediate tensors (``session_with_outputs``: calibration, float statistics, checks); and
+``ort_failures``, which turns ONNX Runtime's load and run errors and running out of memory into one user error.
+
+Both open their session through ``open_session``: where the exact-U8S8 option (``cpu_int8.PRECISION_MODE_KEY``,
+set on x86 CPUs without VNNI) makes ONNX Runtime refuse a model (1.32 refuses some QDQ models, e.g. its own
+``quantize_static`` output: "Attempt to replace the existing tensor"), the session is opened again without it,
+and the runner keeps why (``session_note``) for the record and report of whatever it measured."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from workbench.backends.base import Runner
+from workbench.backends.devices import device_of
 from workbench.errors import WorkbenchError
 
 if TYPE_CHECKING:
     import onnx
+
+
+SAMPLE_RATE = 16_000  # the rate every model input is prepared at (for the length a message names)
+_MEMORY_WORDS = ("failed to allocate", "bad_alloc", "out of memory", "memoryallocation")
+
+
+class OutOfMemory(WorkbenchError):
+    """Running the model on one input needed more memory than there is; ``seconds``: that input's length."""
+
+    def __init__(self, message: str, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+
+def memory_advice(seconds: float) -> str:
+    return (
+        f"ran out of memory on a clip of {seconds:.1f} s; cut long recordings into shorter clips, leave them out "
+        "with a deployment profile (--max-seconds when importing; signoff --outside-profile skip), or run on a "
+        "machine with more memory"
+    )
+
+
+def _ort_error_types() -> tuple[type[BaseException], ...]:
+    from onnxruntime.capi import onnxruntime_pybind11_state as state
+
+    names: tuple[str, ...] = (
+        "Fail",
+        "InvalidArgument",
+        "InvalidGraph",
+        "InvalidProtobuf",
+        "NoSuchFile",
+        "NoModel",
+    )
+    names += ("NotImplemented", "RuntimeException", "EPFail", "EngineError")
+    return tuple(getattr(state, n) for n in names if isinstance(getattr(state, n, None), type))
+
+
+@contextmanager
+def ort_failures(what: str, samples: int | None = None) -> Iterator[None]:
+    """ONNX Runtime errors (and MemoryError) inside the block become one WorkbenchError naming ``what``: loading
+    (``samples`` None) or running it on an input of ``samples`` samples, which names the input's length when the
+    run ran out of memory (``OutOfMemory``)."""
+    try:
+        yield
+    except MemoryError as exc:
+        seconds = (samples or 0) / SAMPLE_RATE
+        raise OutOfMemory(f"{what}: {memory_advice(seconds)}", seconds) from exc
+    except _ort_error_types() as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        if samples is not None and any(w in first.lower() for w in _MEMORY_WORDS):
+            seconds = samples / SAMPLE_RATE
+            raise OutOfMemory(f"{what}: {memory_advice(seconds)}", seconds) from exc
+        if samples is None:
+            raise WorkbenchError(
+                f"{what}: ONNX Runtime cannot load it ({first}); check that every file it names (external data) "
+                "sits beside it, or export it again"
+            ) from exc
+        raise WorkbenchError(
+            f"{what}: ONNX Runtime failed running it ({first}); check it runs in ONNX Runtime on a clip of "
+            f"{samples / SAMPLE_RATE:.1f} s, or export it again"
+        ) from exc
+
+
+def run_options():
+    """Run options whose failures ONNX Runtime does not also log to stderr: ``ort_failures`` reports them as one
+    line (load-time warnings still show)."""
+    import onnxruntime as ort
+
+    options = ort.RunOptions()
+    options.log_severity_level = 4  # fatal only
+    return options
 
 
 def session_options(threads: int | None = None, optimization: str = "all", exact_int8: bool = True):
@@ -40,6 +119,33 @@ def session_options(threads: int | None = None, optimization: str = "all", exact
     return opts
 
 
+def open_session(src: str | bytes, options, providers: Sequence[str], name: str = "the model"):
+    """``(session, note)``: an ONNX Runtime session of ``src``; ``note`` is None, or says why the exact-U8S8
+    option was dropped (ONNX Runtime refused the model with it and accepted it without it)."""
+    import onnxruntime as ort
+
+    from workbench.backends.cpu_int8 import PRECISION_MODE_KEY
+
+    try:
+        return ort.InferenceSession(src, options, providers=list(providers)), None
+    except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidGraph, ...) for one refusal
+        if options.get_session_config_entry(PRECISION_MODE_KEY) != "1":
+            raise
+        refusal = exc
+    fallback = ort.SessionOptions()
+    fallback.graph_optimization_level = options.graph_optimization_level
+    fallback.intra_op_num_threads = options.intra_op_num_threads
+    fallback.log_severity_level = options.log_severity_level
+    session = ort.InferenceSession(src, fallback, providers=list(providers))  # refused again: that error
+    words = " ".join(str(refusal).split())
+    reason = words.split(" : ")[-1].strip()[-200:] or type(refusal).__name__
+    return session, (
+        f"{name}: ONNX Runtime refused it with the exact-U8S8 option {PRECISION_MODE_KEY} ({reason}), so it "
+        "ran with ONNX Runtime's default session options: its integer GEMMs use the U8S8 kernels that "
+        "saturate on this CPU"
+    )
+
+
 def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None):
     """An ONNX Runtime CPU session of ``model`` that returns the tensors ``names`` (its graph outputs replaced).
 
@@ -47,7 +153,6 @@ def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None)
     more); ``options`` default to basic optimisation, so that every asked-for tensor survives.
     """
     import onnx
-    import onnxruntime as ort
 
     options = options or session_options(optimization="basic")
     original = [onnx.ValueInfoProto.FromString(o.SerializeToString()) for o in model.graph.output]
@@ -58,7 +163,7 @@ def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None)
     finally:
         del model.graph.output[:]
         model.graph.output.extend(original)
-    session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    session, _ = open_session(data, options, ["CPUExecutionProvider"])
     del data
     return session
 
@@ -84,6 +189,8 @@ class OnnxRuntimeRunner(Runner):
         self.exact_int8 = exact_int8
         self.name = name or (Path(model).name if not isinstance(model, bytes) else "onnx-model")
         self.session = None
+        self.session_note: str | None = None  # why the exact-U8S8 option was dropped (``open_session``)
+        self._run_options = None
         self.backend_name = backend_name or (
             "ort-cuda" if "CUDAExecutionProvider" in self.providers else "ort-cpu"
         )
@@ -100,12 +207,16 @@ class OnnxRuntimeRunner(Runner):
             )
         src = self.model if isinstance(self.model, bytes) else str(self.model)
         options = session_options(self.threads, self.optimization, self.exact_int8)
-        self.session = ort.InferenceSession(src, options, providers=self.providers)
+        with ort_failures(self.name):
+            self.session, self.session_note = open_session(src, options, self.providers, self.name)
+        self._run_options = run_options()
 
     def infer_impl(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.session is not None
         names = [o.name for o in self.session.get_outputs()]
-        values = self.session.run(names, dict(feeds))
+        samples = max((int(np.shape(v)[-1]) for v in feeds.values() if np.ndim(v)), default=0)
+        with ort_failures(self.name, samples):
+            values = self.session.run(names, dict(feeds), self._run_options)
         return dict(zip(names, values))
 
     def deactivate_impl(self) -> None:
@@ -122,8 +233,6 @@ class OnnxRuntimeRunner(Runner):
     def describe(self) -> dict[str, str]:
         import onnxruntime as ort
 
-        from workbench.backends.factory import device_of
-
         return {
             "runner": self.name,
             "backend": self.backend,
@@ -133,7 +242,8 @@ class OnnxRuntimeRunner(Runner):
             "onnxruntime": ort.__version__,
             "optimization": self.optimization,
             "threads": str(self.threads or "default"),
-            "int8_gemm": int8_gemm(self.exact_int8),
+            "int8_gemm": int8_gemm(self.exact_int8 and self.session_note is None),
+            **({"session_note": self.session_note} if self.session_note else {}),
         }
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from workbench.artifacts import sha256_bytes, write_json_atomic, write_text_atomic
 from workbench.backends.tensorrt.cache_header import header
+from workbench.config import DEFAULT_METHOD
 from workbench.errors import WorkbenchError
 from workbench.inputs.cache import FIX, cache_lines, check_sidecar
 from workbench.inputs.problem import Where
@@ -71,7 +72,7 @@ class CalibrationCache:
     def from_amax(
         cls, amax: dict[str, float], keys: dict[str, Any], trt_version: str = DEFAULT_TRT_VERSION
     ) -> CalibrationCache:
-        header = legacy_header(str(keys.get("method", "entropy")), trt_version)
+        header = legacy_header(str(keys.get("method", DEFAULT_METHOD)), trt_version)
         # round through float32 so the in-memory scales equal what the text file holds
         scales = {n: hex_to_scale(scale_to_hex(a / 127.0)) for n, a in sorted(amax.items())}
         return cls(scales, dict(keys), header)

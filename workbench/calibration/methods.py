@@ -16,6 +16,7 @@ import numpy as np
 
 from workbench.calibration import entropy
 from workbench.calibration.collectors import Histogram
+from workbench.config import DEFAULT_METHOD
 from workbench.errors import WorkbenchError
 
 QUANT_LEVELS = entropy.LEVELS
@@ -24,7 +25,7 @@ METHODS = ("entropy", "max", "percentile", "mse")
 
 @dataclass(frozen=True)
 class MethodSpec:
-    name: str = "entropy"
+    name: str = DEFAULT_METHOD
     percentile: float = 99.99
     bins: int = 2048
 

@@ -4,7 +4,8 @@
 file and never in hidden (temporary) folders. A cache whose sidecar, histogram file or FP32 model is a
 link out of the root is unusable and none of those files is read. ``delete_cache`` removes a cache and its
 sidecars only when they are files (a link is removed, never its target) in a real folder inside the root.
-Used by ``python -m workbench cache list|prune``.
+``leftover_temps`` finds the temporary files killed writers left anywhere below the root (never through a
+link). Used by ``python -m workbench cache list|prune``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import stat
 from pathlib import Path
 
 from workbench.artifact_paths import inside
-from workbench.artifacts import sha256_file
+from workbench.artifacts import sha256_file, stale_temps
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.histograms import histogram_path
 from workbench.errors import WorkbenchError
@@ -83,3 +84,18 @@ def delete_cache(path: Path, root: Path) -> None:
             continue
         if stat.S_ISREG(mode) or stat.S_ISLNK(mode):
             item.unlink()
+
+
+def leftover_temps(root: Path, remove: bool = False) -> list[Path]:
+    """Temporary files left by killed writes in ``root`` and every real, non-hidden folder below it (links are
+    not followed), removed when ``remove`` (``workbench.artifacts.stale_temps``)."""
+    root = Path(root)
+    if not root.is_dir() or root.is_symlink():
+        return []
+    found: list[Path] = []
+    for folder, dirs, _files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(
+            d for d in dirs if not d.startswith(".") and not os.path.islink(os.path.join(folder, d))
+        )
+        found += stale_temps(Path(folder), remove=remove)
+    return found

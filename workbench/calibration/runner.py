@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from tqdm import tqdm
 
+from workbench.backends.onnxruntime import ort_failures, run_options
 from workbench.calibration import kernels
 from workbench.calibration.collectors import StatisticsSnapshot, StreamingStats
 from workbench.calibration.graph_structure import (
@@ -164,14 +165,19 @@ def collect_statistics(
 
             source = onnx.load(str(model), load_external_data=False)
             load_external_data_for_model(source, str(model.parent))
-        session = calibration_session(source, names, providers=providers)
+        with ort_failures(f"the model {model}" if isinstance(model, Path) else "the model"):
+            session = calibration_session(source, names, providers=providers)
         del source
     stats = StreamingStats(with_histograms=with_histograms, bins=bins)
     seen = 0
+    quiet = run_options()
     with ThreadPoolExecutor(max_workers=_workers()) as pool:
         for audio in tqdm(clips, total=count, desc="calibration (one pass)", unit="clip"):
-            with clock.phase("inference"):
-                values = session.run(names, {INPUT: prepare(audio)[None]})
+            with (
+                clock.phase("inference"),
+                ort_failures(f"calibration clip {seen + 1}", int(np.shape(audio)[-1])),
+            ):
+                values = session.run(names, {INPUT: prepare(audio)[None]}, quiet)
             if seen == checkpoint:
                 stats.mark_checkpoint()
             with clock.phase("statistics"):

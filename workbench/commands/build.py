@@ -1,6 +1,6 @@
 """``python -m workbench build --backend tensorrt --onnx PATH``: ONNX variant -> cached TensorRT engine.
 
-The profile's lengths come from a calibration set's recorded profile (``--set``) or explicit seconds;
+The profile's lengths come from a calibration set's recorded profile (``--calib-set``) or explicit seconds;
 its batch range from ``--batch``. Prints the engine path, build time and precision summary counts
 (the build job, ``workbench.jobs.build``).
 """
@@ -24,21 +24,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--onnx", type=Path, required=True, help="ONNX model (FP32, FP16, Q/DQ INT8 or mixed)"
     )
     parser.add_argument(
+        "--calib-set",
         "--set",
-        dest="set_name",
+        dest="calib_set",
         help="calibration set whose engine profile (or durations) gives min/opt/max length",
     )
     parser.add_argument(
         "--batch", default="1,8,32", help="batch sizes, comma separated (min/opt/max of them)"
     )
     parser.add_argument(
-        "--min-seconds", type=float, default=defaults.min_s, help="shortest audio (without --set)"
+        "--min-seconds", type=float, default=defaults.min_s, help="shortest audio (without --calib-set)"
     )
     parser.add_argument(
-        "--opt-seconds", type=float, default=defaults.opt_s, help="typical audio (without --set)"
+        "--opt-seconds", type=float, default=defaults.opt_s, help="typical audio (without --calib-set)"
     )
     parser.add_argument(
-        "--max-seconds", type=float, default=defaults.max_s, help="longest audio (without --set)"
+        "--max-seconds", type=float, default=defaults.max_s, help="longest audio (without --calib-set)"
     )
     parser.add_argument(
         "--flavour",
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     batches = parse_positive_ints(args.batch, "--batch")
     seconds = EngineProfile()
-    if not args.set_name:
+    if not args.calib_set:
         try:
             seconds = EngineProfile(args.min_seconds, args.opt_seconds, args.max_seconds)
         except ValueError as exc:
@@ -75,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = build.BuildInputs(
         args.onnx,
         batches,
-        args.set_name,
+        args.calib_set,
         seconds,
         args.flavour,
         args.legacy_int8_cache,

@@ -23,7 +23,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show.add_argument("path", type=Path)
     show.add_argument("--all", action="store_true", help="print every tensor, not only the first 20")
     prune = sub.add_parser(
-        "prune", help="delete caches that are unusable or whose FP32 ONNX beside them changed or is gone"
+        "prune",
+        help="delete caches that are unusable or whose FP32 ONNX beside them changed or is gone, and temporary "
+        "files left by interrupted writes",
     )
     prune.add_argument("--yes", action="store_true", help="really delete (default: only list)")
 
@@ -31,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.calibration import cache as cache_mod
     from workbench.calibration.histograms import histograms_problem
-    from workbench.calibration.prune import caches, delete_cache, load_inside, stale_reason
+    from workbench.calibration.prune import caches, delete_cache, leftover_temps, load_inside, stale_reason
 
     found = caches(args.root)
     if args.cache_command == "list":
@@ -65,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
         print(("deleting " if args.yes else "would delete ") + f"{path} ({reason})")
         if args.yes:
             delete_cache(path, args.root)
-    if not stale:
+    temps = leftover_temps(args.root, remove=args.yes)
+    for path in temps:
+        print(("deleted " if args.yes else "would delete ") + f"{path} (left by an interrupted write)")
+    if not stale and not temps:
         print("nothing to prune")
     elif not args.yes:
         print("run again with --yes to delete")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from workbench.calibration.methods import METHODS
 from workbench.commands.options import add_backend_argument, print_lines
-from workbench.config import ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
+from workbench.config import DEFAULT_METHOD, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
@@ -20,10 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the demo model shipped in the package)",
     )
     parser.add_argument(
-        "--set", default="demo-calib", help="calibration set name under calib_sets/ or a path"
+        "--calib-set",
+        "--set",
+        dest="calib_set",
+        default="demo-calib",
+        help="calibration set name under calib_sets/ or a path",
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
-    parser.add_argument("--method", default="entropy", choices=METHODS)
+    parser.add_argument("--method", default=DEFAULT_METHOD, choices=METHODS)
     parser.add_argument("--percentile", type=float, default=99.99)
     parser.add_argument("--bins", type=int, default=2048, help="histogram bins (TensorRT uses 2048)")
     parser.add_argument(
@@ -47,27 +51,40 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "exact on every CPU); u8 / s8 for a file that runs on another machine",
     )
     add_backend_argument(parser, "the statistics pass")
+    parser.add_argument(
+        "--chunk-seconds",
+        type=float,
+        help="deployment feeds long audio in chunks of this length: calibrate on the chunks (default: whole clips)",
+    )
+    parser.add_argument(
+        "--stride-seconds", type=float, help="each chunk's overlap on either side (default: chunk / 6)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from workbench.calibration.methods import MethodSpec
     from workbench.errors import WorkbenchError
+    from workbench.evaluate.inference import ChunkSettings
     from workbench.jobs import calibrate
 
     if args.ort_cpu_weights and not args.ort_cpu:
         raise WorkbenchError(
             "--ort-cpu-weights sets the weights of the ONNX Runtime CPU flavour: add --ort-cpu"
         )
+    if args.stride_seconds is not None and args.chunk_seconds is None:
+        raise WorkbenchError("--stride-seconds needs --chunk-seconds")
+    chunks = ChunkSettings.of(args.chunk_seconds, args.stride_seconds) if args.chunk_seconds else None
     result = calibrate.run(
         calibrate.CalibrateInputs(
             args.model,
-            args.set,
+            args.calib_set,
             MethodSpec(args.method, args.percentile, args.bins),
             engines=args.engines,
             ort_cpu=args.ort_cpu,
             ort_cpu_weights=args.ort_cpu_weights or ORT_CPU_WEIGHTS,
             calib_root=args.root,
             backend=args.backend,
+            chunks=chunks,
         )
     )
     print_lines(result.lines())

@@ -1,7 +1,8 @@
-"""``python -m workbench data build|import|show|list``: calibration and evaluation speech sets.
+"""``python -m workbench data build|import|show|list|recard``: calibration and evaluation speech sets.
 
 ``build`` makes a balanced calibration/evaluation pair (the sets job); ``import`` stores a whole source
-as one calibration-only or evaluation-only set (the import_set job).
+as one calibration-only or evaluation-only set (the import_set job); ``recard`` accepts a set's files as
+they are now (``workbench.speech.recard``); ``list`` says which sets no longer match their cards.
 """
 
 from __future__ import annotations
@@ -98,6 +99,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SET",
         help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)",
     )
+    imp.add_argument(
+        "--allow-missing",
+        type=int,
+        default=0,
+        metavar="N",
+        help="an evaluation set imported whole is refused when its source lists audio files or transcripts "
+        "that are not there; accept up to N of them (recorded in the card and every report; default 0)",
+    )
+    imp.add_argument(
+        "--skip-implausible",
+        action="store_true",
+        help="evaluation sets: leave out clips that are no plausible utterance (a sample rate no recording has, "
+        "longer than 10 minutes) instead of refusing the import; calibration imports always skip them",
+    )
     imp.add_argument("--seed", type=int, default=0)
     imp.add_argument("--workers", type=int, default=idef.workers, help="decoding processes")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -105,8 +120,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     show = sub.add_parser("show", help="print a set's balance table and card summary")
     show.add_argument("name", help="set name under calib_sets/ or a path")
     show.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    longform = sub.add_parser(
+        "long-form", help="join a set's utterances into 30-120 s recordings (one speaker and condition each)"
+    )
+    longform.add_argument("source", help="set name under calib_sets/ or a path")
+    longform.add_argument("--name", required=True, help="name of the long-form set to write")
+    longform.add_argument("--min-seconds", type=float, default=30.0, help="shortest recording (default 30)")
+    longform.add_argument("--max-seconds", type=float, default=120.0, help="longest recording (default 120)")
+    longform.add_argument("--seed", type=int, default=0, help="seed of the pauses between utterances")
+    longform.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     listing = sub.add_parser("list", help="list the sets under calib_sets/")
     listing.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    recard = sub.add_parser(
+        "recard", help="accept a set's changed files: recompute its card's hashes and counts from them"
+    )
+    recard.add_argument("name", help="set name under calib_sets/ or a path")
+    recard.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+
+
+def _check_set_name(name: str) -> None:
+    if not name.replace("-", "").replace("_", "").isalnum():
+        raise WorkbenchError(f"set name {name!r} may hold only letters, digits, '-' and '_'")
 
 
 def _config(args: argparse.Namespace) -> SetBuildConfig:
@@ -114,8 +148,7 @@ def _config(args: argparse.Namespace) -> SetBuildConfig:
 
     if args.calib_per_condition < 1 or args.eval_per_condition < 1:
         raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
-    if not args.name.replace("-", "").replace("_", "").isalnum():
-        raise WorkbenchError(f"set name {args.name!r} may hold only letters, digits, '-' and '_'")
+    _check_set_name(args.name)
     return SetBuildConfig(
         name=args.name,
         calib_per_condition=args.calib_per_condition,
@@ -153,6 +186,8 @@ def _import(args: argparse.Namespace) -> list[str]:
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
         disjoint_from=args.disjoint_from,
+        allow_missing=args.allow_missing,
+        skip_implausible=args.skip_implausible,
     )
     inputs = import_set.ImportInputs(config, progress=not args.no_progress, **_source_fields(args))
     return import_set.run(inputs).lines()
@@ -169,16 +204,42 @@ def run(args: argparse.Namespace) -> int:
     if args.data_command == "import":
         print_lines(_import(args))
         return 0
+    if args.data_command == "long-form":
+        from workbench.speech.longform import LongFormConfig, build_long_form
+
+        _check_set_name(args.name)
+        config = LongFormConfig(args.min_seconds, args.max_seconds, seed=args.seed)
+        built = build_long_form(load_set(args.source, root=args.root), Path(args.root) / args.name, config)
+        print_lines(sets.set_lines(built))
+        return 0
     if args.data_command == "show":
         print_lines(sets.set_lines(load_set(args.name, root=args.root)))
+        return 0
+    if args.data_command == "recard":
+        from workbench.speech.recard import recard_set
+
+        print_lines(recard_set(args.name, root=args.root).lines())
         return 0
     print_lines(recover(args.root))  # a killed build's pair is completed (or discarded) before listing
     listed = set_names(args.root)
     if not listed:
         print("no sets yet; build one with: python -m workbench data build")
     for name in listed:
-        s = load_set(Path(args.root) / name)
-        print(
-            f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}"
-        )
+        print(_list_line(Path(args.root) / name))
     return 0
+
+
+def _list_line(path: Path) -> str:
+    """One set's line in ``data list``; a set that no longer matches its card (or is damaged) says why."""
+    from workbench.speech.store import load_set, verify_set
+
+    try:
+        s = load_set(path, verify=False)
+    except WorkbenchError as exc:
+        return f"{path.name:30} unusable: {exc}"
+    head = f"{s.name:30} {s.card['utterances']:5} utts  {s.card['made'].get('role', '?'):5}  {s.content_hash[:12]}"
+    try:
+        verify_set(s)
+    except WorkbenchError as exc:
+        return f"{head}  CHANGED: {exc}"
+    return head

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from workbench.config import BACKENDS, DEFAULT_BACKEND
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
@@ -20,10 +20,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: the demo model shipped in the package)",
     )
     parser.add_argument(
-        "--calib-set", default="demo-calib", help="calibration set name under calib_sets/ or a path"
+        "--calib-set",
+        "--set",
+        dest="calib_set",
+        default="demo-calib",
+        help="calibration set name under calib_sets/ or a path",
     )
     parser.add_argument(
-        "--method", default="entropy", help="calibration method (entropy, max, percentile, mse)"
+        "--method", default=DEFAULT_METHOD, help="calibration method (entropy, max, percentile, mse)"
     )
     parser.add_argument("--cache", type=Path, help="calibration cache to use (checked against the model)")
     parser.add_argument(
@@ -86,6 +90,65 @@ def add_error_unit(parser: argparse.ArgumentParser) -> None:
         help="count errors per word (wer) or character (cer); default: from the model's vocabulary "
         "(CER for scripts written without spaces)",
     )
+
+
+def add_inference_arguments(parser: argparse.ArgumentParser) -> None:
+    """How audio becomes text for every WER this verb measures (``workbench.evaluate.inference``)."""
+    group = parser.add_argument_group("inference as deployed")
+    group.add_argument(
+        "--chunk-seconds",
+        type=float,
+        help="feed long audio in chunks of this many seconds (transformers' pipeline chunk_length_s); "
+        "default: every clip whole",
+    )
+    group.add_argument(
+        "--stride-seconds",
+        help="left,right (or one value for both) seconds of each chunk whose logits are dropped "
+        "(default: chunk / 6)",
+    )
+    group.add_argument(
+        "--decoder",
+        default="greedy",
+        help="greedy, beam or beam+lm (pyctcdecode; beam+lm needs --lm); comma separated to score several "
+        "on the same logits where the verb reports them, the first judging (default greedy)",
+    )
+    group.add_argument("--beam-width", type=int, help="beam width (default 100)")
+    group.add_argument("--lm", type=Path, help="n-gram language model for beam search (ARPA or KenLM binary)")
+    group.add_argument("--lm-alpha", type=float, help="language model weight (default 0.5)")
+    group.add_argument("--lm-beta", type=float, help="word insertion bonus (default 1.0)")
+    group.add_argument("--hotword", action="append", default=[], help="a word to favour (repeatable)")
+    group.add_argument(
+        "--blank-penalty",
+        type=float,
+        default=0.0,
+        help="subtracted from the CTC blank's logit before decoding (default 0)",
+    )
+
+
+def inference_from(args: argparse.Namespace):
+    """The ``InferenceConfig`` the inference options describe (its decoder: the first of ``--decoder``) and
+    the further decoders named there; checked, so bad values are one error line."""
+    from workbench.errors import WorkbenchError
+    from workbench.evaluate.inference import ChunkSettings, InferenceConfig, decoders_from_names
+
+    stride: float | tuple[float, float] | None = None
+    if args.stride_seconds:
+        try:
+            parts = [float(p) for p in str(args.stride_seconds).split(",")]
+        except ValueError as exc:
+            raise WorkbenchError(
+                f"--stride-seconds takes seconds (one value, or left,right), not {args.stride_seconds!r}"
+            ) from exc
+        if len(parts) not in (1, 2):
+            raise WorkbenchError(f"--stride-seconds takes one or two values, not {args.stride_seconds!r}")
+        stride = parts[0] if len(parts) == 1 else (parts[0], parts[1])
+    if stride is not None and args.chunk_seconds is None:
+        raise WorkbenchError("--stride-seconds needs --chunk-seconds")
+    decoders = decoders_from_names(
+        args.decoder, args.beam_width, args.lm, args.lm_alpha, args.lm_beta, args.hotword, args.blank_penalty
+    )
+    chunks = ChunkSettings.of(args.chunk_seconds, stride) if args.chunk_seconds is not None else None
+    return InferenceConfig(chunks, decoders[0]).check(), decoders[1:]
 
 
 def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:

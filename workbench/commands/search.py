@@ -16,15 +16,19 @@ from pathlib import Path
 
 from workbench.commands.options import (
     add_batch_size_argument,
+    add_inference_arguments,
     add_model_arguments,
     analysis_fields,
+    inference_from,
     print_lines,
 )
-from workbench.config import SEARCH, SEARCH_OBJECTIVES
+from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES
+from workbench.values import whole_number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_arguments(parser)
+    add_inference_arguments(parser)
     parser.add_argument(
         "--dev-set",
         help="set WER is measured on during the search (default: the calibration "
@@ -67,7 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--refine", type=int, default=2, help="greedy refinement evaluations after bisection")
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
-    parser.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples per evaluation")
+    parser.add_argument(
+        "--resamples",
+        type=whole_number("--resamples", MIN_RESAMPLES),
+        default=1000,
+        help=f"bootstrap resamples per evaluation (at least {MIN_RESAMPLES})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--dev-blocks",
@@ -83,13 +92,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="what the search maximises among passing plans: the INT8 share of multiply-accumulates "
         "(macs, default) or of MatMul/Gemm/Conv nodes",
     )
+    parser.add_argument(
+        "--latency-target",
+        metavar="TARGET",
+        help="ort-cpu: choose, among the plans that pass, the one measured fastest on ONNX Runtime's CPU EP "
+        "(its CPU flavour, timed against FP32 here) instead of the one the objective scores highest",
+    )
     add_batch_size_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.errors import WorkbenchError
     from workbench.evaluate.gates import load_gate_config
     from workbench.jobs import search
 
+    inference, also = inference_from(args)
+    if also:
+        raise WorkbenchError("search judges every plan under one decoder; pass one --decoder")
     inputs = search.SearchInputs(
         **analysis_fields(args),
         gates=load_gate_config(args.gates),
@@ -107,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
         dev_blocks=args.dev_blocks,
         objective=args.objective,
         batch_size=args.batch_size,
+        latency_target=args.latency_target,
+        inference=inference,
     )
     print_lines(search.run(inputs).lines())
     return 0

@@ -20,12 +20,21 @@ from workbench.commands.options import (
     add_backend_argument,
     add_batch_size_argument,
     add_error_unit,
+    add_inference_arguments,
+    inference_from,
     print_lines,
 )
-from workbench.config import BACKENDS, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT, OUTSIDE_PROFILE_POLICIES
+from workbench.config import (
+    BACKENDS,
+    DEFAULT_METHOD,
+    DEFAULT_TARGET,
+    MIN_RESAMPLES,
+    OUTSIDE_PROFILE_DEFAULT,
+    OUTSIDE_PROFILE_POLICIES,
+)
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
-from workbench.values import parse_positive_ints
+from workbench.values import parse_positive_ints, whole_number
 from workbench.workspace import area_default
 
 
@@ -38,9 +47,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="an ONNX candidate (repeat; the first is the FP32 baseline); without it, "
         "FP32/FP16/INT8 are built from --model and --calib-set",
     )
-    parser.add_argument("--method", default="entropy", help="calibration method for the built INT8 variant")
+    parser.add_argument(
+        "--method", default=DEFAULT_METHOD, help="calibration method for the built INT8 variant"
+    )
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
-    parser.add_argument("--calib-set", help="calibration set (recorded in provenance)")
+    parser.add_argument(
+        "--calib-set", "--set", dest="calib_set", help="calibration set (recorded in provenance)"
+    )
     parser.add_argument(
         "--model",
         help="model folder or hub id (default: the model the candidates name in their "
@@ -63,7 +76,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the candidate will be deployed (default tensorrt): latency picks a winner only "
         "when it was measured there; otherwise the verdict is an accuracy sign-off",
     )
-    parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument(
+        "--as-given",
+        action="store_true",
+        help="judge the candidates as given; without it --target ort-cpu judges what a CPU deployment runs "
+        "(FP32, the ONNX Runtime CPU flavour of every INT8 candidate, ONNX Runtime's dynamic INT8)",
+    )
+    parser.add_argument(
+        "--resamples",
+        type=whole_number("--resamples", MIN_RESAMPLES),
+        default=2000,
+        help=f"bootstrap resamples (at least {MIN_RESAMPLES})",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
     parser.add_argument(
@@ -95,6 +119,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     add_error_unit(parser)
+    add_inference_arguments(parser)
 
 
 def parse_candidates(values: list[str]) -> list[tuple[str, Path]]:
@@ -117,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.jobs import signoff
 
     candidates = parse_candidates(args.candidate)
+    inference, also = inference_from(args)
     if args.repeats < 1 or args.warmup < 0:
         raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
     latency = (
@@ -141,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
         batch_size=args.batch_size,
         target=args.target,
+        as_given=args.as_given,
         resamples=args.resamples,
         seed=args.seed,
         limit=args.limit,
@@ -149,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         outside_profile=args.outside_profile,
         profile_min_s=args.min_seconds,
         profile_max_s=args.max_seconds,
+        inference=inference,
+        also_decoders=also,
     )
     print_lines(signoff.run(inputs).lines())
     return 0

@@ -11,6 +11,7 @@ below the thresholds is where the error starts.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,8 @@ from workbench.model.features import normalise_audio
 from workbench.optional import import_optional
 from workbench.quantize.plan import QUANTIZABLE_OPS, PrecisionPlan
 from workbench.speech.records import Clip
+
+logger = logging.getLogger(__name__)
 
 COSINE_THRESHOLD = 0.99
 SQNR_THRESHOLD_DB = 20.0
@@ -149,9 +152,7 @@ def _runner(
     saturate, int8 weights of fused integer nodes become uint8: the table shows INT8 error, not saturation)."""
     import os
 
-    import onnxruntime as ort
-
-    from workbench.backends.onnxruntime import session_options
+    from workbench.backends.onnxruntime import open_session, session_options
 
     onnxrt = import_optional("polygraphy.backend.onnxrt", "pip install polygraphy")
     pg_onnx = import_optional("polygraphy.backend.onnx", "pip install polygraphy")
@@ -159,9 +160,8 @@ def _runner(
 
     def session():
         # one thread per usable CPU, as Polygraphy's SessionFromOnnx does (not every core may be ours)
-        return ort.InferenceSession(
-            marked(), session_options(len(os.sched_getaffinity(0))), providers=list(providers)
-        )
+        # a candidate refused with the exact-U8S8 option runs without it (``open_session``)
+        return open_session(marked(), session_options(len(os.sched_getaffinity(0))), providers, name)[0]
 
     return onnxrt.OnnxrtRunner(session, name=name)
 
@@ -174,7 +174,6 @@ def compare_layers(
     atol: float = 1e-2,
     rtol: float = 1e-2,
     progress: bool = True,
-    log: Callable[[str], None] | None = None,
     providers: Sequence[str] = ("CPUExecutionProvider",),
     prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
 ) -> LayerComparison:
@@ -248,7 +247,7 @@ def compare_layers(
         if plan is not None
         else {}
     )
-    rows = []
+    rows: list[LayerRow] = []
     for site in sites:
         if site.tensor not in sums:
             continue  # not a float tensor (shapes, indices)
@@ -264,6 +263,5 @@ def compare_layers(
                 place.reason if place else None,
             )
         )
-    if log:
-        log(f"compared {len(rows)} shared float tensors on {len(clips)} clips")
+    logger.debug(f"compared {len(rows)} shared float tensors on {len(clips)} clips")
     return LayerComparison(rows, [c.to_json() for c in clips], {"atol": atol, "rtol": rtol})

@@ -10,6 +10,7 @@ Wav2Vec2-base within a few minutes on a CPU.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -26,6 +27,8 @@ from workbench.model.features import normalise_audio
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import QDQ_FP16_OPSET, variant_model, with_opset
 from workbench.speech.records import Clip
+
+logger = logging.getLogger(__name__)
 
 RESTS = ("fp32", "fp16")
 
@@ -138,7 +141,8 @@ class VariantRunner:
 
 
 def damage_of(reference: list[np.ndarray], candidate: list[np.ndarray], clips: list[Clip]) -> Damage:
-    overall, per_cond = OutputDamage(), {}
+    overall = OutputDamage()
+    per_cond: dict[str, OutputDamage] = {}
     for ref, cand, clip in zip(reference, candidate, clips):
         overall.add(ref, cand)
         per_cond.setdefault(clip.condition, OutputDamage()).add(ref, cand)
@@ -153,7 +157,6 @@ def rank_groups(
     inverse: bool = False,
     granularity: str = "group",
     progress: bool = True,
-    log: Callable[[str], None] | None = None,
 ) -> SensitivityResult:
     """Damage of quantizing each group alone (rest at ``rest``), most damaging first."""
     if rest not in RESTS:
@@ -182,9 +185,8 @@ def rank_groups(
                 bar.update()
             results.append(GroupSensitivity(group, damage, inv))
     results.sort(key=lambda r: (-r.damage.overall.kl, -r.damage.overall.token_disagreement, r.group.index))
-    if log:
-        top = ", ".join(f"{r.group.name} ({r.damage.overall.kl:.3g})" for r in results[:3])
-        log(f"most sensitive: {top}")
+    top = ", ".join(f"{r.group.name} ({r.damage.overall.kl:.3g})" for r in results[:3])
+    logger.info(f"most sensitive: {top}")
     return SensitivityResult(
         groups, results, rest, granularity, [c.to_json() for c in clips], rest_only, everywhere, inverse
     )

@@ -28,7 +28,7 @@ def balance_heatmap(strata: pd.DataFrame) -> alt.Chart:
     labels = base.mark_text(fontSize=18, fontWeight="bold").encode(
         text="count:Q",
         color=alt.condition(
-            alt.datum.count > strata["count"].max() / 2 if len(strata) else True,
+            alt.datum.count > (strata["count"].max() / 2 if len(strata) else 0),
             alt.value("white"),
             alt.value("black"),
         ),
@@ -142,7 +142,7 @@ def tradeoff_chart(
     latency_title: str,
     wer_title: str,
     unit: str = "WER",
-) -> alt.Chart:
+) -> alt.LayerChart | alt.FacetChart:
     """Error rate (``unit``: WER or CER; the frame's columns keep the name ``WER``) vs latency per candidate:
     CI bars, PASS/FAIL colour, Pareto front, gate rules. With a ``made by`` column (an anchors record: the
     tool that made each candidate) the marker's shape shows the tool."""
@@ -204,7 +204,9 @@ def tradeoff_chart(
     )
 
 
-def layer_heatmap(frame: pd.DataFrame, metrics: list[str], selected: str | None = None) -> alt.Chart:
+def layer_heatmap(
+    frame: pd.DataFrame, metrics: list[str], selected: str | None = None
+) -> alt.LayerChart | alt.FacetChart:
     """Rows = metrics, columns = layers along the network, colour = metric normalised per row; the
     selected node's column is outlined."""
     long = frame.melt(id_vars=["position", "node"], value_vars=metrics, var_name="metric", value_name="value")

@@ -64,7 +64,9 @@ def main() -> None:
         settings, problem = read_settings(), None
     except WorkbenchError as exc:  # a bad token file or setting: fail closed and say why
         settings, problem = None, str(exc)
-    if not gate.granted(settings):  # every page's URL shows the sign-in, and stays put once it is passed
+    if settings is None or not gate.granted(
+        settings
+    ):  # every page's URL shows the sign-in, and stays put once it is passed
         urls = page_urls(settings) if settings is not None else [url for _, _, url, _ in PAGES]
         st.navigation(
             [

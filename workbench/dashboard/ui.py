@@ -47,15 +47,16 @@ def empty_state(what: str, command: str, detail: str = "") -> None:
 
 def pick(
     label: str, options: Sequence[str], param: str, area: str | tuple[str, ...], key: str | None = None
-) -> str | None:
+) -> str:
     """A selectbox whose choice is mirrored in the URL (``?param=value``) so views can be linked.
 
     A value from the URL that is not one of ``options`` is not opened: a path outside the artifact
-    folders is refused with the resolver's message, any other unknown value with a warning.
+    folders is refused with the resolver's message, any other unknown value with a warning. Callers show
+    an empty state instead of calling this with no ``options``.
     """
     options = list(options)
     if not options:
-        return None
+        raise ValueError(f"no {label.lower()} options to pick from")
     wanted = st.query_params.get(param)
     index = 0
     if wanted is not None:
@@ -68,7 +69,9 @@ def pick(
             except OutsideArtifacts as exc:
                 st.error(str(exc))
     choice = st.selectbox(label, options, index=index, key=key or f"pick-{param}")
-    if choice is not None and st.query_params.get(param) != choice:
+    if choice is None:  # a selectbox with options and an index always holds one
+        choice = options[index]
+    if st.query_params.get(param) != choice:
         st.query_params[param] = choice
     return choice
 

@@ -98,9 +98,9 @@ def _resampled(
 
 
 def wer_interval(
-    errors: Sequence[float],
-    words: Sequence[float],
-    blocks: Sequence[int] | None = None,
+    errors: Sequence[float] | np.ndarray,
+    words: Sequence[float] | np.ndarray,
+    blocks: Sequence[int] | np.ndarray | None = None,
     *,
     unit: str = "utterance",
     level: float = 0.95,
@@ -117,10 +117,10 @@ def wer_interval(
 
 
 def paired_delta_interval(
-    errors_base: Sequence[float],
-    errors_cand: Sequence[float],
-    words: Sequence[float],
-    blocks: Sequence[int] | None = None,
+    errors_base: Sequence[float] | np.ndarray,
+    errors_cand: Sequence[float] | np.ndarray,
+    words: Sequence[float] | np.ndarray,
+    blocks: Sequence[int] | np.ndarray | None = None,
     *,
     unit: str = "utterance",
     level: float = 0.95,

@@ -52,7 +52,10 @@ class Check:
 
 
 @dataclass
-class Verdict:
+class CandidateVerdict:
+    """One candidate's gate checks and whether it passed them all (the sign-off's ``SignoffDecision`` weighs
+    every candidate's verdict)."""
+
     candidate: str
     passed: bool
     checks: list[Check] = field(default_factory=list)
@@ -96,7 +99,7 @@ def _delta_check(name: str, delta, limit_points: float, label: str = "WER") -> C
 
 def judge(
     accuracy: AccuracyComparison, latencies: dict[str, LatencyResult] | None, gates: GateConfig
-) -> list[Verdict]:
+) -> list[CandidateVerdict]:
     """PASS/FAIL per candidate with one check per gate; the baseline is judged on latency only.
 
     The error-rate gates apply to the comparison's unit (WER, or CER for character languages)."""
@@ -135,5 +138,5 @@ def judge(
                         f"{gates.max_latency_ms:.1f} ms",
                     )
                 )
-        verdicts.append(Verdict(name, all(c.passed for c in checks), checks))
+        verdicts.append(CandidateVerdict(name, all(c.passed for c in checks), checks))
     return verdicts

@@ -1,11 +1,14 @@
-"""Greedy CTC transcription of audio through any Runner, with the model's own features and vocabulary.
+"""Transcription of audio through any Runner, with the model's own features and vocabulary.
 
 ONNX models take ``input_values`` [batch, samples] (and ``attention_mask`` when exported with one) and give
 ``logits``. Each clip is prepared the way the model's feature extractor would (``ModelDescription.prepare``:
-normalised only when ``do_normalize``); the batching layer (``workbench.evaluate.batching``) runs clips of
-similar length together and hands back each utterance's own logits, which are decoded one utterance at a
-time with the model's own vocabulary (blank, word delimiter, special tokens). ``batch_check`` transcribes a
-sample again at batch 1 and records how many transcripts batching changed and by how much WER.
+normalised only when ``do_normalize``). An ``InferenceConfig`` says whether long clips go in chunks
+(``workbench.evaluate.chunking``) and which decoder turns the logits into text (``workbench.evaluate.decoders``);
+the default is whole clips, greedy. Whole clips go through the batching layer (``workbench.evaluate.batching``),
+which runs clips of similar length together and hands back each utterance's own logits; chunked clips run one
+chunk at a time. Either way the logits are decoded one utterance at a time with the model's own vocabulary
+(blank, word delimiter, special tokens). ``batch_check`` transcribes a sample again at batch 1 and records how
+many transcripts batching changed and by how much WER.
 """
 
 from __future__ import annotations
@@ -18,9 +21,31 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from workbench.backends.base import Runner
+from workbench.backends.onnxruntime import OutOfMemory
 from workbench.config import BATCH_CHECK_UTTERANCES
-from workbench.evaluate.batching import BatchPolicy, ConvGeometry, logits_of, utterance_logits
+from workbench.errors import WorkbenchError
+from workbench.evaluate.batching import (
+    BatchPolicy,
+    ConvGeometry,
+    logits_of,
+    plan_batches,
+    utterance_logits,
+)
+from workbench.evaluate.chunking import chunked_logits, samples_per_frame
+from workbench.evaluate.decoders import decoder_for
+from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.wer import Scoring, corpus_wer, score_utterances
+
+__all__ = [
+    "BatchCheck",
+    "Transcripts",
+    "batch_check",
+    "check_sample",
+    "logits_of",
+    "transcribe",
+    "transcribe_checked",
+    "transcribe_set",
+]
 
 if TYPE_CHECKING:
     from workbench.model.description import ModelDescription
@@ -42,6 +67,7 @@ class Transcripts:
     texts: list[str]
     seconds: float  # wall time of the whole pass
     batching: dict[str, Any] = field(default_factory=dict)  # the batch policy used (size, mask, padding)
+    by_decoder: dict[str, list[str]] = field(default_factory=dict)  # the ``also`` decoders' texts, by name
 
 
 def transcribe(
@@ -49,24 +75,85 @@ def transcribe(
     audios: Iterable[np.ndarray],
     model: ModelDescription,
     name: str | None = None,
+    inference: InferenceConfig = GREEDY,
+    also: Sequence[DecoderSettings] = (),
+    labels: Sequence[str] | None = None,
     batch_size: int = 1,
 ) -> Transcripts:
-    """Transcribe clips in length-bucketed batches of up to ``batch_size`` (1: one clip at a time, no padding);
-    the texts come back in the clips' order."""
-    rows = [model.prepare(audio) for audio in audios]
+    """Transcribe clips, each whole or in chunks, decoded as ``inference`` says (``workbench.evaluate.inference``);
+    the same logits are also decoded by each decoder in ``also`` (``Transcripts.by_decoder``). Whole clips run in
+    length-bucketed batches of up to ``batch_size`` (1: one clip at a time, no padding); chunked clips run one
+    chunk at a time. The texts come back in the clips' order. A clip the model runs out of memory on is a user
+    error naming it (``labels[i]``, else its number; in a batch, its longest clip)."""
+    rows = list(audios)
     texts: list[str] = [""] * len(rows)
-    geometry = ConvGeometry.of_model(model)
+    width = model.vocabulary.size
+    decode = decoder_for(inference.decoder, model.vocabulary)
+    others = {d.name: decoder_for(d, model.vocabulary) for d in also}
+    by_decoder: dict[str, list[str]] = {name: [""] * len(rows) for name in others}
+
+    def clip(i: int) -> str:
+        return labels[i] if labels is not None else f"clip {i + 1}"
+
+    def keep(index: int, logits: np.ndarray) -> None:
+        texts[index] = decode(logits)
+        for other, decode_other in others.items():
+            by_decoder[other][index] = decode_other(logits)
+
+    def infer(row: np.ndarray) -> np.ndarray:
+        logits = logits_of(runner, row[None, :])
+        if logits.ndim != 3:
+            raise WorkbenchError(
+                f"{runner.name}: logits should be [batch, frames, vocab], got {logits.shape}"
+            )
+        if logits.shape[-1] < width:
+            raise WorkbenchError(
+                f"{runner.name}: {logits.shape[-1]} logits per frame, but the model "
+                f"{model.source} has {width} tokens; this ONNX file is another model's"
+            )
+        return logits[0]
+
     start = time.perf_counter()
     was_active = runner.is_active  # a runner the caller keeps active (block by block) stays active
     runner.activate()
     try:
-        policy = BatchPolicy.for_runner(runner, model, batch_size)
-        for index, logits in utterance_logits(runner, rows, policy, geometry, model.vocabulary.size):
-            texts[index] = model.decode(logits)
+        if inference.chunks is None:
+            prepared = [model.prepare(audio) for audio in rows]
+            policy = BatchPolicy.for_runner(runner, model, batch_size)
+            geometry = ConvGeometry.of_model(model)
+            done: set[int] = set()
+            try:
+                for index, logits in utterance_logits(runner, prepared, policy, geometry, width):
+                    keep(index, logits)
+                    done.add(index)
+            except OutOfMemory as exc:
+                lengths = [len(r) for r in prepared]
+                batches = plan_batches(lengths, policy.batch_size, policy.max_padding)
+                failing = next((b for b in batches if not set(b) <= done), [0])
+                longest = max(failing, key=lambda i: lengths[i])
+                where = clip(longest)
+                if len(failing) > 1:
+                    where += (
+                        f" (the longest clip of a batch of {len(failing)}; "
+                        "a smaller --batch-size needs less memory)"
+                    )
+                raise WorkbenchError(f"{where}: {exc}") from exc
+            described = policy.describe()
+        else:
+            rate = model.features.sampling_rate
+            align = samples_per_frame(model)
+            for i, audio in enumerate(rows):
+                try:
+                    logits = chunked_logits(audio, inference.chunks, infer, model.prepare, rate, align)
+                except OutOfMemory as exc:
+                    raise WorkbenchError(f"{clip(i)}: {exc}") from exc
+                keep(i, logits)
+            # chunks run one at a time: batch 1 whatever ``batch_size`` asked for
+            described = {"batch_size": 1, "attention_mask": False, "max_padding": None, "chunked": True}
     finally:
         if not was_active:
             runner.deactivate()
-    return Transcripts(name or runner.name, texts, time.perf_counter() - start, policy.describe())
+    return Transcripts(name or runner.name, texts, time.perf_counter() - start, described, by_decoder)
 
 
 def transcribe_set(
@@ -75,11 +162,21 @@ def transcribe_set(
     model: ModelDescription,
     name: str | None = None,
     limit: int | None = None,
+    inference: InferenceConfig = GREEDY,
     batch_size: int = 1,
 ) -> Transcripts:
     """Transcribe every utterance of a stored ``SpeechSet`` (the first ``limit`` when given)."""
     utts: Sequence = speech_set.utterances[:limit] if limit else speech_set.utterances
-    return transcribe(runner, [speech_set.audio(u) for u in utts], model, name, batch_size)
+    labels = [f"utterance {u.id} ({speech_set.path / u.audio})" for u in utts]
+    return transcribe(
+        runner,
+        [speech_set.audio(u) for u in utts],
+        model,
+        name,
+        inference,
+        labels=labels,
+        batch_size=batch_size,
+    )
 
 
 def check_sample(count: int, size: int = BATCH_CHECK_UTTERANCES) -> list[int]:
@@ -134,10 +231,11 @@ def batch_check(
     batch_size: int,
     references: Sequence[str] | None = None,
     name: str | None = None,
+    inference: InferenceConfig = GREEDY,
 ) -> BatchCheck:
     """Transcribe ``audios`` (a sample) at batch 1 and compare with their ``batched`` transcripts; with
     ``references`` the error rate of both (the model's error unit and text normaliser)."""
-    single = transcribe(runner, audios, model, name, batch_size=1).texts
+    single = transcribe(runner, audios, model, name, inference, batch_size=1).texts
     differing = sum(a != b for a, b in zip(single, batched))
     wer_batched = wer_single = None
     if references is not None:
@@ -159,11 +257,15 @@ def transcribe_checked(
     batch_size: int,
     references: Sequence[str] | None = None,
     sample: int = BATCH_CHECK_UTTERANCES,
+    inference: InferenceConfig = GREEDY,
+    also: Sequence[DecoderSettings] = (),
+    labels: Sequence[str] | None = None,
 ) -> tuple[Transcripts, BatchCheck | None]:
     """``transcribe`` in batches of ``batch_size``, then (when batching) ``batch_check`` on up to ``sample``
-    utterances spread over the set: the transcripts batching changed and the WER difference it made."""
-    result = transcribe(runner, audios, model, name, batch_size)
-    if batch_size <= 1:
+    utterances spread over the set: the transcripts batching changed and the WER difference it made. Chunked
+    inference runs at batch 1 anyway, so it gets no check."""
+    result = transcribe(runner, audios, model, name, inference, also, labels, batch_size)
+    if batch_size <= 1 or inference.chunks is not None:
         return result, None
     picked = check_sample(len(audios), sample)
     check = batch_check(
@@ -174,5 +276,6 @@ def transcribe_checked(
         batch_size,
         [references[i] for i in picked] if references is not None else None,
         name,
+        inference,
     )
     return result, check

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from workbench.config import VERDICT, VerdictConfig
-from workbench.evaluate.gates import Verdict
+from workbench.evaluate.gates import CandidateVerdict
 from workbench.evaluate.latency import LatencyResult
 
 RULE = (
@@ -73,7 +73,7 @@ class Candidate:
 
 
 @dataclass
-class Decision:
+class SignoffDecision:
     """The verdict of a sign-off: ``mode`` ship / accuracy-signoff / no-pass, the recommendation (ship mode
     only), the rule and every number it was decided on."""
 
@@ -181,7 +181,7 @@ def _names(names: Sequence[str]) -> str:
 
 
 def decide(
-    verdicts: Sequence[Verdict],
+    verdicts: Sequence[CandidateVerdict],
     latencies: Mapping[str, LatencyResult] | None,
     baseline: str,
     candidates: Sequence[Candidate],
@@ -189,12 +189,12 @@ def decide(
     measured_on: str | None,
     batch: int = 1,
     config: VerdictConfig = VERDICT,
-) -> Decision:
+) -> SignoffDecision:
     """The sign-off verdict (see the module docstring for the rule)."""
     passing = [v.candidate for v in verdicts if v.passed]
     rule = RULE.format(level=config.level)
     if not passing:
-        return Decision(
+        return SignoffDecision(
             NONE,
             None,
             "NO CANDIDATE PASSES: do not ship",
@@ -205,7 +205,7 @@ def decide(
             reasons=["no candidate passes the gates"],
         )
     if not latencies:
-        return Decision(
+        return SignoffDecision(
             ACCURACY,
             None,
             f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; latency not "
@@ -218,7 +218,7 @@ def decide(
         )
     ratios = latency_ratios(latencies, baseline, batch, config)
     if measured_on != target:
-        return Decision(
+        return SignoffDecision(
             ACCURACY,
             None,
             f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; latency on the "
@@ -235,7 +235,7 @@ def decide(
         )
     timed = [n for n in passing if n in ratios]
     if not timed:
-        return Decision(
+        return SignoffDecision(
             ACCURACY,
             None,
             f"ACCURACY SIGN-OFF: {_names(passing)} pass the WER gates; no paired "
@@ -267,6 +267,6 @@ def decide(
         reasons.append(
             f"equally fast within noise: {_names(equal)}; tie broken by the stated rule ({counts})"
         )
-    return Decision(
+    return SignoffDecision(
         SHIP, choice, f"SHIP {choice}", target, measured_on, passing, ratios, equal, reasons, rule
     )

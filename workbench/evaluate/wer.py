@@ -80,6 +80,7 @@ def score_utterance(
     """Normalise both texts and count S/D/I with jiwer (an empty reference counts only insertions)."""
     ref = scoring.normalise(reference)
     hyp = scoring.normalise(hypothesis)
+    out: jiwer.WordOutput | jiwer.CharacterOutput
     if scoring.unit == "cer":
         units = len(ref)
         if units == 0 and not hyp:

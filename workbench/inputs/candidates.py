@@ -1,7 +1,7 @@
 """Candidate ONNX files (``signoff --candidate``, ``compare --candidate``): the speech model the workbench runs.
 
 Checked before any evaluation: a regular file that parses as an ONNX model (external data is not
-loaded), with a float ``input_values`` input of rank 2 ([batch, samples]) and a rank-3 logits output
+loaded, but every external-data file it names must be beside it and long enough), with a float ``input_values`` input of rank 2 ([batch, samples]) and a rank-3 logits output
 ([batch, frames, vocabulary]) named ``logits`` or the only one, as ``python -m workbench calibrate``
 writes them.
 """
@@ -57,3 +57,34 @@ def check_candidate(label: str, path: Path) -> None:
     rank, _ = _rank_and_type(logits)
     if rank not in (None, 3):
         raise where.key(logits.name).fail(f"must be logits [batch, frames, vocab], found rank {rank}")
+    _check_external_data(model, Path(path), where)
+
+
+def _check_external_data(model, path: Path, where: Where) -> None:
+    """Every initialiser stored outside the file names a regular file beside the model (inside its folder) that
+    holds the bytes it claims; nothing is read but the files' sizes."""
+    import onnx
+
+    folder = path.parent.resolve()
+    for tensor in model.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {entry.key: entry.value for entry in tensor.external_data}
+        location = info.get("location", "")
+        data = (folder / location).resolve()
+        if not location or not data.is_relative_to(folder):
+            raise where.fail(f"stores {tensor.name} in {location!r}, not in a file beside it")
+        if not data.is_file():
+            raise where.fail(
+                f"keeps its weights in {location}, which is missing beside it (external data {tensor.name}); "
+                "copy that file next to the model, or export the model again"
+            )
+        try:
+            end = int(info.get("offset", 0)) + int(info.get("length", 0))
+        except ValueError as exc:
+            raise where.fail(f"names a bad offset or length for {tensor.name}'s external data") from exc
+        if end > data.stat().st_size:
+            raise where.fail(
+                f"keeps {tensor.name} in {location}, which is shorter than the model says ({data.stat().st_size} "
+                f"of {end} bytes): the file is truncated; copy it again or export the model again"
+            )

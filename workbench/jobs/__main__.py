@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from workbench.console import show_progress
 from workbench.errors import exit_status
 from workbench.jobs import codec
 
@@ -25,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m workbench.jobs JOB.json", file=sys.stderr)
         return 2
+    show_progress()  # the job's log messages go to the job's log, as on the CLI
     return exit_status(lambda: run_file(Path(args[0])))
 
 

@@ -18,14 +18,18 @@ int8 or uint8 as ``ort_cpu_weights`` says, ``auto``: what this CPU's integer ker
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from workbench import __version__
 from workbench.artifacts import sha256_file
 from workbench.backends.cpu_int8 import int8_weight_type
-from workbench.backends.factory import device_of, ort_providers
+from workbench.backends.devices import device_of
+from workbench.backends.factory import ort_providers
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import convergence as conv
 from workbench.calibration import histograms, kernels
@@ -34,13 +38,16 @@ from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
 from workbench.config import DEFAULT_BACKEND, ORT_CPU_WEIGHTS
 from workbench.errors import WorkbenchError
+from workbench.evaluate.chunking import chunk_audio, chunk_lengths_s, samples_per_frame
+from workbench.evaluate.inference import ChunkSettings
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.export import Parity, export_onnx, parity_check
-from workbench.model.loading import artifact_folder_name, check_model_source, load_model
+from workbench.model.folders import artifact_folder_name
+from workbench.model.loading import check_model_source, load_model
 from workbench.quantize.guard import guard_for_set
 from workbench.quantize.plan import FP16, INT8
 from workbench.quantize.qdq import build_variant
-from workbench.speech.store import load_set
+from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import default_area
 
 FP32_NAME = "model.fp32.onnx"
@@ -86,6 +93,7 @@ class CalibrateInputs:
     ort_cpu_weights: str = ORT_CPU_WEIGHTS
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     backend: str = DEFAULT_BACKEND  # where the statistics pass runs: ort-cpu or ort-cuda
+    chunks: ChunkSettings | None = None  # deployment chunks long audio: statistics from chunk-length inputs
 
 
 @dataclass
@@ -151,6 +159,36 @@ def check(inputs: CalibrateInputs) -> None:
     ort_providers(inputs.backend)  # the statistics pass needs an ONNX Runtime backend that exists here
 
 
+@dataclass(frozen=True)
+class CalibrationPieces:
+    """What the statistics pass is fed: whole clips, or each clip's chunks as deployment cuts them."""
+
+    speech_set: SpeechSet
+    conditions: list[str]  # one per piece, in order
+    chunks: ChunkSettings | None
+    sampling_rate: int
+    align: int
+
+    def audio(self) -> Iterator[np.ndarray]:
+        for _, audio in self.speech_set.iter_audio():
+            if self.chunks is None:
+                yield audio
+            else:
+                yield from chunk_audio(audio, self.chunks, self.sampling_rate, self.align)
+
+
+def calibration_pieces(
+    speech_set: SpeechSet, description: ModelDescription, chunks: ChunkSettings | None
+) -> CalibrationPieces:
+    rate, align = description.features.sampling_rate, samples_per_frame(description)
+    conditions = [
+        u.condition
+        for u in speech_set.utterances
+        for _ in (chunk_lengths_s(u.duration_s, chunks, rate, align) if chunks else [u.duration_s])
+    ]
+    return CalibrationPieces(speech_set, conditions, chunks, rate, align)
+
+
 def run(inputs: CalibrateInputs) -> CalibrateResult:
     """Export (once per model), check parity, calibrate or reuse a matching cache, write the INT8 variant."""
     check(inputs)
@@ -167,7 +205,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     clips = [speech_set.audio(u) for u in speech_set.utterances[: inputs.parity_clips]]
     parity = parity_check(model, fp32, clips, description)
     del model
-    keys = {
+    keys: dict[str, Any] = {
         "model": mhash,
         "onnx": sha256_file(fp32),
         "calibration_set": speech_set.content_hash,
@@ -181,26 +219,30 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     if inputs.backend != DEFAULT_BACKEND:  # a cache of another backend's statistics: its own keys and file
         keys["statistics_backend"] = inputs.backend
         suffix = f"-{inputs.backend}"
+    pieces = calibration_pieces(speech_set, description, inputs.chunks)
+    if inputs.chunks is not None:  # statistics of chunk-length inputs: their own keys and files
+        keys["chunks"] = asdict(inputs.chunks)
+        suffix += f"-chunk{inputs.chunks.length_s:g}s"
     cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}{suffix}.cache"
     cache, problems = cache_mod.load_matching(cache_path, keys)
     if cache is not None and (gone := histograms.histograms_problem(cache_path, cache)):
         cache, problems = None, [f"its histograms are not usable ({gone}); recalibrated to rewrite them"]
     reused = cache is not None
     if cache is None:
-        clips = len(speech_set.utterances)
+        clip_count = len(pieces.conditions)
         stats = collect_statistics(
             fp32,
-            (a for _, a in speech_set.iter_audio()),
-            clips,
+            pieces.audio(),
+            clip_count,
             with_histograms=spec.name != "max",
             bins=spec.bins,
             providers=ort_providers(inputs.backend),
-            checkpoint=conv.checkpoint_for(clips),
+            checkpoint=conv.checkpoint_for(clip_count),
             prepare=description.prepare,
         )
         amax = ranges_from_statistics(stats, spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
-        found = conv.measure(stats, amax, spec, [u.condition for u in speech_set.utterances])
+        found = conv.measure(stats, amax, spec, pieces.conditions)
         cache.convergence = found.to_json() if found else None
         cache.save(cache_path)
         if stats.with_histograms:  # what the scales were chosen from, for the dashboard
@@ -214,7 +256,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     fp16 = out / f"model.fp16-{speech_set.content_hash[:12]}.onnx"
     build_variant(fp32, {}, FP16.with_guard(guard), fp16, with_plan=True)
     cpu = None
-    if inputs.ort_cpu:
+    if weights is not None:  # the ONNX Runtime CPU flavour was asked for
         from workbench.quantize.ort_cpu import build_cpu_variant
 
         cpu = build_cpu_variant(

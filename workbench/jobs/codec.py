@@ -55,7 +55,7 @@ def decode(hint: Any, value: Any) -> Any:
         return decode(
             next((o for o in options if not isinstance(o, type) or not issubclass(o, str)), options[0]), value
         )
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         hints = typing.get_type_hints(hint)
         return hint(
             **{

@@ -10,7 +10,7 @@ condition, and the per-group sensitivity ranking. Writes ``layers-<candidate>.js
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,8 @@ from typing import Any
 import onnx
 
 from workbench.artifacts import sha256_file
-from workbench.backends.factory import device_of, ort_providers
+from workbench.backends.devices import device_of
+from workbench.backends.factory import ort_providers
 from workbench.compare import outputs
 from workbench.compare.groups import node_groups
 from workbench.compare.layers import compare_layers
@@ -27,10 +28,12 @@ from workbench.config import DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
 from workbench.inputs.candidates import check_candidate
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
-from workbench.quantize.plan import INT8, PrecisionPlan
+from workbench.quantize.plan import INT8, PrecisionPlan, check_user_plan_name
 from workbench.quantize.qdq import build_variant
 from workbench.speech.select import clips_per_condition
 from workbench.speech.store import SpeechSet
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class CompareInputs(AnalysisInputs):
 
 
 @dataclass
-class CompareOutputs:
+class CompareResult:
     """Files written, and the layer table / sensitivity ranking records (None when not run)."""
 
     files: dict[str, Path] = field(default_factory=dict)
@@ -70,7 +73,7 @@ def check(inputs: CompareInputs) -> None:
     """The input checks that need no model work: the plan file, the candidate, the sets, the shared options.
     ``run`` starts with them; so does the dashboard's Run page before it starts a job."""
     if inputs.plan:
-        PrecisionPlan.load(inputs.plan)
+        check_user_plan_name(PrecisionPlan.load(inputs.plan))
     if inputs.candidate is not None and not Path(inputs.candidate).is_file():
         raise WorkbenchError(
             f"--candidate {inputs.candidate} is not a file; give a quantized ONNX model "
@@ -82,7 +85,7 @@ def check(inputs: CompareInputs) -> None:
     inputs.check()
 
 
-def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareOutputs:
+def run(inputs: CompareInputs) -> CompareResult:
     """Check the user's files, prepare the FP32 ONNX + cache, write the layer table and sensitivity ranking."""
     check(inputs)
     plan = PrecisionPlan.load(inputs.plan) if inputs.plan else None
@@ -104,7 +107,6 @@ def run(inputs: CompareInputs, log: Callable[[str], None] = print) -> CompareOut
         atol=inputs.atol,
         rtol=inputs.rtol,
         progress=inputs.progress,
-        log=log,
         backend=inputs.backend,
     )
 
@@ -119,9 +121,11 @@ def _candidate(
     if candidate is not None:
         if not Path(candidate).is_file():
             raise WorkbenchError(f"candidate {candidate} does not exist")
-        return name or Path(candidate).stem.removeprefix("model."), Path(candidate), plan
+        return name or _candidate_name(prepared, Path(candidate)), Path(candidate), plan
+    if plan is not None and plan is not INT8:
+        check_user_plan_name(plan)
     plan = plan or INT8
-    label = f"{plan.name}-{prepared.tag}" if plan.name != "int8" else f"int8-{prepared.tag}"
+    label = f"{plan.name}-{prepared.tag}"
     path = (
         prepared.int8_onnx if plan is INT8 and prepared.int8_onnx else prepared.folder / f"model.{label}.onnx"
     )
@@ -129,6 +133,17 @@ def _candidate(
         plan = plan.with_guard(prepared.guard)
         build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path, with_plan=True)
     return name or label, path, plan.with_guard(prepared.guard)
+
+
+def _candidate_name(prepared: Prepared, candidate: Path) -> str:
+    """A ``--candidate`` file's name in the layer table's file name: its stem, unless that is the built INT8
+    variant's while the file is another (its table would overwrite the built one's)."""
+    stem = candidate.stem.removeprefix("model.")
+    label = f"{INT8.name}-{prepared.tag}"
+    built = prepared.int8_onnx or prepared.folder / f"model.{label}.onnx"
+    if stem == label and candidate.resolve() != built.resolve():
+        return f"candidate-{stem}"
+    return stem
 
 
 def run_compare(
@@ -149,9 +164,8 @@ def run_compare(
     atol: float = 1e-2,
     rtol: float = 1e-2,
     progress: bool = True,
-    log: Callable[[str], None] = print,
     backend: str = DEFAULT_BACKEND,
-) -> CompareOutputs:
+) -> CompareResult:
     """Layer table and/or sensitivity ranking on ``per_condition`` clips of each condition of ``clips_set``."""
     if not layers and not sensitivity:
         raise WorkbenchError("nothing to do: both the layer comparison and the sensitivity ranking are off")
@@ -164,10 +178,10 @@ def run_compare(
         "backend": backend,
         "device": device_of(backend),
     }
-    result = CompareOutputs()
+    result = CompareResult()
     if layers:
         name, path, cand_plan = _candidate(prepared, candidate, plan, candidate_name)
-        log(f"layer comparison: fp32 vs {name} on {len(clips)} clips of {clips_set.name}")
+        logger.info(f"layer comparison: fp32 vs {name} on {len(clips)} clips of {clips_set.name}")
         table = compare_layers(
             prepared.fp32_onnx,
             path,
@@ -198,7 +212,7 @@ def run_compare(
         variants = VariantRunner(
             model, prepared.cache.amax(), threads, providers, prepared.description.prepare, prepared.guard
         )
-        ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress, log=log)
+        ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress)
         data = {
             **outputs.header(outputs.SENSITIVITY_FORMAT, prov),
             "model": prepared.description.record(),

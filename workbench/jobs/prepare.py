@@ -16,8 +16,9 @@ from workbench.artifacts import sha256_file
 from workbench.backends.factory import ort_providers
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import METHODS, MethodSpec
-from workbench.config import DEFAULT_BACKEND
+from workbench.config import DEFAULT_BACKEND, DEFAULT_METHOD
 from workbench.errors import WorkbenchError
+from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model
 from workbench.model.loading import check_model_source
@@ -64,7 +65,7 @@ class Prepared:
 def prepare(
     model: str | Path,
     calib_set: str | Path,
-    method: str = "entropy",
+    method: str = DEFAULT_METHOD,
     root: Path | None = None,
     cache_path: Path | None = None,
     calib_root: Path | None = None,
@@ -162,7 +163,7 @@ class AnalysisInputs:
 
     model: str | Path = field(default_factory=demo_model_dir)
     calib_set: str | Path = "demo-calib"
-    method: str = "entropy"
+    method: str = DEFAULT_METHOD
     cache: Path | None = None
     per_condition: int = 2
     granularity: str = "group"
@@ -181,9 +182,11 @@ class AnalysisInputs:
         return ort_providers(self.backend)
 
     def check(self) -> None:
-        """The shared options' checks that need no model work: method, clips per condition, the model folder,
-        the calibration set, the cache file."""
+        """The shared options' checks that need no model work: method, the output folder, clips per condition, the
+        model folder, the calibration set, the cache file."""
         check_method(self.method)
+        if self.out is not None:
+            check_out_folder(self.out)
         if self.per_condition < 1:
             raise WorkbenchError("--per-condition must be at least 1")
         check_model_source(self.model)

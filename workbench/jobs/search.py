@@ -9,35 +9,42 @@ compare job), the strategies of ``workbench.search.strategies`` evaluate plans w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from workbench.artifacts import read_json_artifact, sha256_file
-from workbench.backends.factory import device_of, ort_providers
+from workbench.backends.devices import device_of
+from workbench.backends.factory import ort_providers
 from workbench.compare import outputs
-from workbench.compare.groups import node_groups
+from workbench.compare.groups import Group, node_groups
 from workbench.compare.sensitivity import VariantRunner
 from workbench.config import DEFAULT_BACKEND, SEARCH
 from workbench.errors import WorkbenchError
 from workbench.evaluate.batching import check_batch_size, default_batch_size
 from workbench.evaluate.gates import GateConfig
+from workbench.evaluate.inference import GREEDY, InferenceConfig
 from workbench.jobs import compare
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
-from workbench.quantize.macs import node_macs, opt_samples
+from workbench.quantize.macs import NodeMacs, node_macs, opt_samples
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.quantize.qdq import build_variant
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
-from workbench.search.objective import OBJECTIVES, make_objective
+from workbench.search.latency_objective import LatencyChoice, check_latency_target, fastest_passing
+from workbench.search.objective import OBJECTIVES, Objective, make_objective
 from workbench.search.sequential import SEQUENTIAL_RULE
-from workbench.search.strategies import describe, search_plan
+from workbench.search.strategies import Candidate, SearchResult, describe, search_plan
 from workbench.speech.overlap import disjoint, overlap, overlap_message
+from workbench.speech.records import Clip
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
 from workbench.speech.store import SpeechSet
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,8 @@ class SearchInputs(AnalysisInputs):
     dev_blocks: int = SEARCH.dev_blocks  # the dev set bought block by block (workbench.search.sequential)
     objective: str = SEARCH.objective  # what the search maximises among passing plans
     batch_size: int | None = None  # evaluation batch (default: per backend)
+    latency_target: str | None = None  # choose the passing plan fastest there (search.latency_objective)
+    inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
 
 
 def check(inputs: SearchInputs) -> None:
@@ -82,20 +91,21 @@ def check(inputs: SearchInputs) -> None:
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
     check_evidence_options(inputs.dev_blocks, inputs.objective, inputs.batch_size)
+    check_latency_target(inputs.latency_target)
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
             f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
             "by python -m workbench compare, or drop --sensitivity to reuse or compute one"
         )
-    check_dev_apart(
-        named_set(inputs.dev_set, "dev", inputs.calib_root)
-        or named_set(inputs.calib_set, "calibration", inputs.calib_root),
-        named_set(inputs.signoff_set, "sign-off", inputs.calib_root),
+    dev_set = named_set(inputs.dev_set, "dev", inputs.calib_root) or named_set(
+        inputs.calib_set, "calibration", inputs.calib_root
     )
+    if dev_set is not None:  # no calibration set named: ``inputs.check`` says so
+        check_dev_apart(dev_set, named_set(inputs.signoff_set, "sign-off", inputs.calib_root))
     inputs.check()
 
 
-def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchOutputs:
+def run(inputs: SearchInputs) -> SearchJobResult:
     """Check the options and sets, prepare the FP32 ONNX + cache, search, write the record and the found plan."""
     check(inputs)  # the sets are read before the model is loaded or calibrated, so a bad set fails at once
     dev_set = named_set(inputs.dev_set, "dev", inputs.calib_root)
@@ -103,28 +113,31 @@ def run(inputs: SearchInputs, log: Callable[[str], None] = print) -> SearchOutpu
     prepared = inputs.prepare()
     return run_search(
         prepared,
-        dev_set or prepared.calib_set,
-        inputs.gates,
-        sensitivity=inputs.sensitivity,
-        per_condition=inputs.per_condition,
-        dev_per_condition=inputs.dev_per_condition,
-        strategy=inputs.strategy,
-        refine=inputs.refine,
-        keep=inputs.keep,
-        resamples=inputs.resamples,
-        seed=inputs.seed,
-        granularity=inputs.granularity,
-        out=inputs.out,
-        threads=inputs.threads,
-        progress=inputs.progress,
-        signoff_set=signoff_set,
-        log=log,
-        backend=inputs.backend,
-        margin=inputs.margin,
-        confidence=inputs.confidence,
-        dev_blocks=inputs.dev_blocks,
-        objective=inputs.objective,
-        batch_size=inputs.batch_size,
+        SearchSettings(
+            dev_set or prepared.calib_set,
+            inputs.gates,
+            sensitivity=inputs.sensitivity,
+            per_condition=inputs.per_condition,
+            dev_per_condition=inputs.dev_per_condition,
+            strategy=inputs.strategy,
+            refine=inputs.refine,
+            keep=inputs.keep,
+            resamples=inputs.resamples,
+            seed=inputs.seed,
+            granularity=inputs.granularity,
+            out=inputs.out,
+            threads=inputs.threads,
+            progress=inputs.progress,
+            signoff_set=signoff_set,
+            backend=inputs.backend,
+            margin=inputs.margin,
+            confidence=inputs.confidence,
+            dev_blocks=inputs.dev_blocks,
+            objective=inputs.objective,
+            batch_size=inputs.batch_size,
+            latency_target=inputs.latency_target,
+            inference=inputs.inference.check(),
+        ),
     )
 
 
@@ -165,7 +178,7 @@ def sensitivity_mismatches(data: dict[str, Any], prepared: Prepared) -> list[str
 
 
 @dataclass
-class SearchOutputs:
+class SearchJobResult:
     """Files written and the search record (``workbench-search/1``)."""
 
     files: dict[str, Path]
@@ -196,173 +209,295 @@ def check_dev_apart(dev_set: SpeechSet, signoff_set: SpeechSet | None) -> None:
         )
 
 
-def run_search(
+def reuse_or_rank(
     prepared: Prepared,
-    dev_set: SpeechSet,
-    gates: GateConfig,
-    *,
-    sensitivity: Path | None = None,
-    clips_set: SpeechSet | None = None,
-    per_condition: int = 2,
-    dev_per_condition: int | None = None,
-    strategy: str = "bisect",
-    refine: int = 2,
-    keep: str = "fp16",
-    resamples: int = 1000,
-    seed: int = 0,
-    granularity: str = "group",
-    out: Path | None = None,
-    threads: int | None = None,
-    progress: bool = True,
-    signoff_set: SpeechSet | None = None,
-    log: Callable[[str], None] = print,
-    backend: str = DEFAULT_BACKEND,
-    margin: float = SEARCH.margin,
-    confidence: float = SEARCH.confidence,
-    dev_blocks: int = SEARCH.dev_blocks,
-    objective: str = SEARCH.objective,
-    batch_size: int | None = None,
-) -> SearchOutputs:
-    """Find the plan with the most INT8 whose sign-off ``dev_set`` predicts to pass ``gates`` (held back by
-    ``margin``) with probability ``confidence``; write JSON/CSV, plan and ONNX.
+    default: Path,
+    rank: Callable[[], compare.CompareResult],
+) -> tuple[Path, dict[str, Any]]:
+    """The sensitivity ranking at ``default`` when it matches ``prepared``, else the one ``rank`` computes."""
+    if default.exists():
+        try:
+            data = load_sensitivity(default, prepared)
+            logger.info(f"reusing sensitivity ranking {default}")
+            return default, data
+        except WorkbenchError as exc:
+            logger.info(f"not reusing {default.name}: {exc}")
+    made = rank()
+    if made.sensitivity is None:
+        raise WorkbenchError("the compare job wrote no sensitivity ranking")
+    return made.files["sensitivity_json"], made.sensitivity
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """How one search runs on prepared FP32 ONNX + cache: the dev set and WER budget, where the ranking comes
+    from, the strategy, the bootstrap and where files go.
 
     ``signoff_set``: the set the sign-off will judge on; only its utterances' speakers and conditions are used
     (never its audio or texts), to predict the sign-off's intervals from its number of bootstrap blocks.
     """
-    check_dev_apart(dev_set, signoff_set)
-    require_utterances(dev_set, "dev")
-    folder = compare.analysis_folder(prepared, out)
-    variant_folder = Path(out) if out else prepared.folder
-    if dev_set.name.endswith("-eval"):
-        log(
-            f"warning: dev set {dev_set.name} looks like an evaluation set; judging the found plan on the same set "
+
+    dev_set: SpeechSet
+    gates: GateConfig
+    sensitivity: Path | None = None
+    clips_set: SpeechSet | None = None
+    per_condition: int = 2
+    dev_per_condition: int | None = None
+    strategy: str = "bisect"
+    refine: int = 2
+    keep: str = "fp16"
+    resamples: int = 1000
+    seed: int = 0
+    granularity: str = "group"
+    out: Path | None = None
+    threads: int | None = None
+    progress: bool = True
+    signoff_set: SpeechSet | None = None
+    backend: str = DEFAULT_BACKEND
+    margin: float = SEARCH.margin
+    confidence: float = SEARCH.confidence
+    dev_blocks: int = SEARCH.dev_blocks  # the dev set bought block by block (workbench.search.sequential)
+    objective: str = (
+        SEARCH.objective
+    )  # what the search maximises among passing plans (workbench.search.objective)
+    batch_size: int | None = None  # evaluation batch (default: per backend)
+    latency_target: str | None = None  # then keep the passing plan measured fastest on this target
+    inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
+
+
+def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
+    """Find the plan the objective scores highest (by default the most INT8 multiply-accumulates) whose
+    sign-off the dev set predicts to pass the gates (held back by ``margin``) with probability ``confidence``;
+    with ``latency_target``, the passing plan measured fastest there instead; write JSON/CSV, plan and ONNX."""
+    s = settings
+    check_dev_apart(s.dev_set, s.signoff_set)
+    require_utterances(s.dev_set, "dev")
+    folder = compare.analysis_folder(prepared, s.out)
+    if s.dev_set.name.endswith("-eval"):
+        logger.warning(
+            f"warning: dev set {s.dev_set.name} looks like an evaluation set; judging the found plan on the same set "
             "in the sign-off would select on the data that judges it"
         )
-    if sensitivity is None:
-        default = outputs.sensitivity_path(folder, prepared.tag, "fp32", granularity)
-        data = None
-        if default.exists():
-            try:
-                data = load_sensitivity(default, prepared)
-                sensitivity = default
-                log(f"reusing sensitivity ranking {default}")
-            except WorkbenchError as exc:
-                log(f"not reusing {default.name}: {exc}")
-        if data is None:
-            made = compare.run_compare(
-                prepared,
-                clips_set or prepared.calib_set,
-                per_condition,
-                layers=False,
-                out=out,
-                granularity=granularity,
-                threads=threads,
-                progress=progress,
-                log=log,
-                backend=backend,
-            )
-            sensitivity, data = made.files["sensitivity_json"], made.sensitivity
-    else:
-        data = load_sensitivity(sensitivity, prepared)
+    sensitivity, data = sensitivity_ranking(prepared, s, folder)
     model = onnx.load(str(prepared.fp32_onnx))
+    groups, ranking = ranked_groups(model, data, sensitivity)
+    clips = (
+        clips_per_condition(s.dev_set, s.dev_per_condition) if s.dev_per_condition else all_clips(s.dev_set)
+    )
+    macs, goal = search_objective(s, model)
+    evaluator = dev_evaluator(prepared, s, model, clips)
+    logger.info(
+        f"objective: {goal.description}; dev set bought in blocks of {evaluator.ends[0]} utterances "
+        f"({len(evaluator.ends)} blocks), batches of {evaluator.batch_size}"
+    )
+    log_budget(prepared, s, evaluator, len(clips))
+    name = search_outputs.mixed_name(prepared.tag, s.dev_set.content_hash)
+    result = search_plan(
+        ranking,
+        groups,
+        evaluator.evaluate,
+        keep=s.keep,
+        refine=s.refine,
+        name=name,
+        strategy=s.strategy,
+        objective=goal,
+    )
+    timed = None
+    if s.latency_target is not None and result.found is not None:
+        timed = fastest_passing(
+            result,
+            model,
+            prepared.cache.amax(),
+            clips,
+            prepared.description.prepare,
+            s.latency_target,
+            s.threads,
+        )
+        if timed is not None:
+            result = replace(result, found=timed.chosen)
+            for line in timed.lines():
+                logger.info(line)
+    nodes = quantizable_nodes(model)
+    files: dict[str, Path] = {}
+    found_json = None
+    if result.found is not None:
+        found_json = write_found_plan(
+            prepared,
+            result.found,
+            name,
+            ranking,
+            nodes,
+            model,
+            Path(s.out) if s.out else prepared.folder,
+            macs,
+        )
+        files.update({"plan": Path(found_json["plan_path"]), "onnx": Path(found_json["onnx_path"])})
+    data_out = search_record(
+        prepared, s, evaluator, result, sensitivity, ranking, groups, nodes, found_json, timed, macs, goal
+    )
+    j, c = outputs.write_with_csv(
+        search_outputs.search_path(folder, prepared.tag, s.dev_set.content_hash),
+        data_out,
+        search_outputs.search_csv_rows,
+    )
+    files.update({"search_json": j, "search_csv": c, "sensitivity_json": Path(sensitivity)})
+    return SearchJobResult(files, data_out)
+
+
+def sensitivity_ranking(prepared: Prepared, s: SearchSettings, folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The sensitivity file the search ranks groups by: the one given, else a matching one beside the
+    analyses, else one the compare job computes now."""
+    if s.sensitivity is not None:
+        return s.sensitivity, load_sensitivity(s.sensitivity, prepared)
+    return reuse_or_rank(
+        prepared,
+        outputs.sensitivity_path(folder, prepared.tag, "fp32", s.granularity),
+        lambda: compare.run_compare(
+            prepared,
+            s.clips_set or prepared.calib_set,
+            s.per_condition,
+            layers=False,
+            out=s.out,
+            granularity=s.granularity,
+            threads=s.threads,
+            progress=s.progress,
+            backend=s.backend,
+        ),
+    )
+
+
+def ranked_groups(
+    model: onnx.ModelProto, data: dict[str, Any], sensitivity: Path
+) -> tuple[list[Group], list[str]]:
+    """The model's node groups (checked against the ones the sensitivity file ranks) and their ranking."""
     groups = node_groups(model, data.get("granularity", "group"))
     file_groups = {layer["name"]: list(layer["nodes"]) for layer in data["layers"]}
     if file_groups != {g.name: list(g.nodes) for g in groups}:
         raise WorkbenchError(
             f"sensitivity file {sensitivity} groups other nodes than this model has; recompute it"
         )
-    ranking = [layer["name"] for layer in sorted(data["layers"], key=lambda r: r["rank"])]
-    clips = clips_per_condition(dev_set, dev_per_condition) if dev_per_condition else all_clips(dev_set)
-    unit = prepared.description.error_unit.upper()
+    return groups, [layer["name"] for layer in sorted(data["layers"], key=lambda r: r["rank"])]
+
+
+def search_objective(s: SearchSettings, model: onnx.ModelProto) -> tuple[NodeMacs, Objective]:
+    """Each node's multiply-accumulates at the engine profile's opt length (the sign-off set's median clip,
+    else the dev set's) and the objective the search maximises among passing plans."""
+    judged = s.signoff_set or s.dev_set
+    macs = node_macs(model, opt_samples([u.duration_s for u in judged.utterances]))
+    return macs, make_objective(s.objective, macs, quantizable_nodes(model))
+
+
+def dev_evaluator(
+    prepared: Prepared, s: SearchSettings, model: onnx.ModelProto, clips: list[Clip]
+) -> DevEvaluator:
+    """Scores plans on the dev clips (FP32 baseline first) against the held-back, sign-off-predicted budget."""
     variants = VariantRunner(
         model,
         prepared.cache.amax(),
-        threads,
-        ort_providers(backend),
+        s.threads,
+        ort_providers(s.backend),
         prepared.description.prepare,
         prepared.guard,
     )
-    signoff_n = len(signoff_set.utterances) if signoff_set is not None else None
-    macs = node_macs(model, opt_samples([u.duration_s for u in (signoff_set or dev_set).utterances]))
-    goal = make_objective(objective, macs, quantizable_nodes(model))
-    batch = batch_size or default_batch_size(backend)
-    evaluator = DevEvaluator(
+    return DevEvaluator(
         variants,
         clips,
-        gates,
-        resamples=resamples,
-        seed=seed,
-        progress=progress,
-        signoff=signoff_set.utterances if signoff_set is not None else None,
+        s.gates,
+        resamples=s.resamples,
+        seed=s.seed,
+        progress=s.progress,
+        signoff=s.signoff_set.utterances if s.signoff_set is not None else None,
         model=prepared.description,
-        margin=margin,
-        confidence=confidence,
-        blocks=dev_blocks,
-        batch_size=batch,
+        margin=s.margin,
+        confidence=s.confidence,
+        blocks=s.dev_blocks,
+        batch_size=s.batch_size or default_batch_size(s.backend),
+        inference=s.inference,
     )
-    log(
-        f"objective: {goal.description}; dev set bought in blocks of {evaluator.ends[0]} utterances "
-        f"({len(evaluator.ends)} blocks), batches of {batch}"
-    )
-    log(
-        f"dev set {dev_set.name}: {len(clips)} utterances, {len({c.utterance.speaker for c in clips})} speakers; "
+
+
+def log_budget(
+    prepared: Prepared,
+    s: SearchSettings,
+    evaluator: DevEvaluator,
+    utterances: int,
+) -> None:
+    """The dev set, the budget and what each plan is judged against; the widening when there is one."""
+    unit = prepared.description.error_unit.upper()
+    gates = s.gates
+    speakers = len({u.speaker for u in evaluator.utterances})
+    logger.info(
+        f"dev set {s.dev_set.name}: {utterances} utterances, {speakers} speakers; "
         f"{unit} budget +{gates.max_wer_delta_points} pts overall, +{gates.max_condition_wer_delta_points} pts per "
         f"condition, judged against +{evaluator.gates.max_wer_delta_points:.2f} / "
         f"+{evaluator.gates.max_condition_wer_delta_points:.2f} on the upper end of the sign-off's paired 95% interval "
-        f"as the dev interval predicts it, for a {confidence:.0%} chance that the sign-off passes"
-        + (f" (margin {margin:.2f} of each gate)" if margin else "")
+        f"as the dev interval predicts it, for a {s.confidence:.0%} chance that the sign-off passes"
+        + (f" (margin {s.margin:.2f} of each gate)" if s.margin else "")
     )
     if any(f > 1.0 for f in evaluator.widening.values()):
-        log(
+        logger.info(
             "judging dev intervals widened to the sign-off set's speakers: "
             + ", ".join(f"{check} x{f:.2f}" for check, f in evaluator.widening.items())
         )
-    name = search_outputs.mixed_name(prepared.tag, dev_set.content_hash)
-    result = search_plan(
-        ranking,
-        groups,
-        evaluator.evaluate,
-        keep=keep,
-        refine=refine,
-        name=name,
-        strategy=strategy,
-        log=log,
-        objective=goal,
-    )
-    nodes = quantizable_nodes(model)
-    files: dict[str, Path] = {}
-    found_json = None
-    if result.found is not None:
-        found_plan = result.found.evaluation.plan
-        plan = PrecisionPlan(
-            name, found_plan.default, found_plan.overrides, found_plan.rest, found_plan.keep_fp32
-        ).with_guard(prepared.guard)
-        plan_path = variant_folder / f"plan.{name}.json"
-        onnx_path = variant_folder / f"model.{name}.onnx"
-        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, onnx_path, with_plan=True)
-        plan.save(plan_path, model)
-        files.update({"plan": plan_path, "onnx": onnx_path})
-        found_json = {
-            "name": name,
-            "plan": plan.to_json(),
-            "plan_path": str(plan_path),
-            "onnx_path": str(onnx_path),
-            "onnx_sha256": sha256_file(onnx_path),
-            "int8_share": plan.int8_share(nodes),
-            "int8_macs_share": macs.int8_share(plan),
-            "fp16_groups": [g for g in ranking if g in result.found.kept],
-            "k": result.found.k,
-            "step": result.found.step,
-        }
-    base = evaluator.baseline
+
+
+def write_found_plan(
+    prepared: Prepared,
+    found: Candidate,
+    name: str,
+    ranking: list[str],
+    nodes: list[str],
+    model: onnx.ModelProto,
+    folder: Path,
+    macs: NodeMacs | None = None,
+) -> dict[str, Any]:
+    """Write the found plan (with the FP16 guard) and its ONNX variant under ``folder``; their record entry."""
+    found_plan = found.evaluation.plan
+    plan = PrecisionPlan(
+        name, found_plan.default, found_plan.overrides, found_plan.rest, found_plan.keep_fp32
+    ).with_guard(prepared.guard)
+    plan_path = folder / f"plan.{name}.json"
+    onnx_path = folder / f"model.{name}.onnx"
+    build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, onnx_path, with_plan=True)
+    plan.save(plan_path, model)
+    return {
+        "name": name,
+        "plan": plan.to_json(),
+        "plan_path": str(plan_path),
+        "onnx_path": str(onnx_path),
+        "onnx_sha256": sha256_file(onnx_path),
+        "int8_share": plan.int8_share(nodes),
+        "int8_macs_share": macs.int8_share(plan) if macs is not None else None,
+        "fp16_groups": [g for g in ranking if g in found.kept],
+        "k": found.k,
+        "step": found.step,
+    }
+
+
+def search_record(
+    prepared: Prepared,
+    s: SearchSettings,
+    evaluator: DevEvaluator,
+    result: SearchResult,
+    sensitivity: Path,
+    ranking: list[str],
+    groups: list[Group],
+    nodes: list[str],
+    found_json: dict[str, Any] | None,
+    timed: LatencyChoice | None = None,
+    macs: NodeMacs | None = None,
+    goal: Objective | None = None,
+) -> dict[str, Any]:
+    """The search record (``workbench-search/1``): provenance, budget, dev set, baseline, every candidate."""
+    gates, base = s.gates, evaluator.baseline
     prov = {
         **prepared.provenance(),
-        "dev_set": dev_set.content_hash,
+        "dev_set": s.dev_set.content_hash,
         "sensitivity": sha256_file(sensitivity),
-        "backend": backend,
-        "device": device_of(backend),
+        "backend": s.backend,
+        "device": device_of(s.backend),
     }
-    data_out = {
+    return {
         **outputs.header(search_outputs.SEARCH_FORMAT, prov),
         "model": prepared.description.record(),
         "error_unit": prepared.description.error_unit,
@@ -370,39 +505,40 @@ def run_search(
             "max_wer_delta_points": gates.max_wer_delta_points,
             "max_condition_wer_delta_points": gates.max_condition_wer_delta_points,
             "judged_on": "upper end of the 95% paired bootstrap interval vs FP32",
-            "signoff_utterances": signoff_n,
+            "signoff_utterances": len(s.signoff_set.utterances) if s.signoff_set is not None else None,
             "interval_widening": evaluator.widen,
             "interval_widening_per_check": evaluator.widening,
             "widening_rule": "sqrt(dev bootstrap blocks / sign-off bootstrap blocks) per check, at least 1 "
             "(blocks: speakers when known, else utterances)",
-            "confidence": confidence,
+            "confidence": s.confidence,
             "block_ratio_per_check": evaluator.ratios,
             "prediction_rule": "per check: half-widths x max(1, sqrt(ratio)), both ends moved out by "
             "z(confidence) x se_dev x sqrt(1 + ratio), se_dev = dev interval width / "
             "(2 z(level)), ratio = dev blocks / sign-off blocks (1 without a sign-off set)",
-            "margin": margin,
+            "margin": s.margin,
             "judged_against": {
                 "max_wer_delta_points": evaluator.gates.max_wer_delta_points,
                 "max_condition_wer_delta_points": evaluator.gates.max_condition_wer_delta_points,
             },
         },
         "dev_set": {
-            "name": dev_set.name,
-            "path": str(dev_set.path),
-            "content_hash": dev_set.content_hash,
-            "utterances": len(clips),
+            "name": s.dev_set.name,
+            "path": str(s.dev_set.path),
+            "content_hash": s.dev_set.content_hash,
+            "utterances": len(evaluator.utterances),
         },
-        "strategy": describe(strategy, keep, refine),
-        "objective": goal.to_json(),
-        "macs": macs.to_json(),
+        "inference": s.inference.to_json(),
+        "strategy": describe(s.strategy, s.keep, s.refine),
+        "objective": goal.to_json() if goal is not None else None,
+        "macs": macs.to_json() if macs is not None else None,
         "sequential": {
             "blocks": len(evaluator.ends),
             "block_ends": evaluator.ends,
             "rule": SEQUENTIAL_RULE,
             "utterances_transcribed": sum(c.evaluation.utterances for c in result.candidates),
-            "utterances_if_whole_set": len(clips) * len(result.candidates),
+            "utterances_if_whole_set": len(evaluator.utterances) * len(result.candidates),
         },
-        "batching": {"batch_size": batch, "backend": backend},
+        "batching": {"batch_size": evaluator.batch_size, "backend": s.backend},
         "sensitivity_path": str(sensitivity),
         "ranking": ranking,
         "groups": {g.name: list(g.nodes) for g in groups},
@@ -412,42 +548,44 @@ def run_search(
             "per_condition": {c: g.wer.to_json() for c, g in sorted(base.per_condition.items())},
             "mean_ms_per_utterance": base.mean_ms_per_utterance,
         },
-        "candidates": [
-            {
-                "step": c.step,
-                "phase": c.phase,
-                "k": c.k,
-                "name": c.evaluation.plan.name,
-                "plan": c.evaluation.plan.to_json(),
-                "fp16_groups": [g for g in ranking if g in c.kept],
-                "int8_share": c.evaluation.plan.int8_share(nodes),
-                "int8_macs_share": macs.int8_share(c.evaluation.plan),
-                "objective": goal(c.evaluation.plan),
-                "evidence": c.evaluation.evidence,
-                "int8_nodes": sum(c.evaluation.plan.precision_of(n) == "int8" for n in nodes),
-                "nodes": len(nodes),
-                "passed": c.passed,
-                "reasons": c.evaluation.reasons,
-                "wer": c.evaluation.wer_json(),
-                "delta": c.evaluation.delta_json(),
-                "judged_delta_high": c.evaluation.judged,
-                "latency": c.evaluation.latency_json(),
-            }
-            for c in result.candidates
-        ],
+        "candidates": [candidate_json(c, ranking, nodes, macs, goal) for c in result.candidates],
         "evaluations": result.evaluations,
         "one_at_a_time_evaluations": result.one_at_a_time_evaluations,
         "per_group_evaluations": len(groups),
         "int8_everywhere_passes": result.int8_everywhere_passes,
         "found": found_json,
+        "latency_objective": timed.to_json() if timed else None,
     }
-    j, c = outputs.write_with_csv(
-        search_outputs.search_path(folder, prepared.tag, dev_set.content_hash),
-        data_out,
-        search_outputs.search_csv_rows,
-    )
-    files.update({"search_json": j, "search_csv": c, "sensitivity_json": Path(sensitivity)})
-    return SearchOutputs(files, data_out)
+
+
+def candidate_json(
+    c: Candidate,
+    ranking: list[str],
+    nodes: list[str],
+    macs: NodeMacs | None = None,
+    goal: Objective | None = None,
+) -> dict[str, Any]:
+    """One evaluated plan in the search record: its INT8 shares, the objective's score, the evidence bought."""
+    return {
+        "step": c.step,
+        "phase": c.phase,
+        "k": c.k,
+        "name": c.evaluation.plan.name,
+        "plan": c.evaluation.plan.to_json(),
+        "fp16_groups": [g for g in ranking if g in c.kept],
+        "int8_share": c.evaluation.plan.int8_share(nodes),
+        "int8_macs_share": macs.int8_share(c.evaluation.plan) if macs is not None else None,
+        "objective": goal(c.evaluation.plan) if goal is not None else None,
+        "evidence": c.evaluation.evidence,
+        "int8_nodes": sum(c.evaluation.plan.precision_of(n) == "int8" for n in nodes),
+        "nodes": len(nodes),
+        "passed": c.passed,
+        "reasons": c.evaluation.reasons,
+        "wer": c.evaluation.wer_json(),
+        "delta": c.evaluation.delta_json(),
+        "judged_delta_high": c.evaluation.judged,
+        "latency": c.evaluation.latency_json(),
+    }
 
 
 def summary_lines(data: dict[str, Any]) -> list[str]:
@@ -479,6 +617,13 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     if found is None:
         out.append("no plan meets the budget on the dev set (not even every group in FP16)")
         return out
+    if data.get("latency_objective"):
+        chosen = data["latency_objective"]
+        ratio = chosen["ratios"].get(chosen["chosen"], {})
+        out.append(
+            f"objective: latency on {chosen['target']}; the fastest passing plan is x{ratio.get('estimate', float('nan')):.3f} "
+            f"FP32 [{ratio.get('low', float('nan')):.3f}, {ratio.get('high', float('nan')):.3f}] at batch {ratio.get('batch')}"
+        )
     macs = (
         f"{found['int8_macs_share'] * 100:.1f}% of MACs and "
         if found.get("int8_macs_share") is not None

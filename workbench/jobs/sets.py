@@ -17,7 +17,7 @@ from typing import Any
 from workbench import journal
 from workbench.config import SetBuildConfig
 from workbench.errors import WorkbenchError
-from workbench.speech import builder, sources
+from workbench.speech import builder, missing, sources
 from workbench.speech.builder import BuiltSets
 from workbench.speech.layouts import LAYOUTS, SourceOptions, open_source
 from workbench.speech.store import SpeechSet, balance_table
@@ -88,7 +88,13 @@ def profile_lines(card: dict[str, Any], fit: dict[str, Any] | None) -> list[str]
     if not p:
         return []
     out = [f"engine profile: {p['min_s']:g} / {p['opt_s']:g} / {p['max_s']:g} s (min/opt/max), {p['how']}"]
-    if fit and fit["outside"]:
+    if fit and fit["outside"] and str(p.get("how", "")).startswith("derived"):
+        out.append(
+            f"left out as far from the median duration (they would stretch the derived profile): {fit['outside']} "
+            f"of {fit['total']} clips ({fit['shorter']} shorter, {fit['longer']} longer; clips run "
+            f"{fit['shortest_s']:.2f}-{fit['longest_s']:.2f} s); to keep them pass {fit['to_keep_them_pass']}"
+        )
+    elif fit and fit["outside"]:
         out.append(
             f"left out by the fixed profile: {fit['outside']} of {fit['total']} clips ({fit['shorter']} shorter, "
             f"{fit['longer']} longer; clips run {fit['shortest_s']:.2f}-{fit['longest_s']:.2f} s); to keep "
@@ -114,4 +120,6 @@ def set_lines(speech_set: SpeechSet) -> list[str]:
         out.append("short of the request: " + ", ".join(f"{k} {v}" for k, v in short.items()))
     if card["skipped"]:
         out.append(f"skipped: {len(card['skipped'])} (reasons in {speech_set.path / 'card.md'})")
+    if lacks := missing.report_note(speech_set.name, card, "set"):
+        out.append(lacks)
     return out

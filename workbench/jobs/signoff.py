@@ -11,7 +11,9 @@ runs on ``backend`` (``workbench.backends.factory``: ort-cpu, ort-cuda, or Tenso
 candidates and checked against their plans with the engine inspector), is transcribed, scored (WER, or CER
 for character languages, with paired bootstrap intervals per condition), timed with the other candidates
 interleaved and judged by the gates; the verdict (``workbench.evaluate.verdict``) picks a winner only from
-latency measured on ``target``. ``workbench.report`` renders the record.
+latency measured on ``target``. The candidates judged are the files the target runs
+(``workbench.quantize.targets``): for ``ort-cpu`` the CPU flavour of every INT8 candidate and ONNX Runtime's
+dynamic INT8 quantization of the baseline. ``workbench.report`` renders the record.
 
 The model description decides how clips are fed and transcripts decoded and scored. It comes from the
 model given or from the candidates themselves (every export and variant carries it in its metadata);
@@ -21,6 +23,7 @@ was given, so the record always names the model that was actually used.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from workbench.artifacts import read_json_artifact
-from workbench.backends.factory import RunnerFactory, check_backend, device_of
+from workbench.backends.devices import device_of
+from workbench.backends.factory import RunnerFactory, check_backend
 from workbench.backends.tensorrt.builder import BuildSettings
 from workbench.backends.tensorrt.inspector import (
     EnginePrecisionCheck,
@@ -41,31 +45,46 @@ from workbench.backends.tensorrt.profile import samples_from_durations
 from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
 from workbench.compare.outputs import SENSITIVITY_FORMAT
-from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET, OUTSIDE_PROFILE_DEFAULT
+from workbench.config import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    DEFAULT_METHOD,
+    DEFAULT_TARGET,
+    MIN_RESAMPLES,
+    OUTSIDE_PROFILE_DEFAULT,
+)
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
+from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
 from workbench.evaluate.batching import default_batch_size
-from workbench.evaluate.gates import Check, GateConfig, Verdict, judge
+from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
+from workbench.evaluate.gates import GateConfig, judge
+from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
 from workbench.evaluate.transcribe import BatchCheck, transcribe_checked
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
+from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
 from workbench.quantize.macs import compute_shares, node_macs, opt_samples
 from workbench.quantize.overflow import OverflowReport, check_overflow
 from workbench.quantize.plan import precision_counts, precisions_of_onnx
+from workbench.quantize.targets import candidates_for_target, check_target_inputs
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
+from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
-from workbench.speech.profiles import deployment_profile, select_in_profile
+from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
 from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import area_path, default_area
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -79,7 +98,7 @@ class SignoffInputs:
     model: Path | str | ModelDescription | None = None  # folder, hub id or description; None: the model the
     # candidates name in their metadata
     calib_set: SpeechSet | str | Path | None = None
-    method: str = "entropy"  # calibration method of the built INT8 variant
+    method: str = DEFAULT_METHOD  # calibration method of the built INT8 variant
     cache: Path | None = None
     gates: GateConfig = field(default_factory=GateConfig)
     latency: LatencyConfig | None = field(default_factory=LatencyConfig)
@@ -102,6 +121,9 @@ class SignoffInputs:
     profile_max_s: float | None = None
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
     overflow_check: bool = True  # inf/NaN check of every candidate on the calibration set (needs calib_set)
+    as_given: bool = False  # judge the candidates as given, not the files the target runs (quantize.targets)
+    inference: InferenceConfig = GREEDY  # chunking and the decoder the verdict is judged under
+    also_decoders: list[DecoderSettings] = field(default_factory=list)  # scored too, on the same logits
 
 
 @dataclass
@@ -135,7 +157,7 @@ class DefaultVariants:
 def build_default_variants(
     model: Path | str | ModelDescription,
     calib_set: str | Path,
-    method: str = "entropy",
+    method: str = DEFAULT_METHOD,
     root: Path | None = None,
     eval_hash: str | None = None,
     calib_root: Path | None = None,
@@ -151,11 +173,10 @@ def build_default_variants(
             calib_root=area_path("calib_sets", calib_root),
         )
     )
-    candidates = [
-        ("fp32", result.fp32_onnx),
-        ("fp16", result.fp16_onnx),
-        (f"int8-{method}", result.int8_onnx),
-    ]
+    candidates = [("fp32", result.fp32_onnx)]
+    if result.fp16_onnx is not None:
+        candidates.append(("fp16", result.fp16_onnx))
+    candidates.append((f"int8-{method}", result.int8_onnx))
     found = matching_search(result.fp32_onnx, result.cache, eval_hash)
     if found is None:
         return DefaultVariants(candidates, result.cache)
@@ -175,27 +196,15 @@ def engine_settings(
     )
 
 
-def check_engine(engine: Path, onnx_path: Path) -> EnginePrecisionCheck:
+def inspect_engine_precisions(engine: Path, onnx_path: Path) -> EnginePrecisionCheck:
     """The engine's per-layer precisions (inspector, detailed verbosity) against the plan in its ONNX graph."""
     plan = {node: precision for node, _, precision in precisions_of_onnx(onnx_path)}
     return check_plan(parse_engine_information(engine_information(engine), f"inspector of {engine}"), plan)
 
 
-def engine_check(result: EnginePrecisionCheck) -> Check:
-    """The engine-precision result as a gate check (FAIL lists the layers)."""
-    bad = (
-        len(result.int8_fallback)
-        + len(result.fp16_mismatch)
-        + len(result.fp32_mismatch)
-        + len(result.not_found)
-    )
-    return Check("engine precisions", float(bad), 0.0, result.passed, result.summary())
-
-
 def overflow_reports(
     candidates: list[tuple[str, Path]],
     calib_set: SpeechSet | None,
-    log: Callable[[str], None] = print,
     prepare: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> dict[str, OverflowReport]:
     """Each candidate's inf/NaN check on the calibration set (clips made ``input_values`` by ``prepare``, the
@@ -205,27 +214,10 @@ def overflow_reports(
     clips = [audio for _, audio in calib_set.iter_audio()]
     reports = {}
     for name, path in candidates:
-        log(f"[{name}] overflow check on {len(clips)} clips of {calib_set.name}")
+        logger.info(f"[{name}] overflow check on {len(clips)} clips of {calib_set.name}")
         reports[name] = check_overflow(Path(path), clips, prepare=prepare)
-        log(f"[{name}] {reports[name].summary()}")
+        logger.info(f"[{name}] {reports[name].summary()}")
     return reports
-
-
-def add_overflow_checks(verdicts: list[Verdict], reports: dict[str, OverflowReport]) -> None:
-    """A candidate with inf/NaN anywhere on the calibration set fails, the overflow named in its reasons."""
-    for verdict in verdicts:
-        report = reports.get(verdict.candidate)
-        if report is None:
-            continue
-        verdict.add(
-            Check(
-                "overflow",
-                float(len(report.overflows) + report.output_clips_nonfinite),
-                0.0,
-                report.clean,
-                report.summary(),
-            )
-        )
 
 
 def resolve_model(candidates: list[tuple[str, Path]], given: ModelDescription | None) -> ModelDescription:
@@ -269,10 +261,12 @@ def select_utterances(
     min_s: float | None = None,
     max_s: float | None = None,
     limit: int | None = None,
+    inference: InferenceConfig = GREEDY,
 ) -> tuple[list[Utterance], list[str]]:
     """The evaluation utterances to score and the notes they need: refuses a calibration set that shares
     speakers or texts with the evaluation set, and applies ``policy`` to clips outside the deployment
-    profile (explicit seconds, else the calibration set's profile)."""
+    profile (explicit seconds, else the calibration set's profile); a chunked ``inference`` is judged by
+    its chunks (``select_for_inference``)."""
     if calib_set is not None:
         require_disjoint(calib_set, eval_set)
     profile, origin = deployment_profile(
@@ -282,7 +276,7 @@ def select_utterances(
         max_s,
     )
     utts = eval_set.utterances[:limit] if limit else eval_set.utterances
-    return select_in_profile(utts, profile, policy, origin)
+    return select_for_inference(utts, profile, policy, origin, inference)
 
 
 def check_candidates(candidates: list[tuple[str, Path]]) -> None:
@@ -325,14 +319,24 @@ def check(
     if inputs.target not in BACKENDS:
         raise WorkbenchError(f"unknown deployment target {inputs.target!r}: use one of {', '.join(BACKENDS)}")
     check_backend(inputs.backend)
+    if inputs.resamples < MIN_RESAMPLES:
+        raise WorkbenchError(f"--resamples must be at least {MIN_RESAMPLES}, got {inputs.resamples}")
+    check_out_folder(inputs.out_dir)
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(
-        eval_set, calib_set, inputs.outside_profile, inputs.profile_min_s, inputs.profile_max_s, inputs.limit
+        eval_set,
+        calib_set,
+        inputs.outside_profile,
+        inputs.profile_min_s,
+        inputs.profile_max_s,
+        inputs.limit,
+        inputs.inference.check(),
     )
     check_cache_apart(eval_set, inputs.cache)
     if inputs.candidates:
         check_candidates(list(inputs.candidates))
+        check_target_inputs(inputs.target, list(inputs.candidates), inputs.cache is not None, inputs.as_given)
     else:
         if not inputs.calib_set:
             raise WorkbenchError(
@@ -352,21 +356,23 @@ def check(
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
-def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffResult:
+def run(inputs: SignoffInputs) -> SignoffResult:
     """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
     time and judge every candidate and write report.json/.md/.html."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
-        log(f"note: {note}")
+        logger.info(f"note: {note}")
     given = (
         inputs.model
         if isinstance(inputs.model, ModelDescription) or inputs.model is None
         else describe_model(inputs.model, inputs.error_unit)
     )
     if not candidates:
+        if given is None or inputs.calib_set is None:  # ``check`` refused this already
+            raise WorkbenchError("give --model and --calib-set to build FP32/FP16/INT8 variants")
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
-        log(
+        logger.info(
             f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({inputs.method})"
         )
         built = build_default_variants(
@@ -379,15 +385,20 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         )
         candidates, cache = built.candidates, cache or built.cache
         if built.mixed_note:
-            log(built.mixed_note)
+            logger.info(built.mixed_note)
         if sensitivity_path is None and built.sensitivity is not None:
             sensitivity_path, sensitivity = built.sensitivity, read_sensitivity(built.sensitivity)
         check_candidates(candidates)
+    amax = load_cache(cache).amax() if cache else None
+    targeted = candidates_for_target(inputs.target, candidates, amax, as_given=inputs.as_given)
+    candidates = targeted.pairs()
+    for note in targeted.notes():
+        logger.info(f"{inputs.target}: {note}")
     model = resolve_model(candidates, given).with_error_unit(inputs.error_unit)
-    log(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
+    logger.info(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
     names = [n for n, _ in candidates]
     machine = machine_info()
-    overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, log, model.prepare)
+    overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, model.prepare)
     batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
         inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
@@ -396,23 +407,38 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     hyps: dict[str, list[str]] = {}
     batch_checks: dict[str, BatchCheck] = {}
     policy: dict[str, Any] = {}
+    inference, also = (
+        inputs.inference,
+        [d for d in inputs.also_decoders if d.name != inputs.inference.decoder.name],
+    )
+    by_decoder: dict[str, dict[str, list[str]]] = {inference.decoder.name: hyps, **{d.name: {} for d in also}}
+    logger.info(f"inference: {inference.summary()}")
     audios = [eval_set.audio(u) for u in utts]
     for name in names:
-        log(
+        logger.info(
             f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, batch {batch}"
         )
         result, agreement = transcribe_checked(
-            runners[name], audios, model, name, batch, [u.text for u in utts]
+            runners[name],
+            audios,
+            model,
+            name,
+            batch,
+            [u.text for u in utts],
+            inference=inference,
+            also=also,
         )
         hyps[name], policy = result.texts, result.batching
+        for decoder, texts in result.by_decoder.items():
+            by_decoder[decoder][name] = texts
         if agreement is not None:
             batch_checks[name] = agreement
-            log(f"[{name}] {agreement.summary()}")
+            logger.info(f"[{name}] {agreement.summary()}")
     del audios
     latencies = {}
     if inputs.latency:
         buckets = bucket_clips(eval_set)
-        log(
+        logger.info(
             f"timing {', '.join(names)} interleaved on {inputs.backend}: batch sizes "
             f"{list(inputs.latency.batch_sizes)} x buckets {list(buckets)}"
         )
@@ -420,13 +446,22 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     accuracy = compare_accuracy(
         utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed, scoring=Scoring.for_model(model)
     )
+    decoders = decoder_accuracy(
+        utts,
+        by_decoder,
+        {d.name: d.to_json() for d in [inference.decoder, *also]},
+        names[0],
+        Scoring.for_model(model),
+        inputs.resamples,
+        inputs.seed,
+    )
     verdicts = judge(accuracy, latencies, inputs.gates)
     add_overflow_checks(verdicts, overflow)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
-        engine_checks = {n: check_engine(factory.engine_of(p), p) for n, p in candidates}
+        engine_checks = {n: inspect_engine_precisions(factory.engine_of(p), p) for n, p in candidates}
         for verdict in verdicts:
-            verdict.add(engine_check(engine_checks[verdict.candidate]))
+            verdict.add(engine_precision_check(engine_checks[verdict.candidate]))
     decision = decide(
         verdicts,
         latencies,
@@ -446,14 +481,21 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
     if sensitivity_path is not None:
         artifacts.append(artifact_entry("sensitivity", sensitivity_path, "json"))
     artifacts += [artifact_entry(f"candidate {n}", p, "onnx") for n, p in candidates]
+    lacking = missing.report_note(eval_set.name, eval_set.card, "evaluation set")
+    if lacking:
+        artifacts[[a["role"] for a in artifacts].index("evaluation set")]["missing"] = lacking
     notes = [
         f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
+        *([lacking] if lacking else []),
         f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}",
+        f"inference: {inference.summary()}; the verdict is judged under {inference.decoder.name}",
     ]
     notes += [f"engine of {n}: {c.summary()}" for n, c in engine_checks.items()]
+    notes += [str(n) for r in runners.values() if (n := getattr(r, "session_note", None))]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
     notes += profile_notes
+    notes += targeted.notes()
     notes += [f"{name}: {report.summary()}" for name, report in overflow.items()]
     if not overflow:
         notes.append("no overflow check (it needs the calibration set)")
@@ -462,6 +504,7 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         "device": device_of(inputs.backend),
         "target": inputs.target,
         "measured": "transcription (WER) and latency of every candidate",
+        "candidates": targeted.to_json(),  # what the target runs: as given, or made for it
         "batching": {**policy, "batch_check": [c.to_json() for c in batch_checks.values()]},
     }
     notes += [f"batched transcription, {c.summary()}" for c in batch_checks.values()]
@@ -481,6 +524,8 @@ def run(inputs: SignoffInputs, log: Callable[[str], None] = print) -> SignoffRes
         notes=notes,
         model=model.record(),
         compute=compute,
+        inference=inference.to_json(),
+        decoders=decoders,
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
 

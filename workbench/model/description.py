@@ -1,7 +1,8 @@
 """One description of the model a job works on, read once from its folder and carried by every artifact.
 
 ``describe_model(folder or hub id)`` reads ``config.json`` (architecture, checked before anything else is
-read), ``preprocessor_config.json`` (``do_normalize``, sampling rate, attention mask), the tokenizer files
+read), the feature-extractor settings (``processor_config.json`` or ``preprocessor_config.json``: ``do_normalize``,
+sampling rate, attention mask), the tokenizer files
 (vocabulary, CTC blank = the config's ``pad_token_id``, word delimiter, special tokens) and the safetensors
 headers (the CTC head exists and is as wide as the vocabulary); it loads no weights and writes nothing.
 The ``ModelDescription`` then answers every model-specific question of the pipeline: how a clip becomes
@@ -26,6 +27,7 @@ import numpy as np
 from workbench.errors import WorkbenchError
 from workbench.model.architectures import CTC_HEAD, check_config, unsupported
 from workbench.model.features import FeatureSettings, read_feature_settings
+from workbench.model.folders import model_hash, resolve_folder, weight_shapes
 from workbench.model.textnorm import TextNormaliser, check_error_unit
 from workbench.model.vocab import Vocabulary, load_vocabulary
 
@@ -189,8 +191,6 @@ def _check_transformers_config(folder: Path, where: str, architecture: str) -> A
 
 
 def _check_head(folder: Path, where: str, vocabulary: Vocabulary, vocab_size: int) -> None:
-    from workbench.model.loading import weight_shapes
-
     shapes = weight_shapes(folder)
     if shapes is not None:
         head = shapes.get(CTC_HEAD)
@@ -211,8 +211,6 @@ def _check_head(folder: Path, where: str, vocabulary: Vocabulary, vocab_size: in
 
 def describe_model(name_or_path: str | Path, error_unit: str | None = None) -> ModelDescription:
     """The description of a model folder or hub id; refuses unsupported models before reading any weights."""
-    from workbench.model.loading import model_hash, resolve_folder
-
     check_error_unit(error_unit)
     folder = resolve_folder(name_or_path)
     return inspect_folder(folder, str(name_or_path), model_hash(folder), error_unit)

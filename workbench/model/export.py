@@ -68,7 +68,7 @@ def export_onnx(
         torch.onnx.export(
             model,
             args,
-            buffer,
+            buffer,  # type: ignore[arg-type]  # torch's annotation omits the file objects it accepts
             input_names=names,
             output_names=[OUTPUT],
             dynamic_axes=axes,

@@ -2,8 +2,8 @@
 
 ``random_wav2vec2``/``save_random_wav2vec2``: a Wav2Vec2ForCTC of the sizes in ``SIZES`` with the default
 vocabulary. ``save_lookalike``: a folder shaped like a public checkpoint (``workbench.model.published``):
-its config (optionally shrunk), preprocessor and tokenizer files, with random weights, through
-``save_pretrained`` exactly as a user's folder would be written.
+its config (optionally shrunk), preprocessor and tokenizer files, with random weights, through the installed
+transformers' own ``save_pretrained`` (model and ``Wav2Vec2Processor``) exactly as a user's folder is written.
 """
 
 from __future__ import annotations
@@ -62,26 +62,62 @@ def _write_json(path: Path, obj: Any) -> None:
 
 
 def save_random_wav2vec2(folder: Path, size: str = "tiny", seed: int = 0) -> Path:
-    """Save a random model in the Hugging Face layout (weights, config, vocab, tokenizer, preprocessor)."""
+    """Save a random model in the Hugging Face layout (weights, config, and the processor saved by
+    transformers' own ``Wav2Vec2Processor.save_pretrained``)."""
     folder = Path(folder)
     random_wav2vec2(size, seed).save_pretrained(str(folder))
-    _write_json(folder / "vocab.json", VOCAB)
-    _write_json(
-        folder / "tokenizer_config.json",
-        {"pad_token": "<pad>", "word_delimiter_token": "|", "tokenizer_class": "Wav2Vec2CTCTokenizer"},
-    )
-    _write_json(
-        folder / "preprocessor_config.json",
-        {
-            "do_normalize": True,
-            "feature_extractor_type": "Wav2Vec2FeatureExtractor",
-            "feature_size": 1,
-            "padding_value": 0.0,
-            "sampling_rate": 16000,
-            "return_attention_mask": False,
-        },
-    )
+    save_processor(folder, VOCAB, {"pad_token": "<pad>", "word_delimiter_token": "|"}, {"do_normalize": True})
     return folder
+
+
+#: How ``save_processor`` writes the processor: ``processor`` = ``Wav2Vec2Processor.save_pretrained`` (the
+#: feature extractor's settings nested in ``processor_config.json``, as transformers 5 writes them);
+#: ``separate`` = the tokenizer and the feature extractor each saved on its own (``preprocessor_config.json``,
+#: the file transformers 4 wrote for a processor too).
+PROCESSOR_LAYOUTS = ("processor", "separate")
+
+
+def save_processor(
+    folder: Path,
+    vocab: dict[str, int],
+    tokenizer: dict[str, Any],
+    preprocessor: dict[str, Any],
+    added_tokens: dict[str, int] | None = None,
+    layout: str = "processor",
+) -> None:
+    """Write a model's processor files with the installed transformers' own ``save_pretrained``.
+
+    ``tokenizer``/``preprocessor`` are the keyword settings of ``Wav2Vec2CTCTokenizer`` and
+    ``Wav2Vec2FeatureExtractor``; ``added_tokens`` are tokens beyond ``vocab`` that must get exactly these
+    ids (the tokenizer adds missing ``bos``/``eos`` tokens itself, after the vocabulary).
+    """
+    import tempfile
+
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2Processor
+
+    if layout not in PROCESSOR_LAYOUTS:
+        raise WorkbenchError(
+            f"unknown processor layout {layout!r}; choose one of {', '.join(PROCESSOR_LAYOUTS)}"
+        )
+    ignored = ("tokenizer_class", "feature_extractor_type", "processor_class")
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab_file = Path(tmp) / "vocab.json"
+        _write_json(vocab_file, vocab)
+        tok = Wav2Vec2CTCTokenizer(
+            str(vocab_file), **{k: v for k, v in tokenizer.items() if k not in ignored}
+        )
+    missing = [t for t in (added_tokens or {}) if t not in tok.get_vocab()]
+    if missing:
+        tok.add_tokens(missing)
+    got = {t: tok.convert_tokens_to_ids(t) for t in added_tokens or {}}
+    if got != dict(added_tokens or {}):
+        raise WorkbenchError(f"the tokenizer gave the added tokens ids {got}, not {added_tokens}")
+    features = Wav2Vec2FeatureExtractor(**{k: v for k, v in preprocessor.items() if k not in ignored})
+    if layout == "processor":
+        Wav2Vec2Processor(feature_extractor=features, tokenizer=tok).save_pretrained(str(folder))
+    else:
+        tok.save_pretrained(str(folder))
+        features.save_pretrained(str(folder))
 
 
 def lookalike_config(name: str, shrink: bool = True, **overrides: Any) -> dict[str, Any]:
@@ -110,11 +146,12 @@ def save_lookalike(
     preprocessor: dict[str, Any] | None = None,
     added_tokens: dict[str, int] | None = None,
     head_scale: float = 1.0,
+    layout: str = "processor",
 ) -> Path:
     """A folder like checkpoint ``name``: its config (``config`` overrides keys), preprocessor and tokenizer
-    files (``vocab``/``tokenizer``/``preprocessor`` replace or extend them; ``added_tokens`` goes to
-    ``added_tokens.json``, as tokenizers that add ``<s>``/``</s>`` after the vocabulary write it) and
-    random weights (the CTC head as wide as the highest token id + 1).
+    files (``vocab``/``tokenizer``/``preprocessor`` replace or extend them; ``added_tokens`` are tokens after
+    the vocabulary, as tokenizers that add ``<s>``/``</s>`` write them), saved by transformers itself in
+    ``layout`` (``PROCESSOR_LAYOUTS``), and random weights (the CTC head as wide as the highest token id + 1).
 
     ``head_scale`` multiplies the CTC head's random weights: random heads are nearly flat, and a larger
     scale makes the greedy path change token from frame to frame, so decoding has something to show.
@@ -122,7 +159,7 @@ def save_lookalike(
     import torch
     import transformers
 
-    from workbench.model.published import CHECKPOINTS, SPECIAL_TOKENS
+    from workbench.model.published import CHECKPOINTS
 
     files = CHECKPOINTS.get(name)
     if files is None:
@@ -141,14 +178,12 @@ def save_lookalike(
             model.lm_head.weight.mul_(head_scale)
     folder = Path(folder)
     model.save_pretrained(str(folder))
-    tok = {**files["tokenizer"], **(tokenizer or {})}
-    _write_json(folder / "vocab.json", vocab)
-    _write_json(folder / "tokenizer_config.json", tok)
-    _write_json(
-        folder / "special_tokens_map.json",
-        {k: tok.get(k, v) for k, v in SPECIAL_TOKENS.items() if tok.get(k, v) is not None},
+    save_processor(
+        folder,
+        vocab,
+        {**files["tokenizer"], **(tokenizer or {})},
+        {**files["preprocessor"], **(preprocessor or {})},
+        added_tokens,
+        layout,
     )
-    _write_json(folder / "preprocessor_config.json", {**files["preprocessor"], **(preprocessor or {})})
-    if added_tokens:
-        _write_json(folder / "added_tokens.json", added_tokens)
     return folder

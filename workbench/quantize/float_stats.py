@@ -181,7 +181,7 @@ def collect_float_stats(
 ) -> FloatStats:
     """One pass over raw 16 kHz clips through the FP32 model, each made ``input_values`` by ``prepare`` (the
     model's feature settings; default: normalised like the feature extractor)."""
-    from workbench.backends.onnxruntime import session_with_outputs
+    from workbench.backends.onnxruntime import ort_failures, run_options, session_with_outputs
     from workbench.model.export import INPUT
     from workbench.model.features import normalise_audio
 
@@ -194,7 +194,9 @@ def collect_float_stats(
     if not names:
         raise WorkbenchError("the model writes no float tensor; there is nothing to guard")
     dims = _static_dims(proto)
-    session = session_with_outputs(proto, names)
+    what, quiet = (str(model) if isinstance(model, Path) else "the model"), run_options()
+    with ort_failures(what):
+        session = session_with_outputs(proto, names)
     stats = FloatStats(keys=dict(keys or {}))
     axes_of: dict[str, tuple[int, ...] | None] = {}
     for audio in tqdm(
@@ -202,7 +204,8 @@ def collect_float_stats(
     ):
         x = prepare(audio)[None]
         seconds = max(len(audio) / SAMPLE_RATE, 1e-3)
-        values = dict(zip(names, session.run(names, {INPUT: x})))
+        with ort_failures(what, len(audio)):
+            values = dict(zip(names, session.run(names, {INPUT: x}, quiet)))
         values[INPUT] = x
         for name, value in values.items():
             magnitude = np.abs(value)

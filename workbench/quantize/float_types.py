@@ -18,9 +18,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-DTYPES = {"fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
-ONNX_TYPES = {np.dtype(np.float16): onnx.TensorProto.FLOAT16, np.dtype(np.float32): onnx.TensorProto.FLOAT}
-LABELS = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32"}
+DTYPES: dict[str, np.dtype] = {"fp16": np.dtype(np.float16), "fp32": np.dtype(np.float32)}
+ONNX_TYPES: dict[np.dtype, int] = {
+    np.dtype(np.float16): onnx.TensorProto.FLOAT16,
+    np.dtype(np.float32): onnx.TensorProto.FLOAT,
+}
+LABELS: dict[np.dtype, str] = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32"}
 ANY_TYPE_INPUTS = ("Shape", "Size", "Cast")
 KEEP_INPUT_SLOTS = {("Resize", 1), ("Resize", 2), ("Upsample", 1)}
 FLOAT_ONNX = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
@@ -125,7 +128,13 @@ class _Typer:
                 else self.float_type(out)
             )
             now = self.current.get(out.name)
-            if declared not in ONNX_TYPES or now is None or now == declared or not out.inputs:
+            if (
+                declared is None
+                or declared not in ONNX_TYPES
+                or now is None
+                or now == declared
+                or not out.inputs
+            ):
                 continue
             inner = self.gs.Variable(f"{out.name}_{LABELS[now]}", dtype=now, shape=out.shape)
             producer = out.inputs[0]

@@ -44,6 +44,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from workbench.artifacts import write_bytes_atomic
+from workbench.quantize.metadata import set_metadata
 from workbench.quantize.plan import PrecisionPlan
 
 INT64_MAX = np.iinfo(np.int64).max
@@ -101,6 +102,10 @@ class _Graph:
     def array(self, name: str) -> np.ndarray | None:
         return numpy_helper.to_array(self.inits[name]) if name in self.inits else None
 
+    def constant(self, name: str) -> np.ndarray:
+        """The values of initializer ``name`` (the caller has checked it is one)."""
+        return numpy_helper.to_array(self.inits[name])
+
 
 def _attr(node: onnx.NodeProto, name: str, default=None):
     for a in node.attribute:
@@ -156,7 +161,7 @@ def _convertible_conv(g: _Graph, conv: onnx.NodeProto) -> bool:
     if conv.op_type != "Conv" or len(conv.input) < 2:
         return False
     x_dq, w_dq = g.producer.get(conv.input[0]), g.producer.get(conv.input[1])
-    if not (_activation_dq(g, x_dq) and _is_weight_dq(g, w_dq)):
+    if x_dq is None or w_dq is None or not (_activation_dq(g, x_dq) and _is_weight_dq(g, w_dq)):
         return False
     weight = g.array(w_dq.input[0])
     if weight is None or weight.ndim != 3 or weight.dtype != np.int8:
@@ -179,13 +184,13 @@ def _convertible_conv(g: _Graph, conv: onnx.NodeProto) -> bool:
 def _conv_to_matmul(g: _Graph, conv: onnx.NodeProto) -> list[onnx.NodeProto]:
     """Nodes computing ``conv`` as uint8 im2col + DQ -> MatMul; ``conv``'s output name is kept."""
     x_dq, w_dq = g.producer[conv.input[0]], g.producer[conv.input[1]]
-    weight = g.array(w_dq.input[0])
+    weight = g.constant(w_dq.input[0])
     out_ch, in_ch, kernel = weight.shape
     stride = int(_attr(conv, "strides", [1])[0])
     base = conv.name or conv.output[0]
     # column index k * in_ch + c, output channel last: [K * Cin, Cout]
     w2 = np.ascontiguousarray(np.transpose(weight, (2, 1, 0)).reshape(kernel * in_ch, out_ch))
-    w_scale = g.array(w_dq.input[1]).astype(np.float32).reshape(-1)
+    w_scale = g.constant(w_dq.input[1]).astype(np.float32).reshape(-1)
     w_scale = np.broadcast_to(w_scale, (out_ch,)).copy()
     nodes: list[onnx.NodeProto] = []
     xt = g.unique(f"{base}_im2col_frames")
@@ -303,7 +308,12 @@ def _fold_conv_weight_dq(g: _Graph) -> int:
         if node.op_type != "Conv":
             continue
         dq = g.producer.get(node.input[1])
-        if not _is_weight_dq(g, dq) or len(g.consumers[dq.output[0]]) != 1 or dq.output[0] in g.outputs:
+        if (
+            dq is None
+            or not _is_weight_dq(g, dq)
+            or len(g.consumers[dq.output[0]]) != 1
+            or dq.output[0] in g.outputs
+        ):
             continue
         key = (*dq.input, _attr(dq, "axis", 1))
         if key in done:
@@ -311,9 +321,11 @@ def _fold_conv_weight_dq(g: _Graph) -> int:
             drop.add(id(dq))
             folded += 1
             continue
-        q = g.array(dq.input[0]).astype(np.float32)
-        scale = g.array(dq.input[1]).astype(np.float32)
-        zp = g.array(dq.input[2]).astype(np.float32) if len(dq.input) > 2 and dq.input[2] else np.float32(0)
+        q = g.constant(dq.input[0]).astype(np.float32)
+        scale = g.constant(dq.input[1]).astype(np.float32)
+        zp = (
+            g.constant(dq.input[2]).astype(np.float32) if len(dq.input) > 2 and dq.input[2] else np.float32(0)
+        )
         if scale.size > 1:
             shape = [1] * q.ndim
             shape[_attr(dq, "axis", 1) % q.ndim] = -1
@@ -332,7 +344,7 @@ def _weights_to_uint8(g: _Graph) -> int:
 
     def shifted(name: str, base: str, shape: tuple[int, ...] | None = None) -> str:
         if name not in renamed:
-            value = g.array(name) if name else np.zeros(shape, np.int8)
+            value = g.constant(name) if name else np.zeros(shape if shape is not None else (), np.int8)
             renamed[name] = g.const(f"{name or base}_u8", (value.astype(np.int16) + 128).astype(np.uint8))
         return renamed[name]
 
@@ -343,7 +355,7 @@ def _weights_to_uint8(g: _Graph) -> int:
         zp = dq.input[2] if len(dq.input) > 2 else ""
         if zp and g.inits.get(zp) is None:
             continue  # a zero point computed at run time: leave it
-        scale_shape = g.array(dq.input[1]).shape
+        scale_shape = g.constant(dq.input[1]).shape
         dq.input[0] = shifted(dq.input[0], dq.name)
         while len(dq.input) < 3:
             dq.input.append("")
@@ -400,9 +412,7 @@ def cpu_flavour(
     stats["uint8_weights"] = _weights_to_uint8(g) if weights == "u8" else 0
     stats["weights"] = weights
     _drop_unused(g)
-    for key, value in ((METADATA_WEIGHTS, weights), (METADATA_REASON, reason)):
-        entry = next((p for p in out.metadata_props if p.key == key), None) or out.metadata_props.add()
-        entry.key, entry.value = key, value
+    set_metadata(out, {METADATA_WEIGHTS: weights, METADATA_REASON: reason})
     onnx.checker.check_model(out)
     return out, stats
 
@@ -415,9 +425,10 @@ def build_cpu_variant(
     trt_path: Path | None = None,
     weights: str = "u8",
     reason: str = "",
+    metadata: dict[str, str] | None = None,
 ) -> Path:
     """``build_variant`` of ``plan`` with FP32 between the islands (written to ``trt_path`` when given), then
-    ``cpu_flavour``."""
+    ``cpu_flavour``; ``metadata`` entries are added to the written model's (provenance)."""
     import tempfile
 
     from workbench.quantize.qdq import build_variant
@@ -430,5 +441,6 @@ def build_cpu_variant(
     else:
         model = onnx.load(str(build_variant(fp32_path, amax, plan, trt_path)))
     flavoured, _ = cpu_flavour(model, weights, reason)
+    set_metadata(flavoured, metadata or {})
     write_bytes_atomic(out_path, flavoured.SerializeToString())
     return out_path

@@ -101,23 +101,32 @@ def check_overflow(
 ) -> OverflowReport:
     """Run ``model`` on raw 16 kHz ``clips`` (made ``input_values`` by ``prepare``, the model's feature settings;
     default: normalised) and name the first tensor holding inf/NaN, if any."""
-    import onnxruntime as ort
-
-    from workbench.backends.onnxruntime import session_options, session_with_outputs
+    from workbench.backends.onnxruntime import (
+        open_session,
+        ort_failures,
+        run_options,
+        session_options,
+        session_with_outputs,
+    )
     from workbench.model.export import INPUT
     from workbench.model.features import normalise_audio
 
     prepare = prepare or normalise_audio
     proto = onnx.load(str(model)) if isinstance(model, Path) else model
     outputs = [o.name for o in proto.graph.output]
-    plain = ort.InferenceSession(
-        proto.SerializeToString(), session_options(optimization="basic"), providers=["CPUExecutionProvider"]
-    )
-    bad_clips = [
-        i
-        for i, audio in enumerate(clips)
-        if any(_nonfinite(v) for v in plain.run(outputs, {INPUT: prepare(audio)[None]}))
-    ]
+    what, quiet = (str(model) if isinstance(model, Path) else "the model"), run_options()
+
+    def run(session, names: list[str], audio: np.ndarray) -> list[np.ndarray]:
+        with ort_failures(what, len(audio)):
+            return session.run(names, {INPUT: prepare(audio)[None]}, quiet)
+
+    with ort_failures(what):
+        plain, _ = (
+            open_session(  # a candidate refused with the exact-U8S8 option runs without it (signoff notes)
+                proto.SerializeToString(), session_options(optimization="basic"), ["CPUExecutionProvider"]
+            )
+        )
+    bad_clips = [i for i, audio in enumerate(clips) if any(_nonfinite(v) for v in run(plain, outputs, audio))]
     del plain
     chosen = list(
         dict.fromkeys(bad_clips[:every_tensor_clips] + every_tensor_sample(clips, every_tensor_clips))
@@ -125,10 +134,11 @@ def check_overflow(
     types = tensor_types(proto)
     producer = {o: n for n in proto.graph.node for o in n.output}
     names = [o for n in proto.graph.node for o in n.output if o and types.get(o) in FLOAT_ELEM_TYPES]
-    session = session_with_outputs(proto, names)
+    with ort_failures(what):
+        session = session_with_outputs(proto, names)
     counts: dict[str, list[int]] = {}
     for i in chosen:
-        for name, value in zip(names, session.run(names, {INPUT: prepare(clips[i])[None]})):
+        for name, value in zip(names, run(session, names, clips[i])):
             bad = _nonfinite(value)
             if bad:
                 entry = counts.setdefault(name, [0, 0])

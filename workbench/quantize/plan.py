@@ -79,6 +79,17 @@ class Placement:
 
 
 ADDED_OPS = ("QuantizeLinear", "DequantizeLinear", "Cast")  # written by the workbench; not nodes of a plan
+# ONNX Runtime's integer compute ops (dynamic quantization, QOperator graphs): compute nodes in INT8
+INTEGER_COMPUTE_OPS = frozenset(
+    {
+        "MatMulInteger",
+        "ConvInteger",
+        "QLinearMatMul",
+        "QLinearConv",
+        "MatMulIntegerToFloat",
+        "DynamicQuantizeMatMul",
+    }
+)
 
 
 def _type_name(elem: int | None) -> str:
@@ -87,7 +98,8 @@ def _type_name(elem: int | None) -> str:
 
 def precisions_of_graph(model: onnx.ModelProto, every_node: bool = False) -> list[tuple[str, str, str]]:
     """(node, op, precision) in graph order, read back from the graph itself (element types by shape
-    inference): a compute node is int8 when an input comes from DequantizeLinear, else the type of its data
+    inference): a compute node is int8 when an input comes from DequantizeLinear or it is one of ONNX
+    Runtime's integer ops (``INTEGER_COMPUTE_OPS``: dynamic quantization), else the type of its data
     input (fp16 also when an input is cast to or stored as float16); with ``every_node`` every other node too
     (Q/DQ and Cast apart), by the type of its first float output, ``none`` when it writes no float tensor."""
     types = tensor_types(model)
@@ -101,6 +113,8 @@ def precisions_of_graph(model: onnx.ModelProto, every_node: bool = False) -> lis
             else:
                 half = any(types.get(name) == onnx.TensorProto.FLOAT16 for name in node.input[:2] if name)
                 rows.append((node.name, node.op_type, "fp16" if half else "fp32"))
+        elif node.op_type in INTEGER_COMPUTE_OPS:
+            rows.append((node.name, node.op_type, "int8"))
         elif every_node and node.op_type not in ADDED_OPS:
             floats = [types.get(o) for o in node.output if o and types.get(o) in FLOAT_ELEM_TYPES]
             rows.append((node.name, node.op_type, _type_name(floats[0]) if floats else NO_FLOAT))
@@ -140,6 +154,11 @@ class PrecisionPlan:
         if self.rest not in FLOAT_TYPES:
             raise WorkbenchError(f"plan {self.name!r}: rest {self.rest!r} is not one of {FLOAT_TYPES}")
 
+    @property
+    def rest_type(self) -> str:
+        """``rest`` as ``__post_init__`` settled it: always one of the float types."""
+        return self.rest or ("fp32" if self.default == "fp32" else "fp16")
+
     def precision_of(self, node: str) -> str:
         return self.overrides.get(node, self.default)
 
@@ -166,7 +185,9 @@ class PrecisionPlan:
         if node.op_type in QUANTIZABLE_OPS:
             precision = self.precision_of(node.name)
             if precision == "int8":  # integer arithmetic; the guard can only widen its float side
-                return Placement(node.name, node.op_type, "int8", "fp32" if reason else self.rest, reason)
+                return Placement(
+                    node.name, node.op_type, "int8", "fp32" if reason else self.rest_type, reason
+                )
             if reason:
                 return Placement(node.name, node.op_type, "fp32", "fp32", reason)
             return Placement(node.name, node.op_type, precision, precision)
@@ -174,7 +195,7 @@ class PrecisionPlan:
             return Placement(node.name, node.op_type, NO_FLOAT, None)
         if reason:
             return Placement(node.name, node.op_type, "fp32", "fp32", reason)
-        return Placement(node.name, node.op_type, self.rest, self.rest)
+        return Placement(node.name, node.op_type, self.rest_type, self.rest_type)
 
     def placements(self, model: onnx.ModelProto, types: dict[str, int] | None = None) -> list[Placement]:
         """Every node of ``model`` (graph order) under this plan. A Constant node holding a float follows its
@@ -246,3 +267,19 @@ class PrecisionPlan:
 FP32 = PrecisionPlan("fp32", "fp32")
 FP16 = PrecisionPlan("fp16", "fp16")
 INT8 = PrecisionPlan("int8", "int8")
+BUILT_PLANS = (
+    FP32,
+    FP16,
+    INT8,
+)  # the plans the workbench builds itself; their names name its own variant files
+
+
+def check_user_plan_name(plan: PrecisionPlan, option: str = "--plan") -> None:
+    """Refuse a user's plan whose name is a built plan's (any case: some file systems fold it): its variant,
+    plan file and layer table would overwrite the built model's (``plan int8`` replaced INT8 everywhere)."""
+    reserved = {p.name for p in BUILT_PLANS}
+    if plan.name.lower() in reserved:
+        raise WorkbenchError(
+            f"{option}: the plan's name {plan.name!r} is reserved for the workbench's own "
+            f"{'/'.join(sorted(reserved))} variants; rename it in the plan file (e.g. 'my-{plan.name.lower()}')"
+        )

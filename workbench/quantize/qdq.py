@@ -21,7 +21,9 @@ description) is copied onto the variant.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -29,7 +31,7 @@ import onnx
 from workbench.artifacts import write_bytes_atomic
 from workbench.errors import WorkbenchError
 from workbench.quantize.float_types import DTYPES, assign_float_types
-from workbench.quantize.plan import QUANTIZABLE_OPS, PrecisionPlan, tensor_types
+from workbench.quantize.plan import QUANTIZABLE_OPS, Placement, PrecisionPlan, tensor_types
 
 QDQ_FP16_OPSET = 19
 FP16_TINY = np.float16(2.0**-24)  # smallest positive float16 (subnormal)
@@ -47,7 +49,7 @@ def weight_channel_axis(op: str, slot: int, ndim: int, attrs: dict) -> int:
     return ndim - 1 if slot == 1 else max(0, ndim - 2)
 
 
-def scales_in(amax: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def scales_in(amax: np.ndarray | np.floating, dtype: np.dtype) -> np.ndarray:
     """Symmetric INT8 scales amax / 127 stored in ``dtype``, never below amax / 127 (float16: rounded up)."""
     exact = np.maximum(np.asarray(amax, np.float32), 1e-8) / np.float32(127.0)
     if dtype == np.float32:
@@ -101,19 +103,16 @@ def plan_path(variant: Path) -> Path:
 def variant_model(
     source: onnx.ModelProto, amax: dict[str, float], plan: PrecisionPlan, label: str = "the model"
 ) -> onnx.ModelProto:
-    """The variant of an in-memory FP32 model (``source`` is not modified); for many variants of one model."""
+    """The variant of an in-memory FP32 model (``source`` is not modified); for many variants of one model.
+
+    Steps: check the plan's node names, add the FP16 guard, place every node (converting to the FP16 Q/DQ
+    opset when needed), mark the INT8 sites, insert activation Q/DQ and weight DQ in one pass, then assign
+    float types and finish the model (opset, metadata, shapes)."""
     import onnx_graphsurgeon as gs
 
     from workbench.quantize.guard import constant_guard
 
-    unknown = plan.unknown_nodes(source)
-    if unknown:
-        raise WorkbenchError(
-            f"plan {plan.name!r} names {len(unknown)} node(s) that {label} does not have "
-            f"(e.g. {unknown[0]!r}): a plan must name this model's MatMul/Gemm/Conv nodes (and "
-            "keep_fp32 any of its nodes); use one written by python -m workbench search for this "
-            "model, or fix the names (workbench.quantize.quantizable_nodes lists them)"
-        )
+    _check_plan_nodes(source, plan, label)
     if plan.is_fp32:
         out = onnx.ModelProto()
         out.CopyFrom(source)
@@ -126,20 +125,51 @@ def variant_model(
         types = tensor_types(source)
     compute_types = {p.node: p.compute_type for p in placements if p.compute_type}
     graph = gs.import_onnx(source)
-    tensors = graph.tensors()
-    int8_acts: dict[tuple[str, str], list] = {}
-    int8_weights: list[tuple] = []
+    sites = _int8_sites(graph, placements, amax)
+    _insert_activation_qdq(graph, sites.activations, amax, compute_types)
+    _insert_weight_dq(graph, sites.weights, compute_types)
+    assign_float_types(graph, compute_types, types)
+    return _finished_model(source, gs.export_onnx(graph))
+
+
+def _check_plan_nodes(source: onnx.ModelProto, plan: PrecisionPlan, label: str) -> None:
+    """Refuse a plan that names nodes ``source`` does not have."""
+    unknown = plan.unknown_nodes(source)
+    if unknown:
+        raise WorkbenchError(
+            f"plan {plan.name!r} names {len(unknown)} node(s) that {label} does not have "
+            f"(e.g. {unknown[0]!r}): a plan must name this model's MatMul/Gemm/Conv nodes (and "
+            "keep_fp32 any of its nodes); use one written by python -m workbench search for this "
+            "model, or fix the names (workbench.quantize.quantizable_nodes lists them)"
+        )
+
+
+@dataclass
+class _Int8Sites:
+    """What the plan puts in INT8: activations by (tensor, float side) with the (node, input slot) reading
+    them, and weight constants as (node, input slot, constant, float side)."""
+
+    activations: dict[tuple[str, str], list[tuple[Any, int]]] = field(default_factory=dict)
+    weights: list[tuple[Any, int, Any, str]] = field(default_factory=list)
+
+
+def _int8_sites(graph: Any, placements: list[Placement], amax: dict[str, float]) -> _Int8Sites:
+    """Mark the inputs of every INT8 node (nothing inserted yet); an activation without a range is refused."""
+    import onnx_graphsurgeon as gs
+
+    sites = _Int8Sites()
     missing = []
     by_name = {p.node: p for p in placements}
     for node in graph.nodes:
         place = by_name.get(node.name)
         if node.op not in QUANTIZABLE_OPS or place is None or place.precision != "int8":
             continue
+        ctype = place.compute_type or "fp32"  # an INT8 placement always names its float side
         for slot, tensor in enumerate(node.inputs[:2]):
             if isinstance(tensor, gs.Constant):
-                int8_weights.append((node, slot, tensor, place.compute_type))
+                sites.weights.append((node, slot, tensor, ctype))
             elif tensor.name in amax:
-                int8_acts.setdefault((tensor.name, place.compute_type), []).append((node, slot))
+                sites.activations.setdefault((tensor.name, ctype), []).append((node, slot))
             else:
                 missing.append(tensor.name)
     if missing:
@@ -147,10 +177,22 @@ def variant_model(
             f"the calibration cache has no range for {len(missing)} tensors the plan puts in "
             f"INT8 (e.g. {missing[0]}); it was made for another model — recalibrate"
         )
-    # ---- single insertion pass
-    for (name, ctype), uses in int8_acts.items():
+    return sites
+
+
+def _insert_activation_qdq(
+    graph: Any,
+    activations: dict[tuple[str, str], list[tuple[Any, int]]],
+    amax: dict[str, float],
+    compute_types: dict[str, str],
+) -> None:
+    """One QuantizeLinear/DequantizeLinear pair per (activation, float side), per-tensor symmetric scale."""
+    import onnx_graphsurgeon as gs
+
+    tensors = graph.tensors()
+    for (name, ctype), uses in activations.items():
         dtype = DTYPES[ctype]
-        base = name if (name, "fp32" if ctype == "fp16" else "fp16") not in int8_acts else f"{name}_{ctype}"
+        base = name if (name, "fp32" if ctype == "fp16" else "fp16") not in activations else f"{name}_{ctype}"
         src = tensors[name]
         q_out = gs.Variable(f"{base}_quantized", dtype=np.int8)
         dq_out = gs.Variable(f"{base}_dequantized", dtype=dtype)
@@ -165,7 +207,15 @@ def variant_model(
         compute_types[f"{base}_QuantizeLinear"] = compute_types[f"{base}_DequantizeLinear"] = ctype
         for node, slot in uses:
             node.inputs[slot] = dq_out
-    for node, slot, weight, ctype in int8_weights:
+
+
+def _insert_weight_dq(
+    graph: Any, weights: list[tuple[Any, int, Any, str]], compute_types: dict[str, str]
+) -> None:
+    """Each INT8 weight stored as int8 with per-output-channel symmetric scales, read through one DQ."""
+    import onnx_graphsurgeon as gs
+
+    for node, slot, weight, ctype in weights:
         dtype = DTYPES[ctype]
         values = weight.values.astype(np.float32)
         axis = weight_channel_axis(node.op, slot, values.ndim, node.attrs)
@@ -190,8 +240,10 @@ def variant_model(
         )
         compute_types[f"{base}_DequantizeLinear"] = ctype
         node.inputs[slot] = dq_out
-    assign_float_types(graph, compute_types, types)
-    model = gs.export_onnx(graph)
+
+
+def _finished_model(source: onnx.ModelProto, model: onnx.ModelProto) -> onnx.ModelProto:
+    """The exported variant at opset 17 or later, with the source's metadata and freshly inferred shapes."""
     for entry in model.opset_import:
         if entry.domain in ("", "ai.onnx"):
             entry.version = max(entry.version, 17)

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workbench.artifacts import write_json_atomic, write_text_atomic
+from workbench import journal
+from workbench.artifacts import json_text, write_text_atomic
 from workbench.report import plots
 
 RECORD_NAME, MARKDOWN_NAME, HTML_NAME = "report.json", "report.md", "report.html"
@@ -87,6 +88,21 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             rows,
         )
     )
+    if decoder_rows(record):
+        out.append(
+            (
+                f"{label} per decoder",
+                [
+                    "decoder",
+                    "candidate",
+                    f"{label} % [95% CI]",
+                    "delta vs baseline, pts [95% CI]",
+                    "S / D / I",
+                    "extra S / D / I vs baseline",
+                ],
+                decoder_rows(record),
+            )
+        )
     out += compute_tables(record)
     for kind in ("condition", "accent", "voice"):
         rows = []
@@ -197,6 +213,9 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             )
         )
     out.append(("Packages", ["package", "version"], [[k, v] for k, v in sorted(prov["packages"].items())]))
+    made = (record.get("backend") or {}).get("candidates")
+    if made:
+        out.insert(1, target_table(made))
     return out
 
 
@@ -246,12 +265,50 @@ def compute_tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[li
     return out
 
 
+def target_table(made: dict[str, Any]) -> tuple[str, list[str], list[list[str]]]:
+    """What the deployment target runs: each candidate as given or made for it, and those left out."""
+    rows = [[c["name"], c["made_from"] or "-", c["how"]] for c in made["candidates"]]
+    rows += [[name, "-", f"left out: {why}"] for name, why in made.get("left_out", {}).items()]
+    return (f"Candidates for the target ({made['target']})", ["candidate", "made from", "how"], rows)
+
+
+def _inference_line(record: dict[str, Any]) -> str:
+    """How logits became text (records made before the inference configuration: whole clips, greedy)."""
+    inference = record.get("inference")
+    if not inference:
+        return "whole clips, greedy CTC decoding with the model's own vocabulary"
+    return f"{inference['summary']}, in the model's own vocabulary"
+
+
+def decoder_rows(record: dict[str, Any]) -> list[list[str]]:
+    """One row per decoder and candidate: WER, delta, S/D/I and the extra S/D/I over the baseline."""
+    rows = []
+    for decoder, entry in (record.get("decoders") or {}).items():
+        for name, c in entry["candidates"].items():
+            extra = (
+                f"{c['extra_substitutions']:+d} / {c['extra_deletions']:+d} / {c['extra_insertions']:+d}"
+                if name != record["baseline"]
+                else "baseline"
+            )
+            rows.append(
+                [
+                    decoder,
+                    name,
+                    _ci(c["wer"]),
+                    _ci(c["delta"]),
+                    f"{c['substitutions']} / {c['deletions']} / {c['insertions']}",
+                    extra,
+                ]
+            )
+    return rows
+
+
 def _method(record: dict[str, Any]) -> list[str]:
     acc, g = record["accuracy"], record["gates"]
     lines = [
         f"Text normalisation (references and hypotheses): {acc['normalisation']}.",
         f"{unit_label(record)} = (S + D + I) / reference {'characters' if unit_label(record) == 'CER' else 'words'}, "
-        "jiwer alignment, greedy CTC decoding with the model's own vocabulary. Intervals: "
+        f"jiwer alignment, {_inference_line(record)}. Intervals: "
         f"{int(acc['level'] * 100)}% percentile bootstrap, {acc['resamples']} resamples, seed {acc['seed']}, "
         f"resampling {acc['bootstrap_unit']}s; deltas are paired (same resamples for both systems).",
         f"Gates: overall {unit_label(record)} delta CI upper end <= {g['max_wer_delta_points']} pts; every "
@@ -353,15 +410,19 @@ def to_html(record: dict[str, Any]) -> str:
 
 
 def write_report(record: dict[str, Any], out_dir: Path, write_record: bool = True) -> dict[str, Path]:
-    """Write report.json (unless re-rendering), report.md and report.html into ``out_dir`` atomically."""
+    """Write report.json (unless re-rendering), report.md and report.html into ``out_dir`` together: all of them
+    replace the old ones in one journaled step (``workbench.journal.files_together``), so a kill leaves the old
+    report or the new one, never a mix."""
     out_dir = Path(out_dir)
     paths = {
         "record": out_dir / RECORD_NAME,
         "markdown": out_dir / MARKDOWN_NAME,
         "html": out_dir / HTML_NAME,
     }
+    texts = {MARKDOWN_NAME: to_markdown(record), HTML_NAME: to_html(record)}  # rendered before anything moves
     if write_record:
-        write_json_atomic(paths["record"], record)
-    write_text_atomic(paths["markdown"], to_markdown(record))
-    write_text_atomic(paths["html"], to_html(record))
+        texts[RECORD_NAME] = json_text(record)
+    with journal.files_together(out_dir, sorted(texts), "report") as temps:
+        for name, text in texts.items():
+            write_text_atomic(temps[name], text)
     return paths

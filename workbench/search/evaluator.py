@@ -1,10 +1,11 @@
 """Full WER evaluation of a precision plan on a dev set, judged against the WER budget.
 
 The FP32 transcripts of the dev set are made once; each plan's variant is built in memory, transcribed
-(greedy CTC, length-bucketed batches), scored with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per
-condition) and judged by the sign-off gates on the upper end of the paired interval. With ``blocks`` > 1 the
-evidence is bought sequentially (``workbench.search.sequential``): a plan is judged on a first block of the
-dev set and more blocks are transcribed only while its judged interval straddles the gate. The dev set must not be the
+(length-bucketed batches, chunked and decoded as the ``InferenceConfig`` says: greedy CTC by default), scored
+with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition) and judged by the sign-off gates on
+the upper end of the paired interval. With ``blocks`` > 1 the evidence is bought sequentially
+(``workbench.search.sequential``): a plan is judged on a first block of the dev set and more blocks are
+transcribed only while its judged interval straddles the gate. The dev set must not be the
 sign-off evaluation set, so the search does not select on the data that later judges it.
 
 The search keeps the plan with the most INT8 that passes, so "passes on the dev set" must predict
@@ -43,6 +44,7 @@ from workbench.config import SEARCH
 from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_accuracy
 from workbench.evaluate.bootstrap import Interval, blocks_for
 from workbench.evaluate.gates import GateConfig, judge
+from workbench.evaluate.inference import GREEDY, InferenceConfig
 from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.wer import Scoring
 from workbench.model.description import ModelDescription
@@ -201,12 +203,14 @@ class DevEvaluator:
         confidence: float = 0.5,
         blocks: int = 1,
         batch_size: int = 1,
+        inference: InferenceConfig = GREEDY,
     ) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
         self.z_pass = pass_quantile(confidence)
         self.variants = variants
         self.model = model  # features, vocabulary, text normaliser and error unit
+        self.inference = inference  # chunking and decoder, as the sign-off will judge
         self.scoring = Scoring.for_model(model)
         self.batch_size = batch_size
         # every prefix balanced over conditions and speakers, cut into blocks bought one at a time
@@ -253,7 +257,7 @@ class DevEvaluator:
             disable=not self.progress,
         )
         runner = runner or self.variants.runner(plan)
-        result = transcribe(runner, audios, self.model, plan.name, self.batch_size)
+        result = transcribe(runner, audios, self.model, plan.name, self.inference, batch_size=self.batch_size)
         return result.texts, result.seconds
 
     def _ratios(self, n: int) -> dict[str, float]:
@@ -321,7 +325,9 @@ class DevEvaluator:
         """Where the judged intervals lie against the gates (``workbench.search.sequential.side_of_gate``)."""
         if forecast.overall.delta is None:
             return "pass"
-        intervals = {"overall": (forecast.overall.delta, self.gates.max_wer_delta_points)}
+        intervals: dict[str, tuple[Interval | None, float]] = {
+            "overall": (forecast.overall.delta, self.gates.max_wer_delta_points)
+        }
         for cond, group in forecast.by("condition").items():
             intervals[f"condition {cond}"] = (group.delta, self.gates.max_condition_wer_delta_points)
         points: dict[str, tuple[float, float, float]] = {}

@@ -14,6 +14,7 @@ order needs k + 1 evaluations to reach the same k; evaluating every group on its
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,6 +22,8 @@ from workbench.compare.groups import Group, plan_for
 from workbench.errors import WorkbenchError
 from workbench.quantize.plan import PrecisionPlan
 from workbench.search.evaluator import Evaluation
+
+logger = logging.getLogger(__name__)
 
 STRATEGIES = ("bisect", "gallop")
 
@@ -81,7 +84,6 @@ def search_plan(
     refine: int = 2,
     name: str = "mixed",
     strategy: str = "bisect",
-    log: Callable[[str], None] | None = None,
     objective: Callable[[PrecisionPlan], float] | None = None,
 ) -> SearchResult:
     """Search as described in the module docstring; ``evaluate`` runs one WER evaluation. With ``objective``
@@ -111,7 +113,7 @@ def search_plan(
         cand = Candidate(len(order) + 1, phase, k, kept, evaluation)
         done[kept] = cand
         order.append(cand)
-        if log:
+        if logger.isEnabledFor(logging.INFO):
             d = evaluation.overall.delta
             judged = evaluation.judged.get("overall")
             shown = (
@@ -124,7 +126,7 @@ def search_plan(
                 if d is not None
                 else ""
             )
-            log(
+            logger.info(
                 f"[{cand.step}] {phase:>15} k={k if k is not None else '-'}: {'PASS' if cand.passed else 'FAIL'} "
                 f"WER {evaluation.overall.wer.estimate * 100:.2f}% {delta} on {evaluation.utterances} utt"
             )

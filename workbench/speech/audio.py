@@ -11,7 +11,7 @@ import numpy as np
 import soundfile as sf
 from scipy.signal import resample_poly
 
-from workbench.config import SAMPLE_RATE
+from workbench.config import SAMPLE_RATE, AudioPlausibility
 
 SILENCE_DBFS = -60.0
 _EPS = 1e-12
@@ -19,6 +19,25 @@ _EPS = 1e-12
 
 class AudioProblem(ValueError):
     """A clip that cannot be used; the message is the reason recorded in the set's card."""
+
+
+class ImplausibleAudio(AudioProblem):
+    """A clip that is no plausible utterance: a header's sample rate no recording has, or a whole recording."""
+
+
+def check_plausible(rate: int, frames: int, limits: AudioPlausibility = AudioPlausibility()) -> None:
+    """Refuse a sample rate or a length no spoken utterance has (from the header: nothing decoded yet)."""
+    if not limits.min_rate_hz <= rate <= limits.max_rate_hz:
+        raise ImplausibleAudio(
+            f"its header claims a sample rate of {rate} Hz, not a rate speech is recorded at "
+            f"({limits.min_rate_hz}-{limits.max_rate_hz} Hz): a damaged or mislabelled file"
+        )
+    seconds = frames / rate
+    if seconds > limits.max_clip_s:
+        raise ImplausibleAudio(
+            f"it runs {seconds / 60:.1f} min, longer than one utterance (at most {limits.max_clip_s:g} s): "
+            "cut the recording into utterances first"
+        )
 
 
 @dataclass
@@ -62,6 +81,7 @@ def prepare(samples: np.ndarray, rate: int) -> PreparedAudio:
         data = data.mean(axis=1)
     elif data.ndim != 1:
         raise AudioProblem(f"audio has unexpected shape {data.shape}")
+    check_plausible(int(rate), len(data))
     if np.issubdtype(data.dtype, np.integer):
         data = data.astype(np.float32) / float(np.iinfo(data.dtype).max)
     data = data.astype(np.float32)
@@ -83,10 +103,15 @@ def read_audio(source: Path | bytes) -> PreparedAudio:
     """Read a file (or its bytes) and prepare it; unreadable files raise AudioProblem."""
     try:
         handle = io.BytesIO(source) if isinstance(source, (bytes, bytearray)) else str(source)
-        data, rate = sf.read(handle, dtype="float32", always_2d=False)
+        with sf.SoundFile(handle) as audio:
+            rate = int(audio.samplerate)
+            check_plausible(rate, audio.frames)  # before decoding: a 2-hour clip is never read into memory
+            data = audio.read(dtype="float32", always_2d=False)
+    except AudioProblem:
+        raise
     except Exception as exc:  # soundfile raises several types for corrupt input
         raise AudioProblem(f"unreadable or corrupt audio ({type(exc).__name__}: {exc})") from exc
-    return prepare(data, int(rate))
+    return prepare(data, rate)
 
 
 def write_flac(path: Path, samples: np.ndarray) -> None:

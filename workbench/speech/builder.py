@@ -10,6 +10,7 @@ evaluation sets' texts, and the evaluation set's speakers, are the same with or 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
@@ -24,6 +25,7 @@ from workbench.config import (
     MAJORITY_ACCENT,
     NOISY_CONDITION,
     REVERBERANT_CONDITION,
+    AudioPlausibility,
     EngineProfile,
     SetBuildConfig,
 )
@@ -31,13 +33,14 @@ from workbench.errors import WorkbenchError
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
 from workbench.speech.overlap import disjoint, overlap, overlap_message
-from workbench.speech.profiles import derive_profile, outside_reason, profile_fit, profile_json
+from workbench.speech.profiles import outside_reason, profile_fit, profile_json, robust_profile
 from workbench.speech.records import Clip, Skipped
 from workbench.speech.split import DEV_ROLE, ROLES, partition_speakers, stable_hash
 from workbench.speech.store import SetSpec, SpeechSet, made_record, write_sets
 from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
 from workbench.speech.text import sentence_pool
 from workbench.speech.tts import INSTALL_HINT, Voice, require_voices
+from workbench.speech.workers import die_with_parent
 from workbench.workspace import area_path
 
 
@@ -200,13 +203,13 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
         if split not in drawn:
             texts_by_bucket: dict[str, list[str]] = {}
             rng = np.random.default_rng(stable_hash(f"{cfg.seed}|{split}|texts"))
-            for bucket, _, _ in cfg.profile.buckets():
-                lo, hi = word_range(cfg.profile, bucket)
+            for bucket, _, _ in _profile(cfg).buckets():
+                lo, hi = word_range(_profile(cfg), bucket)
                 cands = [t for t in pools[split] if lo <= len(t.split()) <= hi]
                 texts_by_bucket[bucket] = [cands[i] for i in rng.permutation(len(cands))]
             drawn[split] = (texts_by_bucket, {b: 0 for b in texts_by_bucket})
         texts_by_bucket, cursor = drawn[split]
-        buckets = [b for b, _, _ in cfg.profile.buckets()]
+        buckets = [b for b, _, _ in _profile(cfg).buckets()]
         for condition in CONDITIONS:
             cond_voices = tuple(v for v in role_voices if v.is_majority_accent == (condition != "accented"))
             if not cond_voices:
@@ -231,7 +234,7 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
                                     0, len(babble_texts), 4
                                 )
                             ),
-                            cfg.profile,
+                            _profile(cfg),
                             cfg.conditions,
                             plans[role].noise_files,
                         )
@@ -242,7 +245,9 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
 def run_jobs(jobs: list[SlotJob], workers: int, desc: str) -> list[Clip | Skipped]:
     if workers <= 1:
         return [synthesize_slot(j) for j in tqdm(jobs, desc=desc, unit="utt")]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(
+        max_workers=workers, initializer=die_with_parent, initargs=(os.getpid(),)
+    ) as pool:
         return list(
             tqdm(pool.map(synthesize_slot, jobs, chunksize=4), total=len(jobs), desc=desc, unit="utt")
         )
@@ -301,17 +306,19 @@ def build_external_sets(
             "dev set with 'python -m workbench data import --disjoint-from' and pass it as --dev-set"
         )
     derived = cfg.profile is None
-    if derived:
-        cfg = replace(
-            cfg, profile=derive_profile([c.utterance.duration_s for c in clips]) if clips else EngineProfile()
-        )
+    profile = cfg.profile
+    if profile is None:
+        durations = [c.utterance.duration_s for c in clips]
+        factor = AudioPlausibility().profile_outlier_factor  # clips far from the median do not stretch it
+        profile = robust_profile(durations, factor)[0] if clips else EngineProfile()
+        cfg = replace(cfg, profile=profile)
     plans = _noise_plans(cfg)
     skipped: dict[str, list[Skipped]] = {r: list(skipped_in) if r == "calib" else [] for r in ROLES}
     usable: list[Clip] = []
     for clip in clips:
-        bucket = cfg.profile.bucket_of(clip.utterance.duration_s)
+        bucket = profile.bucket_of(clip.utterance.duration_s)
         if bucket is None:
-            reason = outside_reason(clip.utterance.duration_s, cfg.profile)
+            reason = outside_reason(clip.utterance.duration_s, profile)
             skipped["calib"].append(
                 Skipped(
                     clip.utterance.extra.get("original", clip.utterance.id),
@@ -321,7 +328,7 @@ def build_external_sets(
             continue
         clip.utterance.bucket = bucket
         usable.append(clip)
-    fit = profile_fit([c.utterance.duration_s for c in clips], cfg.profile)
+    fit = profile_fit([c.utterance.duration_s for c in clips], profile)
     extras = tuple(
         sorted({c.utterance.condition for c in usable} - set(CONDITIONS) - {REVERBERANT_CONDITION})
     )
@@ -370,7 +377,7 @@ def _stratify_external(
     plan: NoisePlan,
     rng: np.random.Generator,
 ) -> list[Clip]:
-    buckets = [b for b, _, _ in cfg.profile.buckets()]
+    buckets = [b for b, _, _ in _profile(cfg).buckets()]
     targets = bucket_targets(per_condition, buckets)
     order = list(rng.permutation(len(clips)))
     chosen: list[Clip] = []
@@ -392,11 +399,14 @@ def _stratify_external(
     def quiet(c: Clip) -> bool:
         return c.utterance.condition == "quiet" and c.utterance.accent == MAJORITY_ACCENT
 
+    def labelled(condition: str) -> Callable[[Clip], bool]:
+        return lambda c: c.utterance.condition == condition
+
     for clip in take(lambda c: c.utterance.condition in ("quiet", "accented") and not quiet(c), targets):
         clip.utterance.condition = "accented"  # a non-majority accent, whatever the source called it
         chosen.append(clip)
     for condition in extras:  # conditions the source names itself (telephone, far-field, ...)
-        chosen.extend(take(lambda c, cond=condition: c.utterance.condition == cond, targets))
+        chosen.extend(take(labelled(condition), targets))
     labelled_noisy = take(lambda c: c.utterance.condition == NOISY_CONDITION, targets)
     chosen.extend(labelled_noisy)
     chosen.extend(take(quiet, targets))

@@ -14,9 +14,10 @@ drops the speakers and texts of another set (the calibration set of a sign-off p
 
 from __future__ import annotations
 
+import os
 import signal
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,15 +26,23 @@ from typing import Any
 from tqdm import tqdm
 
 from workbench import journal
-from workbench.config import MAJORITY_ACCENT, ConditionRanges, EngineProfile, ImportDefaults
+from workbench.config import (
+    MAJORITY_ACCENT,
+    AudioPlausibility,
+    ConditionRanges,
+    EngineProfile,
+    ImportDefaults,
+)
 from workbench.errors import WorkbenchError
+from workbench.speech import missing
 from workbench.speech.entries import Entry, load_entry
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
-from workbench.speech.profiles import ProfileFit, derive_profile, outside_reason, profile_fit, profile_json
+from workbench.speech.profiles import ProfileFit, outside_reason, profile_fit, profile_json, robust_profile
 from workbench.speech.records import Skipped, Utterance
 from workbench.speech.split import ROLES, stable_fraction, stable_hash
 from workbench.speech.store import SpeechSet, finish_set, load_set, made_record, start_set, write_clip_audio
+from workbench.speech.workers import die_with_parent
 from workbench.workspace import area_path
 
 _DEFAULTS = ImportDefaults()
@@ -53,7 +62,9 @@ class ImportConfig:
     noise_dir: Path | None = None
     rir_dir: Path | None = None
     disjoint_from: str | None = None  # a stored set whose speakers and texts this set must not have
+    allow_missing: int = 0  # an evaluation set imported whole may lack this many listed inputs (``missing``)
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
+    skip_implausible: bool = False  # evaluation imports: skip implausible clips instead of refusing
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
@@ -71,6 +82,8 @@ class ImportConfig:
             raise WorkbenchError("--take must be at least 1")
         if self.workers < 1:
             raise WorkbenchError("--workers must be at least 1")
+        if self.allow_missing < 0:
+            raise WorkbenchError("--allow-missing must be 0 or more")
 
 
 @dataclass
@@ -89,6 +102,7 @@ class _Outcome:
     skipped: Skipped | None = None
     outside_s: float | None = None  # duration of a clip the fixed profile left out
     excluded: str | None = None  # "speaker" or "text" when ``disjoint_from`` dropped it
+    missing: bool = False  # the skip is a listed input whose audio or transcript is not there
 
 
 @dataclass(frozen=True)
@@ -109,9 +123,11 @@ def _init_worker(context: _Context | None) -> None:
     _CONTEXT = context
 
 
-def _init_pool_worker(context: _Context) -> None:
+def _init_pool_worker(context: _Context, parent_pid: int) -> None:
     """A worker process leaves Ctrl-C to the main process, which stops the import and waits for the
-    workers to finish their clip (a worker killed by it mid-task can leave the pool hanging)."""
+    workers to finish their clip (a worker killed by it mid-task can leave the pool hanging), and ends
+    when the main process ends, killed or not (``workers.die_with_parent``)."""
+    die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _init_worker(context)
 
@@ -123,7 +139,7 @@ def _process(entry: Entry) -> _Outcome:
     cfg = ctx.cfg
     item = load_entry(entry)
     if isinstance(item, Skipped):
-        return _Outcome(skipped=item)
+        return _Outcome(skipped=item, missing=missing.is_missing(entry))
     rec = item.utterance
     if cfg.profile is not None and (reason := outside_reason(rec.duration_s, cfg.profile)):
         return _Outcome(
@@ -176,7 +192,7 @@ def _gets_noisy_copy(rec: Utterance, cfg: ImportConfig) -> bool:
 
 def ordered_map(
     fn: Callable[[Entry], _Outcome], items: Iterable[Entry], workers: int, window: int, context: _Context
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     """``fn`` over ``items`` in worker processes, results in input order, at most ``window`` in flight.
 
     Closing the iterator early cancels what has not started and waits for what has.
@@ -188,7 +204,9 @@ def ordered_map(
         finally:
             _init_worker(None)
         return
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_pool_worker, initargs=(context,))
+    pool = ProcessPoolExecutor(
+        max_workers=workers, initializer=_init_pool_worker, initargs=(context, os.getpid())
+    )
     pending: deque[Future] = deque()
     try:
         for item in items:
@@ -247,6 +265,11 @@ def import_set(
     if cfg.disjoint_from and load_set(cfg.disjoint_from, root).path.resolve() == final.resolve():
         raise WorkbenchError(f"--disjoint-from {cfg.disjoint_from} names the set being imported")
     entries, total = _ordered_entries(source.entries(), cfg, getattr(source, "light_entries", True))
+    whole = missing.must_be_whole(cfg.role, cfg.take)
+    if whole and isinstance(entries, list):  # listed up front: refuse before decoding anything
+        absent = [Skipped(e.where or e.key, missing.reason_of(e)) for e in entries if missing.is_missing(e)]
+        missing.refuse_if_incomplete(cfg.name, absent, len(entries), cfg.allow_missing)
+    lacking: list[Skipped] = []
     window = cfg.workers * _DEFAULTS.in_flight_per_worker
     stored: list[tuple[Utterance, str]] = []
     skipped: list[Skipped] = []
@@ -265,6 +288,8 @@ def import_set(
                 bar.update(1)
                 if outcome.skipped is not None:
                     skipped.append(outcome.skipped)
+                    if outcome.missing:
+                        lacking.append(outcome.skipped)
                     if outcome.outside_s is not None:
                         outside.append(outcome.outside_s)
                     if outcome.excluded:
@@ -283,6 +308,11 @@ def import_set(
         finally:
             results.close()
             bar.close()
+        if whole:
+            missing.refuse_if_incomplete(cfg.name, lacking, listed, cfg.allow_missing)
+        implausible = [s for s in skipped if s.implausible]
+        if implausible and cfg.role == "eval" and not cfg.skip_implausible:
+            raise WorkbenchError(_implausible_refusal(implausible, cfg.name))
         if not stored:
             raise WorkbenchError(
                 f"no usable utterances for {cfg.name}; nothing written ({len(skipped)} inputs "
@@ -293,15 +323,26 @@ def import_set(
         _remove_unlisted_audio(tmp, {rec.audio for rec, _ in stored})
         derived = cfg.profile is None
         clean = [rec.duration_s for rec, _ in stored]
-        profile = derive_profile(clean) if derived else cfg.profile
+        far: list[int] = []
+        if cfg.profile is None:
+            profile, far = robust_profile(clean, _PLAUSIBLE.profile_outlier_factor)
+        else:
+            profile = cfg.profile
         for rec, _ in stored:
             rec.bucket = profile.bucket_of(rec.duration_s)
-        fit = profile_fit(clean + outside, profile)
+        far_set = set(far)
+        fitted = [d for i, d in enumerate(clean) if i not in far_set]
+        fit = profile_fit(fitted + outside, profile)
         checks: dict[str, Any] = {
             "role": cfg.role,
             "whole_source": cfg.take is None,
             "profile_fit": fit.to_json(),
+            "missing": missing.card_record(lacking, listed, cfg.allow_missing if whole else None),
         }
+        if implausible:
+            checks["implausible"] = [{"item": s.item, "reason": s.reason} for s in implausible]
+        if far:
+            checks["profile_outliers"] = _outliers_json([stored[i][0] for i in far])
         if cfg.take is not None:
             checks["take"] = {"requested": cfg.take, "kept": kept}
         if cfg.disjoint_from:
@@ -318,6 +359,32 @@ def import_set(
             tmp, cfg.name, utts, [h for _, h in stored], made, skipped, checks, profile_json(profile, derived)
         )
     return ImportResult(SpeechSet(final, card, utts), fit, derived, listed)
+
+
+_PLAUSIBLE = AudioPlausibility()
+SHOWN = 5  # implausible files named in a refusal
+
+
+def _implausible_refusal(implausible: list[Skipped], name: str) -> str:
+    """One line: which files of an evaluation import are no plausible utterance, and what to do."""
+    named = "; ".join(f"{s.item}: {s.reason}" for s in implausible[:SHOWN])
+    more = f"; and {len(implausible) - SHOWN} more" if len(implausible) > SHOWN else ""
+    return (
+        f"{len(implausible)} file(s) of evaluation set {name} are no plausible utterance ({named}{more}); "
+        "nothing written: fix or remove them, or pass --skip-implausible to leave them out (the card lists them)"
+    )
+
+
+def _outliers_json(recs: list[Utterance]) -> dict[str, Any]:
+    factor = _PLAUSIBLE.profile_outlier_factor
+    return {
+        "rule": f"further than {factor:g}x from the median duration: kept in the set, not in the derived profile",
+        "count": len(recs),
+        "clips": [
+            {"id": r.id, "item": str(r.extra.get("original", "")), "duration_s": r.duration_s}
+            for r in recs[:200]
+        ],
+    }
 
 
 def _remove_unlisted_audio(folder: Path, kept: set[str]) -> None:

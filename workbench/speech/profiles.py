@@ -1,7 +1,8 @@
 """Engine profiles that follow the data, and how a set's clips fit a profile.
 
 A set made from real recordings takes its profile (min/opt/max seconds) from its own durations
-(shortest, median, longest) unless the user fixes one. ``profile_fit`` counts the clips a fixed
+(shortest, median, longest; ``robust_profile`` leaves out clips far from the median, which are listed
+instead) unless the user fixes one. ``profile_fit`` counts the clips a fixed
 profile leaves out and says what to pass to keep them; ``select_in_profile`` is what sign-off does with
 evaluation clips outside the deployment profile: refuse (the default), score them and say so, or
 leave them out and say so. Never silently.
@@ -29,6 +30,20 @@ def derive_profile(durations: Sequence[float]) -> EngineProfile:
     hi = math.ceil(values[-1] * 100) / 100
     opt = min(max(round(statistics.median(values), 2), lo), hi)
     return EngineProfile(lo, opt, hi)
+
+
+def robust_profile(durations: Sequence[float], factor: float) -> tuple[EngineProfile, list[int]]:
+    """``derive_profile`` over the clips within ``factor`` of the median duration (either way), and the indices
+    of the clips beyond it (outliers: listed, never allowed to stretch the profile)."""
+    values = [float(d) for d in durations]
+    positive = [d for d in values if d > 0]
+    if not positive:
+        raise WorkbenchError("no clips with a positive duration to derive the engine profile from")
+    median = statistics.median(positive)
+    lo, hi = median / factor, median * factor
+    outliers = [i for i, d in enumerate(values) if not lo <= d <= hi]
+    kept = [d for i, d in enumerate(values) if lo <= d <= hi]
+    return derive_profile(kept), outliers
 
 
 def fixed_profile(min_s: float | None, opt_s: float | None, max_s: float | None) -> EngineProfile | None:
@@ -140,7 +155,7 @@ def deployment_profile(
     """The profile the deployed engine accepts, and where it comes from.
 
     Explicit seconds win; else the calibration set's recorded profile; else its durations (what
-    ``build --set`` gives the engine); None when there is nothing to go on.
+    ``build --calib-set`` gives the engine); None when there is nothing to go on.
     """
     base, origin = None, ""
     if calib_card is not None:

@@ -61,7 +61,9 @@ class Clip:
 
 @dataclass(frozen=True)
 class Skipped:
-    """An input that was left out of a set, and why."""
+    """An input that was left out of a set, and why (``implausible``: it is no plausible utterance at all,
+    ``workbench.config.AudioPlausibility``)."""
 
     item: str
     reason: str
+    implausible: bool = False

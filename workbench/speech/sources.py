@@ -64,7 +64,7 @@ class AudioFolderSource(EntrySource):
         texts = {
             path: read_transcript(path.with_suffix(".txt"))
             if path.with_suffix(".txt").exists()
-            else (transcripts.get(path.relative_to(self.root).as_posix()) or [None])[0]
+            else next(iter(transcripts.get(path.relative_to(self.root).as_posix()) or []), None)
             for path in files
         }
         for path in files:
@@ -74,6 +74,15 @@ class AudioFolderSource(EntrySource):
             speaker = spk[0] if spk else (rel.split("/")[0] if "/" in rel else None)
             accent = spk[1] if len(spk) > 1 else None
             yield Entry(f"folder:{self.root.name}", rel, path, text, speaker, accent)
+        listed = {path.relative_to(self.root).as_posix() for path in files}
+        for rel in sorted(set(transcripts) - listed):  # a transcript whose audio is not there
+            yield Entry(
+                f"folder:{self.root.name}",
+                rel,
+                None,
+                None,
+                problem=f"transcripts.tsv names {rel}, which is missing",
+            )
 
 
 @dataclass

@@ -3,7 +3,8 @@
 Sets are written into a temporary folder and moved into place (a calibration/evaluation pair together,
 through ``workbench.journal``), so a failed or killed build leaves no half set, never a mixed pair,
 and never damages an existing one. ``load_set`` checks the card and every manifest line
-(``workbench.inputs.sets``). The card holds counts per stratum, a duration histogram,
+(``workbench.inputs.sets``), refuses links and repeated utterances, and verifies the files against the card
+(``workbench.speech.integrity``); ``recard_set`` re-cards a set whose change was meant. The card holds counts per stratum, a duration histogram,
 the content hash and how the set was made.
 """
 
@@ -20,14 +21,15 @@ from typing import Any
 import numpy as np
 
 from workbench import __version__, journal
-from workbench.artifacts import sha256_file, write_json_atomic
+from workbench.artifacts import sha256_file, shared_mode, write_json_atomic
 from workbench.config import CONDITIONS, EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.inputs.problem import Where
-from workbench.inputs.read import parse_json, read_json, read_text
+from workbench.inputs.read import decode_utf8, parse_json, read_bytes, read_json
 from workbench.inputs.sets import FIX as SET_FIX
 from workbench.inputs.sets import check_card, check_utterance
 from workbench.speech.audio import load_flac, write_flac
+from workbench.speech.integrity import content_hash, index_files, recard_hint, refuse_link, verify_content
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.workspace import area_path
 
@@ -35,6 +37,9 @@ MANIFEST = "manifest.jsonl"
 CARD = "card.json"
 CARD_MD = "card.md"
 HIST_BIN_S = 0.5
+
+
+_REBUILD = "rebuild or re-import it (python -m workbench data build / data import)"
 
 
 @dataclass
@@ -54,7 +59,19 @@ class SpeechSet:
         return str(self.card["content_hash"])
 
     def audio(self, utt: Utterance) -> np.ndarray:
-        return load_flac(self.path / utt.audio)
+        """The clip's samples; a clip file that is gone or unreadable is a user error naming it and the set."""
+        path = self.path / utt.audio
+        if not path.is_file():
+            raise WorkbenchError(
+                f"set {self.path}: the audio of utterance {utt.id} ({utt.audio}) is missing; the set changed "
+                f"since it was written: {_REBUILD}"
+            )
+        try:
+            return load_flac(path)
+        except (OSError, RuntimeError, ValueError) as exc:  # soundfile's errors derive from these
+            raise WorkbenchError(
+                f"set {self.path}: the audio of utterance {utt.id} ({utt.audio}) cannot be read ({exc}); {_REBUILD}"
+            ) from exc
 
     def iter_audio(self):
         for utt in self.utterances:
@@ -68,15 +85,6 @@ def set_path(name_or_path: str | Path, root: Path | None = None) -> Path:
     if path.exists() or path.is_absolute() or "/" in str(name_or_path):
         return path
     return area_path("calib_sets", root) / str(name_or_path)
-
-
-def content_hash(manifest_bytes: bytes, audio_hashes: list[str]) -> str:
-    import hashlib
-
-    digest = hashlib.sha256(manifest_bytes)
-    for h in audio_hashes:
-        digest.update(h.encode())
-    return digest.hexdigest()
 
 
 def duration_histogram(durations: list[float]) -> dict[str, int]:
@@ -197,7 +205,9 @@ def write_clip_audio(folder: Path, clip: Clip) -> str:
 
 def start_set(tmp: Path) -> None:
     """Prepare a (temporary) folder to receive a set's files."""
-    tmp.chmod(0o755)  # mkdtemp makes the folder private; a set is an ordinary shared artifact
+    tmp.chmod(
+        shared_mode(folder=True)
+    )  # a set is an ordinary shared artifact: the umask decides, as for mkdir
     (tmp / "audio").mkdir(exist_ok=True)
 
 
@@ -215,6 +225,7 @@ def finish_set(
     lines = [json.dumps(u.to_json(), sort_keys=True) for u in utts]
     manifest = ("\n".join(lines) + "\n").encode()
     (tmp / MANIFEST).write_bytes(manifest)
+    index_files(tmp, {u.audio: h for u, h in zip(utts, audio_hashes)})
     card = build_card(utts, content_hash(manifest, audio_hashes), made, skipped, checks, profile)
     write_json_atomic(tmp / CARD, card)
     (tmp / CARD_MD).write_text(render_card_markdown(name, card), encoding="utf-8")
@@ -291,14 +302,19 @@ def set_names(root: Path) -> list[str]:
     return sorted(p.name for p in root.iterdir() if not p.name.startswith(".") and (p / CARD).is_file())
 
 
-def load_set(name_or_path: str | Path, root: Path | None = None) -> SpeechSet:
+def load_set(name_or_path: str | Path, root: Path | None = None, verify: bool = True) -> SpeechSet:
     """Load a stored set by name (under ``root``, default the workspace's calib_sets/) or path, its card and
-    manifest checked (``workbench.inputs.sets``); a missing, incomplete or damaged set is a user error. A set
-    write that was killed is completed or discarded first (``workbench.journal.recover``)."""
+    manifest checked (``workbench.inputs.sets``); a missing, incomplete or damaged set is a user error, and so
+    is a link (the folder, card, manifest or audio) or an utterance listed twice. With ``verify`` (the default)
+    the files must hash to the card's content hash (``workbench.speech.integrity``). A set write that was
+    killed is completed or discarded first (``workbench.journal.recover``)."""
     root = area_path("calib_sets", root)
     path = set_path(name_or_path, root)
     if path.parent.is_dir():
         journal.recover(path.parent)
+    refuse_link(path, "speech set folder")
+    for part in (CARD, MANIFEST):
+        refuse_link(path / part, f"set {path.name}:")
     if not (path / MANIFEST).is_file() or not (path / CARD).is_file():
         raise WorkbenchError(
             f"no speech set at {path} (need {MANIFEST} and {CARD}). "
@@ -309,11 +325,25 @@ def load_set(name_or_path: str | Path, root: Path | None = None) -> SpeechSet:
     card = check_card(read_json(path / CARD, card_where), card_where)
     where = Where(f"speech set manifest {path / MANIFEST}", SET_FIX)
     utts = []
-    for number, line in enumerate(read_text(path / MANIFEST, where).splitlines(), 1):
+    first_line: dict[str, int] = {}
+    raw = read_bytes(path / MANIFEST, where)
+    text = decode_utf8(raw, where)
+    for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             at = where.line(number)
-            utts.append(Utterance.from_json(check_utterance(parse_json(line, at, name_line=False), at)))
-    return SpeechSet(path, card, utts)
+            utt = Utterance.from_json(check_utterance(parse_json(line, at, name_line=False), at))
+            if utt.id in first_line:
+                raise WorkbenchError(
+                    f"set {path.name}: utterance {utt.id} is listed twice in {MANIFEST} (lines "
+                    f"{first_line[utt.id]} and {number}); remove the repeated line, then "
+                    f"{recard_hint(path.name)}"
+                )
+            first_line[utt.id] = number
+            utts.append(utt)
+    speech_set = SpeechSet(path, card, utts)
+    if verify:
+        verify_set(speech_set, raw)
+    return speech_set
 
 
 def repeats(first: SpeechSet, second: SpeechSet) -> str | None:
@@ -328,14 +358,11 @@ def repeats(first: SpeechSet, second: SpeechSet) -> str | None:
     return None
 
 
-def verify_set(speech_set: SpeechSet) -> str:
-    """Recompute the content hash from the files; raises if it differs from the card's."""
-    manifest = (speech_set.path / MANIFEST).read_bytes()
-    hashes = [sha256_file(speech_set.path / u.audio) for u in speech_set.utterances]
-    actual = content_hash(manifest, hashes)
-    if actual != speech_set.content_hash:
-        raise WorkbenchError(
-            f"set {speech_set.name} was modified after it was built "
-            f"(hash {actual[:12]} != card {speech_set.content_hash[:12]}); rebuild it."
-        )
-    return actual
+def verify_set(speech_set: SpeechSet, manifest: bytes | None = None) -> str:
+    """The set's content hash recomputed from its files (``manifest``: its manifest's bytes, when already
+    read); refuses, with one line, a set whose files are not what its card says."""
+    if manifest is None:
+        manifest = (speech_set.path / MANIFEST).read_bytes()
+    return verify_content(
+        speech_set.path, manifest, [u.audio for u in speech_set.utterances], speech_set.content_hash
+    )

@@ -219,7 +219,7 @@ def _build(
         profile.set_shape(name, triple["min"], triple["opt"], triple["max"])
     config.add_optimization_profile(profile)
     timing_path, timing_cache = _attach_timing_cache(trt, config, Path(engines_dir))
-    if legacy:
+    if settings.legacy_int8_cache is not None:
         from workbench.backends.tensorrt.calibrator import configure_legacy_int8
 
         _calibrator = configure_legacy_int8(

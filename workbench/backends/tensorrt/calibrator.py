@@ -38,14 +38,16 @@ def _legacy_module() -> Any | None:
 _trt = _legacy_module()
 
 if _trt is not None:
+    _trt_version = _trt.__version__
 
-    class CacheCalibrator(_trt.IInt8EntropyCalibrator2):  # type: ignore[misc,name-defined]
+    # the base class comes from the optional tensorrt module, known only at run time
+    class CacheCalibrator(_trt.IInt8EntropyCalibrator2):  # type: ignore[name-defined]
         """Serves a calibration cache file; needs no data."""
 
         def __init__(self, cache_path: Path, batch_size: int = 1) -> None:
             super().__init__()
             self.cache_path = Path(cache_path)
-            self.cache = stamped(read_cache(self.cache_path), _trt.__version__, "EntropyCalibration2")
+            self.cache = stamped(read_cache(self.cache_path), _trt_version, "EntropyCalibration2")
             self.batch_size = batch_size
 
         def get_batch_size(self) -> int:

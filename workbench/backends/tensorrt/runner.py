@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from workbench.backends.base import Runner
+from workbench.backends.devices import device_of
 from workbench.backends.tensorrt.loader import TensorRT, load_tensorrt
 from workbench.errors import WorkbenchError
 
@@ -118,8 +119,6 @@ class TensorRTRunner(Runner):
         self._events = None
 
     def describe(self) -> dict[str, str]:
-        from workbench.backends.factory import device_of
-
         info = {
             "runner": self.name,
             "backend": self.backend,

@@ -156,9 +156,8 @@ def _compute_precision(inputs: list[Any], producers: dict[str, Any]) -> str:
             producer = producers.get(source.name) if source is not None else None
             hops += 1
         dq = producer is not None and _enum_name(producer.type) == "DEQUANTIZE"
-        from_int8.append(
-            dq and producer.get_input(0) is not None and dtype_name(producer.get_input(0).dtype) == "int8"
-        )
+        quantized = producer.get_input(0) if dq and producer is not None else None
+        from_int8.append(quantized is not None and dtype_name(quantized.dtype) == "int8")
     if all(from_int8):
         return "int8"
     if any(from_int8):

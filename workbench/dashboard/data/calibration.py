@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from workbench.calibration.methods import METHODS, MethodSpec, compute_amax
 from workbench.dashboard.data.sets import set_names
 from workbench.dashboard.paths import ArtifactRoots, display, resolve
 from workbench.errors import WorkbenchError
-from workbench.speech.store import CARD
+from workbench.speech.store import CARD, load_set
 
 
 @functools.lru_cache(maxsize=256)
@@ -36,13 +35,14 @@ def file_sha256(path: Path) -> str:
 
 
 def set_hashes(roots: ArtifactRoots) -> dict[str, str]:
-    """content hash -> set name for every set under calib_sets/ (to name a cache's calibration set)."""
+    """content hash -> set name for every set under calib_sets/ whose files still match its card (to name a
+    cache's calibration set: a changed set's card hash names no cache, since calibrate would refuse the set)."""
     out = {}
     for name in set_names(roots):
         try:
-            card = resolve(roots.calib_sets / name / CARD, "calib_sets", roots)
-            out[json.loads(card.read_text())["content_hash"]] = name
-        except (WorkbenchError, OSError, KeyError, TypeError, json.JSONDecodeError):
+            resolve(roots.calib_sets / name / CARD, "calib_sets", roots)
+            out[load_set(roots.calib_sets / name).content_hash] = name  # verified (links refused)
+        except (WorkbenchError, OSError):
             continue
     return out
 
@@ -73,7 +73,7 @@ def _state(path: Path, cache: cache_mod.CalibrationCache, set_name: str | None) 
     if set_name is None:
         return "reusable", "matches its ONNX model; its calibration set is not under calib_sets/ now"
     return "reusable", (
-        f"calibrate --set {set_name} --method {cache.keys.get('method')} on this model "
+        f"calibrate --calib-set {set_name} --method {cache.keys.get('method')} on this model "
         "reuses it (every provenance key matches)"
     )
 
@@ -177,11 +177,12 @@ def ranges_frame(info: CacheInfo, hists: hist_mod.TensorHistograms | None) -> pd
     names = hists.names if hists is not None else list(amax)
     rows = []
     for i, name in enumerate(names):
-        row = {"position": i, "tensor": name, "amax": float(np.float32(amax.get(name, np.nan)))}
+        chosen = float(np.float32(amax.get(name, np.nan)))
+        row: dict[str, object] = {"position": i, "tensor": name, "amax": chosen}
         if hists is not None:
             k = hists.index(name)
             row["observed max"] = float(hists.amax[k])
-            row["clipped share"] = clipped_share(hists, name, row["amax"])
+            row["clipped share"] = clipped_share(hists, name, chosen)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -237,8 +238,8 @@ def histogram_frame(hists: hist_mod.TensorHistograms, name: str, max_bars: int =
 
 
 def convergence_frame(found: Convergence) -> pd.DataFrame:
-    """One row per tensor, largest amax change first: amax at the checkpoint and at the end, the change,
-    whether it still moves and the condition that drives it."""
+    """One row per tensor, largest amax change first: amax at the checkpoint and at the end, the change (in %
+    and in INT8 steps), whether it still moves and the condition that drives it."""
     return pd.DataFrame(
         [
             {
@@ -246,10 +247,11 @@ def convergence_frame(found: Convergence) -> pd.DataFrame:
                 "amax at checkpoint": c.before,
                 "amax": c.after,
                 "change %": round(c.change * 100, 3),
-                "moving": abs(c.change) > found.tolerance,
+                "INT8 steps": round(c.steps, 2),
+                "moving": found.rule.moving(c),
                 "driven by": c.driver or "",
             }
             for c in found.changes
         ],
-        columns=["tensor", "amax at checkpoint", "amax", "change %", "moving", "driven by"],
+        columns=["tensor", "amax at checkpoint", "amax", "change %", "INT8 steps", "moving", "driven by"],
     )

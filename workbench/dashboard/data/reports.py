@@ -103,7 +103,7 @@ def _engines_of(view: ReportView, roots: ArtifactRoots) -> list[Path]:
         for a in view.record.get("provenance", {}).get("artifacts", [])
         if a.get("role", "").startswith("candidate")
     }
-    found = []
+    found: list[Path] = []
     if not roots.engines.is_dir():
         return found
     for engine in sorted(roots.engines.rglob("*.engine")):

@@ -9,6 +9,7 @@ import streamlit as st
 
 from workbench.calibration import convergence
 from workbench.calibration.methods import METHODS
+from workbench.config import DEFAULT_METHOD
 from workbench.dashboard import charts, ui
 from workbench.dashboard.data import calibration as data
 from workbench.dashboard.paths import display
@@ -27,7 +28,7 @@ def render() -> None:
     if not caches:
         ui.empty_state(
             "calibration runs",
-            "python -m workbench calibrate --set demo-calib --method entropy",
+            f"python -m workbench calibrate --calib-set demo-calib --method {DEFAULT_METHOD}",
             f"Runs live in `{roots.engines}/<model hash>/` (FP32 ONNX, caches, INT8 variants).",
         )
         return

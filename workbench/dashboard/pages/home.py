@@ -15,7 +15,7 @@ from workbench.report.render import verdict_line, verdict_mode
 # (what the step makes, the command that makes it), in the order the steps run
 STEPS = [
     ("speech sets", "python -m workbench data build"),
-    ("calibration caches", "python -m workbench calibrate --set demo-calib"),
+    ("calibration caches", "python -m workbench calibrate --calib-set demo-calib"),
     ("layer comparisons", "python -m workbench compare"),
     ("sign-off reports", "python -m workbench signoff --eval-set demo-eval --calib-set demo-calib"),
 ]

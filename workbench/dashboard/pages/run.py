@@ -15,7 +15,7 @@ from typing import Any
 import streamlit as st
 
 from workbench.calibration.methods import METHODS, MethodSpec
-from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_TARGET
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD, DEFAULT_TARGET
 from workbench.dashboard import background, ui
 from workbench.dashboard.data.sets import set_names
 from workbench.dashboard.paths import ArtifactRoots, OutsideArtifacts, resolve
@@ -157,7 +157,7 @@ def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
     with st.form("calibrate"):
         choice, typed, options = _model_inputs("cal", roots)
         calib = st.selectbox("Calibration set", names, key="cal-set", index=_index_of("demo-calib", names))
-        method = st.selectbox("Method", METHODS, key="cal-method")
+        method = st.selectbox("Method", METHODS, index=METHODS.index(DEFAULT_METHOD), key="cal-method")
         percentile = st.number_input(
             "Percentile (percentile method)", 90.0, 100.0, 99.99, 0.01, format="%.2f", key="cal-percentile"
         )
@@ -236,7 +236,7 @@ def analysis_inputs(
     backend: str = DEFAULT_BACKEND,
 ) -> compare.CompareInputs | search.SearchInputs:
     """Inputs of the ``compare`` job (layer table + sensitivity) or the ``search`` job (mixed plan)."""
-    shared = {
+    shared: dict[str, Any] = {  # the fields both jobs' inputs share (each dataclass checks its own)
         "model": model,
         "calib_set": calib,
         "method": method,

@@ -1,6 +1,7 @@
 """Trade-off page: WER or CER (the record's unit; overall or per condition) against latency for every
 candidate of a sign-off record, PASS/FAIL, the Pareto front and the gates drawn; choosing a candidate
-shows its precision plan. An anchors record (a sign-off record with ``anchors.json`` beside it, from
+shows its precision plan. Each record signs off for one deployment target: the page says which, where the
+latency was measured, and what the target runs (for ONNX Runtime CPU: the CPU flavours and dynamic INT8). An anchors record (a sign-off record with ``anchors.json`` beside it, from
 ``benchmarks/anchors.py``) marks which tool made each point: ONNX Runtime, ModelOpt or the workbench."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from workbench.dashboard import charts, ui
 from workbench.dashboard.data import anchors, layers, plans
 from workbench.dashboard.data import reports as data
 from workbench.errors import WorkbenchError
-from workbench.report.render import unit_label, verdict_line
+from workbench.report.render import target_table, unit_label, verdict_line
 from workbench.search.outputs import SEARCH_FORMAT
 
 MEAN_P50 = "mean p50 over duration buckets (what 'fastest' is judged on)"
@@ -208,6 +209,7 @@ def _signoff(roots) -> None:
             )
         },
     )
+    _target_view(record)
 
     st.subheader("Candidate plan")
     candidate = ui.pick("Candidate", list(frame["candidate"]), "candidate", "reports")
@@ -220,6 +222,29 @@ def _signoff(roots) -> None:
         st.warning(f"Cannot show the plan of {candidate}: {exc}")
         return
     _plan_view(plan, candidate)
+
+
+def _target_view(record) -> None:
+    """Which deployment target this record signs off for, where it was timed, and what the target runs (the
+    candidates as given, or made for it: CPU flavours, dynamic INT8; those left out, with why)."""
+    backend = record.get("backend") or {}
+    if not backend:
+        return
+    on_target = backend.get("backend") == backend.get("target")
+    st.markdown(
+        f"Deployment target: **{backend.get('target')}**; measured on {backend.get('backend')} "
+        f"({backend.get('device')})"
+        + (
+            ": latency picks the winner."
+            if on_target
+            else ": not the target, so latency is shown but picks nothing (accuracy sign-off)."
+        )
+    )
+    made = backend.get("candidates")
+    if made:
+        title, header, rows = target_table(made)
+        with st.expander(title, expanded=any(c.get("made_from") for c in made["candidates"])):
+            st.dataframe([dict(zip(header, row)) for row in rows], width="stretch", hide_index=True)
 
 
 def _mark_anchors(folder, frame) -> None:

@@ -109,7 +109,7 @@ class CommonVoiceSource(EntrySource):
                     f"{tsv} has no column(s) {missing}; a Common Voice TSV has "
                     f"{', '.join(REQUIRED_COLUMNS)}, sentence, accents, gender, age"
                 )
-            accent_column = "accents" if "accents" in reader.fieldnames else "accent"
+            accent_column = "accents" if "accents" in (reader.fieldnames or []) else "accent"
             source = f"commonvoice:{root.name}"
             checked_mp3 = False
             for number, row in enumerate(reader, 2):

@@ -1,0 +1,85 @@
+"""The n-gram language model writer: KenLM reads the ARPA file back as a proper distribution, the estimate
+matches interpolated Kneser-Ney by hand, and beam search with the model prefers the words it has seen."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from workbench.errors import WorkbenchError
+from workbench.evaluate.decoders import decoder_for
+from workbench.evaluate.inference import DecoderSettings
+from workbench.evaluate.ngram import EOS, UNK, build_arpa, estimate
+from workbench.model.vocab import DEFAULT_VOCABULARY, VOCAB
+from workbench.optional import has_module
+
+kenlm_missing = pytest.mark.skipif(
+    not (has_module("kenlm") and has_module("pyctcdecode")),
+    reason="kenlm / pyctcdecode not installed (setup.sh installs them)",
+)
+TEXTS = [
+    "THE CAT SAT ON THE MAT",
+    "THE DOG SAT ON THE LOG",
+    "A CAT AND A DOG",
+    "THE CAT ATE",
+    "ON THE MAT THE CAT SLEPT",
+]
+
+
+@kenlm_missing
+@pytest.mark.parametrize("order", [2, 3, 4])
+def test_kenlm_reads_a_distribution_in_every_context(tmp_path, order) -> None:
+    import kenlm
+
+    path = tmp_path / "lm.arpa"
+    build_arpa(TEXTS, path, order)
+    lm = kenlm.Model(str(path))
+    vocabulary = sorted({w for t in TEXTS for w in t.split()} | {EOS, UNK})
+    for context in ([], ["THE"], ["THE", "CAT"], ["ON", "THE"], ["MAT", "THE", "CAT"], ["ZEBRA"]):
+        state = kenlm.State()
+        lm.BeginSentenceWrite(state)
+        for word in context:
+            out = kenlm.State()
+            lm.BaseScore(state, word, out)
+            state = out
+        total = sum(10 ** lm.BaseScore(state, w, kenlm.State()) for w in vocabulary)
+        assert total == pytest.approx(1.0, abs=1e-4), context
+
+
+def test_bigram_estimate_by_hand() -> None:
+    """Two sentences 'A B' and 'A C': p(B | A) = (1 - D2)/2 + gamma(A) p(B)."""
+    model = estimate(["A B", "A C"], order=2)
+    # unigram adjusted counts: A:1 (after <s> only: one left extension), B:1, C:1, </s>:2 (after B, C)
+    d1 = 3 / (3 + 2 * 1)  # counts of counts over {1, 1, 1, 2}: n1 = 3, n2 = 1
+    total = 5
+    vocab = 5  # A, B, C, </s>, <unk>
+    gamma0 = d1 * 4 / total
+    p_b = (1 - d1) / total + gamma0 / vocab
+    assert 10 ** model.logprob[0][("B",)] == pytest.approx(p_b)
+    d2 = 4 / (4 + 2 * 1)  # bigram counts (raw at the top order): <s> A: 2, A B, A C, B </s>, C </s>: 1
+    p_b_a = (1 - d2) / 2 + (d2 * 2 / 2) * p_b
+    assert 10 ** model.logprob[1][("A", "B")] == pytest.approx(p_b_a)
+    assert 10 ** model.backoff[0][("A",)] == pytest.approx(d2 * 2 / 2)
+    assert math.isclose(sum(10 ** model.logprob[0][(w,)] for w in ("A", "B", "C", EOS, UNK)), 1.0)
+
+
+def test_no_text_is_refused() -> None:
+    with pytest.raises(WorkbenchError, match="no text"):
+        estimate(["", "  "])
+
+
+@kenlm_missing
+def test_language_model_steers_the_beam(tmp_path) -> None:
+    """Frames that read 'THE CAT' or 'THE CUT' equally well: the LM trained on cats picks CAT."""
+    path = tmp_path / "lm.arpa"
+    build_arpa(TEXTS * 3, path, 3)
+    v = VOCAB
+    ids = [v[c] for c in "THE"] + [v["|"], v["C"], v["A"], v["T"]]
+    logits = np.zeros((len(ids), len(VOCAB)), dtype=np.float32)
+    logits[np.arange(len(ids)), ids] = 5.0
+    logits[5, v["U"]] = 5.2  # acoustically CUT wins by a little
+    no_lm = decoder_for(DecoderSettings("beam", beam_width=16), DEFAULT_VOCABULARY)
+    with_lm = decoder_for(DecoderSettings("beam", beam_width=16, lm=path, alpha=1.0), DEFAULT_VOCABULARY)
+    assert no_lm(logits) == "THE CUT" and with_lm(logits) == "THE CAT"

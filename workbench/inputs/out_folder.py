@@ -1,0 +1,41 @@
+"""Output folders a user names (``--out`` of signoff, report, compare, search): checked before any work, so a run
+never does minutes of work and then fails to write its results.
+
+The folder must be a folder (or not exist yet, under a folder) where a file can really be made: the check makes
+an unnamed temporary file there (``O_TMPFILE``: nothing is left even if the process dies), which also catches
+read-only file systems and, for root, places that permission bits do not stop.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from workbench.errors import WorkbenchError
+
+
+def check_out_folder(path: Path, flag: str = "--out") -> None:
+    """Raise a WorkbenchError naming ``flag`` unless ``path`` is, or can be made as, a folder that takes files."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise WorkbenchError(
+            f"{flag} {path} is a file, not a folder; give a folder (it is made when missing)"
+        )
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise WorkbenchError(
+            f"{flag} {path} cannot be made: {existing} is a file, not a folder; give another folder"
+        )
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        where = "it" if existing == path else f"{existing}"
+        raise WorkbenchError(
+            f"{flag} {path} cannot be written ({where}: {reason}); give a folder you can write to"
+        ) from exc
