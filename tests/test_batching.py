@@ -157,3 +157,59 @@ def test_group_norm_model_gets_no_mask_and_bounded_zero_padding(group_norm_model
     assert check.to_json()["wer_difference_points"] == pytest.approx(
         100 * (check.wer_batched - check.wer_batch1)
     )
+
+
+def test_batched_transcripts_go_through_the_configured_and_also_decoders(masked_model) -> None:
+    """Batching gives each utterance its own logits; the decoder and every ``also`` decoder run on them, so
+    batch 8 gives batch 1's texts per decoder, in the clips' order."""
+    from workbench.evaluate.inference import DecoderSettings
+
+    with_mask, _, description = masked_model
+    clips = _clips([1.0, 2.3, 1.7, 3.1, 1.2], seed=3)
+    beam = DecoderSettings("beam", beam_width=4)
+    one = transcribe(OnnxRuntimeRunner(with_mask, threads=1), clips, description, also=[beam])
+    many = transcribe(OnnxRuntimeRunner(with_mask, threads=1), clips, description, also=[beam], batch_size=8)
+    assert many.batching["batch_size"] == 8 and many.batching["attention_mask"] is True
+    assert many.texts == one.texts
+    assert list(many.by_decoder) == [beam.name] and many.by_decoder == one.by_decoder
+    assert len(many.by_decoder[beam.name]) == len(clips)
+
+
+def test_chunked_inference_runs_chunk_by_chunk_whatever_the_batch_size(masked_model) -> None:
+    from workbench.evaluate.inference import inference_config
+    from workbench.evaluate.transcribe import transcribe_checked
+
+    with_mask, _, description = masked_model
+    clips = _clips([3.1, 1.0, 2.6], seed=4)
+    config = inference_config(chunk_length_s=1.5, stride_s=0.3)
+    one = transcribe(OnnxRuntimeRunner(with_mask, threads=1), clips, description, inference=config)
+    many, check = transcribe_checked(
+        OnnxRuntimeRunner(with_mask, threads=1), clips, description, "m", 8, inference=config
+    )
+    assert many.texts == one.texts
+    assert many.batching["batch_size"] == 1 and many.batching["chunked"] is True
+    assert check is None  # chunks already run at batch 1: nothing to check against
+
+
+class _NoMemoryForBatches(OnnxRuntimeRunner):
+    """Runs batches of one clip; a larger batch runs out of memory."""
+
+    def infer_impl(self, feeds):
+        from workbench.backends.onnxruntime import OutOfMemory
+
+        values = feeds["input_values"]
+        if values.shape[0] > 1:
+            raise OutOfMemory("ran out of memory", values.shape[1] / 16000)
+        return super().infer_impl(feeds)
+
+
+def test_out_of_memory_in_a_batch_names_its_longest_clip_and_the_batch_size(masked_model) -> None:
+    with_mask, _, description = masked_model
+    clips = _clips([1.0, 1.05, 1.1], seed=5)
+    labels = ["utterance a", "utterance b", "utterance c"]
+    with pytest.raises(WorkbenchError, match=r"utterance c \(the longest clip of a batch of 3.*--batch-size"):
+        transcribe(_NoMemoryForBatches(with_mask, threads=1), clips, description, labels=labels, batch_size=8)
+    alone = transcribe(
+        _NoMemoryForBatches(with_mask, threads=1), clips, description, labels=labels, batch_size=1
+    )
+    assert len(alone.texts) == 3

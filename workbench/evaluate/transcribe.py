@@ -25,6 +25,7 @@ from workbench.backends.onnxruntime import OutOfMemory
 from workbench.config import BATCH_CHECK_UTTERANCES
 from workbench.errors import WorkbenchError
 from workbench.evaluate.batching import (
+    MASK_INPUT,
     BatchPolicy,
     ConvGeometry,
     logits_of,
@@ -101,7 +102,10 @@ def transcribe(
             by_decoder[other][index] = decode_other(logits)
 
     def infer(row: np.ndarray) -> np.ndarray:
-        logits = logits_of(runner, row[None, :])
+        batch = row[None, :]
+        # a graph exported with an attention mask gets one (every sample real: a chunk is never padded)
+        mask = np.ones(batch.shape, dtype=np.int64) if MASK_INPUT in runner.graph_inputs() else None
+        logits = logits_of(runner, batch, mask)
         if logits.ndim != 3:
             raise WorkbenchError(
                 f"{runner.name}: logits should be [batch, frames, vocab], got {logits.shape}"
