@@ -34,7 +34,7 @@ def constant_ctc_onnx(path: Path, text: str) -> Path:
 
     const = ctc_logits_for(text)
     nodes = [
-        helper.make_node("ReduceMean", ["input_values"], ["m"], keepdims=1),  # [B, 1]
+        helper.make_node("ReduceMean", ["input_values"], ["m"], axes=[1], keepdims=1),  # [B, 1]
         helper.make_node("Unsqueeze", ["m", "axes"], ["m3"]),  # [B, 1, 1]
         helper.make_node("Mul", ["m3", "zero"], ["z"]),
         helper.make_node("Add", ["z", "C"], ["logits"]),

@@ -416,11 +416,24 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert f"{SEARCH.confidence:.0%} chance that the sign-off passes" in printed
     overall = search["candidates"][0]["delta"]["overall"]
     judged = search["candidates"][0]["judged_delta_high"]["overall"]
+    # the candidate's last look: its dev utterances, their ratio to the sign-off set, its confidence
+    evidence = search["candidates"][0]["evidence"]
+    last = evidence["looks"][-1]
+    assert last["utterances"] == evidence["utterances"] == search["candidates"][0]["latency"]["utterances"]
+    assert evidence["stopped"] and evidence["blocks"] == search["sequential"]["blocks"]
+    assert (
+        last["confidence"] == pytest.approx(SEARCH.confidence) or evidence["blocks_used"] < evidence["blocks"]
+    )
     expected = (
-        predicted_interval(Interval(**overall), ratios["overall"], pass_quantile(SEARCH.confidence)).high
+        predicted_interval(
+            Interval(**overall),
+            evidence["block_ratio_per_check"]["overall"],
+            pass_quantile(last["confidence"]),
+        ).high
         * 100
     )
     assert judged == pytest.approx(expected) and judged > overall["high"] * 100
+    assert 0.0 < search["found"]["int8_macs_share"] <= 1.0 and search["macs"]["total"] > 0
     first = search["candidates"][0]
     assert first["phase"] == "int8-everywhere" and first["int8_share"] == 1.0
     assert set(first["delta"]["per_condition"]) == {"quiet", "noisy", "accented"}

@@ -486,8 +486,13 @@ def test_tradeoff_page_shows_search_candidates(artifacts) -> None:
         row = frame[frame["candidate"] == c["name"]].iloc[0]
         assert row["WER %"] == pytest.approx(c["wer"]["overall"]["estimate"] * 100)
         assert row["verdict"] == ("PASS" if c["passed"] else "FAIL")
+        assert row["int8 MACs share"] == pytest.approx(c["int8_macs_share"])  # beside the node share
+        assert (
+            row["dev utterances"] == c["latency"]["utterances"] and row["stopped"] == c["evidence"]["stopped"]
+        )
     assert search["found"]  # a random model's WER drifts little: the fixture's search finds a plan
     assert search["found"]["name"] in texts(at.markdown)
+    assert f"{search['found']['int8_macs_share'] * 100:.0f} % of multiply-accumulates" in texts(at.markdown)
     found = next(c for c in search["candidates"] if c["step"] == search["found"]["step"])
     assert at.selectbox(key="search-candidate").value == found["name"]  # the found plan opens first
     for c in search["candidates"]:

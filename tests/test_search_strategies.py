@@ -103,3 +103,27 @@ def test_bad_options_are_user_errors(kwargs: dict, message: str) -> None:
 def test_a_ranking_of_other_groups_is_refused() -> None:
     with pytest.raises(WorkbenchError, match="does not cover"):
         search_plan(RANKING[:-1] + ["elsewhere"], GROUPS, NeedsKept(set()))
+
+
+def test_the_objective_picks_the_passing_plan_with_the_most_int8_compute() -> None:
+    """Refinement passes two plans; the objective (here: compute in the one heavy group) picks between them,
+    and a failing plan is never returned however high it scores."""
+    heavy = RANKING[1]
+    evaluate = NeedsKept({RANKING[0]})
+
+    def compute(plan: PrecisionPlan) -> float:
+        return sum(
+            (100.0 if g.name == heavy else 1.0) for g in GROUPS if plan.precision_of(g.nodes[0]) == "int8"
+        )
+
+    plain = search_plan(RANKING, GROUPS, evaluate, refine=0)
+    assert plain.found is not None and plain.found.kept == frozenset(RANKING[:1])
+    scored = search_plan(RANKING, GROUPS, NeedsKept({RANKING[0]}), refine=0, objective=compute)
+    assert scored.found is not None and scored.found.passed
+    passing = [c for c in scored.candidates if c.passed]
+    assert compute(scored.found.evaluation.plan) == max(compute(c.evaluation.plan) for c in passing)
+    assert all(compute(c.evaluation.plan) <= compute(scored.found.evaluation.plan) for c in passing)
+    failing = [c for c in scored.candidates if not c.passed]
+    assert failing and max(compute(c.evaluation.plan) for c in failing) > compute(
+        scored.found.evaluation.plan
+    )

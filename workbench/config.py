@@ -125,8 +125,10 @@ class ImportDefaults:
 
 
 # The demo's dev set per condition (the evaluation set has 200): the search evaluates every candidate on it,
-# so its size is the search's cost; the search predicts the sign-off's intervals from the two sets' speakers
-# (docs/compare-and-search.md)
+# so its size is the search's cost. The search buys it block by block (SearchConfig.dev_blocks), so clear
+# candidates stop after the first quarter and only the close ones pay for the whole set; 300 per condition
+# (same speakers) did not pass 60 %-MACs plans and made the demo much slower. The search predicts the
+# sign-off's intervals from the two sets' speakers (docs/compare-and-search.md)
 DEMO_DEV_PER_CONDITION = 100
 
 
@@ -143,9 +145,17 @@ class SearchConfig:
     confidence: float = 0.9
     # share of each gate held back on top of that (0: none)
     margin: float = 0.0
+    # the dev set is bought in this many blocks: a candidate is judged on the first, and more are transcribed
+    # only while its judged interval straddles the gate (workbench.search.sequential; 1: the whole set at once)
+    dev_blocks: int = 4
+    # the fewest utterances a look before the whole dev set judges (a first block also holds every condition)
+    min_block: int = 60
+    # what the search maximises among passing plans: "macs" (INT8 share of multiply-accumulates) or "nodes"
+    objective: str = "macs"
 
 
 SEARCH = SearchConfig()
+SEARCH_OBJECTIVES: tuple[str, ...] = ("macs", "nodes")
 
 
 # Sign-off: what to do with evaluation clips outside the deployment profile (refuse, score, skip)
@@ -173,6 +183,14 @@ BACKENDS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt")
 DEFAULT_BACKEND = "ort-cpu"
 DEFAULT_TARGET = "tensorrt"
 
+# Evaluation batches (--batch-size): clips of similar length share a batch (workbench.evaluate.batching). Small on
+# the CPU, where a batch mostly saves per-call overhead, larger on a GPU; a TensorRT engine's profile caps it.
+EVAL_BATCH_BY_BACKEND: dict[str, int] = {"ort-cpu": 8, "ort-cuda": 32, "tensorrt": 32}
+DEFAULT_EVAL_BATCH = 8
+# zero padding allowed in a batch of a model without an attention mask, as a share of its longest clip
+EVAL_MAX_PADDING = 0.1
+# utterances transcribed again at batch 1 to check the batched transcripts (transcripts that differ, WER change)
+BATCH_CHECK_UTTERANCES = 48
 # The calibration method when none is given: TensorRT's entropy (KL divergence) calibration.
 DEFAULT_METHOD = "entropy"
 

@@ -62,6 +62,14 @@ class Runner(abc.ABC):
     @abc.abstractmethod
     def deactivate_impl(self) -> None: ...
 
+    def graph_inputs(self) -> list[str]:
+        """Names of the inputs the model takes (after ``activate``); empty when the back-end cannot say."""
+        return []
+
+    def batch_limit(self) -> int | None:
+        """The largest batch the model accepts (a TensorRT profile's max), None when unbounded."""
+        return None
+
     def describe(self) -> dict[str, str]:
         """What produced a figure: recorded beside every latency number."""
         return {"runner": self.name, "backend": self.backend}

@@ -227,6 +227,9 @@ class OnnxRuntimeRunner(Runner):
         assert self.session is not None
         return [i.name for i in self.session.get_inputs()]
 
+    def graph_inputs(self) -> list[str]:
+        return self.input_names if self.session is not None else []
+
     def describe(self) -> dict[str, str]:
         import onnxruntime as ort
 

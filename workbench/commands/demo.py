@@ -168,9 +168,12 @@ def _candidates(ctx: DemoContext, say: bool = True) -> list[tuple[str, Path]]:
     found = search.data["found"] if search else None
     if found:
         candidates.append(("mixed", Path(found["onnx_path"])))
+        macs = found.get("int8_macs_share")
         if say:
             print(
-                f"mixed candidate: {found['name']} ({found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)"
+                f"mixed candidate: {found['name']} ("
+                + (f"{macs * 100:.1f}% of multiply-accumulates, " if macs is not None else "")
+                + f"{found['int8_share'] * 100:.1f}% of MatMul/Conv nodes in INT8)"
             )
     elif search and say:
         print("no mixed plan met the budget on the dev set; signing off FP32, FP16 and INT8 only")

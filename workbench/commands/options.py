@@ -67,6 +67,19 @@ def add_backend_argument(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:
+    """``--batch-size``: clips of similar length transcribed together (default: per backend)."""
+    from workbench.config import EVAL_BATCH_BY_BACKEND
+
+    defaults = ", ".join(f"{b} {n}" for b, n in EVAL_BATCH_BY_BACKEND.items())
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help=f"utterances per evaluation batch, length-bucketed (default per backend: {defaults}; "
+        "a TensorRT engine's profile caps it; 1: one clip at a time)",
+    )
+
+
 def add_error_unit(parser: argparse.ArgumentParser) -> None:
     """``--error-unit``: count errors per word or per character (default: what the model's vocabulary calls for)."""
     from workbench.evaluate.wer import UNITS

@@ -15,13 +15,14 @@ import argparse
 from pathlib import Path
 
 from workbench.commands.options import (
+    add_batch_size_argument,
     add_inference_arguments,
     add_model_arguments,
     analysis_fields,
     inference_from,
     print_lines,
 )
-from workbench.config import MIN_RESAMPLES, SEARCH
+from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES
 from workbench.values import whole_number
 
 
@@ -78,11 +79,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--dev-blocks",
+        type=int,
+        default=SEARCH.dev_blocks,
+        help="buy the dev set in this many blocks: more are transcribed only while a candidate's judged "
+        f"interval straddles the gate (default {SEARCH.dev_blocks}; 1: the whole dev set for every candidate)",
+    )
+    parser.add_argument(
+        "--objective",
+        choices=SEARCH_OBJECTIVES,
+        default=SEARCH.objective,
+        help="what the search maximises among passing plans: the INT8 share of multiply-accumulates "
+        "(macs, default) or of MatMul/Gemm/Conv nodes",
+    )
+    parser.add_argument(
         "--latency-target",
         metavar="TARGET",
         help="ort-cpu: choose, among the plans that pass, the one measured fastest on ONNX Runtime's CPU EP "
-        "(its CPU flavour, timed against FP32 here) instead of the one with the most INT8",
+        "(its CPU flavour, timed against FP32 here) instead of the one the objective scores highest",
     )
+    add_batch_size_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
         margin=args.margin,
         confidence=args.confidence,
+        dev_blocks=args.dev_blocks,
+        objective=args.objective,
+        batch_size=args.batch_size,
         latency_target=args.latency_target,
         inference=inference,
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from workbench.commands.options import (
     add_backend_argument,
+    add_batch_size_argument,
     add_error_unit,
     add_inference_arguments,
     inference_from,
@@ -67,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
+    add_batch_size_argument(parser)
     parser.add_argument(
         "--target",
         choices=BACKENDS,
@@ -163,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
         sensitivity=args.sensitivity,
         threads=args.threads,
         backend=args.backend,
+        batch_size=args.batch_size,
         target=args.target,
         as_given=args.as_given,
         resamples=args.resamples,

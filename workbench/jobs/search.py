@@ -25,15 +25,19 @@ from workbench.compare.groups import Group, node_groups
 from workbench.compare.sensitivity import VariantRunner
 from workbench.config import DEFAULT_BACKEND, SEARCH
 from workbench.errors import WorkbenchError
+from workbench.evaluate.batching import check_batch_size, default_batch_size
 from workbench.evaluate.gates import GateConfig
 from workbench.evaluate.inference import GREEDY, InferenceConfig
 from workbench.jobs import compare
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
+from workbench.quantize.macs import NodeMacs, node_macs, opt_samples
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.quantize.qdq import build_variant
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
 from workbench.search.latency_objective import LatencyChoice, check_latency_target, fastest_passing
+from workbench.search.objective import OBJECTIVES, Objective, make_objective
+from workbench.search.sequential import SEQUENTIAL_RULE
 from workbench.search.strategies import Candidate, SearchResult, describe, search_plan
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.records import Clip
@@ -59,6 +63,9 @@ class SearchInputs(AnalysisInputs):
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
+    dev_blocks: int = SEARCH.dev_blocks  # the dev set bought block by block (workbench.search.sequential)
+    objective: str = SEARCH.objective  # what the search maximises among passing plans
+    batch_size: int | None = None  # evaluation batch (default: per backend)
     latency_target: str | None = None  # choose the passing plan fastest there (search.latency_objective)
     inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
 
@@ -83,6 +90,7 @@ def check(inputs: SearchInputs) -> None:
         )
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
+    check_evidence_options(inputs.dev_blocks, inputs.objective, inputs.batch_size)
     check_latency_target(inputs.latency_target)
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
@@ -124,10 +132,25 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             backend=inputs.backend,
             margin=inputs.margin,
             confidence=inputs.confidence,
+            dev_blocks=inputs.dev_blocks,
+            objective=inputs.objective,
+            batch_size=inputs.batch_size,
             latency_target=inputs.latency_target,
             inference=inputs.inference.check(),
         ),
     )
+
+
+def check_evidence_options(dev_blocks: int, objective: str, batch_size: int | None) -> None:
+    """--dev-blocks, --objective and --batch-size."""
+    if dev_blocks < 1:
+        raise WorkbenchError(
+            f"--dev-blocks must be at least 1 (1: the whole dev set at once), not {dev_blocks}"
+        )
+    if objective not in OBJECTIVES:
+        raise WorkbenchError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    if batch_size is not None:
+        check_batch_size(batch_size)
 
 
 def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
@@ -233,13 +256,19 @@ class SearchSettings:
     backend: str = DEFAULT_BACKEND
     margin: float = SEARCH.margin
     confidence: float = SEARCH.confidence
-    latency_target: str | None = None  # keep the passing plan measured fastest on this target
+    dev_blocks: int = SEARCH.dev_blocks  # the dev set bought block by block (workbench.search.sequential)
+    objective: str = (
+        SEARCH.objective
+    )  # what the search maximises among passing plans (workbench.search.objective)
+    batch_size: int | None = None  # evaluation batch (default: per backend)
+    latency_target: str | None = None  # then keep the passing plan measured fastest on this target
     inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
 
 
 def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
-    """Find the plan with the most INT8 whose sign-off the dev set predicts to pass the gates (held back by
-    ``margin``) with probability ``confidence``; write JSON/CSV, plan and ONNX."""
+    """Find the plan the objective scores highest (by default the most INT8 multiply-accumulates) whose
+    sign-off the dev set predicts to pass the gates (held back by ``margin``) with probability ``confidence``;
+    with ``latency_target``, the passing plan measured fastest there instead; write JSON/CSV, plan and ONNX."""
     s = settings
     check_dev_apart(s.dev_set, s.signoff_set)
     require_utterances(s.dev_set, "dev")
@@ -255,7 +284,12 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     clips = (
         clips_per_condition(s.dev_set, s.dev_per_condition) if s.dev_per_condition else all_clips(s.dev_set)
     )
+    macs, goal = search_objective(s, model)
     evaluator = dev_evaluator(prepared, s, model, clips)
+    logger.info(
+        f"objective: {goal.description}; dev set bought in blocks of {evaluator.ends[0]} utterances "
+        f"({len(evaluator.ends)} blocks), batches of {evaluator.batch_size}"
+    )
     log_budget(prepared, s, evaluator, len(clips))
     name = search_outputs.mixed_name(prepared.tag, s.dev_set.content_hash)
     result = search_plan(
@@ -266,6 +300,7 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
         refine=s.refine,
         name=name,
         strategy=s.strategy,
+        objective=goal,
     )
     timed = None
     if s.latency_target is not None and result.found is not None:
@@ -287,11 +322,18 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     found_json = None
     if result.found is not None:
         found_json = write_found_plan(
-            prepared, result.found, name, ranking, nodes, model, Path(s.out) if s.out else prepared.folder
+            prepared,
+            result.found,
+            name,
+            ranking,
+            nodes,
+            model,
+            Path(s.out) if s.out else prepared.folder,
+            macs,
         )
         files.update({"plan": Path(found_json["plan_path"]), "onnx": Path(found_json["onnx_path"])})
     data_out = search_record(
-        prepared, s, evaluator, result, sensitivity, ranking, groups, nodes, found_json, timed
+        prepared, s, evaluator, result, sensitivity, ranking, groups, nodes, found_json, timed, macs, goal
     )
     j, c = outputs.write_with_csv(
         search_outputs.search_path(folder, prepared.tag, s.dev_set.content_hash),
@@ -337,6 +379,14 @@ def ranked_groups(
     return groups, [layer["name"] for layer in sorted(data["layers"], key=lambda r: r["rank"])]
 
 
+def search_objective(s: SearchSettings, model: onnx.ModelProto) -> tuple[NodeMacs, Objective]:
+    """Each node's multiply-accumulates at the engine profile's opt length (the sign-off set's median clip,
+    else the dev set's) and the objective the search maximises among passing plans."""
+    judged = s.signoff_set or s.dev_set
+    macs = node_macs(model, opt_samples([u.duration_s for u in judged.utterances]))
+    return macs, make_objective(s.objective, macs, quantizable_nodes(model))
+
+
 def dev_evaluator(
     prepared: Prepared, s: SearchSettings, model: onnx.ModelProto, clips: list[Clip]
 ) -> DevEvaluator:
@@ -360,6 +410,8 @@ def dev_evaluator(
         model=prepared.description,
         margin=s.margin,
         confidence=s.confidence,
+        blocks=s.dev_blocks,
+        batch_size=s.batch_size or default_batch_size(s.backend),
         inference=s.inference,
     )
 
@@ -397,6 +449,7 @@ def write_found_plan(
     nodes: list[str],
     model: onnx.ModelProto,
     folder: Path,
+    macs: NodeMacs | None = None,
 ) -> dict[str, Any]:
     """Write the found plan (with the FP16 guard) and its ONNX variant under ``folder``; their record entry."""
     found_plan = found.evaluation.plan
@@ -414,6 +467,7 @@ def write_found_plan(
         "onnx_path": str(onnx_path),
         "onnx_sha256": sha256_file(onnx_path),
         "int8_share": plan.int8_share(nodes),
+        "int8_macs_share": macs.int8_share(plan) if macs is not None else None,
         "fp16_groups": [g for g in ranking if g in found.kept],
         "k": found.k,
         "step": found.step,
@@ -431,6 +485,8 @@ def search_record(
     nodes: list[str],
     found_json: dict[str, Any] | None,
     timed: LatencyChoice | None = None,
+    macs: NodeMacs | None = None,
+    goal: Objective | None = None,
 ) -> dict[str, Any]:
     """The search record (``workbench-search/1``): provenance, budget, dev set, baseline, every candidate."""
     gates, base = s.gates, evaluator.baseline
@@ -473,6 +529,16 @@ def search_record(
         },
         "inference": s.inference.to_json(),
         "strategy": describe(s.strategy, s.keep, s.refine),
+        "objective": goal.to_json() if goal is not None else None,
+        "macs": macs.to_json() if macs is not None else None,
+        "sequential": {
+            "blocks": len(evaluator.ends),
+            "block_ends": evaluator.ends,
+            "rule": SEQUENTIAL_RULE,
+            "utterances_transcribed": sum(c.evaluation.utterances for c in result.candidates),
+            "utterances_if_whole_set": len(evaluator.utterances) * len(result.candidates),
+        },
+        "batching": {"batch_size": evaluator.batch_size, "backend": s.backend},
         "sensitivity_path": str(sensitivity),
         "ranking": ranking,
         "groups": {g.name: list(g.nodes) for g in groups},
@@ -482,7 +548,7 @@ def search_record(
             "per_condition": {c: g.wer.to_json() for c, g in sorted(base.per_condition.items())},
             "mean_ms_per_utterance": base.mean_ms_per_utterance,
         },
-        "candidates": [candidate_json(c, ranking, nodes) for c in result.candidates],
+        "candidates": [candidate_json(c, ranking, nodes, macs, goal) for c in result.candidates],
         "evaluations": result.evaluations,
         "one_at_a_time_evaluations": result.one_at_a_time_evaluations,
         "per_group_evaluations": len(groups),
@@ -492,8 +558,14 @@ def search_record(
     }
 
 
-def candidate_json(c: Candidate, ranking: list[str], nodes: list[str]) -> dict[str, Any]:
-    """One evaluated plan in the search record."""
+def candidate_json(
+    c: Candidate,
+    ranking: list[str],
+    nodes: list[str],
+    macs: NodeMacs | None = None,
+    goal: Objective | None = None,
+) -> dict[str, Any]:
+    """One evaluated plan in the search record: its INT8 shares, the objective's score, the evidence bought."""
     return {
         "step": c.step,
         "phase": c.phase,
@@ -502,6 +574,9 @@ def candidate_json(c: Candidate, ranking: list[str], nodes: list[str]) -> dict[s
         "plan": c.evaluation.plan.to_json(),
         "fp16_groups": [g for g in ranking if g in c.kept],
         "int8_share": c.evaluation.plan.int8_share(nodes),
+        "int8_macs_share": macs.int8_share(c.evaluation.plan) if macs is not None else None,
+        "objective": goal(c.evaluation.plan) if goal is not None else None,
+        "evidence": c.evaluation.evidence,
         "int8_nodes": sum(c.evaluation.plan.precision_of(n) == "int8" for n in nodes),
         "nodes": len(nodes),
         "passed": c.passed,
@@ -549,8 +624,19 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
             f"objective: latency on {chosen['target']}; the fastest passing plan is x{ratio.get('estimate', float('nan')):.3f} "
             f"FP32 [{ratio.get('low', float('nan')):.3f}, {ratio.get('high', float('nan')):.3f}] at batch {ratio.get('batch')}"
         )
-    out.append(
-        f"found plan {found['name']}: INT8 share {found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv nodes, "
-        f"{len(found['fp16_groups'])} groups kept in FP16"
+    macs = (
+        f"{found['int8_macs_share'] * 100:.1f}% of MACs and "
+        if found.get("int8_macs_share") is not None
+        else ""
     )
+    out.append(
+        f"found plan {found['name']}: INT8 share {macs}{found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv "
+        f"nodes, {len(found['fp16_groups'])} groups kept in FP16"
+    )
+    seq = data.get("sequential")
+    if seq:
+        out.append(
+            f"dev utterances transcribed: {seq['utterances_transcribed']} (the whole dev set for every "
+            f"candidate: {seq['utterances_if_whole_set']})"
+        )
     return out

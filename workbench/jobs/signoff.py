@@ -56,12 +56,13 @@ from workbench.config import (
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
+from workbench.evaluate.batching import default_batch_size
 from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
-from workbench.evaluate.transcribe import transcribe
+from workbench.evaluate.transcribe import BatchCheck, transcribe_checked
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
@@ -69,6 +70,7 @@ from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
+from workbench.quantize.macs import compute_shares, node_macs, opt_samples
 from workbench.quantize.overflow import OverflowReport, check_overflow
 from workbench.quantize.plan import precision_counts, precisions_of_onnx
 from workbench.quantize.targets import candidates_for_target, check_target_inputs
@@ -109,6 +111,7 @@ class SignoffInputs:
     resamples: int = 2000
     seed: int = 0
     limit: int | None = None
+    batch_size: int | None = None  # evaluation batch (default: per backend; a TensorRT profile caps it)
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     outside_profile: str = (
@@ -181,12 +184,15 @@ def build_default_variants(
     return DefaultVariants(candidates + [("mixed", found.onnx)], result.cache, found.sensitivity, note)
 
 
-def engine_settings(utts: list[Utterance], latency: LatencyConfig | None) -> BuildSettings:
-    """TensorRT build settings of a sign-off: the profile spans the judged clips' durations and the timed
-    batch sizes (batch 1 only without latency runs)."""
+def engine_settings(
+    utts: list[Utterance], latency: LatencyConfig | None, eval_batch: int = 1
+) -> BuildSettings:
+    """TensorRT build settings of a sign-off: the profile spans the judged clips' durations, the timed batch
+    sizes (batch 1 only without latency runs) and the evaluation batch."""
     durations = [u.duration_s for u in utts] or [1.0]
+    batches = set(latency.batch_sizes) if latency else {1}
     return BuildSettings(
-        batches=tuple(latency.batch_sizes) if latency else (1,), samples=samples_from_durations(durations)
+        batches=tuple(sorted(batches | {eval_batch})), samples=samples_from_durations(durations)
     )
 
 
@@ -393,23 +399,42 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     names = [n for n, _ in candidates]
     machine = machine_info()
     overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, model.prepare)
+    batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
-        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency)
+        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
+    batch_checks: dict[str, BatchCheck] = {}
+    policy: dict[str, Any] = {}
     inference, also = (
         inputs.inference,
         [d for d in inputs.also_decoders if d.name != inputs.inference.decoder.name],
     )
     by_decoder: dict[str, dict[str, list[str]]] = {inference.decoder.name: hyps, **{d.name: {} for d in also}}
     logger.info(f"inference: {inference.summary()}")
+    audios = [eval_set.audio(u) for u in utts]
     for name in names:
-        logger.info(f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}")
-        done = transcribe(runners[name], (eval_set.audio(u) for u in utts), model, name, inference, also)
-        hyps[name] = done.texts
-        for decoder, texts in done.by_decoder.items():
+        logger.info(
+            f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, batch {batch}"
+        )
+        result, agreement = transcribe_checked(
+            runners[name],
+            audios,
+            model,
+            name,
+            batch,
+            [u.text for u in utts],
+            inference=inference,
+            also=also,
+        )
+        hyps[name], policy = result.texts, result.batching
+        for decoder, texts in result.by_decoder.items():
             by_decoder[decoder][name] = texts
+        if agreement is not None:
+            batch_checks[name] = agreement
+            logger.info(f"[{name}] {agreement.summary()}")
+    del audios
     latencies = {}
     if inputs.latency:
         buckets = bucket_clips(eval_set)
@@ -480,7 +505,10 @@ def run(inputs: SignoffInputs) -> SignoffResult:
         "target": inputs.target,
         "measured": "transcription (WER) and latency of every candidate",
         "candidates": targeted.to_json(),  # what the target runs: as given, or made for it
+        "batching": {**policy, "batch_check": [c.to_json() for c in batch_checks.values()]},
     }
+    notes += [f"batched transcription, {c.summary()}" for c in batch_checks.values()]
+    compute = compute_of(candidates, utts)
     record = build_record(
         accuracy=accuracy.to_json(),
         latency={n: r.to_json() for n, r in latencies.items()},
@@ -495,7 +523,22 @@ def run(inputs: SignoffInputs) -> SignoffResult:
         sensitivity=sensitivity,
         notes=notes,
         model=model.record(),
+        compute=compute,
         inference=inference.to_json(),
         decoders=decoders,
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
+
+
+def compute_of(candidates: list[tuple[str, Path]], utts: list[Utterance]) -> dict[str, Any]:
+    """Each candidate's INT8 share of multiply-accumulates (the baseline's graph at the judged clips' median
+    length, the engine profile's opt) beside its INT8 node count."""
+    import onnx
+
+    macs = node_macs(
+        onnx.load(str(candidates[0][1]), load_external_data=False), opt_samples([u.duration_s for u in utts])
+    )
+    return {
+        **macs.to_json(),
+        "candidates": {n: compute_shares(macs, precisions_of_onnx(Path(p))) for n, p in candidates},
+    }

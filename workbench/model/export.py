@@ -21,9 +21,10 @@ from workbench.model.description import ModelDescription, set_metadata
 OPSET = 17
 INPUT = "input_values"
 OUTPUT = "logits"
+MASK = "attention_mask"
 
 
-__all__ = ["INPUT", "OPSET", "OUTPUT", "Parity", "export_onnx", "module_of", "parity_check"]
+__all__ = ["INPUT", "MASK", "OPSET", "OUTPUT", "Parity", "export_onnx", "module_of", "parity_check"]
 
 
 def module_of(node_name: str) -> str:
@@ -35,11 +36,17 @@ def module_of(node_name: str) -> str:
 
 
 def export_onnx(
-    model, out_path: Path, description: ModelDescription | None = None, example_seconds: float = 2.0
+    model,
+    out_path: Path,
+    description: ModelDescription | None = None,
+    example_seconds: float = 2.0,
+    attention_mask: bool = False,
 ) -> Path:
     """TorchScript-based export (dynamo=False keeps module-path node names), written atomically.
 
-    With ``description``, the model description is stored in the file's metadata.
+    With ``description``, the model description is stored in the file's metadata. With ``attention_mask``
+    the graph takes a second input, ``attention_mask`` [batch, samples] int64 (1 = real sample), for models
+    whose feature extractor returns one, so padded batches give each clip the logits it gets alone.
     """
     import io
 
@@ -48,16 +55,23 @@ def export_onnx(
 
     dummy = torch.zeros(1, int(example_seconds * 16000))
     dummy[0, ::7] = 0.1
+    args: tuple = (dummy,)
+    names = [INPUT]
+    axes = {INPUT: {0: "batch", 1: "samples"}, OUTPUT: {0: "batch", 1: "frames"}}
+    if attention_mask:
+        args = (dummy, torch.ones_like(dummy, dtype=torch.int64))
+        names.append(MASK)
+        axes[MASK] = {0: "batch", 1: "samples"}
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
             model,
-            (dummy,),
+            args,
             buffer,  # type: ignore[arg-type]  # torch's annotation omits the file objects it accepts
-            input_names=[INPUT],
+            input_names=names,
             output_names=[OUTPUT],
-            dynamic_axes={INPUT: {0: "batch", 1: "samples"}, OUTPUT: {0: "batch", 1: "frames"}},
+            dynamic_axes=axes,
             opset_version=OPSET,
             do_constant_folding=True,
             dynamo=False,

@@ -85,6 +85,7 @@ def build_record(
     decision: dict | None = None,
     backend: dict | None = None,
     model: dict | None = None,
+    compute: dict | None = None,
     inference: dict | None = None,
     decoders: dict | None = None,
 ) -> dict[str, Any]:
@@ -109,6 +110,8 @@ def build_record(
         "inference": inference,  # chunking and decoder (workbench.evaluate.inference); None: whole clips, greedy
         "decoders": decoders,  # per decoder: WER, delta and S/D/I per candidate (workbench.evaluate.deployed)
     }
+    if compute is not None:  # INT8 share of multiply-accumulates and of compute nodes per candidate
+        record["compute"] = compute
     record = json.loads(json.dumps(record, default=str, allow_nan=True))
     record["record_sha256"] = record_digest(record)
     return record

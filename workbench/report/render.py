@@ -103,6 +103,7 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
                 decoder_rows(record),
             )
         )
+    out += compute_tables(record)
     for kind in ("condition", "accent", "voice"):
         rows = []
         for name in record["candidates"]:
@@ -215,6 +216,52 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
     made = (record.get("backend") or {}).get("candidates")
     if made:
         out.insert(1, target_table(made))
+    return out
+
+
+def compute_tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
+    """INT8 share of multiply-accumulates beside the node share, and batched against batch-1 transcripts."""
+    out = []
+    compute = record.get("compute")
+    if compute:
+        seconds = compute.get("seconds")
+        rows = [
+            [
+                name,
+                f"{c['int8_macs_share'] * 100:.1f}",
+                f"{c['int8_nodes']} / {c['compute_nodes']}",
+            ]
+            for name, c in compute.get("candidates", {}).items()
+        ]
+        out.append(
+            (
+                f"Compute in INT8 (multiply-accumulates at {seconds:.2f} s of audio)"
+                if isinstance(seconds, (int, float))
+                else "Compute in INT8",
+                ["candidate", "INT8 share of MACs %", "INT8 / compute nodes"],
+                rows,
+            )
+        )
+    batching = (record.get("backend") or {}).get("batching") or {}
+    checks = batching.get("batch_check") or []
+    if checks:
+        rows = [
+            [
+                c["candidate"],
+                str(c["batch_size"]),
+                str(c["utterances"]),
+                str(c["differing_transcripts"]),
+                "n/a" if c.get("wer_difference_points") is None else f"{c['wer_difference_points']:+.2f}",
+            ]
+            for c in checks
+        ]
+        out.append(
+            (
+                "Batched transcription against batch 1 (a sample of the evaluation set)",
+                ["candidate", "batch", "utts", "transcripts that differ", "WER difference pts"],
+                rows,
+            )
+        )
     return out
 
 

@@ -1,8 +1,11 @@
 """Full WER evaluation of a precision plan on a dev set, judged against the WER budget.
 
 The FP32 transcripts of the dev set are made once; each plan's variant is built in memory, transcribed
-(batch 1, chunked and decoded as the ``InferenceConfig`` says: greedy CTC by default), scored with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition)
-and judged by the sign-off gates on the upper end of the paired interval. The dev set must not be the
+(length-bucketed batches, chunked and decoded as the ``InferenceConfig`` says: greedy CTC by default), scored
+with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition) and judged by the sign-off gates on
+the upper end of the paired interval. With ``blocks`` > 1 the evidence is bought sequentially
+(``workbench.search.sequential``): a plan is judged on a first block of the dev set and more blocks are
+transcribed only while its judged interval straddles the gate. The dev set must not be the
 sign-off evaluation set, so the search does not select on the data that later judges it.
 
 The search keeps the plan with the most INT8 that passes, so "passes on the dev set" must predict
@@ -35,7 +38,9 @@ from statistics import NormalDist
 
 from tqdm import tqdm
 
+from workbench.backends.base import Runner
 from workbench.compare.sensitivity import VariantRunner
+from workbench.config import SEARCH
 from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_accuracy
 from workbench.evaluate.bootstrap import Interval, blocks_for
 from workbench.evaluate.gates import GateConfig, judge
@@ -44,6 +49,13 @@ from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.wer import Scoring
 from workbench.model.description import ModelDescription
 from workbench.quantize.plan import PrecisionPlan
+from workbench.search.sequential import (
+    balanced_order,
+    block_ends,
+    covering_ends,
+    run_sequential,
+    side_of_gate,
+)
 from workbench.speech.records import Clip, Utterance
 
 BASELINE = "fp32"
@@ -61,6 +73,10 @@ class Evaluation:
     mean_ms_per_utterance: float
     utterances: int
     judged: dict[str, float | None] = field(default_factory=dict)  # check -> delta upper end judged (points)
+    evidence: dict = field(
+        default_factory=dict
+    )  # sequential evidence: utterances used, looks, why it stopped
+    batch_size: int = 1
 
     def wer_json(self) -> dict:
         return {
@@ -81,7 +97,7 @@ class Evaluation:
     def latency_json(self) -> dict:
         return {
             "mean_ms_per_utterance": self.mean_ms_per_utterance,
-            "batch": 1,
+            "batch": self.batch_size,
             "utterances": self.utterances,
             "backend": "onnxruntime-cpu",
         }
@@ -185,6 +201,8 @@ class DevEvaluator:
         model: ModelDescription,
         margin: float = 0.0,
         confidence: float = 0.5,
+        blocks: int = 1,
+        batch_size: int = 1,
         inference: InferenceConfig = GREEDY,
     ) -> None:
         if not 0.0 <= margin < 1.0:
@@ -194,8 +212,21 @@ class DevEvaluator:
         self.model = model  # features, vocabulary, text normaliser and error unit
         self.inference = inference  # chunking and decoder, as the sign-off will judge
         self.scoring = Scoring.for_model(model)
-        self.clips = clips
-        self.utterances = [c.utterance for c in clips]
+        self.batch_size = batch_size
+        # every prefix balanced over conditions and speakers, cut into blocks bought one at a time
+        order = balanced_order(
+            [str(c.utterance.condition or "-") for c in clips], [c.utterance.speaker for c in clips]
+        )
+        self.clips = [clips[i] for i in order]
+        self.utterances = [c.utterance for c in self.clips]
+        # a look judges every condition the set has, on at least SEARCH.min_block utterances
+        self.ends = covering_ends(
+            block_ends(len(self.clips), blocks),
+            [str(u.condition or "-") for u in self.utterances],
+            SEARCH.min_block if blocks > 1 else 1,
+        )
+        self.signoff = list(signoff) if signoff else None
+        self._prefix_ratios: dict[int, dict[str, float]] = {}
         # judge the sign-off interval each dev interval predicts: per check, half-widths x sqrt(dev blocks /
         # sign-off blocks) (at least 1), then moved out for a sign-off pass with probability ``confidence``
         self.ratios = block_ratios(self.utterances, signoff) if signoff else {}
@@ -213,27 +244,57 @@ class DevEvaluator:
             PrecisionPlan(BASELINE), self.baseline_texts, self.baseline_seconds, count=False
         )
 
-    def _transcribe(self, plan: PrecisionPlan) -> tuple[list[str], float]:
+    def _transcribe(
+        self, plan: PrecisionPlan, runner: Runner | None = None, start: int = 0, end: int | None = None
+    ) -> tuple[list[str], float]:
+        clips = self.clips[start:end]
         audios = tqdm(
-            (c.audio for c in self.clips),
-            total=len(self.clips),
+            (c.audio for c in clips),
+            total=len(clips),
             desc=f"WER {plan.name}",
             unit="utt",
             leave=False,
             disable=not self.progress,
         )
-        result = transcribe(self.variants.runner(plan), audios, self.model, plan.name, self.inference)
+        runner = runner or self.variants.runner(plan)
+        result = transcribe(runner, audios, self.model, plan.name, self.inference, batch_size=self.batch_size)
         return result.texts, result.seconds
 
-    def _score(self, plan: PrecisionPlan, texts: list[str], seconds: float, count: bool = True) -> Evaluation:
+    def _ratios(self, n: int) -> dict[str, float]:
+        """Dev blocks / sign-off blocks per check for the first ``n`` dev utterances."""
+        if not self.signoff:
+            return {}
+        if n not in self._prefix_ratios:
+            self._prefix_ratios[n] = block_ratios(self.utterances[:n], self.signoff)
+        return self._prefix_ratios[n]
+
+    def _score(
+        self,
+        plan: PrecisionPlan,
+        texts: list[str],
+        seconds: float,
+        count: bool = True,
+        z_pass: float | None = None,
+    ) -> Evaluation:
+        """Score ``texts`` (the first ``len(texts)`` dev utterances) against FP32 and judge them."""
+        evaluation, _ = self._judge(plan, texts, seconds, count, z_pass)
+        return evaluation
+
+    def _judge(
+        self,
+        plan: PrecisionPlan,
+        texts: list[str],
+        seconds: float,
+        count: bool = True,
+        z_pass: float | None = None,
+    ) -> tuple[Evaluation, str]:
         name = plan.name
-        hyps = (
-            {BASELINE: self.baseline_texts}
-            if name == BASELINE
-            else {BASELINE: self.baseline_texts, name: texts}
-        )
+        n = len(texts)
+        z = self.z_pass if z_pass is None else z_pass
+        baseline = self.baseline_texts[:n]
+        hyps = {BASELINE: baseline} if name == BASELINE else {BASELINE: baseline, name: texts}
         accuracy = compare_accuracy(
-            self.utterances,
+            self.utterances[:n],
             hyps,
             BASELINE,
             resamples=self.resamples,
@@ -242,27 +303,64 @@ class DevEvaluator:
             scoring=self.scoring,
         )
         cand = accuracy.candidates[name]
-        judged = replace(
-            accuracy, candidates={**accuracy.candidates, name: predicted(cand, self.ratios, self.z_pass)}
-        )
+        forecast = predicted(cand, self._ratios(n), z)
+        judged = replace(accuracy, candidates={**accuracy.candidates, name: forecast})
         verdict = next(v for v in judge(judged, None, self.gates) if v.candidate == name)
         if count:
             self.count += 1
-        return Evaluation(
+        evaluation = Evaluation(
             plan,
             verdict.passed,
             verdict.reasons,
             cand.overall,
             dict(cand.by("condition")),
-            1000.0 * seconds / max(1, len(self.clips)),
-            len(self.clips),
+            1000.0 * seconds / max(1, n),
+            n,
             {c.name: c.value for c in verdict.checks},
+            batch_size=self.batch_size,
         )
+        return evaluation, self._side(forecast, math.sqrt(n / len(self.clips)))
+
+    def _side(self, forecast: CandidateAccuracy, shrink: float = 1.0) -> str:
+        """Where the judged intervals lie against the gates (``workbench.search.sequential.side_of_gate``)."""
+        if forecast.overall.delta is None:
+            return "pass"
+        intervals: dict[str, tuple[Interval | None, float]] = {
+            "overall": (forecast.overall.delta, self.gates.max_wer_delta_points)
+        }
+        for cond, group in forecast.by("condition").items():
+            intervals[f"condition {cond}"] = (group.delta, self.gates.max_condition_wer_delta_points)
+        points: dict[str, tuple[float, float, float]] = {}
+        for check, (delta, gate) in intervals.items():
+            if delta is None:
+                continue
+            estimate, high = delta.estimate * 100.0, delta.high * 100.0
+            if not (math.isfinite(estimate) and math.isfinite(high)):
+                return "straddles"
+            points[check] = (estimate, high, gate)
+        return side_of_gate(points, shrink)
 
     def evaluate(self, plan: PrecisionPlan) -> Evaluation:
-        """One full WER evaluation (counted in ``count``)."""
+        """One WER evaluation (counted in ``count``), bought block by block while the judged interval
+        straddles the gate; ``Evaluation.evidence`` says how many utterances it used and why it stopped."""
         if plan.name == BASELINE:
             plan = replace(plan, name=f"{BASELINE}-plan")
         plan = plan.with_guard(self.variants.guard)  # recorded with the FP32 nodes the variant really has
-        texts, seconds = self._transcribe(plan)
-        return self._score(plan, texts, seconds)
+        texts: list[str] = []
+        spent = [0.0]
+        with self.variants.runner(plan) as runner:
+
+            def look(end: int, confidence: float) -> tuple[Evaluation, str]:
+                more, seconds = self._transcribe(plan, runner, len(texts), end)
+                texts.extend(more)
+                spent[0] += seconds
+                return self._judge(plan, list(texts), spent[0], count=False, z_pass=pass_quantile(confidence))
+
+            stopping = run_sequential(look, self.ends, self.confidence)
+        self.count += 1
+        evaluation = stopping.result
+        evaluation.evidence = {
+            **stopping.to_json(),
+            "block_ratio_per_check": self._ratios(stopping.utterances),  # what the last look was judged with
+        }
+        return evaluation

@@ -27,6 +27,9 @@ def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any
         "name",
         "passed",
         "int8_share",
+        "int8_macs_share",
+        "utterances",
+        "stopped",
         "fp16_groups",
         "wer",
         "wer_delta",
@@ -38,13 +41,17 @@ def search_csv_rows(data: dict[str, Any]) -> tuple[list[str], list[dict[str, Any
     rows = []
     for cand in data["candidates"]:
         row = {k: cand[k] for k in ("step", "phase", "k", "name", "passed", "int8_share", "fp16_groups")}
+        row["int8_macs_share"] = cand.get("int8_macs_share")
+        row["utterances"] = cand["latency"]["utterances"]
+        row["stopped"] = cand.get("evidence", {}).get("stopped")
         row["wer"] = cand["wer"]["overall"]["estimate"] * 100
         row["wer_delta"] = cand["delta"]["overall"]["estimate"] * 100
         row["wer_delta_high"] = cand["delta"]["overall"]["high"] * 100
         row["mean_ms_per_utterance"] = cand["latency"]["mean_ms_per_utterance"]
-        for c in conditions:
-            row[f"wer_{c}"] = cand["wer"]["per_condition"][c]["estimate"] * 100
-            row[f"delta_high_{c}"] = cand["delta"]["per_condition"][c]["high"] * 100
+        for c in conditions:  # a candidate judged on a first block lacks no condition, but read defensively
+            wer, delta = cand["wer"]["per_condition"].get(c), cand["delta"]["per_condition"].get(c)
+            row[f"wer_{c}"] = None if wer is None else wer["estimate"] * 100
+            row[f"delta_high_{c}"] = None if delta is None else delta["high"] * 100
         row["wer_delta_high_judged"] = cand.get("judged_delta_high", {}).get("overall")
         rows.append(row)
     return columns, rows

@@ -6,7 +6,9 @@ and bisects between the last failing and the first passing k: 2 + ceil(log2(grou
 whatever k turns out to be. Strategy ``gallop`` doubles k (1, 2, 4, ...) until a pass and then bisects:
 cheaper when few groups need FP16. Both assume that more FP16 does not hurt; the plan returned is always
 one that was evaluated and passed. Optional greedy refinement then tries to move kept groups back to
-INT8, least sensitive first. Every evaluated candidate is recorded. A one-at-a-time fallback in ranking
+INT8, least sensitive first. With an objective (``workbench.search.objective``; by default the INT8 share of
+multiply-accumulates) the plan returned is the passing candidate it scores highest. Every evaluated candidate
+is recorded. A one-at-a-time fallback in ranking
 order needs k + 1 evaluations to reach the same k; evaluating every group on its own needs one per group.
 """
 
@@ -82,8 +84,10 @@ def search_plan(
     refine: int = 2,
     name: str = "mixed",
     strategy: str = "bisect",
+    objective: Callable[[PrecisionPlan], float] | None = None,
 ) -> SearchResult:
-    """Search as described in the module docstring; ``evaluate`` runs one full WER evaluation."""
+    """Search as described in the module docstring; ``evaluate`` runs one WER evaluation. With ``objective``
+    the plan returned is the passing candidate it scores highest (ties: the earlier one)."""
     known = {g.name for g in groups}
     if sorted(ranking) != sorted(known):
         raise WorkbenchError(
@@ -124,7 +128,7 @@ def search_plan(
             )
             logger.info(
                 f"[{cand.step}] {phase:>15} k={k if k is not None else '-'}: {'PASS' if cand.passed else 'FAIL'} "
-                f"WER {evaluation.overall.wer.estimate * 100:.2f}% {delta}"
+                f"WER {evaluation.overall.wer.estimate * 100:.2f}% {delta} on {evaluation.utterances} utt"
             )
         return cand
 
@@ -160,4 +164,16 @@ def search_plan(
         cand = trial(kept, "refine", None)
         if cand.passed:
             best = cand
-    return SearchResult(ranking, groups, order, best, hi)
+    return SearchResult(ranking, groups, order, best_of(order, objective) or best, hi)
+
+
+def best_of(
+    candidates: list[Candidate], objective: Callable[[PrecisionPlan], float] | None
+) -> Candidate | None:
+    """The passing candidate ``objective`` scores highest (the earliest of equals); None without one."""
+    if objective is None:
+        return None
+    passing = [c for c in candidates if c.passed]
+    if not passing:
+        return None
+    return max(passing, key=lambda c: (objective(c.evaluation.plan), -c.step))

@@ -91,6 +91,21 @@ class TensorRTRunner(Runner):
         self._stream.synchronize()
         return {n: v.cpu().numpy() for n, v in outputs.items()}
 
+    def _inputs(self) -> list[str]:
+        t = self._trt.module  # type: ignore[union-attr]
+        names = [self._engine.get_tensor_name(i) for i in range(self._engine.num_io_tensors)]
+        return [n for n in names if self._engine.get_tensor_mode(n) == t.TensorIOMode.INPUT]
+
+    def graph_inputs(self) -> list[str]:
+        return self._inputs() if self._engine is not None else []
+
+    def batch_limit(self) -> int | None:
+        """The batch axis' max in the engine's first optimisation profile (the engine refuses more)."""
+        if self._engine is None:
+            return None
+        limits = [int(self._engine.get_tensor_profile_shape(n, 0)[2][0]) for n in self._inputs()]
+        return min(limits) if limits else None
+
     def device_time_of_last_call(self) -> float | None:
         if self._events is None:
             return None

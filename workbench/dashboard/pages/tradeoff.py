@@ -122,7 +122,12 @@ def _search(roots, searches: list[str]) -> None:
     st.markdown(
         f"Found plan: **{found['name']}** (step {found['step']}, candidate "
         f"`{found_row['candidate'].iloc[0] if not found_row.empty else '?'}`, "
-        f"{found['int8_share'] * 100:.0f} % of nodes INT8)"
+        + (
+            f"{found['int8_macs_share'] * 100:.0f} % of multiply-accumulates and "
+            if found.get("int8_macs_share") is not None
+            else ""
+        )
+        + f"{found['int8_share'] * 100:.0f} % of nodes INT8)"
         if found
         else "**No plan met the budget on the dev set.**"
     )
