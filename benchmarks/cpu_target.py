@@ -203,6 +203,9 @@ def sets(args: argparse.Namespace) -> tuple[str, str, Path | None]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    from workbench.console import show_progress
+
+    show_progress("   ")
     args = parse(argv)
     from gpu_signoff import model_folder
 
@@ -234,7 +237,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             outside_profile="score",
             **extra,
         ),
-        log=lambda m: print(f"   {m}", flush=True),
     )
     load_after = os.getloadavg()
     record = result.record
