@@ -6,26 +6,13 @@ import argparse
 from pathlib import Path
 
 from workbench.calibration.methods import METHODS
-from workbench.commands.options import add_backend_argument, print_lines
+from workbench.commands.options import add_backend_argument, add_model_and_calib_set, print_lines
 from workbench.config import DEFAULT_METHOD, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
-from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--model",
-        default=str(demo_model_dir()),
-        help="CTC model folder or hub id: Wav2Vec2, HuBERT, WavLM, Data2VecAudio, Wav2Vec2-Conformer "
-        "(default: the demo model shipped in the package)",
-    )
-    parser.add_argument(
-        "--calib-set",
-        "--set",
-        dest="calib_set",
-        default="demo-calib",
-        help="calibration set name under calib_sets/ or a path",
-    )
+    add_model_and_calib_set(parser)
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--method", default=DEFAULT_METHOD, choices=METHODS)
     parser.add_argument("--percentile", type=float, default=99.99)

@@ -11,8 +11,8 @@ from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``compare`` and ``search``: the fields of ``jobs.prepare.AnalysisInputs``."""
+def add_model_and_calib_set(parser: argparse.ArgumentParser) -> None:
+    """``--model`` (default: the demo model) and ``--calib-set`` (alias ``--set``, default ``demo-calib``)."""
     parser.add_argument(
         "--model",
         default=str(demo_model_dir()),
@@ -26,6 +26,11 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         default="demo-calib",
         help="calibration set name under calib_sets/ or a path",
     )
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``compare`` and ``search``: the fields of ``jobs.prepare.AnalysisInputs``."""
+    add_model_and_calib_set(parser)
     parser.add_argument(
         "--method", default=DEFAULT_METHOD, help="calibration method (entropy, max, percentile, mse)"
     )
