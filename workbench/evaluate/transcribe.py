@@ -51,16 +51,6 @@ __all__ = [
 if TYPE_CHECKING:
     from workbench.model.description import ModelDescription
 
-__all__ = [
-    "BatchCheck",
-    "Transcripts",
-    "batch_check",
-    "check_sample",
-    "logits_of",
-    "transcribe",
-    "transcribe_checked",
-]
-
 
 @dataclass(frozen=True)
 class Transcripts:
