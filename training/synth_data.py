@@ -1,20 +1,28 @@
-"""Training data for the demo model: WordNet training-split text spoken by the workbench's voices.
+"""Training data for the demo model: training text spoken by many synthetic voices.
 
-Uses only ``train``-split texts (disjoint from calibration/evaluation texts by construction) and
-only voices with ``seen_in_training``. Clean audio is stored; noise and level augmentation happen
-on the fly in ``train_demo.py``.
+Two catalogues. ``workbench`` (the first training stages): WordNet ``train``-split text spoken by the
+workbench's own voices with ``seen_in_training``. ``broad``: the texts of ``training.corpus`` (WordNet plus
+fortune categories, read from ``texts_file``) spoken by ``training.voices``' pools, the espeak-ng English
+accents with every variant, espeak-ng's other-language voices reading English and every flite voice, at
+a wider range of speaking rates and pitches. Clean audio is stored; noise, reverberation, telephone band,
+speed and level augmentation happen on the fly in ``train_demo.py``. ``generate`` stops at ``count``
+utterances or after ``budget_s`` seconds, whichever comes first.
 """
 
 from __future__ import annotations
 
 import hashlib
-from concurrent.futures import ProcessPoolExecutor
+import multiprocessing
+import time
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
 
 from workbench.speech.text import sentence_pool
+from training.voices import training_voice_pools
 from workbench.speech.tts import Prosody, Voice, available_voices, synthesize
 
 
@@ -28,6 +36,9 @@ class DataSpec:
     pitch_range: tuple[float, float]
     max_seconds: float
     seen_voices_only: bool = True
+    catalogue: str = "workbench"
+    texts_file: str = ""
+    pool_shares: tuple[float, float, float] = (0.45, 0.2, 0.35)  # english, languages, flite
 
 
 def _voice_table(seen_only: bool) -> tuple[list[Voice], list[Voice]]:
@@ -35,15 +46,30 @@ def _voice_table(seen_only: bool) -> tuple[list[Voice], list[Voice]]:
     return [v for v in voices if v.is_majority_accent], [v for v in voices if not v.is_majority_accent]
 
 
+@lru_cache(maxsize=2)
+def _texts_from_file(path: str) -> tuple[str, ...]:
+    return tuple(line for line in Path(path).read_text().splitlines() if line.strip())
+
+
+def _pick_voice_and_text(spec: DataSpec, rng: np.random.Generator) -> tuple[Voice, str]:
+    if spec.catalogue == "broad":
+        pools = list(training_voice_pools().values())
+        weights = np.array(spec.pool_shares, dtype=float) * np.array([len(p) > 0 for p in pools])
+        pool = pools[int(rng.choice(len(pools), p=weights / weights.sum()))]
+        texts = _texts_from_file(spec.texts_file) if spec.split == "train" else sentence_pool()[spec.split]
+    else:
+        majority, other = _voice_table(spec.seen_voices_only)
+        pool = majority if rng.random() < spec.majority_share else other
+        texts = sentence_pool()[spec.split]
+    voice = pool[int(rng.integers(len(pool)))]
+    return voice, texts[int(rng.integers(len(texts)))]
+
+
 def _one(args: tuple[DataSpec, int]) -> tuple[np.ndarray, str, str] | None:
     spec, index = args
     digest = hashlib.sha256(f"{spec.seed}|{spec.split}|{index}".encode()).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
-    majority, other = _voice_table(spec.seen_voices_only)
-    pool = majority if rng.random() < spec.majority_share else other
-    voice = pool[int(rng.integers(len(pool)))]
-    texts = sentence_pool()[spec.split]
-    text = texts[int(rng.integers(len(texts)))]
+    voice, text = _pick_voice_and_text(spec, rng)
     prosody = Prosody(float(rng.uniform(*spec.rate_range)), float(rng.uniform(*spec.pitch_range)))
     try:
         audio = synthesize(voice, text, prosody)
@@ -54,16 +80,24 @@ def _one(args: tuple[DataSpec, int]) -> tuple[np.ndarray, str, str] | None:
     return (np.clip(audio * 32767, -32768, 32767).astype(np.int16), text, voice.speaker)
 
 
-def generate(spec: DataSpec, workers: int) -> dict[str, object]:
+def generate(spec: DataSpec, workers: int, budget_s: float | None = None) -> dict[str, object]:
     """Returns {'audio': int16 concat, 'offsets': int64 [n+1], 'texts': [...], 'speakers': [...]}."""
-    sentence_pool()  # warm the cache before forking
-    jobs = [(spec, i) for i in range(spec.count)]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        results = list(
-            tqdm(
-                pool.map(_one, jobs, chunksize=16), total=len(jobs), desc=f"tts {spec.split}", mininterval=10
-            )
-        )
+    sentence_pool()  # warm the caches before forking
+    if spec.catalogue == "broad":
+        training_voice_pools()
+        if spec.split == "train":
+            _texts_from_file(spec.texts_file)
+    started = time.monotonic()
+    results: list[tuple[np.ndarray, str, str] | None] = []
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        jobs = ((spec, i) for i in range(spec.count))
+        for result in tqdm(
+            pool.imap(_one, jobs, chunksize=16), total=spec.count, desc=f"tts {spec.split}", mininterval=10
+        ):
+            results.append(result)
+            if budget_s is not None and time.monotonic() - started > budget_s:
+                pool.terminate()
+                break
     kept = [r for r in results if r is not None]
     offsets = np.cumsum([0] + [len(r[0]) for r in kept]).astype(np.int64)
     return {

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from training.channels import reverberate, speed_perturb, telephone_band
 from training.synth_data import DataSpec, generate
 from workbench.model.vocab import VOCAB, decode_ids, encode_text
 
@@ -30,12 +31,16 @@ def log(msg: str) -> None:
     print(f"[{time.time() - T0:6.1f}s] {msg}", flush=True)
 
 
-def load_data(state: Path, cfg: dict, workers: int, split: str, count: int, seed: int) -> dict:
-    path = state / f"data_{split}_{count}_{seed}.npz"
+def load_data(
+    state: Path, cfg: dict, workers: int, split: str, count: int, seed: int, budget_s: float | None = None
+) -> dict:
+    d = cfg["data"]
+    catalogue = d.get("catalogue", "workbench")
+    tag = "" if catalogue == "workbench" else f"_{catalogue}"
+    path = state / f"data{tag}_{split}_{count}_{seed}.npz"
     if path.exists():
         z = np.load(path, allow_pickle=True)
         return {k: z[k] for k in z.files}
-    d = cfg["data"]
     spec = DataSpec(
         count,
         split,
@@ -44,8 +49,11 @@ def load_data(state: Path, cfg: dict, workers: int, split: str, count: int, seed
         tuple(d["rate_range"]),
         tuple(d["pitch_range"]),
         d["max_seconds"],
+        catalogue=catalogue,
+        texts_file=str(d.get("texts_file", "")),
+        pool_shares=tuple(d.get("pool_shares", (0.45, 0.2, 0.35))),
     )
-    data = generate(spec, workers)
+    data = generate(spec, workers, budget_s)
     data["texts"] = np.array(data["texts"], dtype=object)
     data["speakers"] = np.array(data["speakers"], dtype=object)
     np.savez(path, **data)
@@ -94,9 +102,11 @@ def coloured(shape: tuple[int, int], exponent: torch.Tensor, device: torch.devic
 
 
 def augment(x: torch.Tensor, lens: torch.Tensor, aug: dict, gen: torch.Generator) -> torch.Tensor:
-    """Level + noise per utterance (vectorised), then per-utterance normalisation."""
+    """Reverberation, then level + noise per utterance (vectorised), telephone band, normalisation."""
     b, t = x.shape
     dev = x.device
+    if aug.get("reverb_share", 0.0) > 0:
+        x = reverberate(x, lens, torch.rand(b, device=dev) < aug["reverb_share"], tuple(aug["rt60_s"]))
     mask = (torch.arange(t, device=dev)[None, :] < lens[:, None]).float()
     u = lambda lo, hi: torch.empty(b, device=dev).uniform_(lo, hi)  # noqa: E731
     noisy = torch.rand(b, device=dev) < aug["noisy_share"]
@@ -120,6 +130,8 @@ def augment(x: torch.Tensor, lens: torch.Tensor, aug: dict, gen: torch.Generator
     noise = noise * torch.sqrt(p_s / (p_n * 10 ** (snr / 10)))[:, None]
     level = u(*aug["level_dbfs"])
     y = x + noise
+    if aug.get("telephone_share", 0.0) > 0:
+        y = telephone_band(y, lens, torch.rand(b, device=dev) < aug["telephone_share"])
     rms = torch.sqrt((y**2).sum(1) / lens + 1e-10)
     y = y * (10 ** (level / 20) / rms)[:, None]
     y = torch.round(y.clamp(-1, 1) * 32767) / 32767 * mask
@@ -208,6 +220,8 @@ def main() -> None:
         "--init-from", type=Path, help="start from this HF model folder (fresh optimiser) when no checkpoint"
     )
     ap.add_argument("--total-train-s", type=float, help="override the schedule's total training seconds")
+    ap.add_argument("--texts", type=Path, help="training texts, one per line (python -m training.corpus --out FILE)")
+    ap.add_argument("--synth-budget-s", type=float, help="stop synthesising training data after this many seconds")
     args = ap.parse_args()
     cfg = json.loads(args.config.read_text())
     tcfg, dcfg = cfg["train"], cfg["data"]
@@ -220,7 +234,9 @@ def main() -> None:
         tcfg["total_train_s"] = args.total_train_s
     n_train = args.train_utterances or dcfg["train_utterances"]
     data_seed = tcfg["seed"] if args.data_seed is None else args.data_seed
-    train = load_data(args.state_dir, cfg, args.workers, "train", n_train, data_seed)
+    if args.texts:
+        dcfg["texts_file"] = str(args.texts)
+    train = load_data(args.state_dir, cfg, args.workers, "train", n_train, data_seed, args.synth_budget_s)
     val = load_data(args.state_dir, cfg, args.workers, "eval", dcfg["val_utterances"], tcfg["seed"] + 1)
     lengths = np.diff(train["offsets"])
     log(f"data: {len(lengths)} train utts ({lengths.sum() / 16000 / 3600:.2f} h), {len(val['texts'])} val")
@@ -260,6 +276,8 @@ def main() -> None:
                 break
             t_step = time.time()
             x, lens, texts = collate(train, idx, device)
+            if dcfg.get("speed_share", 0.0) > 0 and float(torch.rand(1)) < dcfg["speed_share"]:
+                x, lens = speed_perturb(x, lens, float(torch.empty(1).uniform_(*dcfg["speed_range"])))
             x = augment(x, lens, dcfg, gen)
             labels = [torch.tensor(encode_text(t)) for t in texts]
             target_lens = torch.tensor([len(l) for l in labels], device=device)

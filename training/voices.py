@@ -1,0 +1,58 @@
+"""Which synthetic voices the demo model trains on, and which whole voices stay out for testing.
+
+Training draws on every English accent espeak-ng offers with every voice variant it ships (a few variants
+held out), espeak-ng's voices of other languages reading English (three languages held out), and every flite
+voice. Held out, never heard in training: festival's voices (two diphone voices and the HTS voice of
+``festvox-us-slt-hts``), espeak-ng's Dutch, Polish and Swahili voices reading English, and five espeak-ng
+variants on the English accents.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from workbench.speech.tts import ESPEAK_ACCENTS, Voice
+
+OTHER_LANGUAGES: tuple[str, ...] = (
+    "af", "cs", "cy", "da", "de", "eo", "es", "es-419", "et", "fi", "fr-fr", "hr", "hu", "id", "is", "it",
+    "lt", "lv", "ms", "nb", "pt", "pt-br", "ro", "sk", "sl", "sq", "sv", "tr", "vi", "ga",
+)  # fmt: skip
+HELD_OUT_LANGUAGES: tuple[str, ...] = ("nl", "pl", "sw")
+HELD_OUT_VARIANTS: tuple[str, ...] = ("Andrea", "Annie", "david", "linda", "max")
+FLITE_TRAINING_VOICES: tuple[str, ...] = ("kal", "kal16", "awb", "rms", "slt")
+FESTIVAL_HELD_OUT: tuple[str, ...] = ("kal_diphone", "ked_diphone", "cmu_us_slt_arctic_hts")
+BASIC_VARIANTS: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f5")
+
+
+@lru_cache(maxsize=1)
+def espeak_variants() -> tuple[str, ...]:
+    """espeak-ng's voice variants (``espeak-ng --voices=variant``), names with spaces left out."""
+    binary = shutil.which("espeak-ng")
+    if binary is None:
+        return ()
+    out = subprocess.run([binary, "--voices=variant"], capture_output=True, text=True, check=False).stdout
+    names = {Path(line.split()[-1]).name for line in out.splitlines()[1:] if line.strip()}
+    names |= set(BASIC_VARIANTS)
+    return tuple(sorted(n for n in names if " " not in n and n))
+
+
+def training_voice_pools() -> dict[str, tuple[Voice, ...]]:
+    """Voices per pool: ``english`` (espeak accents x variants), ``languages``, ``flite``."""
+    variants = [v for v in espeak_variants() if v not in HELD_OUT_VARIANTS]
+    english = tuple(Voice("espeak", name, v, accent) for name, accent in ESPEAK_ACCENTS.items() for v in variants)
+    languages = tuple(Voice("espeak", lang, v, "other-language") for lang in OTHER_LANGUAGES for v in variants)
+    flite = tuple(Voice("flite", name, "", "us") for name in FLITE_TRAINING_VOICES) if shutil.which("flite") else ()
+    return {"english": english, "languages": languages, "flite": flite}
+
+
+def held_out_voices() -> dict[str, tuple[Voice, ...]]:
+    """Whole voices never used in training, per family."""
+    festival = tuple(Voice("festival", name, "", "us") for name in FESTIVAL_HELD_OUT)
+    languages = tuple(
+        Voice("espeak", lang, v, "other-language") for lang in HELD_OUT_LANGUAGES for v in BASIC_VARIANTS
+    )
+    variants = tuple(Voice("espeak", name, v, accent) for name, accent in ESPEAK_ACCENTS.items() for v in HELD_OUT_VARIANTS)
+    return {"festival": festival, "espeak-languages": languages, "espeak-variants": variants}
