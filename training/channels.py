@@ -31,7 +31,9 @@ def speed_perturb(x: torch.Tensor, lens: torch.Tensor, factor: float) -> tuple[t
     return y * _valid_mask(new_lens, width), new_lens
 
 
-def room_response(rt60_s: torch.Tensor, length: int, generator: torch.Generator | None = None) -> torch.Tensor:
+def room_response(
+    rt60_s: torch.Tensor, length: int, generator: torch.Generator | None = None
+) -> torch.Tensor:
     """One impulse response per row: unit direct path, then noise decaying 60 dB in ``rt60_s`` seconds."""
     t = torch.arange(length, device=rt60_s.device)[None, :] / SAMPLE_RATE
     decay = torch.exp(-6.9078 * t / rt60_s[:, None])  # ln(1000): 60 dB of amplitude
@@ -42,7 +44,9 @@ def room_response(rt60_s: torch.Tensor, length: int, generator: torch.Generator 
     return tail
 
 
-def reverberate(x: torch.Tensor, lens: torch.Tensor, chosen: torch.Tensor, rt60_range: tuple[float, float]) -> torch.Tensor:
+def reverberate(
+    x: torch.Tensor, lens: torch.Tensor, chosen: torch.Tensor, rt60_range: tuple[float, float]
+) -> torch.Tensor:
     """Convolve the rows where ``chosen`` is true with a room response; the tail is cut at the row's end."""
     if not bool(chosen.any()):
         return x
@@ -52,7 +56,9 @@ def reverberate(x: torch.Tensor, lens: torch.Tensor, chosen: torch.Tensor, rt60_
     response = room_response(rt60, length)
     n = rows.shape[1] + length
     size = 1 << math.ceil(math.log2(n))
-    wet = torch.fft.irfft(torch.fft.rfft(rows, size) * torch.fft.rfft(response, size), size)[:, : rows.shape[1]]
+    wet = torch.fft.irfft(torch.fft.rfft(rows, size) * torch.fft.rfft(response, size), size)[
+        :, : rows.shape[1]
+    ]
     out = x.clone()
     out[chosen] = wet * _valid_mask(lens[chosen], rows.shape[1])
     return out

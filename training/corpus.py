@@ -33,7 +33,10 @@ def _category_texts(path: Path, min_words: int, max_words: int) -> set[str]:
                 continue
             text = normalise_text(sentence).text
             words = text.split()
-            if min_words <= len(words) <= max_words and sum(len(w) == 1 and w not in ("A", "I") for w in words) <= 1:
+            if (
+                min_words <= len(words) <= max_words
+                and sum(len(w) == 1 and w not in ("A", "I") for w in words) <= 1
+            ):
                 texts.add(text)
     return texts
 
@@ -63,7 +66,9 @@ def training_texts() -> tuple[str, ...]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True, help="file to write, one normalised sentence per line")
+    parser.add_argument(
+        "--out", type=Path, required=True, help="file to write, one normalised sentence per line"
+    )
     args = parser.parse_args()
     texts = training_texts()
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from workbench.speech.text import sentence_pool
 from training.voices import training_voice_pools
+from workbench.speech.text import sentence_pool
 from workbench.speech.tts import Prosody, Voice, available_voices, synthesize
 
 

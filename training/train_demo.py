@@ -220,8 +220,12 @@ def main() -> None:
         "--init-from", type=Path, help="start from this HF model folder (fresh optimiser) when no checkpoint"
     )
     ap.add_argument("--total-train-s", type=float, help="override the schedule's total training seconds")
-    ap.add_argument("--texts", type=Path, help="training texts, one per line (python -m training.corpus --out FILE)")
-    ap.add_argument("--synth-budget-s", type=float, help="stop synthesising training data after this many seconds")
+    ap.add_argument(
+        "--texts", type=Path, help="training texts, one per line (python -m training.corpus --out FILE)"
+    )
+    ap.add_argument(
+        "--synth-budget-s", type=float, help="stop synthesising training data after this many seconds"
+    )
     args = ap.parse_args()
     cfg = json.loads(args.config.read_text())
     tcfg, dcfg = cfg["train"], cfg["data"]

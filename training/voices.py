@@ -42,9 +42,17 @@ def espeak_variants() -> tuple[str, ...]:
 def training_voice_pools() -> dict[str, tuple[Voice, ...]]:
     """Voices per pool: ``english`` (espeak accents x variants), ``languages``, ``flite``."""
     variants = [v for v in espeak_variants() if v not in HELD_OUT_VARIANTS]
-    english = tuple(Voice("espeak", name, v, accent) for name, accent in ESPEAK_ACCENTS.items() for v in variants)
-    languages = tuple(Voice("espeak", lang, v, "other-language") for lang in OTHER_LANGUAGES for v in variants)
-    flite = tuple(Voice("flite", name, "", "us") for name in FLITE_TRAINING_VOICES) if shutil.which("flite") else ()
+    english = tuple(
+        Voice("espeak", name, v, accent) for name, accent in ESPEAK_ACCENTS.items() for v in variants
+    )
+    languages = tuple(
+        Voice("espeak", lang, v, "other-language") for lang in OTHER_LANGUAGES for v in variants
+    )
+    flite = (
+        tuple(Voice("flite", name, "", "us") for name in FLITE_TRAINING_VOICES)
+        if shutil.which("flite")
+        else ()
+    )
     return {"english": english, "languages": languages, "flite": flite}
 
 
@@ -54,5 +62,7 @@ def held_out_voices() -> dict[str, tuple[Voice, ...]]:
     languages = tuple(
         Voice("espeak", lang, v, "other-language") for lang in HELD_OUT_LANGUAGES for v in BASIC_VARIANTS
     )
-    variants = tuple(Voice("espeak", name, v, accent) for name, accent in ESPEAK_ACCENTS.items() for v in HELD_OUT_VARIANTS)
+    variants = tuple(
+        Voice("espeak", name, v, accent) for name, accent in ESPEAK_ACCENTS.items() for v in HELD_OUT_VARIANTS
+    )
     return {"festival": festival, "espeak-languages": languages, "espeak-variants": variants}
