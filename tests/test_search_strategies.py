@@ -127,3 +127,43 @@ def test_the_objective_picks_the_passing_plan_with_the_most_int8_compute() -> No
     assert failing and max(compute(c.evaluation.plan) for c in failing) > compute(
         scored.found.evaluation.plan
     )
+
+
+class NeedsNodes:
+    """Passes a plan when every node in ``needed`` stays out of INT8: one part of a group suffices."""
+
+    def __init__(self, needed: set[str]) -> None:
+        self.needed = needed
+        self.plans: list[PrecisionPlan] = []
+
+    def __call__(self, plan: PrecisionPlan) -> Evaluation:
+        self.plans.append(plan)
+        missing = {n for n in self.needed if plan.precision_of(n) == "int8"}
+        delta = 0.01 * len(missing)
+        score = GroupScore("overall", "all", 10, 100, 0, 0, 0, _interval(0.1 + delta), _interval(delta))
+        return Evaluation(plan, not missing, sorted(missing), score, {}, 1.0, 10)
+
+
+def test_finer_steps_keep_only_the_part_that_needs_fp16() -> None:
+    needed_groups = RANKING[:3]
+    needed = {f"/{g}/Conv" for g in needed_groups}  # the MatMul of each needed group survives INT8
+    evaluate = NeedsNodes(needed)
+    result = search_plan(RANKING, GROUPS, evaluate, refine=0, finer=6)
+    found = result.found
+    assert found is not None and found.passed
+    plan = found.evaluation.plan
+    fp16 = {n for g in GROUPS for n in g.nodes if plan.precision_of(n) == "fp16"}
+    assert fp16 == needed  # each kept group narrowed to its Conv: 2 tries per group, 6 in all
+    assert [c.phase for c in result.candidates].count("finer") == 6
+    assert all(len(c.evaluation.plan.overrides) <= 6 for c in result.candidates if c.phase == "finer")
+
+
+def test_finer_budget_bounds_the_evaluations_and_zero_changes_nothing() -> None:
+    needed = {f"/{g}/Conv" for g in RANKING[:3]}
+    plain = search_plan(RANKING, GROUPS, NeedsNodes(needed), refine=0)
+    limited = search_plan(RANKING, GROUPS, NeedsNodes(needed), refine=0, finer=1)
+    assert [c.phase for c in plain.candidates].count("finer") == 0
+    assert [c.phase for c in limited.candidates].count("finer") == 1
+    assert limited.evaluations == plain.evaluations + 1
+    with pytest.raises(WorkbenchError, match="--finer"):
+        search_plan(RANKING, GROUPS, NeedsNodes(needed), finer=-1)

@@ -126,6 +126,7 @@ def _search(ctx: DemoContext) -> None:
             dev_set=str(built.dev.path) if built.dev else None,
             sensitivity=ctx.results["compare"].files["sensitivity_json"],
             refine=0,
+            finer=0 if ctx.quick else 4,
             resamples=200 if ctx.quick else 1000,
         )
     )

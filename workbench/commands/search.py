@@ -70,6 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how k (groups kept in FP16) is searched",
     )
     parser.add_argument("--refine", type=int, default=2, help="greedy refinement evaluations after bisection")
+    parser.add_argument(
+        "--finer",
+        type=int,
+        default=0,
+        help="evaluations after refinement that narrow kept groups to one part in FP16 (q/k/v projections, "
+        "FFN in/out, single nodes), least sensitive group first (default 0: off)",
+    )
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
     parser.add_argument(
         "--resamples",
@@ -118,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         sensitivity=args.sensitivity,
         strategy=args.strategy,
         refine=args.refine,
+        finer=args.finer,
         keep=args.keep,
         resamples=args.resamples,
         seed=args.seed,

@@ -60,6 +60,7 @@ class SearchInputs(AnalysisInputs):
     sensitivity: Path | None = None  # default: reuse a matching ranking or compute one
     strategy: str = "bisect"
     refine: int = 2
+    finer: int = 0  # evaluations that narrow kept groups to one part (workbench.search.finer)
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
@@ -121,6 +122,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             dev_per_condition=inputs.dev_per_condition,
             strategy=inputs.strategy,
             refine=inputs.refine,
+            finer=inputs.finer,
             keep=inputs.keep,
             resamples=inputs.resamples,
             seed=inputs.seed,
@@ -245,6 +247,7 @@ class SearchSettings:
     dev_per_condition: int | None = None
     strategy: str = "bisect"
     refine: int = 2
+    finer: int = 0  # evaluations that narrow kept groups to one part (workbench.search.finer)
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
@@ -298,6 +301,7 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
         evaluator.evaluate,
         keep=s.keep,
         refine=s.refine,
+        finer=s.finer,
         name=name,
         strategy=s.strategy,
         objective=goal,
@@ -469,6 +473,7 @@ def write_found_plan(
         "int8_share": plan.int8_share(nodes),
         "int8_macs_share": macs.int8_share(plan) if macs is not None else None,
         "fp16_groups": [g for g in ranking if g in found.kept],
+        "fp16_parts": sorted(found.kept - set(ranking)),
         "k": found.k,
         "step": found.step,
     }
@@ -528,7 +533,7 @@ def search_record(
             "utterances": len(evaluator.utterances),
         },
         "inference": s.inference.to_json(),
-        "strategy": describe(s.strategy, s.keep, s.refine),
+        "strategy": describe(s.strategy, s.keep, s.refine, s.finer),
         "objective": goal.to_json() if goal is not None else None,
         "macs": macs.to_json() if macs is not None else None,
         "sequential": {
@@ -573,6 +578,7 @@ def candidate_json(
         "name": c.evaluation.plan.name,
         "plan": c.evaluation.plan.to_json(),
         "fp16_groups": [g for g in ranking if g in c.kept],
+        "fp16_parts": sorted(c.kept - set(ranking)),
         "int8_share": c.evaluation.plan.int8_share(nodes),
         "int8_macs_share": macs.int8_share(c.evaluation.plan) if macs is not None else None,
         "objective": goal(c.evaluation.plan) if goal is not None else None,
@@ -632,6 +638,11 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
     out.append(
         f"found plan {found['name']}: INT8 share {macs}{found['int8_share'] * 100:.1f}% of MatMul/Gemm/Conv "
         f"nodes, {len(found['fp16_groups'])} groups kept in FP16"
+        + (
+            f" and {len(found['fp16_parts'])} narrowed to one part ({', '.join(found['fp16_parts'])})"
+            if found.get("fp16_parts")
+            else ""
+        )
     )
     seq = data.get("sequential")
     if seq:

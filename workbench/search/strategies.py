@@ -6,7 +6,10 @@ and bisects between the last failing and the first passing k: 2 + ceil(log2(grou
 whatever k turns out to be. Strategy ``gallop`` doubles k (1, 2, 4, ...) until a pass and then bisects:
 cheaper when few groups need FP16. Both assume that more FP16 does not hurt; the plan returned is always
 one that was evaluated and passed. Optional greedy refinement then tries to move kept groups back to
-INT8, least sensitive first. With an objective (``workbench.search.objective``; by default the INT8 share of
+INT8, least sensitive first. Optional finer steps (``finer``, an evaluation budget) then split the kept groups,
+least sensitive first, into their parts (``workbench.search.finer``: q/k/v projections, FFN in/out, single
+nodes) and keep only the first part whose FP16-only plan passes, the rest of the group going to INT8. With an
+objective (``workbench.search.objective``; by default the INT8 share of
 multiply-accumulates) the plan returned is the passing candidate it scores highest. Every evaluated candidate
 is recorded. A one-at-a-time fallback in ranking
 order needs k + 1 evaluations to reach the same k; evaluating every group on its own needs one per group.
@@ -22,13 +25,14 @@ from workbench.compare.groups import Group, plan_for
 from workbench.errors import WorkbenchError
 from workbench.quantize.plan import PrecisionPlan
 from workbench.search.evaluator import Evaluation
+from workbench.search.finer import narrow, parts_of
 
 logger = logging.getLogger(__name__)
 
 STRATEGIES = ("bisect", "gallop")
 
 
-def describe(strategy: str, keep: str, refine: int) -> str:
+def describe(strategy: str, keep: str, refine: int, finer: int = 0) -> str:
     """One sentence for the search record."""
     first = (
         "then k = all groups, then bisection"
@@ -39,6 +43,12 @@ def describe(strategy: str, keep: str, refine: int) -> str:
         f"keep the k most sensitive groups in {keep.upper()}, the rest INT8: k = 0 first, {first} to the "
         f"smallest passing k, then up to {refine} greedy refinement steps (move kept groups back to INT8, "
         "least sensitive first)"
+        + (
+            f", then up to {finer} finer steps (a kept group keeps only its first part that passes in "
+            f"{keep.upper()}, least sensitive group first)"
+            if finer
+            else ""
+        )
     )
 
 
@@ -85,6 +95,7 @@ def search_plan(
     name: str = "mixed",
     strategy: str = "bisect",
     objective: Callable[[PrecisionPlan], float] | None = None,
+    finer: int = 0,
 ) -> SearchResult:
     """Search as described in the module docstring; ``evaluate`` runs one WER evaluation. With ``objective``
     the plan returned is the passing candidate it scores highest (ties: the earlier one)."""
@@ -100,15 +111,18 @@ def search_plan(
         raise WorkbenchError(f"search strategy must be one of {STRATEGIES}, not {strategy!r}")
     if refine < 0:
         raise WorkbenchError("--refine must be >= 0")
+    if finer < 0:
+        raise WorkbenchError("--finer must be >= 0")
     total = len(ranking)
     done: dict[frozenset[str], Candidate] = {}
     order: list[Candidate] = []
+    plan_groups = list(groups)  # grows by the parts that finer steps try
 
     def trial(kept: frozenset[str], phase: str, k: int | None) -> Candidate:
         if kept in done:
             return done[kept]
         label = f"{name}-k{k}" if k is not None else f"{name}-r{len(order) + 1}"
-        plan = plan_for(label, groups, keep, "int8", set(kept))
+        plan = plan_for(label, plan_groups, keep, "int8", set(kept))
         evaluation = evaluate(plan)
         cand = Candidate(len(order) + 1, phase, k, kept, evaluation)
         done[kept] = cand
@@ -164,7 +178,40 @@ def search_plan(
         cand = trial(kept, "refine", None)
         if cand.passed:
             best = cand
+    best = _finer_steps(best, ranking, groups, plan_groups, trial, finer)
     return SearchResult(ranking, groups, order, best_of(order, objective) or best, hi)
+
+
+def _finer_steps(
+    best: Candidate,
+    ranking: list[str],
+    groups: list[Group],
+    plan_groups: list[Group],
+    trial: Callable[[frozenset[str], str, int | None], Candidate],
+    budget: int,
+) -> Candidate:
+    """Narrow ``best``'s kept groups, least sensitive first, to one part each while ``budget`` lasts."""
+    by_name = {g.name: g for g in groups}
+    for group_name in reversed(ranking):
+        if budget <= 0:
+            break
+        if group_name not in best.kept:
+            continue
+        parts = parts_of(by_name[group_name])
+        plan_groups.extend(p for p in parts if p not in plan_groups)
+
+        def passes(part: Group, group_name: str = group_name) -> bool:
+            nonlocal budget, best
+            if budget <= 0:
+                return False
+            budget -= 1
+            cand = trial((best.kept - {group_name}) | {part.name}, "finer", None)
+            if cand.passed:
+                best = cand
+            return cand.passed
+
+        narrow(by_name[group_name], passes, parts)
+    return best
 
 
 def best_of(
