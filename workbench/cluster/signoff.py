@@ -124,7 +124,7 @@ def spread_transcription(
             for shard in _shards([[i] for i in sample], lengths, len(pool.workers)):
                 tasks.append(
                     TranscribeShard(
-                        name, refs[name], audio_ref, shard, 1, model, inference, (), tuple(providers)
+                        name, refs[name], audio_ref, shard, 1, model, inference, (), tuple(providers), True
                     )
                 )
         results = pool.map(tasks, "transcription")
