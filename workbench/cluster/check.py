@@ -12,7 +12,6 @@ import numpy as np
 
 from workbench.backends.base import Runner
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
-from workbench.cluster.worker import WorkerContext
 from workbench.config import RAY_CHECK_ATOL, RAY_CHECK_CLIPS
 from workbench.evaluate.batching import logits_of
 
@@ -64,9 +63,10 @@ class WorkerCheck:
     label: str
 
 
-def worker_difference(check: WorkerCheck, context: WorkerContext) -> float:
-    """Largest |logit difference| of this worker against the reference (inf for another shape)."""
-    found = check_logits(context.runner(check.model, check.providers, check.label), check.inputs)
+def worker_difference(check: WorkerCheck, runner: Runner) -> float:
+    """Largest |logit difference| of a worker's ``runner`` of the reference model against the reference (inf
+    for another shape)."""
+    found = check_logits(runner, check.inputs)
     worst = 0.0
     for mine, ref in zip(found, check.reference):
         if mine.shape != ref.shape:

@@ -6,12 +6,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
-
-if TYPE_CHECKING:
-    from workbench.cluster.check import WorkerCheck
+from workbench.cluster.check import WorkerCheck, worker_difference
 
 T = TypeVar("T")
 
@@ -71,9 +69,7 @@ class WorkerBody:
         return os.getpid()
 
     def check(self, check: WorkerCheck) -> float:
-        from workbench.cluster.check import worker_difference
-
-        return worker_difference(check, self.context)
+        return worker_difference(check, self.context.runner(check.model, check.providers, check.label))
 
     def run(self, task: Task) -> Any:
         return task.run(self.context)
