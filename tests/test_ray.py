@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -246,6 +249,52 @@ def _check_set(bench, shift: float = 0.0):
     inputs = [description.prepare(a) for _, a in bench["calib"].iter_audio()][:2]
     check = CheckSet.of(fp32.read_bytes(), inputs, ("CPUExecutionProvider",), "fp32")
     return CheckSet(check.model, check.inputs, [r + shift for r in check.reference], check.providers, "fp32")
+
+
+@dataclass(frozen=True)
+class SlowTask:
+    """Writes its worker's pid to ``folder`` and sleeps: a shard long enough to kill its worker during it."""
+
+    folder: str
+    seconds: float
+
+    def run(self, context: Any) -> int:
+        Path(self.folder, f"{time.monotonic_ns()}-{os.getpid()}").write_text("running")
+        time.sleep(self.seconds)
+        return os.getpid()
+
+
+def test_a_worker_killed_mid_shard_is_retried_on_another(bench, ray_cluster, tmp_path) -> None:
+    from ray import cloudpickle
+
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import open_pool
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the workers cannot import the tests folder
+    killed: list[int] = []
+
+    def kill_the_first_running_worker() -> None:
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            started = sorted(tmp_path.iterdir())
+            if started:
+                killed.append(int(started[0].name.split("-")[1]))
+                os.kill(killed[0], signal.SIGKILL)
+            time.sleep(0.05)
+
+    try:
+        with open_pool(ClusterAddress(local=2), _check_set(bench)) as pool:
+            killer = threading.Thread(target=kill_the_first_running_worker)
+            killer.start()
+            pids = pool.map([SlowTask(str(tmp_path), 1.5) for _ in range(3)], "slow shards")
+            killer.join()
+            assert killed and len(pool.lost) == 1 and len(pool.workers) == 1
+            assert killed[0] not in pids
+            assert (
+                pids == [pool.workers[0].pid] * 3
+            )  # every shard, the killed one's included, ran on the survivor
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
 
 
 def test_a_killed_worker_is_retried_on_another_and_the_last_one_fails_with_one_line(
