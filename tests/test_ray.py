@@ -1,9 +1,10 @@
-"""``--ray``: calibrate, compare and signoff on a local Ray cluster (2 CPU workers, one per module) give the
+"""``--ray``: calibrate, compare, search and signoff on a local Ray cluster (2 CPU workers, one per module) give the
 serial run's records (timing fields apart); histograms merge exactly; a killed worker's shard runs on another;
 a worker that fails the check set is refused; without Ray, ``--ray`` is one error line."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -194,9 +195,16 @@ def test_compare_ranking_on_ray_equals_serial(bench, ray_cluster) -> None:
     assert len(runs[0].sensitivity["layers"]) > 3
 
 
-def _without_timing(record: dict[str, Any]) -> dict[str, Any]:
-    drop = {"created", "record_sha256", "seconds"}
-    return {k: _without_timing(v) if isinstance(v, dict) else v for k, v in record.items() if k not in drop}
+TIMING = {"created", "record_sha256", "seconds", "mean_ms_per_utterance"}
+
+
+def _without_timing(record: Any) -> Any:
+    """The record with its timing fields (and the hash over them) left out, at any depth."""
+    if isinstance(record, dict):
+        return {k: _without_timing(v) for k, v in record.items() if k not in TIMING}
+    if isinstance(record, list):
+        return [_without_timing(v) for v in record]
+    return record
 
 
 def test_signoff_on_ray_equals_serial(bench, ray_cluster) -> None:
@@ -329,3 +337,27 @@ def test_a_worker_that_fails_the_check_set_is_refused(bench, ray_cluster) -> Non
     assert "max |logit difference| 0.001 > 0.0001" in str(refused.value)
     with open_pool(ClusterAddress(local=2), _check_set(bench, shift=1e-6)) as pool:  # within the tolerance
         assert len(pool.workers) == 2 and not pool.refused
+
+
+def test_search_on_ray_equals_serial(bench, ray_cluster) -> None:
+    from workbench.evaluate.gates import GateConfig
+    from workbench.jobs import search
+
+    records = []
+    for k, ray in enumerate((None, "local:2")):
+        inputs = search.SearchInputs(
+            model=str(bench["model"]), calib_set="r-calib", method="max", calib_root=bench["sets"],
+            engines=bench["root"] / "engines-search", out=bench["root"] / f"search-{k}", per_condition=1,
+            dev_set="r-eval", gates=GateConfig(max_wer_delta_points=1e-6, max_condition_wer_delta_points=1e-6), resamples=200, refine=1,
+            dev_blocks=2, batch_size=2, progress=False, ray=ray,
+        )  # fmt: skip
+        records.append(search.run(inputs).data)
+    assert len(records[0]["candidates"]) > 2  # int8 everywhere fails the tiny budget: the search goes on
+    rankings = [json.loads(Path(r["sensitivity_path"]).read_text()) for r in records]
+    assert _without_timing(rankings[0]) == _without_timing(rankings[1])
+    # the runs write to their own folders, and the ranking's hash covers its creation time
+    serial, spread = (_without_timing(r) for r in records)
+    spread = json.loads(json.dumps(spread).replace("/search-1/", "/search-0/"))
+    for record in (serial, spread):
+        del record["provenance"]["sensitivity"]
+    assert serial == spread

@@ -13,7 +13,7 @@ import numpy as np
 
 from workbench.cluster.address import ClusterAddress
 from workbench.cluster.check import CheckSet
-from workbench.cluster.pool import open_pool
+from workbench.cluster.pool import WorkerPool, open_pool
 from workbench.cluster.worker import WorkerContext
 from workbench.compare.sensitivity import Damage, Evaluate, VariantRunner, damage_of
 from workbench.config import RAY_CHECK_CLIPS
@@ -27,11 +27,48 @@ class VariantSetup:
 
     model: Any  # FP32 ONNX bytes
     clips: Any  # list[Clip]
-    reference: Any  # list of FP32 logits per clip (the driver's)
+    reference: Any  # list of FP32 logits per clip (the driver's); None where no task compares logits
     amax: Any  # dict[str, float]
     guard: dict[str, str]
     providers: tuple[str, ...]
     prepare: Callable[[np.ndarray], np.ndarray]
+
+    def variants(self, context: WorkerContext) -> VariantRunner:
+        """The worker's one ``VariantRunner`` of the FP32 model (parsed once)."""
+        import onnx
+
+        return context.cached(
+            f"variants:{self.model.hex()}",
+            lambda: VariantRunner(
+                onnx.load_model_from_string(context.blob(self.model)),
+                context.blob(self.amax),
+                context.threads,
+                self.providers,
+                self.prepare,
+                self.guard,
+            ),
+        )
+
+    @classmethod
+    def of(
+        cls, pool: WorkerPool, variants: VariantRunner, clips: Sequence[Clip], reference: Any = None
+    ) -> VariantSetup:
+        """Everything shared put into the object store once (the FP32 model is the check set's)."""
+        return cls(
+            pool.check_model,
+            pool.put(list(clips)),
+            None if reference is None else pool.put(reference),
+            pool.put(dict(variants.amax)),
+            dict(variants.guard),
+            tuple(variants.providers),
+            variants.prepare,
+        )
+
+
+def check_set(variants: VariantRunner, clips: Sequence[Clip]) -> CheckSet:
+    """The check set of a variant pool: the first clips through the FP32 model."""
+    inputs = [variants.prepare(c.audio) for c in clips[:RAY_CHECK_CLIPS]]
+    return CheckSet.of(variants.fp32.SerializeToString(), inputs, variants.providers, "the FP32 model")
 
 
 @dataclass(frozen=True)
@@ -42,22 +79,9 @@ class VariantDamage:
     plan: PrecisionPlan
 
     def run(self, context: WorkerContext) -> Damage:
-        import onnx
-
-        s = self.setup
-        variants = context.cached(
-            f"variants:{s.model.hex()}",
-            lambda: VariantRunner(
-                onnx.load_model_from_string(context.blob(s.model)),
-                context.blob(s.amax),
-                context.threads,
-                s.providers,
-                s.prepare,
-                s.guard,
-            ),
-        )
-        clips = context.blob(s.clips)
-        return damage_of(context.blob(s.reference), variants.logits(self.plan, clips), clips)
+        clips = context.blob(self.setup.clips)
+        logits = self.setup.variants(context).logits(self.plan, clips)
+        return damage_of(context.blob(self.setup.reference), logits, clips)
 
 
 @contextmanager
@@ -65,20 +89,10 @@ def spread_variants(
     address: ClusterAddress, variants: VariantRunner, clips: Sequence[Clip]
 ) -> Iterator[Evaluate]:
     """An ``evaluate`` for ``rank_groups`` that runs the variants on the cluster's checked workers."""
-    fp32 = variants.fp32.SerializeToString()
-    inputs = [variants.prepare(c.audio) for c in clips[:RAY_CHECK_CLIPS]]
-    check = CheckSet.of(fp32, inputs, variants.providers, "the FP32 model")
-    with open_pool(address, check, gpu="CUDAExecutionProvider" in variants.providers) as pool:
+    gpu = "CUDAExecutionProvider" in variants.providers
+    with open_pool(address, check_set(variants, clips), gpu=gpu) as pool:
         reference = variants.logits(PrecisionPlan("fp32"), list(clips))
-        setup = VariantSetup(
-            pool.check_model,
-            pool.put(list(clips)),
-            pool.put(reference),
-            pool.put(dict(variants.amax)),
-            dict(variants.guard),
-            tuple(variants.providers),
-            variants.prepare,
-        )
+        setup = VariantSetup.of(pool, variants, clips, reference)
 
         def evaluate(plans: list[PrecisionPlan]) -> list[Damage]:
             return pool.map([VariantDamage(setup, plan) for plan in plans], "sensitivity ranking")

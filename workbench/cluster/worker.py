@@ -36,6 +36,14 @@ class WorkerContext:
             self._cache[key] = make()
         return self._cache[key]
 
+    def latest(self, slot: str, key: str, make: Callable[[], T]) -> T:
+        """One value per ``slot``: the cached one while ``key`` stays the same, else a new one (the old dropped,
+        so a search's many variants hold one session at a time)."""
+        held = self._cache.get(f"slot:{slot}")
+        if held is None or held[0] != key:
+            held = self._cache[f"slot:{slot}"] = (key, make())
+        return held[1]
+
     def runner(self, model_ref: Any, providers: tuple[str, ...], name: str) -> OnnxRuntimeRunner:
         """The worker's one activated session of the ONNX model behind ``model_ref``."""
 
