@@ -361,3 +361,29 @@ def test_search_on_ray_equals_serial(bench, ray_cluster) -> None:
     for record in (serial, spread):
         del record["provenance"]["sensitivity"]
     assert serial == spread
+
+
+def test_the_dashboard_sends_run_page_jobs_to_its_one_cluster(bench) -> None:
+    from workbench.dashboard import access
+    from workbench.dashboard.pages import run
+    from workbench.dashboard.paths import ArtifactRoots
+    from workbench.dashboard.server import launch
+    from workbench.jobs import codec
+
+    started = launch("127.0.0.1", 8501, ray="local:2", environ={})
+    assert access.read_settings(started.env).ray == "local:2"
+    assert access.read_settings({}).ray is None  # without --ray the forms have no cluster box
+    with pytest.raises(WorkbenchError, match="local:N takes a whole number"):
+        launch("127.0.0.1", 8501, ray="local:0", environ={})
+    roots = ArtifactRoots(bench["root"])
+    model, calib, evaluation = str(bench["model"]), str(bench["calib"].path), str(bench["eval"].path)
+    made = [
+        run.calibrate_inputs(model, calib, "max", 99.9, roots, ray="local:2"),
+        run.analysis_inputs("compare", model, calib, "max", 1, "group", None, roots, ray="local:2"),
+        run.analysis_inputs("search", model, calib, "max", 1, "group", evaluation, roots, ray="local:2"),
+        run.signoff_inputs(model, calib, evaluation, "max", "ui", None, 0, roots, ray="local:2"),
+    ]
+    for k, inputs in enumerate(made):
+        path = bench["root"] / f"job-{k}.json"
+        codec.write_job(path, inputs)
+        assert codec.read_job(path)[1].ray == "local:2"  # the job file carries the cluster to the job
