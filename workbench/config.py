@@ -268,5 +268,6 @@ INFERENCE = InferenceDefaults()
 RAY_CHECK_CLIPS = 2
 RAY_CHECK_ATOL = 1e-4
 RAY_SHARDS_PER_WORKER = 2
+RAY_START_TIMEOUT_S = 120.0  # workers not placed by then (a cluster busy with other work) are left out
 RAY_VERSION = "2.60.0"
 RAY_INSTALL_HINT = f"pip install 'ray=={RAY_VERSION}' (or the workbench's extra: pip install -e '.[ray]')"

@@ -4,6 +4,7 @@ retried on another; results come back in task order, so merges do not depend on 
 from __future__ import annotations
 
 import logging
+import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -13,6 +14,7 @@ from typing import Any
 from workbench.cluster.address import ClusterAddress, connected
 from workbench.cluster.check import CheckSet
 from workbench.cluster.worker import Task, WorkerBody
+from workbench.config import RAY_START_TIMEOUT_S
 from workbench.errors import WorkbenchError
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,38 @@ def _start(ray: Any, count: int, resources: dict[str, float], threads: int | Non
     return [actor_class.remote(threads) for _ in range(count)]
 
 
+def _started(ray: Any, actors: list[Any], address: ClusterAddress) -> list[Worker]:
+    """The workers that come up within ``RAY_START_TIMEOUT_S`` (a cluster busy with other work may not place
+    them all); the others are stopped. None at all is one error line."""
+    asked = {a.pid.remote(): a for a in actors}
+    ready, late = ray.wait(list(asked), num_returns=len(asked), timeout=RAY_START_TIMEOUT_S)
+    for ref in late:
+        ray.kill(asked[ref])
+    if not ready:
+        raise WorkbenchError(
+            f"no Ray worker started on {address.describe()} within {RAY_START_TIMEOUT_S:g} s (is it busy with "
+            "other work?); free some CPUs or use fewer workers"
+        )
+    if late:
+        logger.info(
+            f"ray: {len(late)} of {len(asked)} workers did not start in time; going on with {len(ready)}"
+        )
+    from ray.exceptions import RayActorError
+
+    came = set(ready)
+    workers: list[Worker] = []
+    for ref in [ref for ref in asked if ref in came]:
+        try:
+            pid = ray.get(ref)
+        except RayActorError as exc:  # it died starting (a broken install on its node): left out
+            logger.info(f"ray: a worker failed to start: {str(exc).splitlines()[0] if str(exc) else exc!r}")
+            continue
+        workers.append(Worker(asked[ref], pid, f"worker {len(workers) + 1} (pid {pid})"))
+    if not workers:
+        raise WorkbenchError(f"no Ray worker started on {address.describe()}; check the workers' installs")
+    return workers
+
+
 def worker_count(ray: Any, address: ClusterAddress, gpu: bool) -> int:
     """One worker per CPU (per GPU for a GPU backend) of the cluster; ``local:N``: N."""
     if address.local:
@@ -100,10 +134,9 @@ def worker_count(ray: Any, address: ClusterAddress, gpu: bool) -> int:
 
 
 @contextmanager
-def open_pool(
-    address: ClusterAddress, check: CheckSet, gpu: bool = False, threads: int | None = 1
-) -> Iterator[WorkerPool]:
-    """Connect, start the workers (one CPU each, or one GPU each for ``gpu``; ONNX Runtime ``threads`` each),
+def open_pool(address: ClusterAddress, check: CheckSet, gpu: bool = False) -> Iterator[WorkerPool]:
+    """Connect, start the workers (one CPU each, or one GPU each for ``gpu``; ONNX Runtime threads: one per
+    worker, or this machine's cores shared out among ``local:N`` workers),
     run the check set on every one, refuse those whose logits differ from the reference by more than its
     tolerance, and yield the pool of the rest; the workers are stopped after the block."""
     from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
@@ -111,14 +144,12 @@ def open_pool(
     with connected(address) as ray:
         count = worker_count(ray, address, gpu)
         resources: dict[str, float] = {"num_gpus": 1, "num_cpus": 1} if gpu else {"num_cpus": 1}
-        actors = _start(ray, count, resources, None if gpu else threads)
+        threads = None if gpu else max(1, (os.cpu_count() or 1) // count) if address.local else 1
+        actors = _start(ray, count, resources, threads)
         model_ref = ray.put(check.model)
         check_ref = ray.put(check.for_workers(model_ref))
         try:
-            pids = ray.get([a.pid.remote() for a in actors])
-            workers = [
-                Worker(a, pid, f"worker {k + 1} (pid {pid})") for k, (a, pid) in enumerate(zip(actors, pids))
-            ]
+            workers = _started(ray, actors, address)
             pool = WorkerPool(ray, [], model_ref)
             answers = [(w, w.actor.check.remote(check_ref)) for w in workers]
             for worker, answer in answers:
