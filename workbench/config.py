@@ -261,3 +261,13 @@ class InferenceDefaults:
 
 
 INFERENCE = InferenceDefaults()
+
+# --ray (workbench.cluster): the check set every worker runs before its shards (the first clips of the job's set
+# through the reference model; a worker whose logits differ from this machine's by more than the tolerance is
+# refused), shards per worker (smaller shards balance better and lose less to a lost worker) and how to install Ray.
+RAY_CHECK_CLIPS = 2
+RAY_CHECK_ATOL = 1e-4
+RAY_SHARDS_PER_WORKER = 2
+RAY_START_TIMEOUT_S = 120.0  # workers not placed by then (a cluster busy with other work) are left out
+RAY_VERSION = "2.60.0"
+RAY_INSTALL_HINT = f"pip install 'ray=={RAY_VERSION}' (or the workbench's extra: pip install -e '.[ray]')"

@@ -245,6 +245,29 @@ class GrowingHistogram:
             self.recent_total += values.size
         return top, counted
 
+    def merged(self, other: GrowingHistogram) -> GrowingHistogram:
+        """A new histogram holding both histograms' values: each is grown to the wider bin width and the
+        counts are added. Exact (see the module docstring): the result equals counting every value of both in
+        one histogram, in any order. Neither input changes."""
+        if (self.bins, self.refine) != (other.bins, other.refine):
+            raise ValueError(
+                f"histograms of {self.bins}x{self.refine} and {other.bins}x{other.refine} fine bins do not add"
+            )
+        out = GrowingHistogram(self.bins, self.refine, zeros=self.zeros + other.zeros)
+        started = [h for h in (self, other) if h.exponent is not None]
+        if not started:
+            return out
+        out.exponent = max(h.exponent for h in started if h.exponent is not None)
+        total = np.zeros(self.fine_bins, dtype=np.int64)
+        for hist in started:
+            grown = GrowingHistogram(self.bins, self.refine, exponent=hist.exponent, settled=hist.counts)
+            assert grown.settled is not None
+            grown.settled[0] -= hist.zeros  # ``counts`` folds the zeros into bin 0; they are added once above
+            grown._grow_to(out.exponent)
+            total += grown.settled
+        out.settled = total
+        return out
+
     def finish(self) -> Histogram | None:
         """The ``bins``-bin histogram over the smallest covering range, or None if only zeros were seen."""
         if self.exponent is None:
@@ -310,6 +333,36 @@ class StreamingStats:
         if hist is not None:
             hist.add_magnitudes(magnitudes, top)
         return top
+
+    def merged(self, other: StreamingStats) -> StreamingStats:
+        """Statistics of both passes' clips together: maxima are the larger, histograms add exactly
+        (``GrowingHistogram.merged``), each tensor's per-update tops are this one's then the other's. No
+        checkpoint: a caller that splits clips at the checkpoint merges the early parts first and takes it
+        (``with_checkpoint``)."""
+        if (self.with_histograms, self.bins, self.refine) != (
+            other.with_histograms,
+            other.bins,
+            other.refine,
+        ):
+            raise ValueError("statistics collected with different histogram settings do not add")
+        out = StreamingStats(self.with_histograms, self.bins, self.refine)
+        for name in dict.fromkeys([*self.maxes.amax, *other.maxes.amax]):
+            for part in (self, other):
+                if name in part.maxes.amax:
+                    out.maxes.observe(name, part.maxes.amax[name])
+        for name in dict.fromkeys([*self.histograms, *other.histograms]):
+            empty = GrowingHistogram(self.bins, self.refine)
+            out.histograms[name] = self.histograms.get(name, empty).merged(other.histograms.get(name, empty))
+        for name in dict.fromkeys([*self.tops, *other.tops]):
+            out.tops[name] = [*self.tops.get(name, []), *other.tops.get(name, [])]
+        return out
+
+    def with_checkpoint(self, early: StreamingStats) -> StreamingStats:
+        """These statistics with ``early`` (those of the first clips only) as their checkpoint, as if
+        ``mark_checkpoint`` had been called after those clips."""
+        self.checkpoint = early.snapshot()
+        self.checkpoint_updates = max((len(t) for t in early.tops.values()), default=0)
+        return self
 
     def in_order(self, names: list[str]) -> None:
         """Order every per-tensor dict by ``names`` (tensors not in it keep their place after them)."""

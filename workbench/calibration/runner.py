@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from tqdm import tqdm
@@ -126,6 +126,83 @@ def calibration_session(
     return session_with_outputs(model, names, options)
 
 
+@dataclass
+class StatisticsSession:
+    """An ONNX Runtime session of a model that also returns every activation tensor the statistics count."""
+
+    session: Any
+    names: list[str]
+
+
+def open_statistics_session(
+    model: onnx.ModelProto | Path,
+    clock: PhaseClock | None = None,
+    providers: Sequence[str] = ("CPUExecutionProvider",),
+) -> StatisticsSession:
+    """The session ``collect_statistics`` runs clips through (graph read, tensors marked, session made)."""
+    clock = clock or PhaseClock()
+    with clock.phase("graph"):
+        structure = read_structure(model) if isinstance(model, Path) else GraphSummary.of_model(model)
+        names = activation_tensors(structure)
+    if not names:
+        raise WorkbenchError(
+            "the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate"
+        )
+    with clock.phase("session"):
+        source: onnx.ModelProto | Path = model
+        if isinstance(model, Path) and structure.external_data:
+            # weights in files beside it: they cannot follow a copied graph file
+            import onnx
+            from onnx.external_data_helper import load_external_data_for_model
+
+            source = onnx.load(str(model), load_external_data=False)
+            load_external_data_for_model(source, str(model.parent))
+        with ort_failures(f"the model {model}" if isinstance(model, Path) else "the model"):
+            session = calibration_session(source, names, providers=providers)
+        del source
+    return StatisticsSession(session, names)
+
+
+def accumulate(
+    opened: StatisticsSession,
+    clips: Iterable[np.ndarray],
+    count: int | None,
+    stats: StreamingStats,
+    clock: PhaseClock | None = None,
+    checkpoint: int | None = None,
+    prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
+    channels: ChannelStats | None = None,
+    progress: bool = True,
+) -> int:
+    """Run every clip through ``opened`` and fold its tensors into ``stats`` (see ``collect_statistics``);
+    the number of clips run."""
+    clock = clock or PhaseClock()
+    session, names = opened.session, opened.names
+    seen = 0
+    quiet = run_options()
+    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+        for audio in tqdm(
+            clips, total=count, desc="calibration (one pass)", unit="clip", disable=not progress
+        ):
+            with (
+                clock.phase("inference"),
+                ort_failures(f"calibration clip {seen + 1}", int(np.shape(audio)[-1])),
+            ):
+                values = session.run(names, {INPUT: prepare(audio)[None]}, quiet)
+            if seen == checkpoint:
+                stats.mark_checkpoint()
+            with clock.phase("statistics"):
+                update = stats.update if channels is None else _both(stats, channels)
+                for task in [
+                    pool.submit(update, name, value, own)
+                    for name, value, own in zip(names, values, _unshared(values))
+                ]:
+                    task.result()
+            del values
+            seen += 1
+    return seen
+
+
 def collect_statistics(
     model: onnx.ModelProto | Path,
     clips: Iterable[np.ndarray],
@@ -153,49 +230,12 @@ def collect_statistics(
     clock = clock or PhaseClock()
     if with_histograms:
         kernels.warm_up()
-    with clock.phase("graph"):
-        structure = read_structure(model) if isinstance(model, Path) else GraphSummary.of_model(model)
-        names = activation_tensors(structure)
-    if not names:
-        raise WorkbenchError(
-            "the model has no MatMul/Gemm/Conv node with an activation input; nothing to calibrate"
-        )
-    with clock.phase("session"):
-        source: onnx.ModelProto | Path = model
-        if isinstance(model, Path) and structure.external_data:
-            # weights in files beside it: they cannot follow a copied graph file
-            import onnx
-            from onnx.external_data_helper import load_external_data_for_model
-
-            source = onnx.load(str(model), load_external_data=False)
-            load_external_data_for_model(source, str(model.parent))
-        with ort_failures(f"the model {model}" if isinstance(model, Path) else "the model"):
-            session = calibration_session(source, names, providers=providers)
-        del source
+    opened = open_statistics_session(model, clock, providers)
     stats = StreamingStats(with_histograms=with_histograms, bins=bins)
-    seen = 0
-    quiet = run_options()
-    with ThreadPoolExecutor(max_workers=_workers()) as pool:
-        for audio in tqdm(clips, total=count, desc="calibration (one pass)", unit="clip"):
-            with (
-                clock.phase("inference"),
-                ort_failures(f"calibration clip {seen + 1}", int(np.shape(audio)[-1])),
-            ):
-                values = session.run(names, {INPUT: prepare(audio)[None]}, quiet)
-            if seen == checkpoint:
-                stats.mark_checkpoint()
-            with clock.phase("statistics"):
-                update = stats.update if channels is None else _both(stats, channels)
-                for task in [
-                    pool.submit(update, name, value, own)
-                    for name, value, own in zip(names, values, _unshared(values))
-                ]:
-                    task.result()
-            del values
-            seen += 1
+    seen = accumulate(opened, clips, count, stats, clock, checkpoint, prepare, channels)
     if seen == 0:
         raise WorkbenchError("the calibration set has no clips")
-    stats.in_order(names)  # the threads finish in any order; files list tensors in graph order
+    stats.in_order(opened.names)  # the threads finish in any order; files list tensors in graph order
     return stats
 
 

@@ -6,7 +6,12 @@ import argparse
 from pathlib import Path
 
 from workbench.calibration.methods import METHODS
-from workbench.commands.options import add_backend_argument, add_model_and_calib_set, print_lines
+from workbench.commands.options import (
+    add_backend_argument,
+    add_model_and_calib_set,
+    add_ray_argument,
+    print_lines,
+)
 from workbench.config import DEFAULT_METHOD, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.workspace import area_default
 
@@ -64,6 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stride-seconds", type=float, help="each chunk's overlap on either side (default: chunk / 6)"
     )
+    add_ray_argument(parser, "the statistics pass (clip shards; histograms add exactly)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             backend=args.backend,
             chunks=chunks,
             recovery=RecoveryOptions(args.smoothquant, args.bias_correction, args.refine_ranges),
+            ray=args.ray,
         )
     )
     print_lines(result.lines())

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.commands.options import add_model_arguments, analysis_fields, print_lines
+from workbench.commands.options import add_model_arguments, add_ray_argument, analysis_fields, print_lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-sensitivity", action="store_true", help="skip the sensitivity ranking")
     parser.add_argument("--atol", type=float, default=1e-2, help="Polygraphy absolute tolerance per tensor")
     parser.add_argument("--rtol", type=float, default=1e-2, help="Polygraphy relative tolerance per tensor")
+    add_ray_argument(parser, "the sensitivity ranking (one task per variant)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -49,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         sensitivity=not args.no_sensitivity,
         atol=args.atol,
         rtol=args.rtol,
+        ray=args.ray,
     )
     print_lines(compare.run(inputs).lines())
     return 0

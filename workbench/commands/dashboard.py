@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=f"Run-page jobs running at once (default {DASHBOARD.max_jobs})",
     )
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="a Ray cluster (local:N, auto or an address) the Run page may send calibrate, compare, search and "
+        "sign-off jobs to (a checkbox on each form; docs/ray.md)",
+    )
 
 
 def launch_from_args(args: argparse.Namespace) -> Launch:
@@ -69,6 +75,7 @@ def launch_from_args(args: argparse.Namespace) -> Launch:
         oidc=args.oidc,
         allowed_users=args.allowed_users,
         max_jobs=args.max_jobs,
+        ray=args.ray,
         workspace=(
             args.workspace
             if isinstance(args.workspace, Workspace)  # filled by the CLI

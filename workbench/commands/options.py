@@ -72,6 +72,17 @@ def add_backend_argument(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
+def add_ray_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--ray ADDRESS``: spread ``what`` over a Ray cluster (needs the ``ray`` extra)."""
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help=f"spread {what} over a Ray cluster: local:N (a local cluster of N workers, stopped after), auto "
+        "(the cluster this machine belongs to) or a cluster address (ray://head:10001); needs "
+        "pip install 'workbench[ray]'. Records equal a run without it but for timings (docs/ray.md)",
+    )
+
+
 def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:
     """``--batch-size``: clips of similar length transcribed together (default: per backend)."""
     from workbench.config import EVAL_BATCH_BY_BACKEND

@@ -18,6 +18,7 @@ from workbench.commands.options import (
     add_batch_size_argument,
     add_inference_arguments,
     add_model_arguments,
+    add_ray_argument,
     analysis_fields,
     inference_from,
     print_lines,
@@ -106,6 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(its CPU flavour, timed against FP32 here) instead of the one the objective scores highest",
     )
     add_batch_size_argument(parser)
+    add_ray_argument(
+        parser, "the sensitivity ranking and each plan's dev-set transcription (utterance shards)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -136,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         latency_target=args.latency_target,
         inference=inference,
+        ray=args.ray,
     )
     print_lines(search.run(inputs).lines())
     return 0

@@ -21,6 +21,7 @@ from workbench.commands.options import (
     add_batch_size_argument,
     add_error_unit,
     add_inference_arguments,
+    add_ray_argument,
     inference_from,
     print_lines,
 )
@@ -69,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
     add_batch_size_argument(parser)
+    add_ray_argument(
+        parser, "the transcription (utterance shards per candidate; latency stays on this machine)"
+    )
     parser.add_argument(
         "--target",
         choices=BACKENDS,
@@ -178,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
         profile_max_s=args.max_seconds,
         inference=inference,
         also_decoders=also,
+        ray=args.ray,
     )
     print_lines(signoff.run(inputs).lines())
     return 0

@@ -149,6 +149,20 @@ def damage_of(reference: list[np.ndarray], candidate: list[np.ndarray], clips: l
     return Damage(overall, per_cond)
 
 
+Evaluate = Callable[[list[PrecisionPlan]], list[Damage]]
+
+
+def variant_plans(groups: list[Group], rest: str, inverse: bool) -> list[PrecisionPlan]:
+    """Every variant a ranking judges, in order: all at ``rest``, INT8 everywhere, then per group its
+    only-this-group plan (and its all-but-this-group plan with ``inverse``)."""
+    plans = [PrecisionPlan(f"all-{rest}", rest), PrecisionPlan("int8", "int8")]
+    for group in groups:
+        plans.append(plan_for(f"only-{group.name}", groups, "int8", rest, {group.name}))
+        if inverse:
+            plans.append(plan_for(f"except-{group.name}", groups, rest, "int8", {group.name}))
+    return plans
+
+
 def rank_groups(
     variants: VariantRunner,
     groups: list[Group],
@@ -157,33 +171,35 @@ def rank_groups(
     inverse: bool = False,
     granularity: str = "group",
     progress: bool = True,
+    evaluate: Evaluate | None = None,
 ) -> SensitivityResult:
-    """Damage of quantizing each group alone (rest at ``rest``), most damaging first."""
+    """Damage of quantizing each group alone (rest at ``rest``), most damaging first. The variants run one after
+    the other here, or through ``evaluate`` (the plans -> their damages in order, e.g. on a Ray cluster)."""
     if rest not in RESTS:
         raise WorkbenchError(f"rest precision must be one of {RESTS}, not {rest!r}")
     if not clips:
         raise WorkbenchError("sensitivity needs at least one clip")
     reference = variants.logits(PrecisionPlan("fp32"), clips)
-    rest_only = damage_of(reference, variants.logits(PrecisionPlan(f"all-{rest}", rest), clips), clips)
-    everywhere = damage_of(reference, variants.logits(PrecisionPlan("int8", "int8"), clips), clips)
-    results = []
-    steps = len(groups) * (2 if inverse else 1)
-    with tqdm(
-        total=steps,
-        desc=f"sensitivity ({len(groups)} groups, rest {rest})",
-        unit="variant",
-        disable=not progress,
-    ) as bar:
-        for group in groups:
-            only = plan_for(f"only-{group.name}", groups, "int8", rest, {group.name})
-            damage = damage_of(reference, variants.logits(only, clips), clips)
-            bar.update()
-            inv = None
-            if inverse:
-                keep = plan_for(f"except-{group.name}", groups, rest, "int8", {group.name})
-                inv = damage_of(reference, variants.logits(keep, clips), clips)
-                bar.update()
-            results.append(GroupSensitivity(group, damage, inv))
+    plans = variant_plans(groups, rest, inverse)
+    if evaluate is None:
+        damages = []
+        with tqdm(
+            total=len(plans) - 2,
+            desc=f"sensitivity ({len(groups)} groups, rest {rest})",
+            unit="variant",
+            disable=not progress,
+        ) as bar:
+            for k, plan in enumerate(plans):
+                damages.append(damage_of(reference, variants.logits(plan, clips), clips))
+                bar.update(k >= 2)
+    else:
+        damages = evaluate(plans)
+    rest_only, everywhere, per_group = damages[0], damages[1], damages[2:]
+    step = 2 if inverse else 1
+    results = [
+        GroupSensitivity(group, per_group[k * step], per_group[k * step + 1] if inverse else None)
+        for k, group in enumerate(groups)
+    ]
     results.sort(key=lambda r: (-r.damage.overall.kl, -r.damage.overall.token_disagreement, r.group.index))
     top = ", ".join(f"{r.group.name} ({r.damage.overall.kl:.3g})" for r in results[:3])
     logger.info(f"most sensitive: {top}")

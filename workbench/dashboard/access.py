@@ -9,6 +9,7 @@
   the accounts in ``WORKBENCH_DASHBOARD_ALLOWED_USERS`` (e-mail addresses and ``@domain`` entries).
 - ``WORKBENCH_DASHBOARD_READ_ONLY=1``: no Run page, no download buttons.
 - ``WORKBENCH_DASHBOARD_MAX_JOBS``: Run-page jobs running at once (default ``config.DASHBOARD.max_jobs``).
+- ``WORKBENCH_DASHBOARD_RAY``: a Ray cluster address (``--ray``); the Run page may send jobs there, never elsewhere.
 
 A dashboard bound to anything but a loopback address with neither a token nor OIDC renders nothing
 (see ``gate``). Everything here is plain Python, so the verb and the tests use it without Streamlit.
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workbench.cluster.address import ClusterAddress
 from workbench.config import DASHBOARD
 from workbench.errors import WorkbenchError
 
@@ -32,6 +34,7 @@ AUTH_ENV = "WORKBENCH_DASHBOARD_AUTH"
 READ_ONLY_ENV = "WORKBENCH_DASHBOARD_READ_ONLY"
 MAX_JOBS_ENV = "WORKBENCH_DASHBOARD_MAX_JOBS"
 ALLOWED_USERS_ENV = "WORKBENCH_DASHBOARD_ALLOWED_USERS"
+RAY_ENV = "WORKBENCH_DASHBOARD_RAY"
 TRUE = ("1", "true", "yes", "on")
 MAKE_TOKEN = "python -c 'import secrets; print(secrets.token_urlsafe(32))' > token.txt && chmod 600 token.txt"
 
@@ -45,6 +48,7 @@ class Settings:
     oidc: bool = False
     token: str | None = field(default=None, repr=False)
     allowed_users: tuple[str, ...] = ()
+    ray: str | None = None  # the one Ray cluster the Run page may send jobs to
 
     def allows(self, email: str | None) -> bool:
         """Whether an OIDC account may in: its e-mail is listed, or its ``@domain`` is (case-insensitive)."""
@@ -129,7 +133,16 @@ def read_settings(environ: Mapping[str, str] | None = None) -> Settings:
         oidc=auth == "oidc",
         token=token,
         allowed_users=allowed,
+        ray=parse_ray(env.get(RAY_ENV)),
     )
+
+
+def parse_ray(value: str | None) -> str | None:
+    """A checked Ray cluster address (``workbench.cluster.address``), or None when not set."""
+    if not value or not value.strip():
+        return None
+    ClusterAddress.parse(value)
+    return value.strip()
 
 
 def parse_max_jobs(value: str | int | None, where: str) -> int:

@@ -61,6 +61,7 @@ def launch(
     max_jobs: int | None = None,
     workspace: Path | None = None,
     environ: dict[str, str] | None = None,
+    ray: str | None = None,
 ) -> Launch:
     """The ``streamlit run`` command line and environment for these options; refuses unsafe ones.
 
@@ -69,7 +70,13 @@ def launch(
     file or setting is refused here rather than by a server that shows nothing.
     """
     env = dict(os.environ if environ is None else environ)
-    for name in (access.READ_ONLY_ENV, access.AUTH_ENV, access.MAX_JOBS_ENV, access.ALLOWED_USERS_ENV):
+    for name in (
+        access.READ_ONLY_ENV,
+        access.AUTH_ENV,
+        access.MAX_JOBS_ENV,
+        access.ALLOWED_USERS_ENV,
+        access.RAY_ENV,
+    ):
         env.pop(name, None)
     if token_file is not None:
         env.pop(access.TOKEN_ENV, None)
@@ -81,6 +88,8 @@ def launch(
         env[access.ALLOWED_USERS_ENV] = allowed_users or ""
     if max_jobs is not None:
         env[access.MAX_JOBS_ENV] = str(max_jobs)
+    if ray is not None:  # checked by read_settings below, as the app will
+        env[access.RAY_ENV] = ray
     if workspace is not None:  # the server and the jobs it starts read and write there
         env.pop(LEGACY_ENV_VAR, None)
         env[WORKSPACE_ENV] = str(Path(workspace).expanduser().resolve())

@@ -42,6 +42,7 @@ __all__ = [
     "Transcripts",
     "batch_check",
     "check_sample",
+    "compare_batched",
     "logits_of",
     "transcribe",
     "transcribe_checked",
@@ -230,6 +231,18 @@ def batch_check(
     """Transcribe ``audios`` (a sample) at batch 1 and compare with their ``batched`` transcripts; with
     ``references`` the error rate of both (the model's error unit and text normaliser)."""
     single = transcribe(runner, audios, model, name, inference, batch_size=1).texts
+    return compare_batched(single, batched, model, batch_size, references, name or runner.name)
+
+
+def compare_batched(
+    single: Sequence[str],
+    batched: Sequence[str],
+    model: ModelDescription,
+    batch_size: int,
+    references: Sequence[str] | None,
+    name: str,
+) -> BatchCheck:
+    """The ``BatchCheck`` of a sample's batch-1 transcripts (``single``) against its ``batched`` ones."""
     differing = sum(a != b for a, b in zip(single, batched))
     wer_batched = wer_single = None
     if references is not None:
@@ -240,7 +253,7 @@ def batch_check(
             return corpus_wer(score_utterances(ids, list(references), list(texts), scoring))
 
         wer_batched, wer_single = rate(batched), rate(single)
-    return BatchCheck(name or runner.name, batch_size, len(single), differing, wer_batched, wer_single)
+    return BatchCheck(name, batch_size, len(single), differing, wer_batched, wer_single)
 
 
 def transcribe_checked(

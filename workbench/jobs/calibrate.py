@@ -37,6 +37,7 @@ from workbench.calibration import recovery as rec
 from workbench.calibration.collectors import STATISTICS_SCHEME
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.runner import collect_statistics, ranges_from_statistics
+from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.config import DEFAULT_BACKEND, ORT_CPU_WEIGHTS
 from workbench.errors import WorkbenchError
 from workbench.evaluate.chunking import chunk_audio, chunk_lengths_s, samples_per_frame
@@ -96,6 +97,7 @@ class CalibrateInputs:
     backend: str = DEFAULT_BACKEND  # where the statistics pass runs: ort-cpu or ort-cuda
     chunks: ChunkSettings | None = None  # deployment chunks long audio: statistics from chunk-length inputs
     recovery: rec.RecoveryOptions = field(default_factory=rec.RecoveryOptions)
+    ray: str | None = None  # spread the statistics pass over a Ray cluster (``workbench.cluster``)
 
 
 @dataclass
@@ -166,6 +168,14 @@ def check(inputs: CalibrateInputs) -> None:
     if not isinstance(inputs.model, ModelDescription):
         check_model_source(inputs.model)
     ort_providers(inputs.backend)  # the statistics pass needs an ONNX Runtime backend that exists here
+    if inputs.ray is not None:
+        ClusterAddress.parse(inputs.ray)
+        require_ray()
+        if inputs.recovery.active:
+            raise WorkbenchError(
+                "--ray spreads the plain statistics pass; the recovery options (--smoothquant, "
+                "--bias-correction, --refine-ranges) run without --ray"
+            )
 
 
 @dataclass(frozen=True)
@@ -196,6 +206,35 @@ def calibration_pieces(
         for _ in (chunk_lengths_s(u.duration_s, chunks, rate, align) if chunks else [u.duration_s])
     ]
     return CalibrationPieces(speech_set, conditions, chunks, rate, align)
+
+
+def spread_pass(
+    fp32: Path,
+    pieces: CalibrationPieces,
+    spec: MethodSpec,
+    inputs: CalibrateInputs,
+    description: ModelDescription,
+) -> Any:
+    """The statistics pass over clip shards on the Ray cluster ``inputs.ray`` (``workbench.cluster.calibrate``):
+    the same statistics as ``collect_statistics`` over every clip."""
+    from workbench.calibration.graph_structure import read_structure
+    from workbench.calibration.runner import activation_tensors
+    from workbench.cluster.calibrate import spread_statistics
+
+    audio = list(pieces.audio())
+    assert inputs.ray is not None
+    return spread_statistics(
+        ClusterAddress.parse(inputs.ray),
+        fp32.read_bytes(),
+        audio,
+        [len(a) / pieces.sampling_rate for a in audio],
+        checkpoint=conv.checkpoint_for(len(audio)),
+        with_histograms=spec.name != "max",
+        bins=spec.bins,
+        providers=ort_providers(inputs.backend),
+        prepare=description.prepare,
+        names=activation_tensors(read_structure(fp32)),
+    )
 
 
 def run(inputs: CalibrateInputs) -> CalibrateResult:
@@ -274,6 +313,9 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             if recovered.passes > 1:
                 write_bytes_atomic(smoothed_path, recovered.model.SerializeToString())
                 source = smoothed_path
+        elif inputs.ray is not None:
+            stats = spread_pass(fp32, pieces, spec, inputs, description)
+            amax = ranges_from_statistics(stats, spec)
         else:
             stats = one_pass(fp32)
             amax = ranges_from_statistics(stats, spec)

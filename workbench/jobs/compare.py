@@ -20,6 +20,7 @@ import onnx
 from workbench.artifacts import sha256_file
 from workbench.backends.devices import device_of
 from workbench.backends.factory import ort_providers
+from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare import outputs
 from workbench.compare.groups import node_groups
 from workbench.compare.layers import compare_layers
@@ -49,6 +50,9 @@ class CompareInputs(AnalysisInputs):
     sensitivity: bool = True
     atol: float = 1e-2
     rtol: float = 1e-2
+    ray: str | None = (
+        None  # spread the sensitivity ranking's variants over a Ray cluster (``workbench.cluster``)
+    )
 
 
 @dataclass
@@ -83,6 +87,9 @@ def check(inputs: CompareInputs) -> None:
         check_candidate("--candidate", Path(inputs.candidate))
     named_set(inputs.clips_set, "clips", inputs.calib_root)
     inputs.check()
+    if inputs.ray is not None:
+        ClusterAddress.parse(inputs.ray)
+        require_ray()
 
 
 def run(inputs: CompareInputs) -> CompareResult:
@@ -108,6 +115,7 @@ def run(inputs: CompareInputs) -> CompareResult:
         rtol=inputs.rtol,
         progress=inputs.progress,
         backend=inputs.backend,
+        ray=inputs.ray,
     )
 
 
@@ -165,6 +173,7 @@ def run_compare(
     rtol: float = 1e-2,
     progress: bool = True,
     backend: str = DEFAULT_BACKEND,
+    ray: str | None = None,
 ) -> CompareResult:
     """Layer table and/or sensitivity ranking on ``per_condition`` clips of each condition of ``clips_set``."""
     if not layers and not sensitivity:
@@ -212,7 +221,13 @@ def run_compare(
         variants = VariantRunner(
             model, prepared.cache.amax(), threads, providers, prepared.description.prepare, prepared.guard
         )
-        ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress)
+        if ray is None:
+            ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress)
+        else:
+            from workbench.cluster.compare import spread_variants
+
+            with spread_variants(ClusterAddress.parse(ray), variants, clips) as evaluate:
+                ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, evaluate=evaluate)
         data = {
             **outputs.header(outputs.SENSITIVITY_FORMAT, prov),
             "model": prepared.description.record(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import onnx
 from workbench.artifacts import read_json_artifact, sha256_file
 from workbench.backends.devices import device_of
 from workbench.backends.factory import ort_providers
+from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare import outputs
 from workbench.compare.groups import Group, node_groups
 from workbench.compare.sensitivity import VariantRunner
@@ -69,6 +71,9 @@ class SearchInputs(AnalysisInputs):
     batch_size: int | None = None  # evaluation batch (default: per backend)
     latency_target: str | None = None  # choose the passing plan fastest there (search.latency_objective)
     inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
+    ray: str | None = (
+        None  # spread the ranking and each WER evaluation over a Ray cluster (``workbench.cluster``)
+    )
 
 
 def check(inputs: SearchInputs) -> None:
@@ -104,6 +109,9 @@ def check(inputs: SearchInputs) -> None:
     if dev_set is not None:  # no calibration set named: ``inputs.check`` says so
         check_dev_apart(dev_set, named_set(inputs.signoff_set, "sign-off", inputs.calib_root))
     inputs.check()
+    if inputs.ray is not None:
+        ClusterAddress.parse(inputs.ray)
+        require_ray()
 
 
 def run(inputs: SearchInputs) -> SearchJobResult:
@@ -139,6 +147,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             batch_size=inputs.batch_size,
             latency_target=inputs.latency_target,
             inference=inputs.inference.check(),
+            ray=inputs.ray,
         ),
     )
 
@@ -266,6 +275,7 @@ class SearchSettings:
     batch_size: int | None = None  # evaluation batch (default: per backend)
     latency_target: str | None = None  # then keep the passing plan measured fastest on this target
     inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
+    ray: str | None = None  # Ray cluster address: the ranking's variants and each look's transcription spread
 
 
 def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
@@ -288,24 +298,25 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
         clips_per_condition(s.dev_set, s.dev_per_condition) if s.dev_per_condition else all_clips(s.dev_set)
     )
     macs, goal = search_objective(s, model)
-    evaluator = dev_evaluator(prepared, s, model, clips)
-    logger.info(
-        f"objective: {goal.description}; dev set bought in blocks of {evaluator.ends[0]} utterances "
-        f"({len(evaluator.ends)} blocks), batches of {evaluator.batch_size}"
-    )
-    log_budget(prepared, s, evaluator, len(clips))
-    name = search_outputs.mixed_name(prepared.tag, s.dev_set.content_hash)
-    result = search_plan(
-        ranking,
-        groups,
-        evaluator.evaluate,
-        keep=s.keep,
-        refine=s.refine,
-        finer=s.finer,
-        name=name,
-        strategy=s.strategy,
-        objective=goal,
-    )
+    with ExitStack() as stack:  # a Ray pool lives for the search's evaluations, not for the timing after
+        evaluator = dev_evaluator(prepared, s, model, clips, stack)
+        logger.info(
+            f"objective: {goal.description}; dev set bought in blocks of {evaluator.ends[0]} utterances "
+            f"({len(evaluator.ends)} blocks), batches of {evaluator.batch_size}"
+        )
+        log_budget(prepared, s, evaluator, len(clips))
+        name = search_outputs.mixed_name(prepared.tag, s.dev_set.content_hash)
+        result = search_plan(
+            ranking,
+            groups,
+            evaluator.evaluate,
+            keep=s.keep,
+            refine=s.refine,
+            finer=s.finer,
+            name=name,
+            strategy=s.strategy,
+            objective=goal,
+        )
     timed = None
     if s.latency_target is not None and result.found is not None:
         timed = fastest_passing(
@@ -366,6 +377,7 @@ def sensitivity_ranking(prepared: Prepared, s: SearchSettings, folder: Path) -> 
             threads=s.threads,
             progress=s.progress,
             backend=s.backend,
+            ray=s.ray,
         ),
     )
 
@@ -392,9 +404,14 @@ def search_objective(s: SearchSettings, model: onnx.ModelProto) -> tuple[NodeMac
 
 
 def dev_evaluator(
-    prepared: Prepared, s: SearchSettings, model: onnx.ModelProto, clips: list[Clip]
+    prepared: Prepared,
+    s: SearchSettings,
+    model: onnx.ModelProto,
+    clips: list[Clip],
+    stack: ExitStack | None = None,
 ) -> DevEvaluator:
-    """Scores plans on the dev clips (FP32 baseline first) against the held-back, sign-off-predicted budget."""
+    """Scores plans on the dev clips (FP32 baseline first) against the held-back, sign-off-predicted budget; with
+    ``s.ray``, transcribed on the cluster by a worker pool that ``stack`` closes."""
     variants = VariantRunner(
         model,
         prepared.cache.amax(),
@@ -403,6 +420,18 @@ def dev_evaluator(
         prepared.description.prepare,
         prepared.guard,
     )
+    batch_size = s.batch_size or default_batch_size(s.backend)
+    transcriber = None
+    if s.ray is not None:
+        from workbench.cluster.search import spread_plans
+
+        if stack is None:
+            raise ValueError("a Ray search needs an ExitStack to hold its worker pool")
+        transcriber = stack.enter_context(
+            spread_plans(
+                ClusterAddress.parse(s.ray), variants, clips, prepared.description, batch_size, s.inference
+            )
+        )
     return DevEvaluator(
         variants,
         clips,
@@ -415,8 +444,9 @@ def dev_evaluator(
         margin=s.margin,
         confidence=s.confidence,
         blocks=s.dev_blocks,
-        batch_size=s.batch_size or default_batch_size(s.backend),
+        batch_size=batch_size,
         inference=s.inference,
+        transcriber=transcriber,
     )
 
 

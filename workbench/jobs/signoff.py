@@ -33,7 +33,7 @@ import numpy as np
 
 from workbench.artifacts import read_json_artifact
 from workbench.backends.devices import device_of
-from workbench.backends.factory import RunnerFactory, check_backend
+from workbench.backends.factory import RunnerFactory, check_backend, ort_providers
 from workbench.backends.tensorrt.builder import BuildSettings
 from workbench.backends.tensorrt.inspector import (
     EnginePrecisionCheck,
@@ -44,6 +44,7 @@ from workbench.backends.tensorrt.inspector import (
 from workbench.backends.tensorrt.profile import samples_from_durations
 from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
+from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare.outputs import SENSITIVITY_FORMAT
 from workbench.config import (
     BACKENDS,
@@ -124,6 +125,7 @@ class SignoffInputs:
     as_given: bool = False  # judge the candidates as given, not the files the target runs (quantize.targets)
     inference: InferenceConfig = GREEDY  # chunking and the decoder the verdict is judged under
     also_decoders: list[DecoderSettings] = field(default_factory=list)  # scored too, on the same logits
+    ray: str | None = None  # transcribe on a Ray cluster in utterance shards (``workbench.cluster``)
 
 
 @dataclass
@@ -353,6 +355,14 @@ def check(
             inputs.model
         )  # an unsupported model stops here, before anything is built or written
     sensitivity = read_sensitivity(inputs.sensitivity) if inputs.sensitivity is not None else None
+    if inputs.ray is not None:
+        ClusterAddress.parse(inputs.ray)
+        require_ray()
+        if inputs.backend == "tensorrt":
+            raise WorkbenchError(
+                "--ray transcribes with ONNX Runtime (--backend ort-cpu or ort-cuda); sign off TensorRT "
+                "engines without --ray"
+            )
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
@@ -414,20 +424,34 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     by_decoder: dict[str, dict[str, list[str]]] = {inference.decoder.name: hyps, **{d.name: {} for d in also}}
     logger.info(f"inference: {inference.summary()}")
     audios = [eval_set.audio(u) for u in utts]
-    for name in names:
-        logger.info(
-            f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, batch {batch}"
-        )
-        result, agreement = transcribe_checked(
-            runners[name],
+    references = [u.text for u in utts]
+    if inputs.ray is not None:
+        logger.info(f"transcribing {len(utts)} utterances x {len(names)} candidates on Ray ({inputs.ray})")
+        from workbench.cluster.signoff import spread_transcription
+
+        done = spread_transcription(
+            ClusterAddress.parse(inputs.ray),
+            candidates,
+            runners,
             audios,
             model,
-            name,
             batch,
-            [u.text for u in utts],
-            inference=inference,
-            also=also,
+            references,
+            inference,
+            also,
+            ort_providers(inputs.backend),
         )
+    else:
+        done = {}
+        for name in names:
+            logger.info(
+                f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, batch {batch}"
+            )
+            done[name] = transcribe_checked(
+                runners[name], audios, model, name, batch, references, inference=inference, also=also
+            )
+    for name in names:
+        result, agreement = done[name]
         hyps[name], policy = result.texts, result.batching
         for decoder, texts in result.by_decoder.items():
             by_decoder[decoder][name] = texts

@@ -32,7 +32,9 @@ the sign-off in one run of two; docs/compare-and-search.md has the runs.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
@@ -204,6 +206,7 @@ class DevEvaluator:
         blocks: int = 1,
         batch_size: int = 1,
         inference: InferenceConfig = GREEDY,
+        transcriber: Callable[[PrecisionPlan, Sequence[int]], list[str]] | None = None,
     ) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
@@ -217,7 +220,10 @@ class DevEvaluator:
         order = balanced_order(
             [str(c.utterance.condition or "-") for c in clips], [c.utterance.speaker for c in clips]
         )
+        self.order = order  # the evaluator's clip k is ``clips[order[k]]``
         self.clips = [clips[i] for i in order]
+        # (plan, indices into ``clips``) -> texts, e.g. on a Ray cluster (``workbench.cluster.search``); None: here
+        self.transcriber = transcriber
         self.utterances = [c.utterance for c in self.clips]
         # a look judges every condition the set has, on at least SEARCH.min_block utterances
         self.ends = covering_ends(
@@ -247,6 +253,10 @@ class DevEvaluator:
     def _transcribe(
         self, plan: PrecisionPlan, runner: Runner | None = None, start: int = 0, end: int | None = None
     ) -> tuple[list[str], float]:
+        if self.transcriber is not None:
+            began = time.perf_counter()
+            texts = self.transcriber(plan, self.order[start:end])
+            return texts, time.perf_counter() - began
         clips = self.clips[start:end]
         audios = tqdm(
             (c.audio for c in clips),
@@ -348,7 +358,7 @@ class DevEvaluator:
         plan = plan.with_guard(self.variants.guard)  # recorded with the FP32 nodes the variant really has
         texts: list[str] = []
         spent = [0.0]
-        with self.variants.runner(plan) as runner:
+        with nullcontext(None) if self.transcriber is not None else self.variants.runner(plan) as runner:
 
             def look(end: int, confidence: float) -> tuple[Evaluation, str]:
                 more, seconds = self._transcribe(plan, runner, len(texts), end)

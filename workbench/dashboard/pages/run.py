@@ -100,6 +100,14 @@ def _backend(prefix: str, column: Any = st, what: str = "Backend (where the mode
     return column.selectbox(what, BACKENDS, index=BACKENDS.index(DEFAULT_BACKEND), key=f"{prefix}-backend")
 
 
+def _ray(prefix: str, column: Any = st) -> str | None:
+    """The dashboard's Ray cluster (``dashboard --ray``) when the form's box is ticked; no box without one."""
+    address = ui.settings().ray
+    if address is None:
+        return None
+    return address if column.checkbox(f"Run on the Ray cluster {address}", key=f"{prefix}-ray") else None
+
+
 def calibrate_inputs(
     model: str,
     calib: str,
@@ -107,6 +115,7 @@ def calibrate_inputs(
     percentile: float,
     roots: ArtifactRoots,
     backend: str = DEFAULT_BACKEND,
+    ray: str | None = None,
 ) -> calibrate.CalibrateInputs:
     return calibrate.CalibrateInputs(
         model,
@@ -115,6 +124,7 @@ def calibrate_inputs(
         engines=roots.engines,
         calib_root=roots.calib_sets,
         backend=backend,
+        ray=ray,
     )
 
 
@@ -129,6 +139,7 @@ def signoff_inputs(
     roots: ArtifactRoots,
     backend: str = DEFAULT_BACKEND,
     target: str = DEFAULT_TARGET,
+    ray: str | None = None,
 ) -> signoff.SignoffInputs:
     """Sign-off of FP32/FP16/INT8 variants built from the model, report into reports/<name>."""
     if not REPORT_NAME.match(name):
@@ -150,6 +161,7 @@ def signoff_inputs(
         calib_root=roots.calib_sets,
         backend=backend,
         target=target,
+        ray=ray,
     )
 
 
@@ -162,6 +174,7 @@ def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
             "Percentile (percentile method)", 90.0, 100.0, 99.99, 0.01, format="%.2f", key="cal-percentile"
         )
         backend = _backend("cal")
+        ray = _ray("cal")
         if st.form_submit_button("Start calibration", type="primary", icon=":material/play_arrow:"):
             try:
                 inputs = calibrate_inputs(
@@ -171,6 +184,7 @@ def _calibrate_form(roots: ArtifactRoots, names: list[str]) -> None:
                     percentile,
                     roots,
                     backend,
+                    ray,
                 )
             except WorkbenchError as exc:
                 st.error(str(exc))
@@ -201,6 +215,7 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
             key="so-target",
         )
         no_latency = st.checkbox("Accuracy only (no latency runs)", key="so-nolat")
+        ray = _ray("so")
         if st.form_submit_button("Start sign-off", type="primary", icon=":material/play_arrow:"):
             try:
                 if calib == evaluation:
@@ -216,6 +231,7 @@ def _signoff_form(roots: ArtifactRoots, names: list[str]) -> None:
                     roots,
                     backend,
                     target,
+                    ray,
                 )
             except WorkbenchError as exc:
                 st.error(str(exc))
@@ -234,6 +250,7 @@ def analysis_inputs(
     roots: ArtifactRoots,
     signoff_set: str | None = None,
     backend: str = DEFAULT_BACKEND,
+    ray: str | None = None,
 ) -> compare.CompareInputs | search.SearchInputs:
     """Inputs of the ``compare`` job (layer table + sensitivity) or the ``search`` job (mixed plan)."""
     shared: dict[str, Any] = {  # the fields both jobs' inputs share (each dataclass checks its own)
@@ -245,6 +262,7 @@ def analysis_inputs(
         "granularity": granularity,
         "calib_root": roots.calib_sets,
         "backend": backend,
+        "ray": ray,
     }
     if verb == "compare":
         return compare.CompareInputs(**shared)
@@ -281,6 +299,7 @@ def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
                 ["(none)", *names],
                 key="search-signoff-set",
             )
+        ray = _ray(verb)
         if st.form_submit_button(f"Start {verb}", type="primary", icon=":material/play_arrow:"):
             try:
                 inputs = analysis_inputs(
@@ -294,6 +313,7 @@ def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
                     roots,
                     _set_path(signoff_set, roots, "sign-off") if signoff_set in names else None,
                     backend,
+                    ray,
                 )
             except WorkbenchError as exc:
                 st.error(str(exc))

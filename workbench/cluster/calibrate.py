@@ -1,0 +1,132 @@
+"""Calibration statistics over clip shards: each worker counts its clips (balanced by duration) into streaming
+statistics, split at the convergence checkpoint; the parts add exactly (power-of-two histograms,
+``StreamingStats.merged``) and each tensor's per-clip tops go back into clip order, so the merged statistics
+equal one pass over every clip."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from workbench.calibration import kernels
+from workbench.calibration.collectors import StreamingStats
+from workbench.calibration.runner import accumulate, open_statistics_session
+from workbench.cluster.address import ClusterAddress
+from workbench.cluster.check import CheckSet
+from workbench.cluster.pool import open_pool
+from workbench.cluster.shards import balanced
+from workbench.cluster.worker import WorkerContext
+from workbench.config import RAY_CHECK_CLIPS, RAY_SHARDS_PER_WORKER
+from workbench.errors import WorkbenchError
+
+
+@dataclass
+class ShardStatistics:
+    """One shard's statistics: of its clips before the checkpoint and of the rest (clip indices of each)."""
+
+    early: StreamingStats
+    early_indices: list[int]
+    late: StreamingStats
+    late_indices: list[int]
+
+
+@dataclass(frozen=True)
+class StatisticsShard:
+    """Count the clips ``indices`` of the pieces in the object store through the FP32 model."""
+
+    model: Any  # object-store reference to the FP32 ONNX bytes
+    pieces: Any  # object-store reference to the list of raw clips (or chunks)
+    indices: tuple[int, ...]
+    checkpoint: int | None
+    with_histograms: bool
+    bins: int
+    providers: tuple[str, ...]
+    prepare: Callable[[np.ndarray], np.ndarray]
+
+    def run(self, context: WorkerContext) -> ShardStatistics:
+        import onnx
+
+        if self.with_histograms:
+            kernels.warm_up()
+        opened = context.cached(
+            f"statistics-session:{self.model.hex()}",
+            lambda: open_statistics_session(
+                onnx.load_model_from_string(context.blob(self.model)), providers=self.providers
+            ),
+        )
+        pieces = context.blob(self.pieces)
+        cut = len(pieces) if self.checkpoint is None else self.checkpoint
+        parts = ([i for i in self.indices if i < cut], [i for i in self.indices if i >= cut])
+        out = []
+        for part in parts:
+            stats = StreamingStats(with_histograms=self.with_histograms, bins=self.bins)
+            accumulate(
+                opened, (pieces[i] for i in part), len(part), stats, prepare=self.prepare, progress=False
+            )
+            out.append(stats)
+        return ShardStatistics(out[0], parts[0], out[1], parts[1])
+
+
+def merge_statistics(
+    shards: Sequence[ShardStatistics], names: Sequence[str], checkpoint: int | None
+) -> StreamingStats:
+    """The statistics of every clip: early parts merged (the checkpoint's state), then the late parts; tops in
+    clip order; tensors in graph order (``names``)."""
+    parts = [(s.early, s.early_indices) for s in shards] + [(s.late, s.late_indices) for s in shards]
+    early = _merged([p for p in parts[: len(shards)] if p[1]])
+    every = _merged([p for p in parts if p[1]])
+    if early is not None and checkpoint is not None and every is not None:
+        every.with_checkpoint(early)
+    if every is None:
+        raise WorkbenchError("the calibration set has no clips")
+    order = sorted((i, k, stats) for stats, indices in parts for k, i in enumerate(indices))
+    every.tops = {name: [stats.tops[name][k] for _, k, stats in order] for name in every.tops}
+    every.in_order(list(names))
+    return every
+
+
+def _merged(parts: list[tuple[StreamingStats, list[int]]]) -> StreamingStats | None:
+    if not parts:
+        return None
+    total = parts[0][0]
+    for stats, _ in parts[1:]:
+        total = total.merged(stats)
+    return total
+
+
+def spread_statistics(
+    address: ClusterAddress,
+    fp32: bytes,
+    pieces: list[np.ndarray],
+    durations: Sequence[float],
+    *,
+    checkpoint: int | None,
+    with_histograms: bool,
+    bins: int,
+    providers: Sequence[str],
+    prepare: Callable[[np.ndarray], np.ndarray],
+    names: Sequence[str],
+) -> StreamingStats:
+    """The statistics pass over ``pieces`` on the cluster (see the module docstring)."""
+    check = CheckSet.of(fp32, [prepare(p) for p in pieces[:RAY_CHECK_CLIPS]], providers, "the FP32 model")
+    with open_pool(address, check, gpu="CUDAExecutionProvider" in providers) as pool:
+        pieces_ref = pool.put(pieces)
+        shards = balanced(durations, RAY_SHARDS_PER_WORKER * len(pool.workers))
+        tasks = [
+            StatisticsShard(
+                pool.check_model,
+                pieces_ref,
+                tuple(shard),
+                checkpoint,
+                with_histograms,
+                bins,
+                tuple(providers),
+                prepare,
+            )
+            for shard in shards
+        ]
+        results = pool.map(tasks, "calibration statistics")
+    return merge_statistics(results, names, checkpoint)
