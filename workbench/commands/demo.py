@@ -27,6 +27,7 @@ from workbench.workspace import area_default
 
 if TYPE_CHECKING:
     from workbench.evaluate.latency import LatencyConfig
+    from workbench.evaluate.memo import SignoffMemo
 
 # The demo's calibration method. Percentile 99.99 rather than TensorRT's entropy: with entropy as NVIDIA's
 # reference computes it, INT8-everywhere loses +4.13 WER points on demo-eval [95 % CI +2.83, +5.41] and the
@@ -52,6 +53,7 @@ class DemoContext:
     reports_root: Path
     quick: bool = False
     results: dict[str, Any] = field(default_factory=dict)
+    memo: SignoffMemo | None = None  # overflow checks and transcripts the two sign-offs share (FP32's)
 
 
 @dataclass(frozen=True)
@@ -203,7 +205,11 @@ def _signoff_for(
         target=target,
         also_decoders=[ctx.results["lm"]] if "lm" in ctx.results and target == "tensorrt" else [],
     )
-    print_lines(signoff.run(inputs).lines())
+    if ctx.memo is None:
+        from workbench.evaluate.memo import SignoffMemo
+
+        ctx.memo = SignoffMemo()
+    print_lines(signoff.run(inputs, ctx.memo).lines())
 
 
 def _signoff(ctx: DemoContext) -> None:

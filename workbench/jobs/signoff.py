@@ -50,6 +50,7 @@ from workbench.config import (
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
     DEFAULT_TARGET,
+    FP16_GUARD,
     MIN_RESAMPLES,
     OUTSIDE_PROFILE_DEFAULT,
 )
@@ -62,6 +63,7 @@ from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
+from workbench.evaluate.memo import SignoffMemo
 from workbench.evaluate.transcribe import BatchCheck, transcribe_checked
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
@@ -206,17 +208,36 @@ def overflow_reports(
     candidates: list[tuple[str, Path]],
     calib_set: SpeechSet | None,
     prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+    memo: SignoffMemo | None = None,
+    model_hash: str = "",
 ) -> dict[str, OverflowReport]:
     """Each candidate's inf/NaN check on the calibration set (clips made ``input_values`` by ``prepare``, the
-    model's feature settings), before anything is judged ({} without a set)."""
+    model's feature settings), before anything is judged ({} without a set); a check of the same file, set and
+    model already in ``memo`` is reused."""
     if calib_set is None:
         return {}
-    clips = [audio for _, audio in calib_set.iter_audio()]
+    clips: list[np.ndarray] | None = None
     reports = {}
     for name, path in candidates:
+        key = (
+            memo.overflow_key(
+                Path(path), calib_set.content_hash, model_hash, FP16_GUARD.overflow_every_tensor_clips
+            )
+            if memo is not None
+            else None
+        )
+        found = memo.find_overflow(key, name) if memo is not None and key is not None else None
+        if found is not None:
+            reports[name] = found
+            logger.info(f"[{name}] overflow check of this file on {calib_set.name} reused: {found.summary()}")
+            continue
+        if clips is None:
+            clips = [audio for _, audio in calib_set.iter_audio()]
         logger.info(f"[{name}] overflow check on {len(clips)} clips of {calib_set.name}")
         reports[name] = check_overflow(Path(path), clips, prepare=prepare)
         logger.info(f"[{name}] {reports[name].summary()}")
+        if memo is not None and key is not None:
+            memo.overflow[key] = reports[name]
     return reports
 
 
@@ -356,10 +377,12 @@ def check(
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
-def run(inputs: SignoffInputs) -> SignoffResult:
+def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult:
     """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
-    time and judge every candidate and write report.json/.md/.html."""
+    time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
+    shared with other sign-offs of this process (``workbench.evaluate.memo``; the record names each reuse)."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
+    reused_before = len(memo.reused) if memo is not None else 0
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
         logger.info(f"note: {note}")
@@ -398,7 +421,9 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     logger.info(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
     names = [n for n, _ in candidates]
     machine = machine_info()
-    overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, model.prepare)
+    overflow = overflow_reports(
+        candidates, calib_set if inputs.overflow_check else None, model.prepare, memo, model.model_hash
+    )
     batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
         inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
@@ -414,20 +439,36 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     by_decoder: dict[str, dict[str, list[str]]] = {inference.decoder.name: hyps, **{d.name: {} for d in also}}
     logger.info(f"inference: {inference.summary()}")
     audios = [eval_set.audio(u) for u in utts]
-    for name in names:
-        logger.info(
-            f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, batch {batch}"
-        )
-        result, agreement = transcribe_checked(
-            runners[name],
-            audios,
-            model,
-            name,
-            batch,
-            [u.text for u in utts],
-            inference=inference,
-            also=also,
-        )
+    ids = [u.id for u in utts]
+    runs = {
+        "backend": inputs.backend,
+        "threads": inputs.threads,
+        "batch": batch,
+        "inference": inference.to_json(),
+    }
+    for name, path in candidates:
+        key = memo.transcripts_key(path, eval_set.content_hash, ids, model.model_hash, runs) if memo else None
+        found = memo.find_transcripts(key, also, name) if memo is not None and key is not None else None
+        if found is not None:
+            logger.info(f"[{name}] transcripts of this file on {eval_set.name} reused")
+            result, agreement = found
+        else:
+            logger.info(
+                f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, "
+                f"batch {batch}"
+            )
+            result, agreement = transcribe_checked(
+                runners[name],
+                audios,
+                model,
+                name,
+                batch,
+                [u.text for u in utts],
+                inference=inference,
+                also=also,
+            )
+            if memo is not None and key is not None:
+                memo.keep_transcripts(key, result, agreement, also)
         hyps[name], policy = result.texts, result.batching
         for decoder, texts in result.by_decoder.items():
             by_decoder[decoder][name] = texts
@@ -499,6 +540,8 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     notes += [f"{name}: {report.summary()}" for name, report in overflow.items()]
     if not overflow:
         notes.append("no overflow check (it needs the calibration set)")
+    if memo is not None:
+        notes += memo.reused[reused_before:]
     backend = {
         "backend": inputs.backend,
         "device": device_of(inputs.backend),
