@@ -36,7 +36,9 @@ from common import load_averages  # noqa: E402
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workspace", type=Path, required=True, help="the demo's workspace")
-    parser.add_argument("--eval-set", default="demo-eval", help="a set name under the workspace's calib_sets/")
+    parser.add_argument(
+        "--eval-set", default="demo-eval", help="a set name under the workspace's calib_sets/"
+    )
     parser.add_argument("--report", default="demo-signoff", help="the sign-off folder under reports/")
     parser.add_argument("--lm", type=Path, help="ARPA file (default: engines/demo-lm.arpa of the workspace)")
     parser.add_argument("--candidates", default="fp32,int8-percentile,mixed", help="comma separated names")
@@ -55,10 +57,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def candidate_paths(record: dict[str, Any], names: list[str]) -> dict[str, Path]:
     """The ONNX file of each named candidate in a sign-off record's artifacts (``candidate <name>``)."""
-    found = {a["role"].removeprefix("candidate "): Path(a["path"]) for a in record["artifacts"]}
+    found = {a["role"].removeprefix("candidate "): Path(a["path"]) for a in record["provenance"]["artifacts"]}
     missing = [n for n in names if n not in found]
     if missing:
-        raise SystemExit(f"error: the sign-off record has no candidate {', '.join(missing)}; pass --candidates")
+        raise SystemExit(
+            f"error: the sign-off record has no candidate {', '.join(missing)}; pass --candidates"
+        )
     return {n: found[n] for n in names}
 
 
@@ -144,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
                 "seconds": round(seconds, 2),
                 "differ_from_reference": differ,
             }
-            print(f"[{name}] width {width} collapsed: WER {wer(texts)} {seconds:.1f} s, {differ} differ", flush=True)
+            print(
+                f"[{name}] width {width} collapsed: WER {wer(texts)} {seconds:.1f} s, {differ} differ",
+                flush=True,
+            )
         results[name] = entry
     loads["after"] = load_averages()
     out = {
