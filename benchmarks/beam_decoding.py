@@ -96,7 +96,7 @@ def decode_all(settings: Any, model: Any, logits: list, collapse: bool) -> tuple
 def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
-    from workbench.evaluate.decoders import blank_only_frames, collapse_blank_runs
+    from workbench.evaluate.decoders import beam_alphabet, beam_scores, blank_only_frames, collapse_blank_runs
     from workbench.evaluate.inference import DecoderSettings
     from workbench.evaluate.wer import Scoring, corpus_wer, score_utterances
     from workbench.model.description import describe_model
@@ -125,9 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}] logits of {len(utts)} utterances", flush=True)
         logits = logits_per_utterance(path, audios, model, args.batch_size)
         frames = sum(len(x) for x in logits)
-        blank = model.vocabulary.blank_id
-        kept = sum(len(collapse_blank_runs(x, blank)) for x in logits)
-        only = sum(int(blank_only_frames(x, blank).sum()) for x in logits)
+        blank, silent = model.vocabulary.blank_id, beam_alphabet(model.vocabulary)[1]
+        scores = [beam_scores(x, model.vocabulary, silent) for x in logits]  # what the beam is given
+        kept = sum(len(collapse_blank_runs(x, blank)) for x in scores)
+        only = sum(int(blank_only_frames(x, blank).sum()) for x in scores)
         reference = DecoderSettings("beam", beam_width=args.reference_width, lm=lm)
         ref_texts, ref_s = decode_all(reference, model, logits, collapse=False)
         entry: dict[str, Any] = {
