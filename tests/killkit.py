@@ -6,13 +6,16 @@ the CLI and the verbs' jobs once; for each run it forks a child that installs th
 ``os``/``shutil`` functions, in the child only), runs ``workbench.cli.main(argv)`` and exits with its status.
 Only the forked child counts operations (worker processes it starts never kill themselves). ``ops`` runs a verb
 without a kill and returns the operations it made (``N`` ranges over them); ``killed`` runs it with the kill at
-``N`` and returns the operation it stopped before.
+``N`` and returns the operation it stopped before. ``kill_points`` picks which ``N`` a test kills at: the first and
+last operation and the first of each (operation, artifact kind) pair, so every kind of write is killed once
+without killing at each of the alike ones.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -138,3 +141,32 @@ def hidden_entries(*roots: Path) -> list[str]:
         for folder, dirs, files in os.walk(root, followlinks=False):
             found += [os.path.join(folder, n) for n in dirs + files if n.startswith(".")]
     return sorted(found)
+
+
+_TEMP = re.compile(r"^\.(?P<final>.+)\.[A-Za-z0-9_]{8}\.tmp$")
+
+
+def artifact_kind(path: str) -> str:
+    """What an operation's path is, without names and hashes: a temp file counts as its final file, and the kind
+    is the final name's alphabetic suffixes (``.plan.json``, ``.onnx``, ``.flac``), else the name itself."""
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    temp = _TEMP.match(name)
+    if temp:
+        name = temp.group("final")
+    name = name.lstrip(".")
+    suffixes = [s for s in re.findall(r"\.[^.]+", name) if s[1:].isalpha()]
+    return "".join(suffixes[-2:]) or name
+
+
+def kill_points(ops: list[str], also: tuple[int, ...] = ()) -> list[int]:
+    """1-based kill points for ``ops`` (lines ``N op path``): the first and the last, the first of each (operation,
+    artifact kind) pair, and ``also``; sorted, each once. Deterministic: the same operations give the same points."""
+    picked = {1, len(ops), *[a for a in also if 1 <= a <= len(ops)]}
+    seen: set[tuple[str, str]] = set()
+    for index, line in enumerate(ops, 1):
+        _, op, path = line.split(" ", 2)
+        key = (op, artifact_kind(path))
+        if key not in seen:
+            seen.add(key)
+            picked.add(index)
+    return sorted(p for p in picked if p >= 1)

@@ -1,7 +1,8 @@
 """A kill at any rename, replace, unlink, rmdir or rmtree of ``data import``, ``calibrate`` and ``signoff`` leaves the
 old state or the new one, and the next run removes whatever the kill left (``tests/killkit.py`` injects the kill;
 ``workbench.journal`` and ``workbench.artifacts`` do the work). For each verb the run is made once without a kill
-to count its operations, then once per operation with a SIGKILL just before it, each time from the same old
+to count its operations, then with a SIGKILL just before each of the operations ``killkit.kill_points`` picks (the
+first, the last and the first of each kind of operation on each kind of artifact), each time from the same old
 state."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 from dashkit import copy_artifacts
-from killkit import Zygote, hidden_entries
+from killkit import Zygote, hidden_entries, kill_points
 
 from workbench.artifacts import sha256_file
 from workbench.calibration import histograms
@@ -82,7 +83,7 @@ def test_data_import_killed_anywhere_leaves_the_old_set_or_the_new_one(
     ops = zygote.ops(argv, ws)
     new = verify_set(load_set(sets / "unit-eval"))
     assert old != new and any(" rmtree " in op for op in ops) and any(" unlink " in op for op in ops)
-    for at in range(1, len(ops) + 1):
+    for i, at in enumerate(kill_points(ops)):
         _restore(saved, sets)
         op = zygote.killed(argv, ws, at)
         assert main(["data", "list", "--root", str(sets)]) == 0, (
@@ -92,7 +93,7 @@ def test_data_import_killed_anywhere_leaves_the_old_set_or_the_new_one(
         assert verify_set(load_set(sets / "unit-eval")) in (old, new), op
         assert hidden_entries(sets) == [], (op, listed)
         assert sorted(p.name for p in sets.iterdir()) == ["unit-calib", "unit-eval"], op
-        if at % 3 == 1 or at == len(ops):  # the next import runs clean (every third kill: the rest are alike)
+        if i % 2 == 0 or at == len(ops):  # the next import runs clean (every other kill: the rest are alike)
             status, out, _ = zygote.run(argv, ws)
             assert status == 0 and verify_set(load_set(sets / "unit-eval")) == new, out[-2000:]
             assert hidden_entries(sets) == []
@@ -136,7 +137,7 @@ def test_calibrate_killed_at_any_write_leaves_each_file_old_or_new_and_no_temp_f
     ops = zygote.ops(argv, ws)
     new = _files(run)
     assert _without_histograms(new) == _without_histograms(pristine) and len(ops) >= 5
-    for at in range(1, len(ops) + 1):
+    for i, at in enumerate(kill_points(ops)):
         _restore(saved, run)
         op = zygote.killed(argv, ws, at)
         now = _files(run)
@@ -145,7 +146,7 @@ def test_calibrate_killed_at_any_write_leaves_each_file_old_or_new_and_no_temp_f
         for name, digest in now.items():
             if name not in temps and not name.endswith(histograms.SUFFIX):
                 assert digest in (planted.get(name), new.get(name)), (op, name)
-        if at % 2:  # the next calibrate removes the temp files and finishes the job
+        if i % 2 == 0:  # the next calibrate removes the temp files and finishes the job
             status, out, _ = zygote.run(argv, ws)
             assert status == 0, out[-2000:]
             assert _without_histograms(_files(run)) == _without_histograms(new), op
@@ -190,7 +191,7 @@ def test_signoff_killed_anywhere_leaves_the_old_report_or_the_new_one(zygote, ws
     ops = zygote.ops(argv, ws)
     assert _trio_state(folder, old) == "new" and len(ops) >= 10
     seen = []
-    for at in range(1, len(ops) + 1):
+    for at in kill_points(ops, also=(len(ops) - 3,)):
         _restore(saved, folder)
         zygote.killed(argv, ws, at)
         load_record(folder / "report.json")  # any reader of the record completes or discards the write first

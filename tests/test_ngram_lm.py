@@ -83,3 +83,46 @@ def test_language_model_steers_the_beam(tmp_path) -> None:
     no_lm = decoder_for(DecoderSettings("beam", beam_width=16), DEFAULT_VOCABULARY)
     with_lm = decoder_for(DecoderSettings("beam", beam_width=16, lm=path, alpha=1.0), DEFAULT_VOCABULARY)
     assert no_lm(logits) == "THE CUT" and with_lm(logits) == "THE CAT"
+
+
+def _speech_like_logits(text: str, rng: np.random.Generator) -> np.ndarray:
+    """CTC-shaped logits for ``text``: each character held 1-3 frames, runs of 1-6 blank frames between them (a
+    blank between doubled letters), and now and then a rival character close behind the right one."""
+    v = VOCAB
+    frames: list[tuple[int, int | None]] = []
+    for ch in text.replace(" ", "|"):
+        frames += [(0, None)] * int(rng.integers(1, 7))
+        rival = int(rng.integers(4, len(VOCAB))) if rng.random() < 0.3 else None
+        frames += [(v[ch], rival)] * int(rng.integers(1, 4))
+    frames += [(0, None)] * int(rng.integers(1, 7))
+    logits = rng.normal(0.0, 1.0, (len(frames), len(VOCAB))).astype(np.float32)
+    for row, (best, rival) in enumerate(frames):
+        logits[row, best] += 12.0
+        if rival is not None:
+            logits[row, rival] += 11.0
+    return logits
+
+
+@kenlm_missing
+def test_collapsed_blank_runs_decode_like_every_frame(tmp_path) -> None:
+    """Beam search over the collapsed frames gives the text it gives over every frame (with and without the LM),
+    on logits where dropping a whole blank run would merge doubled letters and ambiguous frames abound."""
+    from workbench.evaluate.decoders import blank_only_frames, collapse_blank_runs, log_softmax
+
+    path = tmp_path / "lm.arpa"
+    build_arpa(TEXTS * 3, path, 3)
+    rng = np.random.default_rng(0)
+    kept = total = 0
+    for settings in (DecoderSettings("beam", beam_width=8), DecoderSettings("beam", beam_width=8, lm=path)):
+        fast = decoder_for(settings, DEFAULT_VOCABULARY)
+        full = decoder_for(settings, DEFAULT_VOCABULARY, collapse_blanks=False)
+        for text in [*TEXTS, "A BOOK", "THE DOLL SLEPT"]:
+            logits = _speech_like_logits(text, rng)
+            assert fast(logits) == full(logits), text
+            kept += len(collapse_blank_runs(log_softmax(logits), 0))
+            total += len(logits)
+    assert kept < 0.8 * total  # the collapse dropped frames
+    logits = _speech_like_logits("A BOOK", rng)
+    only = blank_only_frames(log_softmax(logits), 0)
+    assert "OO" in full(logits) and "OO" in full(logits[~(only & np.r_[False, only[:-1]])])
+    assert "OO" not in full(logits[~only])  # dropping every blank-only frame merges the doubled letter

@@ -11,6 +11,12 @@
   does, so their probability is added to the blank's and they are never proposed. A language model (an
   ARPA file or a KenLM binary, loaded by pyctcdecode through the ``kenlm`` module) weighs words with
   ``alpha``/``beta``; hotwords get ``hotword_weight``.
+- Before the beam runs, each run of blank-only frames (the blank is the frame's best token and every other
+  token scores below ``TOKEN_MIN_LOGP``, the floor pyctcdecode is given) keeps its first frame only
+  (``collapse_blank_runs``). Such a frame expands every beam by the blank alone: the first one of a run
+  merges beams that differ only in their last character, and each later one adds the same score to every
+  beam and leaves the beams, their language-model scores and the pruning as they were, so dropping it
+  leaves the decoded text unchanged while the pure-Python beam loop runs over far fewer frames.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ from workbench.optional import import_optional
 
 Decode = Callable[[np.ndarray], str]
 _NEVER = -1e4  # log-probability of a token the beam must never propose (pyctcdecode clips below its floor)
+# pyctcdecode's own default token floor, passed explicitly: a token scoring below it is not expanded unless it
+# is the frame's best, which ``collapse_blank_runs`` relies on
+TOKEN_MIN_LOGP = -5.0
 
 
 def penalised(logits: np.ndarray, blank_id: int, penalty: float) -> np.ndarray:
@@ -73,6 +82,27 @@ def beam_scores(logits: np.ndarray, vocabulary: Vocabulary, silent: list[int]) -
     return scores.astype(np.float32)
 
 
+def blank_only_frames(scores: np.ndarray, blank_id: int, floor: float = TOKEN_MIN_LOGP) -> np.ndarray:
+    """Per frame: True when the beam expands it by the blank alone (its best token, every other below ``floor``)."""
+    scores = np.asarray(scores)
+    if scores.shape[0] == 0:
+        return np.zeros(0, dtype=bool)
+    others = np.delete(scores, blank_id, axis=1)
+    below = others.max(axis=1) < floor if others.shape[1] else np.ones(scores.shape[0], dtype=bool)
+    return (scores.argmax(axis=1) == blank_id) & below
+
+
+def collapse_blank_runs(scores: np.ndarray, blank_id: int, floor: float = TOKEN_MIN_LOGP) -> np.ndarray:
+    """``scores`` [frames, vocab] without the second and later frames of each run of blank-only frames (the
+    beam's text is the same with or without them; see the module docstring)."""
+    only = blank_only_frames(scores, blank_id, floor)
+    repeat = only.copy()
+    repeat[1:] &= only[:-1]
+    if repeat.size:
+        repeat[0] = False
+    return scores[~repeat]
+
+
 @lru_cache(maxsize=8)
 def _pyctcdecode_decoder(labels: tuple[str, ...], lm: str | None, alpha: float, beta: float):
     pyctcdecode = import_optional("pyctcdecode", "pip install pyctcdecode kenlm (setup.sh installs both)")
@@ -86,8 +116,9 @@ def _pyctcdecode_decoder(labels: tuple[str, ...], lm: str | None, alpha: float, 
         ) from exc
 
 
-def decoder_for(settings: DecoderSettings, vocabulary: Vocabulary) -> Decode:
-    """The function that turns one utterance's logits [frames, vocab] into text under ``settings``."""
+def decoder_for(settings: DecoderSettings, vocabulary: Vocabulary, collapse_blanks: bool = True) -> Decode:
+    """The function that turns one utterance's logits [frames, vocab] into text under ``settings``;
+    ``collapse_blanks=False`` gives the beam every frame (the reference the collapse is checked against)."""
     settings.check()
     blank, penalty = vocabulary.blank_id, settings.blank_penalty
     if settings.kind == "greedy":
@@ -100,8 +131,14 @@ def decoder_for(settings: DecoderSettings, vocabulary: Vocabulary) -> Decode:
 
     def beam(logits: np.ndarray) -> str:
         scores = beam_scores(penalised(logits, blank, penalty), vocabulary, silent)
+        if collapse_blanks:
+            scores = collapse_blank_runs(scores, blank)
         text = decoder.decode(
-            scores, beam_width=settings.beam_width, hotwords=hotwords, hotword_weight=settings.hotword_weight
+            scores,
+            beam_width=settings.beam_width,
+            token_min_logp=TOKEN_MIN_LOGP,
+            hotwords=hotwords,
+            hotword_weight=settings.hotword_weight,
         )
         return " ".join(text.split())
 

@@ -51,6 +51,7 @@ from workbench.config import (
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
     DEFAULT_TARGET,
+    FP16_GUARD,
     MIN_RESAMPLES,
     OUTSIDE_PROFILE_DEFAULT,
 )
@@ -63,7 +64,8 @@ from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
-from workbench.evaluate.transcribe import BatchCheck, transcribe_checked
+from workbench.evaluate.memo import Key, SignoffMemo
+from workbench.evaluate.transcribe import BatchCheck, Transcripts, transcribe_checked
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
@@ -208,17 +210,36 @@ def overflow_reports(
     candidates: list[tuple[str, Path]],
     calib_set: SpeechSet | None,
     prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+    memo: SignoffMemo | None = None,
+    model_hash: str = "",
 ) -> dict[str, OverflowReport]:
     """Each candidate's inf/NaN check on the calibration set (clips made ``input_values`` by ``prepare``, the
-    model's feature settings), before anything is judged ({} without a set)."""
+    model's feature settings), before anything is judged ({} without a set); a check of the same file, set and
+    model already in ``memo`` is reused."""
     if calib_set is None:
         return {}
-    clips = [audio for _, audio in calib_set.iter_audio()]
+    clips: list[np.ndarray] | None = None
     reports = {}
     for name, path in candidates:
+        key = (
+            memo.overflow_key(
+                Path(path), calib_set.content_hash, model_hash, FP16_GUARD.overflow_every_tensor_clips
+            )
+            if memo is not None
+            else None
+        )
+        found = memo.find_overflow(key, name) if memo is not None and key is not None else None
+        if found is not None:
+            reports[name] = found
+            logger.info(f"[{name}] overflow check of this file on {calib_set.name} reused: {found.summary()}")
+            continue
+        if clips is None:
+            clips = [audio for _, audio in calib_set.iter_audio()]
         logger.info(f"[{name}] overflow check on {len(clips)} clips of {calib_set.name}")
         reports[name] = check_overflow(Path(path), clips, prepare=prepare)
         logger.info(f"[{name}] {reports[name].summary()}")
+        if memo is not None and key is not None:
+            memo.overflow[key] = reports[name]
     return reports
 
 
@@ -366,10 +387,12 @@ def check(
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
-def run(inputs: SignoffInputs) -> SignoffResult:
+def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult:
     """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
-    time and judge every candidate and write report.json/.md/.html."""
+    time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
+    shared with other sign-offs of this process (``workbench.evaluate.memo``; the record names each reuse)."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
+    reused_before = len(memo.reused) if memo is not None else 0
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
         logger.info(f"note: {note}")
@@ -408,7 +431,9 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     logger.info(f"model: {model.source} ({model.model_hash[:12]}): {model.summary()}")
     names = [n for n, _ in candidates]
     machine = machine_info()
-    overflow = overflow_reports(candidates, calib_set if inputs.overflow_check else None, model.prepare)
+    overflow = overflow_reports(
+        candidates, calib_set if inputs.overflow_check else None, model.prepare, memo, model.model_hash
+    )
     batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
         inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
@@ -425,31 +450,53 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     logger.info(f"inference: {inference.summary()}")
     audios = [eval_set.audio(u) for u in utts]
     references = [u.text for u in utts]
-    if inputs.ray is not None:
-        logger.info(f"transcribing {len(utts)} utterances x {len(names)} candidates on Ray ({inputs.ray})")
+    ids = [u.id for u in utts]
+    runs = {
+        "backend": inputs.backend,
+        "threads": inputs.threads,
+        "batch": batch,
+        "inference": inference.to_json(),
+    }
+    done: dict[str, tuple[Transcripts, BatchCheck | None]] = {}
+    keys: dict[str, Key | None] = {}
+    for name, path in candidates:
+        key = memo.transcripts_key(path, eval_set.content_hash, ids, model.model_hash, runs) if memo else None
+        keys[name] = key
+        found = memo.find_transcripts(key, also, name) if memo is not None and key is not None else None
+        if found is not None:
+            logger.info(f"[{name}] transcripts of this file on {eval_set.name} reused")
+            done[name] = found
+    pending = [(name, path) for name, path in candidates if name not in done]
+    if pending and inputs.ray is not None:
+        logger.info(f"transcribing {len(utts)} utterances x {len(pending)} candidates on Ray ({inputs.ray})")
         from workbench.cluster.signoff import spread_transcription
 
-        done = spread_transcription(
-            ClusterAddress.parse(inputs.ray),
-            candidates,
-            runners,
-            audios,
-            model,
-            batch,
-            references,
-            inference,
-            also,
-            ort_providers(inputs.backend),
+        done.update(
+            spread_transcription(
+                ClusterAddress.parse(inputs.ray),
+                pending,
+                runners,
+                audios,
+                model,
+                batch,
+                references,
+                inference,
+                also,
+                ort_providers(inputs.backend),
+            )
         )
     else:
-        done = {}
-        for name in names:
+        for name, _ in pending:
             logger.info(
                 f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, batch {batch}"
             )
             done[name] = transcribe_checked(
                 runners[name], audios, model, name, batch, references, inference=inference, also=also
             )
+    for name, _ in pending:
+        key = keys[name]
+        if memo is not None and key is not None:
+            memo.keep_transcripts(key, *done[name], also)
     for name in names:
         result, agreement = done[name]
         hyps[name], policy = result.texts, result.batching
@@ -523,6 +570,8 @@ def run(inputs: SignoffInputs) -> SignoffResult:
     notes += [f"{name}: {report.summary()}" for name, report in overflow.items()]
     if not overflow:
         notes.append("no overflow check (it needs the calibration set)")
+    if memo is not None:
+        notes += memo.reused[reused_before:]
     backend = {
         "backend": inputs.backend,
         "device": device_of(inputs.backend),
