@@ -149,9 +149,9 @@ def join(parts: list[Clip], rng: np.random.Generator, config: LongFormConfig, nu
     pauses: list[float] = []
     for i, audio in enumerate(scaled):
         if i:
-            seconds = float(rng.uniform(*config.pause_s))
-            pieces.append(room_tone(scaled[i - 1], int(round(seconds * SAMPLE_RATE)), rng))
-            pauses.append(round(seconds, 3))
+            samples = int(round(float(rng.uniform(*config.pause_s)) * SAMPLE_RATE))
+            pieces.append(room_tone(scaled[i - 1], samples, rng))
+            pauses.append(round(samples / SAMPLE_RATE, 7))  # exact: the parts' places can be found again
         pieces.append(audio)
     audio = np.concatenate(pieces)
     snrs = [p.utterance.snr_db for p in parts if p.utterance.snr_db is not None]
