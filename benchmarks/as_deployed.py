@@ -7,7 +7,7 @@ In one process, under ``--workspace`` (sets in calib_sets/, artifacts in engines
    mixed-precision search on the held-out dev set (its found plan is the ``mixed`` candidate);
 2. a long-form set joined from the evaluation set (``workbench.speech.longform``: one speaker and condition
    per recording, ``--long-min/--long-max`` seconds, noise-floor pauses);
-3. long-form: FP32 in ``--chunk-seconds`` chunks (``--stride-seconds``, default chunk / 6; transformers'
+3. long-form: FP32 in ``--chunk-seconds`` chunks (``--stride-seconds``, default 1 s; transformers'
    pipeline arithmetic) against FP32 on the same utterances scored one by one (each recording's hypothesis =
    its parts' transcripts joined), every other candidate's paired delta against FP32 under chunking, and
    with ``--sweep`` FP32 under other chunk lengths and strides, each part scored on its own stretch and split
@@ -83,11 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--search", action="store_true", help="run the demo's search for the mixed candidate")
     p.add_argument(
-        "--chunk-seconds", type=float, default=8.0, help="chunk length (default: the demo profile max)"
+        "--chunk-seconds",
+        type=float,
+        default=4.0,
+        help="chunk length (4: the lowest long-form WER of the sweep in docs/inference.md)",
     )
-    p.add_argument(
-        "--stride-seconds", type=float, default=None, help="seconds dropped at each chunk edge (chunk / 6)"
-    )
+    p.add_argument("--stride-seconds", type=float, default=1.0, help="seconds dropped at each chunk edge")
     p.add_argument(
         "--sweep",
         default="",
