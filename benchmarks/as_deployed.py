@@ -7,9 +7,11 @@ In one process, under ``--workspace`` (sets in calib_sets/, artifacts in engines
    mixed-precision search on the held-out dev set (its found plan is the ``mixed`` candidate);
 2. a long-form set joined from the evaluation set (``workbench.speech.longform``: one speaker and condition
    per recording, ``--long-min/--long-max`` seconds, noise-floor pauses);
-3. long-form: FP32 in ``--chunk-seconds`` chunks (strides chunk / 6, transformers' pipeline arithmetic)
-   against FP32 on the same utterances scored one by one (each recording's hypothesis = its parts'
-   transcripts joined), and every other candidate's paired delta against FP32 under chunking;
+3. long-form: FP32 in ``--chunk-seconds`` chunks (``--stride-seconds``, default 1 s; transformers'
+   pipeline arithmetic) against FP32 on the same utterances scored one by one (each recording's hypothesis =
+   its parts' transcripts joined), every other candidate's paired delta against FP32 under chunking, and
+   with ``--sweep`` FP32 under other chunk lengths and strides, each part scored on its own stretch and split
+   by whether a seam falls inside it (``benchmarks/chunk_sweep.py``);
 4. the evaluation set: every candidate's WER and paired delta against FP32, greedy and beam search
    (width ``--beam-width``) with the demo's 3-gram language model from the training texts.
 
@@ -32,6 +34,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+from chunk_sweep import parse_settings, sweep_row  # noqa: E402
+from common import load_averages  # noqa: E402
 
 from workbench.artifacts import write_json_atomic  # noqa: E402
 from workbench.backends.onnxruntime import OnnxRuntimeRunner  # noqa: E402
@@ -78,7 +83,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--search", action="store_true", help="run the demo's search for the mixed candidate")
     p.add_argument(
-        "--chunk-seconds", type=float, default=8.0, help="chunk length (default: the demo profile max)"
+        "--chunk-seconds",
+        type=float,
+        default=4.0,
+        help="chunk length (4: the lowest long-form WER of the sweep in docs/inference.md)",
+    )
+    p.add_argument("--stride-seconds", type=float, default=1.0, help="seconds dropped at each chunk edge")
+    p.add_argument(
+        "--sweep",
+        default="",
+        help="FP32 long-form WER under these chunk/stride seconds too, e.g. 0,4/0.67,8/1.33 (0: whole)",
     )
     p.add_argument("--long-min", type=float, default=30.0)
     p.add_argument("--long-max", type=float, default=120.0)
@@ -90,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.jobs import calibrate, search, sets
 
     started = time.time()
+    load_start = load_averages()
     calib_root, engines = args.workspace / "calib_sets", args.workspace / "engines"
     cfg = replace(
         SetBuildConfig(),
@@ -137,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     minutes = sum(u.duration_s for u in long_set.utterances) / 60
     print(f"long-form: {len(long_set.utterances)} recordings, {minutes:.1f} min")
     scoring = Scoring.for_model(model)
-    chunked = inference_config(chunk_length_s=args.chunk_seconds)
+    chunked = inference_config(chunk_length_s=args.chunk_seconds, stride_s=args.stride_seconds)
+    sweep_settings = parse_settings(args.sweep)
 
     def run(path: Path, audios, inference=None, also=()):
         runner = OnnxRuntimeRunner(path, threads=args.threads)
@@ -166,6 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     under_chunks = compare_accuracy(
         long_set.utterances, long_hyps, "fp32", resamples=args.resamples, scoring=scoring
     )
+    sweep = []
+    if sweep_settings:
+        fp32 = OnnxRuntimeRunner(candidates["fp32"], threads=args.threads)
+        fp32.activate()
+        try:
+            for settings in sweep_settings:
+                sweep.append(sweep_row(fp32, model, long_set, built.eval, settings, scoring))
+                print(f"sweep {sweep[-1]}", flush=True)
+        finally:
+            fp32.deactivate()
     # the evaluation set: greedy and beam + LM
     lm_path = engines / "demo-lm.arpa"
     lm = training_text_lm(lm_path, [u.text for u in built.eval.utterances])
@@ -206,9 +232,12 @@ def main(argv: list[str] | None = None) -> int:
         "beam": beam.to_json() | {"lm_sentences": lm.sentences, "lm_words": lm.words, "lm_order": lm.order},
         "long_form_chunked_vs_one_by_one": overall(seams),
         "long_form_deltas_under_chunking": overall(under_chunks),
+        "long_form_chunk_sweep_fp32": sweep,
         "eval_deltas_by_decoder": decoders,
         "resamples": args.resamples,
         "machine": machine_info(),
+        "load_average_start": load_start,
+        "load_average_end": load_averages(),
         "packages": package_versions(),
         "wall_s": round(time.time() - started, 1),
     }

@@ -1,12 +1,15 @@
-"""Long-form recordings from a stored set: one speaker's utterances joined into 30-120 s with natural pauses.
+"""Long-form recordings from a stored set: one speaker's utterances joined into 30-120 s at one level, with pauses.
 
 Utterances are grouped by speaker and condition (so a recording keeps one voice, accent and condition:
 quiet, noisy or accented) in manifest order and joined until the next one would pass ``max_s``; a
-recording shorter than ``min_s`` is not written (counted as skipped). Between utterances goes a pause of
-``pause_s`` seconds (drawn per gap from a seeded generator): not digital silence but the noise floor of
-the audio around it (Gaussian noise at the RMS of the quietest 10 % of 20 ms frames of the utterance
-before it), so a noisy recording stays noisy through its pauses as a real one does. The reference text
-is the utterances' texts in order; each recording's record lists its parts and pauses (``extra``).
+recording shorter than ``min_s`` is not written (counted as skipped). A set draws each utterance's level on
+its own (a 20 dB range by default); a speaker in one recording keeps one, so every part is scaled to the
+recording's speech level (the median of its parts' speech levels, lowered as a whole when a part would
+clip). Between utterances goes a pause of ``pause_s`` seconds (drawn per gap from a seeded generator):
+not digital silence but room tone, the quietest 20 ms frames of the utterance before it overlap-added in
+random order, so the pause carries that utterance's own background (its noise kind and level) as a real
+recording's pauses do. The reference text is the utterances' texts in order; each recording's record lists
+its parts, pauses and gains (``extra``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 
 from workbench.config import SAMPLE_RATE
 from workbench.errors import WorkbenchError
+from workbench.speech.audio import rms_dbfs
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.speech.store import SpeechSet, made_record, write_set
 
@@ -40,14 +44,60 @@ class LongFormConfig:
             raise WorkbenchError(f"pauses need 0 <= shortest <= longest seconds, not {self.pause_s}")
 
 
-def noise_floor(audio: np.ndarray, frame: int = SAMPLE_RATE // 50) -> float:
+FRAME = SAMPLE_RATE // 50  # 20 ms: the frames the noise floor and room tone are made of
+PEAK_LIMIT = 0.99  # a recording's parts are scaled so none peaks above this
+
+
+def _frame_rms(audio: np.ndarray, frame: int) -> np.ndarray:
+    n = len(audio) // frame
+    return np.sqrt((np.asarray(audio[: n * frame], dtype=np.float64).reshape(n, frame) ** 2).mean(axis=1))
+
+
+def noise_floor(audio: np.ndarray, frame: int = FRAME) -> float:
     """RMS of the quietest 10 % of 20 ms frames: the level a pause in this recording sits at."""
     audio = np.asarray(audio, dtype=np.float64)
     n = len(audio) // frame
     if n == 0:
         return float(np.sqrt(np.mean(audio**2))) if len(audio) else 0.0
-    rms = np.sqrt((audio[: n * frame].reshape(n, frame) ** 2).mean(axis=1))
-    return float(np.mean(np.sort(rms)[: max(1, n // 10)]))
+    return float(np.mean(np.sort(_frame_rms(audio, frame))[: max(1, n // 10)]))
+
+
+def room_tone(audio: np.ndarray, samples: int, rng: np.random.Generator, frame: int = FRAME) -> np.ndarray:
+    """``samples`` of the background of ``audio``: its quietest 10 % of two-frame windows, picked
+    at random and overlap-added with square-root Hann windows (power-preserving), so the pause has the
+    clip's own noise spectrum and about its noise-floor level. A clip under three frames gives silence."""
+    audio = np.asarray(audio, dtype=np.float64)
+    n = len(audio) // frame - 1  # windows of two frames that fit
+    if samples <= 0 or n < 2:
+        return np.zeros(max(samples, 0), dtype=np.float32)
+    frames = _frame_rms(audio, frame) ** 2
+    windows = np.sqrt((frames[:n] + frames[1 : n + 1]) / 2)  # RMS of each two-frame window
+    quiet = np.argsort(windows)[: max(1, n // 10)]
+    window = np.sqrt(np.hanning(2 * frame + 1)[:-1])  # periodic: shifted copies' squares sum to one
+    hops = samples // frame + 2
+    out = np.zeros((hops + 1) * frame)
+    for k, pick in enumerate(rng.choice(quiet, size=hops)):
+        piece = audio[pick * frame : pick * frame + 2 * frame]
+        out[k * frame : k * frame + 2 * frame] += piece * window
+    return out[frame : frame + samples].astype(np.float32)
+
+
+def speech_level_dbfs(part: Clip) -> float:
+    """The speech level of one part: as the set measured it (the speech alone, for a noisy clip), else its RMS."""
+    level = part.utterance.level_dbfs
+    return float(level) if level is not None else rms_dbfs(part.audio)
+
+
+def part_gains(parts: list[Clip]) -> list[float]:
+    """Linear gains that bring every part to the median speech level of the parts, scaled down together
+    when one would peak above ``PEAK_LIMIT``."""
+    levels = [speech_level_dbfs(p) for p in parts]
+    target = float(np.median(levels))
+    gains = [10 ** ((target - level) / 20.0) for level in levels]
+    peak = max(g * float(np.max(np.abs(p.audio))) if len(p.audio) else 0.0 for g, p in zip(gains, parts))
+    if peak > PEAK_LIMIT:
+        gains = [g * PEAK_LIMIT / peak for g in gains]
+    return gains
 
 
 def _groups(utts: list[Utterance]) -> dict[tuple[str, str], list[Utterance]]:
@@ -91,17 +141,18 @@ def plan_recordings(
 
 
 def join(parts: list[Clip], rng: np.random.Generator, config: LongFormConfig, number: int) -> Clip:
-    """One recording from its parts, with noise-floor pauses between them."""
+    """One recording from its parts, each at the recording's speech level, with room-tone pauses between them."""
     first = parts[0].utterance
+    gains = part_gains(parts)
+    scaled = [np.asarray(p.audio, dtype=np.float32) * np.float32(g) for p, g in zip(parts, gains)]
     pieces: list[np.ndarray] = []
     pauses: list[float] = []
-    for i, part in enumerate(parts):
+    for i, audio in enumerate(scaled):
         if i:
-            seconds = float(rng.uniform(*config.pause_s))
-            level = noise_floor(parts[i - 1].audio)
-            pieces.append((rng.standard_normal(int(round(seconds * SAMPLE_RATE))) * level).astype(np.float32))
-            pauses.append(round(seconds, 3))
-        pieces.append(np.asarray(part.audio, dtype=np.float32))
+            samples = int(round(float(rng.uniform(*config.pause_s)) * SAMPLE_RATE))
+            pieces.append(room_tone(scaled[i - 1], samples, rng))
+            pauses.append(round(samples / SAMPLE_RATE, 7))  # exact: the parts' places can be found again
+        pieces.append(audio)
     audio = np.concatenate(pieces)
     snrs = [p.utterance.snr_db for p in parts if p.utterance.snr_db is not None]
     utt = Utterance(
@@ -115,7 +166,12 @@ def join(parts: list[Clip], rng: np.random.Generator, config: LongFormConfig, nu
         source=f"long-form of {first.source}",
         snr_db=float(np.mean(snrs)) if snrs else None,
         noise_kind=first.noise_kind,
-        extra={"parts": [p.utterance.id for p in parts], "pauses_s": pauses},
+        level_dbfs=round(speech_level_dbfs(parts[0]) + 20 * float(np.log10(gains[0])), 3),
+        extra={
+            "parts": [p.utterance.id for p in parts],
+            "pauses_s": pauses,
+            "gains_db": [round(20 * float(np.log10(g)), 2) for g in gains],
+        },
     )
     return Clip(utt, audio)
 
