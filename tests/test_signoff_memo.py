@@ -1,4 +1,4 @@
-"""Sign-offs in one process share a candidate's overflow check and transcripts (``workbench.evaluate.memo``): the
+"""Sign-offs in one process share a candidate's overflow check and transcripts (``workbench.jobs.signoff_memo``): the
 second sign-off of the same file on the same sets reuses them and says so in its record, gets the same accuracy,
 and a changed file or another evaluation set is worked out again."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import onnx
 
-from workbench.evaluate.memo import SignoffMemo
 from workbench.jobs.signoff import SignoffInputs, run
+from workbench.jobs.signoff_memo import SignoffMemo
 
 
 def _inputs(dash, out, candidates, eval_set=None) -> SignoffInputs:

@@ -27,7 +27,7 @@ from workbench.workspace import area_default
 
 if TYPE_CHECKING:
     from workbench.evaluate.latency import LatencyConfig
-    from workbench.evaluate.memo import SignoffMemo
+    from workbench.jobs.signoff_memo import SignoffMemo
 
 # The demo's calibration method. Percentile 99.99 rather than TensorRT's entropy: with entropy as NVIDIA's
 # reference computes it, INT8-everywhere loses +4.13 WER points on demo-eval [95 % CI +2.83, +5.41] and the
@@ -207,7 +207,7 @@ def _signoff_for(
         also_decoders=[ctx.results["lm"]] if "lm" in ctx.results and target == "tensorrt" else [],
     )
     if ctx.memo is None:
-        from workbench.evaluate.memo import SignoffMemo
+        from workbench.jobs.signoff_memo import SignoffMemo
 
         ctx.memo = SignoffMemo()
     print_lines(signoff.run(inputs, ctx.memo).lines())

@@ -64,13 +64,13 @@ from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
-from workbench.evaluate.memo import Key, SignoffMemo
 from workbench.evaluate.transcribe import BatchCheck, Transcripts, transcribe_checked
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
 from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
+from workbench.jobs.signoff_memo import Key, SignoffMemo
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
 from workbench.quantize.macs import compute_shares, node_macs, opt_samples
@@ -390,7 +390,7 @@ def check(
 def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult:
     """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
     time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
-    shared with other sign-offs of this process (``workbench.evaluate.memo``; the record names each reuse)."""
+    shared with other sign-offs of this process (``workbench.jobs.signoff_memo``; the record names each reuse)."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
     reused_before = len(memo.reused) if memo is not None else 0
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
