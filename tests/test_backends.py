@@ -37,6 +37,15 @@ def test_ort_cpu_runner_says_what_produced_its_numbers(tmp_path) -> None:
     info = runner.describe()
     assert info["backend_name"] == "ort-cpu" and info["device"].startswith("cpu")
     assert info["providers"] == "CPUExecutionProvider"
+    assert info["spinning"] == "stops when a run returns"
+
+
+def test_ort_sessions_stop_spinning_when_a_run_returns() -> None:
+    """Interleaved timing on a small CPU: one session's idle threads must not spin on the next one's cores."""
+    from workbench.backends.onnxruntime import SPIN_STOP_KEY, session_options
+
+    for exact in (True, False):
+        assert session_options(2, exact_int8=exact).get_session_config_entry(SPIN_STOP_KEY) == "1"
 
 
 @pytest.mark.skipif(HAS_CUDA_EP, reason="this onnxruntime has the CUDA execution provider")

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 
 
 SAMPLE_RATE = 16_000  # the rate every model input is prepared at (for the length a message names)
+# ORT session config key: the intra-op pool's threads spin during a run and stop spinning when it returns. Without
+# it a session's threads keep spinning after its run and take the cores from the next session's run: timing
+# FP32 and the INT8 CPU flavour interleaved with 2 threads on a 2-core CPU, each run then took about twice as
+# long and varied 2x from round to round (docs/benchmarks.md, the ort-cpu target).
+SPIN_STOP_KEY = "session.force_spinning_stop"
 _MEMORY_WORDS = ("failed to allocate", "bad_alloc", "out of memory", "memoryallocation")
 
 
@@ -98,7 +103,9 @@ def run_options():
 def session_options(threads: int | None = None, optimization: str = "all", exact_int8: bool = True):
     """ORT session options; ``exact_int8``: on a CPU whose U8S8 GEMMs saturate (x86 without VNNI), int8 weights
     of the fused integer nodes become uint8 at load (``cpu_int8.PRECISION_MODE_KEY``), so a Q/DQ graph with
-    int8 weights computes what it says; False keeps ORT's default (the faster, saturating kernels)."""
+    int8 weights computes what it says; False keeps ORT's default (the faster, saturating kernels). The
+    thread pool stops spinning when a run returns (``SPIN_STOP_KEY``), so sessions run one after another
+    (interleaved timing, one candidate after another) do not take each other's cores."""
     import onnxruntime as ort
 
     from workbench.backends.cpu_int8 import PRECISION_MODE_KEY, u8s8_exact
@@ -114,6 +121,7 @@ def session_options(threads: int | None = None, optimization: str = "all", exact
     if threads:
         opts.intra_op_num_threads = threads
     opts.log_severity_level = 3
+    opts.add_session_config_entry(SPIN_STOP_KEY, "1")
     if exact_int8 and not u8s8_exact()[0]:
         opts.add_session_config_entry(PRECISION_MODE_KEY, "1")
     return opts
@@ -136,6 +144,7 @@ def open_session(src: str | bytes, options, providers: Sequence[str], name: str 
     fallback.graph_optimization_level = options.graph_optimization_level
     fallback.intra_op_num_threads = options.intra_op_num_threads
     fallback.log_severity_level = options.log_severity_level
+    fallback.add_session_config_entry(SPIN_STOP_KEY, "1")
     session = ort.InferenceSession(src, fallback, providers=list(providers))  # refused again: that error
     words = " ".join(str(refusal).split())
     reason = words.split(" : ")[-1].strip()[-200:] or type(refusal).__name__
@@ -242,6 +251,7 @@ class OnnxRuntimeRunner(Runner):
             "onnxruntime": ort.__version__,
             "optimization": self.optimization,
             "threads": str(self.threads or "default"),
+            "spinning": "stops when a run returns",
             "int8_gemm": int8_gemm(self.exact_int8 and self.session_note is None),
             **({"session_note": self.session_note} if self.session_note else {}),
         }
