@@ -67,6 +67,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="where the variants go (default: WORK/engines); the demo workspace's engines/ brings the mixed plan "
         "of its finished search",
     )
+    parser.add_argument(
+        "--weights",
+        default="auto",
+        choices=("auto", "u8", "s8"),
+        help="int8 weights of the CPU flavours: auto (what this CPU computes exactly), u8 (the U8U8 path a CPU "
+        "without VNNI takes) or s8",
+    )
     parser.add_argument("--batch-sizes", default="1,8")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=20)
@@ -79,12 +86,12 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def weight_path() -> dict[str, str]:
+def weight_path(requested: str = "auto") -> dict[str, str]:
     """The integer GEMM path ONNX Runtime takes here for the workbench's CPU flavour."""
     from workbench.backends.cpu_int8 import int8_weight_type, u8s8_exact
 
     exact, why = u8s8_exact()
-    weights, reason = int8_weight_type("auto")
+    weights, reason = int8_weight_type(requested)
     return {
         "path": "U8S8" if weights == "s8" else "U8U8",
         "vnni": "yes" if exact and "vnni" in why else "no",
@@ -218,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     batches = parse_positive_ints(args.batch_sizes, "--batch-sizes")
     model_dir, weights_line = model_folder(args.model, args.work)
     calib, evaluation, root = sets(args)
-    path = weight_path()
+    path = weight_path(args.weights)
     print(f"model: {weights_line}\ninteger GEMMs here: {path['path']} ({path['why']})", flush=True)
     load_before = os.getloadavg()
     extra = {"calib_root": root} if root is not None else {}
@@ -232,6 +239,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             latency=LatencyConfig(batches, warmup=args.warmup, repeats=args.repeats),
             threads=args.threads,
             target="ort-cpu",
+            ort_cpu_weights=args.weights,
             engines=args.engines or args.work / "engines",
             limit=args.limit,
             outside_profile="score",

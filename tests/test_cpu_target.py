@@ -231,6 +231,39 @@ def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_lat
     ]
 
 
+def test_signoff_judges_the_cpu_flavour_with_the_weights_asked_for(tiny_sets, tmp_path) -> None:
+    """``ort_cpu_weights="u8"``: the CPU flavour the sign-off judges has uint8 weights (the U8U8 path of a
+    CPU without VNNI), whatever this CPU's own choice."""
+    from workbench.evaluate.gates import GateConfig
+    from workbench.jobs.signoff import SignoffInputs, run
+    from workbench.model.synthetic import save_random_wav2vec2
+
+    model = save_random_wav2vec2(tmp_path / "tiny", "tiny", seed=0)
+    record = run(
+        SignoffInputs(
+            eval_set=str(tiny_sets.eval.path),
+            out_dir=tmp_path / "reports" / "cpu-u8",
+            model=model,
+            calib_set=str(tiny_sets.calib.path),
+            method="max",
+            engines=tmp_path / "engines",
+            calib_root=tiny_sets.calib.path.parent,
+            gates=GateConfig(max_wer_delta_points=100.0, max_condition_wer_delta_points=100.0),
+            latency=None,
+            threads=1,
+            resamples=200,
+            target="ort-cpu",
+            outside_profile="score",
+            ort_cpu_weights="u8",
+        ),
+    ).record
+    judged = {a["role"]: a["path"] for a in record["provenance"]["artifacts"]}
+    assert ".ort-cpu-u8-" in judged["candidate int8-max-cpu"]
+    flavour = onnx.load(judged["candidate int8-max-cpu"])
+    weight_types = {i.data_type for i in flavour.graph.initializer if i.data_type in (2, 3)}  # UINT8, INT8
+    assert weight_types == {2}
+
+
 # ---------------------------------------------------------------- the search's latency objective
 def test_latency_objective_keeps_the_fastest_passing_plan_and_most_int8_among_equals() -> None:
     from workbench.evaluate.verdict import Ratio

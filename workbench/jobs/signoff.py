@@ -53,6 +53,7 @@ from workbench.config import (
     DEFAULT_TARGET,
     FP16_GUARD,
     MIN_RESAMPLES,
+    ORT_CPU_WEIGHTS,
     OUTSIDE_PROFILE_DEFAULT,
 )
 from workbench.errors import WorkbenchError
@@ -125,6 +126,9 @@ class SignoffInputs:
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
     overflow_check: bool = True  # inf/NaN check of every candidate on the calibration set (needs calib_set)
     as_given: bool = False  # judge the candidates as given, not the files the target runs (quantize.targets)
+    ort_cpu_weights: str = (
+        ORT_CPU_WEIGHTS  # the CPU flavours' int8 weights: auto, u8 or s8 (backends.cpu_int8)
+    )
     inference: InferenceConfig = GREEDY  # chunking and the decoder the verdict is judged under
     also_decoders: list[DecoderSettings] = field(default_factory=list)  # scored too, on the same logits
     ray: str | None = None  # transcribe on a Ray cluster in utterance shards (``workbench.cluster``)
@@ -423,7 +427,9 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
             sensitivity_path, sensitivity = built.sensitivity, read_sensitivity(built.sensitivity)
         check_candidates(candidates)
     amax = load_cache(cache).amax() if cache else None
-    targeted = candidates_for_target(inputs.target, candidates, amax, as_given=inputs.as_given)
+    targeted = candidates_for_target(
+        inputs.target, candidates, amax, weights=inputs.ort_cpu_weights, as_given=inputs.as_given
+    )
     candidates = targeted.pairs()
     for note in targeted.notes():
         logger.info(f"{inputs.target}: {note}")
