@@ -14,7 +14,7 @@ from workbench.speech.builder import bucket_targets, build_synthetic_sets
 from workbench.speech.overlap import overlap
 from workbench.speech.profiles import card_profile
 from workbench.speech.records import Utterance
-from workbench.speech.split import partition_speakers
+from workbench.speech.split import partition_extra, partition_speakers
 from workbench.speech.store import load_set, verify_set
 from workbench.speech.text import sentence_pool, split_of
 
@@ -115,6 +115,49 @@ def test_dev_role_takes_half_of_what_evaluation_leaves_and_never_an_evaluation_s
         ("gb", "dev"): 4,
     }
     assert roles["lonely"] == "calib"  # a group of one stays in calibration
+
+
+def test_extra_speakers_go_to_evaluation_and_dev_only_half_each():
+    speakers = [f"us{i}" for i in range(7)] + [f"gb{i}" for i in range(4)]
+    group = {s: s[:2] for s in speakers}
+    roles = partition_extra(speakers, group.get)
+    assert roles == partition_extra(list(reversed(speakers)), group.get)  # order independent
+    assert set(roles.values()) == {"eval", "dev"}  # never calibration
+    assert sum(roles[s] == "eval" for s in speakers if group[s] == "us") == 4  # half, rounded up
+    assert sum(roles[s] == "eval" for s in speakers if group[s] == "gb") == 2
+
+
+def test_extra_voices_leave_the_calibration_set_alone_and_give_evaluation_and_dev_more_speakers():
+    """The slot jobs with and without ``extra_voices``: the calibration set's jobs are the same (same speakers,
+    texts and noise, so the same bytes and cache); evaluation and dev get many more speakers per condition and
+    still share none; the evaluation set's jobs do not depend on whether a dev set is built."""
+    from dataclasses import replace
+
+    from workbench.speech.builder import _slot_jobs
+    from workbench.speech.tts import available_voices, extra_voices
+
+    if not extra_voices():
+        pytest.skip("espeak-ng with its voice variants is not installed (run ./setup.sh)")
+    cfg = SetBuildConfig(calib_per_condition=4, eval_per_condition=4, dev_per_condition=4)
+    basic, wide = _slot_jobs(cfg, available_voices()), _slot_jobs(cfg, available_voices(), extra_voices())
+    assert [j for j in basic if j.slot.role == "calib"] == [j for j in wide if j.slot.role == "calib"]
+    no_dev = _slot_jobs(replace(cfg, dev_per_condition=0), available_voices(), extra_voices())
+    assert [j for j in no_dev if j.slot.role == "eval"] == [j for j in wide if j.slot.role == "eval"]
+
+    def speakers(jobs, role, condition):
+        return {
+            v.speaker for j in jobs if j.slot.role == role and j.slot.condition == condition for v in j.voices
+        }
+
+    for condition in CONDITIONS:
+        for role in ("eval", "dev"):
+            assert len(speakers(wide, role, condition)) >= 4 * len(speakers(basic, role, condition))
+        assert not speakers(wide, "eval", condition) & speakers(wide, "dev", condition)
+        assert not speakers(wide, "calib", condition) & (
+            speakers(wide, "eval", condition) | speakers(wide, "dev", condition)
+        )
+    extra = {v.speaker for v in extra_voices()}
+    assert not extra & {v.speaker for j in wide if j.slot.role == "calib" for v in j.voices}
 
 
 def test_held_out_dev_set_shares_nothing_and_leaves_the_evaluation_set_unchanged(

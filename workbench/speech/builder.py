@@ -35,11 +35,11 @@ from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.profiles import outside_reason, profile_fit, profile_json, robust_profile
 from workbench.speech.records import Clip, Skipped
-from workbench.speech.split import DEV_ROLE, ROLES, partition_speakers, stable_hash
+from workbench.speech.split import DEV_ROLE, ROLES, partition_extra, partition_speakers, stable_hash
 from workbench.speech.store import SetSpec, SpeechSet, made_record, write_sets
 from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
 from workbench.speech.text import sentence_pool
-from workbench.speech.tts import INSTALL_HINT, Voice, require_voices
+from workbench.speech.tts import INSTALL_HINT, Voice, extra_voices, require_voices
 from workbench.speech.workers import die_with_parent
 from workbench.workspace import area_path
 
@@ -182,13 +182,19 @@ def _check_and_write(
 # ---------------------------------------------------------------- synthetic
 
 
-def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
+def _slot_jobs(
+    cfg: SetBuildConfig, voices: tuple[Voice, ...], extra: tuple[Voice, ...] = ()
+) -> list[SlotJob]:
+    """One job per slot. ``voices`` are split over calibration, evaluation (and dev); ``extra`` voices (more
+    speakers, ``tts.extra_voices``) over evaluation and dev only, so the calibration set is the same with them."""
     plans = _noise_plans(cfg)
+    accent_of = {v.speaker: v.accent for v in (*voices, *extra)}
     roles = partition_speakers(
-        [v.speaker for v in voices],
-        lambda s: next(v.accent for v in voices if v.speaker == s),
-        dev=cfg.dev_per_condition > 0,
+        [v.speaker for v in voices], accent_of.__getitem__, dev=cfg.dev_per_condition > 0
     )
+    known = set(roles)
+    extra = tuple(v for v in extra if v.speaker not in known)
+    roles |= partition_extra([v.speaker for v in extra], accent_of.__getitem__)
     pools = sentence_pool()
     babble_voices = tuple(v for v in voices if v.engine == "espeak") or voices
     babble_texts = pools["train"][:: max(1, len(pools["train"]) // 500)]
@@ -198,7 +204,7 @@ def _slot_jobs(cfg: SetBuildConfig, voices: tuple[Voice, ...]) -> list[SlotJob]:
     drawn: dict[str, tuple[dict[str, list[str]], dict[str, int]]] = {}
     for role in _roles(cfg):
         per_condition = _per_condition(cfg, role)
-        role_voices = [v for v in voices if roles[v.speaker] == role]
+        role_voices = sorted(v for v in (*voices, *extra) if roles[v.speaker] == role)
         split = "calib" if role == DEV_ROLE else role
         if split not in drawn:
             texts_by_bucket: dict[str, list[str]] = {}
@@ -262,7 +268,8 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
         )
     cfg = replace(cfg, profile=_profile(cfg))
     voices = require_voices()
-    jobs = _slot_jobs(cfg, voices)
+    extra = extra_voices() if cfg.extra_voices else ()
+    jobs = _slot_jobs(cfg, voices, extra)
     results = run_jobs(jobs, cfg.workers, f"synthesising {cfg.name}")
     split: dict[str, list[Clip]] = {r: [] for r in _roles(cfg)}
     skipped: dict[str, list[Skipped]] = {r: [] for r in _roles(cfg)}
@@ -273,6 +280,7 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
             skipped[job.slot.role].append(result)
     extra = {
         "voices": [v.speaker for v in voices],
+        "extra_voices": [v.speaker for v in extra],  # evaluation and dev speakers only
         "text_source": "WordNet (wordnet-base) glosses and examples",
     }
     plans = _noise_plans(cfg) if cfg.noise_dir else None

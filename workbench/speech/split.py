@@ -4,7 +4,8 @@ Used for speakers (per accent) and for noise and impulse-response files (per kin
 calibration and evaluation sets never share a speaker or a recording, on every machine and seed.
 With ``dev=True`` half of the members left after evaluation's third form a held-out dev role (the
 search's dev set: neither the data that set the INT8 ranges nor the data that signs off); evaluation's
-members are the same with or without it.
+members are the same with or without it. ``partition_extra`` splits extra speakers (``tts.extra_voices``)
+between evaluation and dev only, the same way whether a dev set is built or not.
 """
 
 from __future__ import annotations
@@ -45,4 +46,20 @@ def partition_speakers(
         n_dev = (len(ordered) - n_eval) // 2 if dev else 0
         for i, spk in enumerate(ordered):
             roles[spk] = "eval" if i < n_eval else DEV_ROLE if i >= len(ordered) - n_dev else "calib"
+    return roles
+
+
+def partition_extra(speakers: list[str], group_of: Callable[[str], str]) -> dict[str, str]:
+    """Assign extra speakers to eval or ``DEV_ROLE``, never calib: per group, the first half in hash order (rounded
+    up) to eval, the rest to dev. Deterministic, seed independent, and the same whether a dev set is built or not,
+    so an evaluation set's speakers do not depend on it."""
+    groups: dict[str, list[str]] = {}
+    for spk in sorted(set(speakers)):
+        groups.setdefault(group_of(spk), []).append(spk)
+    roles: dict[str, str] = {}
+    for members in groups.values():
+        ordered = sorted(members, key=stable_hash)
+        n_eval = (len(ordered) + 1) // 2
+        for i, spk in enumerate(ordered):
+            roles[spk] = "eval" if i < n_eval else DEV_ROLE
     return roles

@@ -33,6 +33,18 @@ ESPEAK_ACCENTS: dict[str, str] = {
     "en-us-nyc": "new-york",
 }
 ESPEAK_VARIANTS: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1", "f2", "f3", "f4", "f5")
+# More speakers for evaluation and dev sets (``extra_voices``): espeak-ng's named variants that sound like a person
+# (no robot, whisper, croak or demonic variants), each heard by the demo model in training (training.voices holds
+# out Andrea, Annie, david, linda and max). A set's intervals narrow with its speakers, not its utterances: the
+# bootstrap resamples speakers. The calibration set keeps the basic variants only.
+ESPEAK_EXTRA_VARIANTS: tuple[str, ...] = (
+    "Alex", "Alicia", "Andy", "AnxiousAndy", "Denis", "Diogo", "Gene", "Gene2", "Henrique", "Hugo", "Jacky", "Lee",
+    "Marco", "Mario", "Michael", "Mike", "Nguyen", "RicishayMax", "RicishayMax2", "RicishayMax3", "adam", "anika",
+    "antonio", "aunty", "belinda", "benjamin", "boris", "caleb", "ed", "edward", "edward2", "grandma", "grandpa",
+    "gustave", "iven", "iven2", "iven3", "iven4", "john", "kaukovalta", "m8", "marcelo", "michel", "miguel",
+    "norbert", "pablo", "paul", "pedro", "quincy", "rob", "robert", "sandro", "serious", "shelby", "steph",
+    "steph2", "steph3", "travis", "victor", "zac",
+)  # fmt: skip
 FLITE_VOICES: dict[str, str] = {"kal": "us", "slt": "us", "rms": "us", "awb": "scottish"}
 FESTIVAL_VOICES: dict[str, str] = {"kal_diphone": "us", "ked_diphone": "us"}
 # Debian packages giving the programs above (espeak-ng, flite, festival's text2wave) and festival's voices
@@ -114,6 +126,32 @@ def available_voices() -> tuple[Voice, ...]:
             if _festival_has_voice(name):
                 voices.append(Voice("festival", name, "", accent))
     return tuple(sorted(voices))
+
+
+@lru_cache(maxsize=1)
+def _espeak_variant_files() -> frozenset[str]:
+    """The variant files this espeak-ng ships (``espeak-ng --voices=variant``, last column's file name)."""
+    binary = _espeak_binary()
+    if binary is None:
+        return frozenset()
+    out = subprocess.run([binary, "--voices=variant"], capture_output=True, text=True, check=False).stdout
+    return frozenset(Path(line.split()[-1]).name for line in out.splitlines()[1:] if line.split())
+
+
+@lru_cache(maxsize=1)
+def extra_voices() -> tuple[Voice, ...]:
+    """``ESPEAK_EXTRA_VARIANTS`` on every English accent of ``ESPEAK_ACCENTS`` this espeak-ng has (variants it
+    lacks are left out): the extra speakers of evaluation and dev sets, never of a calibration set."""
+    names, variants = _espeak_voice_names(), _espeak_variant_files()
+    return tuple(
+        sorted(
+            Voice("espeak", name, variant, accent)
+            for name, accent in ESPEAK_ACCENTS.items()
+            if name in names
+            for variant in ESPEAK_EXTRA_VARIANTS
+            if variant in variants
+        )
+    )
 
 
 def _festival_has_voice(name: str) -> bool:
