@@ -66,3 +66,25 @@ def test_transcripts_are_keyed_by_the_set_and_serve_fewer_decoders_only(dash_art
     assert found is not None and found[0].by_decoder == {} and found[0].texts == ["A"]
     found = memo.find_transcripts(key, [beam], "fp32")
     assert found is not None and found[0].by_decoder == {"beam": ["A"]}
+
+
+def test_transcripts_with_a_decoder_on_some_utterances_serve_only_the_same_utterances(
+    dash_artifacts, tmp_path
+) -> None:
+    """Beam decoded on utterances 0 and 2 (``--decoder-limit``) serves a later request for beam on the same two,
+    and a request for greedy alone; not beam on every utterance or on others."""
+    from workbench.evaluate.inference import DecoderSettings
+    from workbench.evaluate.transcribe import Transcripts
+
+    memo = SignoffMemo()
+    key = memo.transcripts_key(dash_artifacts.calibrated.fp32_onnx, "set-a", ["u1", "u2", "u3"], "model", {})
+    beam = DecoderSettings("beam", beam_width=4)
+    memo.keep_transcripts(
+        key, Transcripts("fp32", ["A", "B", "C"], 0.1, {}, {"beam": ["A", "C"]}), None, [beam], [0, 2]
+    )
+    assert memo.find_transcripts(key, [beam], "fp32") is None
+    assert memo.find_transcripts(key, [beam], "fp32", [0, 1]) is None
+    found = memo.find_transcripts(key, [beam], "fp32", [0, 2])
+    assert found is not None and found[0].by_decoder == {"beam": ["A", "C"]}
+    found = memo.find_transcripts(key, [], "fp32")
+    assert found is not None and found[0].texts == ["A", "B", "C"] and found[0].by_decoder == {}

@@ -95,6 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
     parser.add_argument(
+        "--decoder-limit",
+        type=int,
+        help="score the further --decoder entries (e.g. beam+lm) on N utterances spread evenly over the set; "
+        "the first decoder still judges every utterance (default: all)",
+    )
+    parser.add_argument(
         "--out", type=Path, help="report folder (default: reports/signoff-<time> of the workspace)"
     )
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
@@ -182,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         profile_max_s=args.max_seconds,
         inference=inference,
         also_decoders=also,
+        also_limit=args.decoder_limit,
         ray=args.ray,
     )
     print_lines(signoff.run(inputs).lines())

@@ -65,9 +65,11 @@ def decoder_accuracy(
     scoring: Scoring,
     resamples: int,
     seed: int,
+    total: int | None = None,
 ) -> dict[str, Any]:
-    """``{decoder: {"decoder": its settings, "candidates": {name: overall WER, delta, S/D/I and the extra
-    S/D/I over the baseline}}}`` from ``texts[decoder][candidate]`` (one text per utterance)."""
+    """``{decoder: {"decoder": its settings, "utterances": how many were scored, "of": of how many in the set,
+    "candidates": {name: overall WER, delta, S/D/I and the extra S/D/I over the baseline}}}`` from
+    ``texts[decoder][candidate]`` (one text per utterance of ``utts``; ``total``: the set's size, default theirs)."""
     out: dict[str, Any] = {}
     for decoder, hyps in texts.items():
         accuracy = compare_accuracy(
@@ -76,6 +78,8 @@ def decoder_accuracy(
         base = accuracy["candidates"][baseline]["overall"]
         out[decoder] = {
             "decoder": configs[decoder],
+            "utterances": len(utts),
+            "of": len(utts) if total is None else total,
             "candidates": {n: _overall(c["overall"], base) for n, c in accuracy["candidates"].items()},
         }
     return out

@@ -60,6 +60,8 @@ class Transcripts:
     seconds: float  # wall time of the whole pass
     batching: dict[str, Any] = field(default_factory=dict)  # the batch policy used (size, mask, padding)
     by_decoder: dict[str, list[str]] = field(default_factory=dict)  # the ``also`` decoders' texts, by name
+    # the clips the ``also`` decoders decoded (their texts are in this order); None: every clip
+    also_on: tuple[int, ...] | None = None
 
 
 def transcribe(
@@ -71,9 +73,11 @@ def transcribe(
     also: Sequence[DecoderSettings] = (),
     labels: Sequence[str] | None = None,
     batch_size: int = 1,
+    also_on: Sequence[int] | None = None,
 ) -> Transcripts:
     """Transcribe clips, each whole or in chunks, decoded as ``inference`` says (``workbench.evaluate.inference``);
-    the same logits are also decoded by each decoder in ``also`` (``Transcripts.by_decoder``). Whole clips run in
+    the same logits are also decoded by each decoder in ``also`` (``Transcripts.by_decoder``), on every clip or, with
+    ``also_on``, on those clips only (their texts in ``also_on``'s sorted order). Whole clips run in
     length-bucketed batches of up to ``batch_size`` (1: one clip at a time, no padding); chunked clips run one
     chunk at a time. The texts come back in the clips' order. A clip the model runs out of memory on is a user
     error naming it (``labels[i]``, else its number; in a batch, its longest clip)."""
@@ -83,12 +87,18 @@ def transcribe(
     decode = decoder_for(inference.decoder, model.vocabulary)
     others = {d.name: decoder_for(d, model.vocabulary) for d in also}
     by_decoder: dict[str, list[str]] = {name: [""] * len(rows) for name in others}
+    picked = None if also_on is None else tuple(sorted(set(also_on)))
+    if picked is not None and picked and not 0 <= picked[0] <= picked[-1] < len(rows):
+        raise ValueError(f"also_on holds clip indices outside 0..{len(rows) - 1}")
+    wanted = None if picked is None else set(picked)
 
     def clip(i: int) -> str:
         return labels[i] if labels is not None else f"clip {i + 1}"
 
     def keep(index: int, logits: np.ndarray) -> None:
         texts[index] = decode(logits)
+        if wanted is not None and index not in wanted:
+            return
         for other, decode_other in others.items():
             by_decoder[other][index] = decode_other(logits)
 
@@ -148,7 +158,9 @@ def transcribe(
     finally:
         if not was_active:
             runner.deactivate()
-    return Transcripts(name or runner.name, texts, time.perf_counter() - start, described, by_decoder)
+    if picked is not None:
+        by_decoder = {other: [got[i] for i in picked] for other, got in by_decoder.items()}
+    return Transcripts(name or runner.name, texts, time.perf_counter() - start, described, by_decoder, picked)
 
 
 def transcribe_set(
@@ -267,11 +279,12 @@ def transcribe_checked(
     inference: InferenceConfig = GREEDY,
     also: Sequence[DecoderSettings] = (),
     labels: Sequence[str] | None = None,
+    also_on: Sequence[int] | None = None,
 ) -> tuple[Transcripts, BatchCheck | None]:
-    """``transcribe`` in batches of ``batch_size``, then (when batching) ``batch_check`` on up to ``sample``
+    """``transcribe`` in batches of ``batch_size`` (``also`` decoded on the clips ``also_on``, else all), then (when batching) ``batch_check`` on up to ``sample``
     utterances spread over the set: the transcripts batching changed and the WER difference it made. Chunked
     inference runs at batch 1 anyway, so it gets no check."""
-    result = transcribe(runner, audios, model, name, inference, also, labels, batch_size)
+    result = transcribe(runner, audios, model, name, inference, also, labels, batch_size, also_on)
     if batch_size <= 1 or inference.chunks is not None:
         return result, None
     picked = check_sample(len(audios), sample)

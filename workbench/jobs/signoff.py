@@ -65,7 +65,7 @@ from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
 from workbench.evaluate.machine import machine_info, package_versions
-from workbench.evaluate.transcribe import BatchCheck, Transcripts, transcribe_checked
+from workbench.evaluate.transcribe import BatchCheck, Transcripts, check_sample, transcribe_checked
 from workbench.evaluate.verdict import Candidate, decide
 from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
@@ -131,6 +131,9 @@ class SignoffInputs:
     )
     inference: InferenceConfig = GREEDY  # chunking and the decoder the verdict is judged under
     also_decoders: list[DecoderSettings] = field(default_factory=list)  # scored too, on the same logits
+    # the also_decoders score this many utterances spread evenly over the set (None: all); the verdict decoder
+    # always scores every utterance
+    also_limit: int | None = None
     ray: str | None = None  # transcribe on a Ray cluster in utterance shards (``workbench.cluster``)
 
 
@@ -348,6 +351,8 @@ def check(
     check_backend(inputs.backend)
     if inputs.resamples < MIN_RESAMPLES:
         raise WorkbenchError(f"--resamples must be at least {MIN_RESAMPLES}, got {inputs.resamples}")
+    if inputs.also_limit is not None and inputs.also_limit < 1:
+        raise WorkbenchError(f"--decoder-limit must be at least 1, got {inputs.also_limit}")
     check_out_folder(inputs.out_dir)
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
@@ -388,6 +393,8 @@ def check(
                 "--ray transcribes with ONNX Runtime (--backend ort-cpu or ort-cuda); sign off TensorRT "
                 "engines without --ray"
             )
+        if inputs.also_limit is not None and inputs.also_decoders:
+            raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
@@ -453,6 +460,12 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         [d for d in inputs.also_decoders if d.name != inputs.inference.decoder.name],
     )
     by_decoder: dict[str, dict[str, list[str]]] = {inference.decoder.name: hyps, **{d.name: {} for d in also}}
+    # the other decoders on an even spread of the utterances when limited (the verdict decoder on all of them)
+    also_on = (
+        check_sample(len(utts), inputs.also_limit)
+        if also and inputs.also_limit is not None and inputs.also_limit < len(utts)
+        else None
+    )
     logger.info(f"inference: {inference.summary()}")
     audios = [eval_set.audio(u) for u in utts]
     references = [u.text for u in utts]
@@ -468,7 +481,9 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     for name, path in candidates:
         key = memo.transcripts_key(path, eval_set.content_hash, ids, model.model_hash, runs) if memo else None
         keys[name] = key
-        found = memo.find_transcripts(key, also, name) if memo is not None and key is not None else None
+        found = (
+            memo.find_transcripts(key, also, name, also_on) if memo is not None and key is not None else None
+        )
         if found is not None:
             logger.info(f"[{name}] transcripts of this file on {eval_set.name} reused")
             done[name] = found
@@ -497,12 +512,20 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
                 f"[{name}] transcribing {len(utts)} utterances of {eval_set.name} on {inputs.backend}, batch {batch}"
             )
             done[name] = transcribe_checked(
-                runners[name], audios, model, name, batch, references, inference=inference, also=also
+                runners[name],
+                audios,
+                model,
+                name,
+                batch,
+                references,
+                inference=inference,
+                also=also,
+                also_on=also_on,
             )
     for name, _ in pending:
         key = keys[name]
         if memo is not None and key is not None:
-            memo.keep_transcripts(key, *done[name], also)
+            memo.keep_transcripts(key, *done[name], also, also_on)
     for name in names:
         result, agreement = done[name]
         hyps[name], policy = result.texts, result.batching
@@ -523,14 +546,20 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     accuracy = compare_accuracy(
         utts, hyps, names[0], resamples=inputs.resamples, seed=inputs.seed, scoring=Scoring.for_model(model)
     )
+    decoded = utts if also_on is None else [utts[i] for i in also_on]
+    if (
+        also_on is not None
+    ):  # every decoder judged on the same utterances: the verdict decoder's texts cut down
+        by_decoder[inference.decoder.name] = {n: [t[i] for i in also_on] for n, t in hyps.items()}
     decoders = decoder_accuracy(
-        utts,
+        decoded,
         by_decoder,
         {d.name: d.to_json() for d in [inference.decoder, *also]},
         names[0],
         Scoring.for_model(model),
         inputs.resamples,
         inputs.seed,
+        total=len(utts),
     )
     verdicts = judge(accuracy, latencies, inputs.gates)
     add_overflow_checks(verdicts, overflow)
@@ -571,6 +600,12 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     notes += [str(n) for r in runners.values() if (n := getattr(r, "session_note", None))]
     if inputs.limit:
         notes.append(f"only the first {inputs.limit} utterances of the evaluation set were scored")
+    if also_on is not None:
+        notes.append(
+            f"decoders {', '.join(d.name for d in also)} scored on {len(also_on)} of {len(utts)} utterances "
+            f"(spread evenly over the set; the per-decoder table compares every decoder on those); the verdict "
+            f"is judged under {inference.decoder.name} on all {len(utts)}"
+        )
     notes += profile_notes
     notes += targeted.notes()
     notes += [f"{name}: {report.summary()}" for name, report in overflow.items()]

@@ -30,6 +30,11 @@ def _settings(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
+def _decoded(decoder: DecoderSettings, also_on: list[int] | None) -> str:
+    """A decoder's settings and the utterances it decoded (None: all)."""
+    return _settings({"decoder": decoder.to_json(), "on": also_on})
+
+
 @dataclass
 class SignoffMemo:
     """Overflow reports and transcripts by content key; ``reused``: one line per reuse, for the record."""
@@ -61,14 +66,15 @@ class SignoffMemo:
         return ("transcripts", self.digest(path), set_hash, tuple(ids), model_hash, _settings(runs))
 
     def find_transcripts(
-        self, key: Key, also: list[DecoderSettings], name: str
+        self, key: Key, also: list[DecoderSettings], name: str, also_on: list[int] | None = None
     ) -> tuple[Transcripts, BatchCheck | None] | None:
-        """Stored transcripts for ``key`` that hold every decoder in ``also`` (same settings), cut down to those."""
+        """Stored transcripts for ``key`` that hold every decoder in ``also`` (same settings, decoded on the same
+        utterances ``also_on``), cut down to those."""
         stored = self.transcripts.get(key)
         if stored is None:
             return None
         result, check, decoders = stored
-        wanted = {d.name: _settings(d.to_json()) for d in also}
+        wanted = {d.name: _decoded(d, also_on) for d in also}
         if any(decoders.get(n) != s for n, s in wanted.items()):
             return None
         by_decoder = {n: t for n, t in result.by_decoder.items() if n in wanted}
@@ -76,9 +82,14 @@ class SignoffMemo:
         return replace(result, candidate=name, by_decoder=by_decoder), check
 
     def keep_transcripts(
-        self, key: Key, result: Transcripts, check: BatchCheck | None, also: list[DecoderSettings]
+        self,
+        key: Key,
+        result: Transcripts,
+        check: BatchCheck | None,
+        also: list[DecoderSettings],
+        also_on: list[int] | None = None,
     ) -> None:
-        self.transcripts[key] = (result, check, {d.name: _settings(d.to_json()) for d in also})
+        self.transcripts[key] = (result, check, {d.name: _decoded(d, also_on) for d in also})
 
     def find_overflow(self, key: Key, name: str) -> OverflowReport | None:
         found = self.overflow.get(key)

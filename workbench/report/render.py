@@ -284,6 +284,9 @@ def decoder_rows(record: dict[str, Any]) -> list[list[str]]:
     """One row per decoder and candidate: WER, delta, S/D/I and the extra S/D/I over the baseline."""
     rows = []
     for decoder, entry in (record.get("decoders") or {}).items():
+        shown = decoder
+        if entry.get("utterances") is not None and entry.get("of") not in (None, entry["utterances"]):
+            shown = f"{decoder} ({entry['utterances']} of {entry['of']} utt.)"
         for name, c in entry["candidates"].items():
             extra = (
                 f"{c['extra_substitutions']:+d} / {c['extra_deletions']:+d} / {c['extra_insertions']:+d}"
@@ -292,7 +295,7 @@ def decoder_rows(record: dict[str, Any]) -> list[list[str]]:
             )
             rows.append(
                 [
-                    decoder,
+                    shown,
                     name,
                     _ci(c["wer"]),
                     _ci(c["delta"]),
