@@ -62,18 +62,28 @@ def test_decoders_and_chunking_reach_the_record_and_report(workspace, capsys) ->
 @pytest.mark.skipif(
     not has_module("pyctcdecode"), reason="pyctcdecode is not installed (setup.sh installs it)"
 )
-def test_decoder_limit_scores_the_further_decoders_on_a_spread_and_the_verdict_on_all(workspace, capsys) -> None:
+def test_decoder_limit_scores_the_further_decoders_on_a_spread_and_the_verdict_on_all(
+    workspace, capsys
+) -> None:
     """``--decoder-limit 3``: beam decodes 3 of the 6 utterances (spread over the set), the per-decoder table judges
     greedy on the same 3 and says so; the verdict's greedy WER covers all 6, as without the limit."""
     tmp_path, args = workspace
     full, limited = tmp_path / "reports" / "full", tmp_path / "reports" / "limited"
     decoders = ["--decoder", "greedy,beam", "--beam-width", "8"]
     assert main(args + ["--out", str(full), *decoders]) == 0, capsys.readouterr().err
-    assert main(args + ["--out", str(limited), *decoders, "--decoder-limit", "3"]) == 0, capsys.readouterr().err
+    assert main(args + ["--out", str(limited), *decoders, "--decoder-limit", "3"]) == 0, (
+        capsys.readouterr().err
+    )
     a, b = (json.loads((p / "report.json").read_text()) for p in (full, limited))
     assert a["accuracy"] == b["accuracy"]  # the verdict decoder scores every utterance either way
-    assert {d: (e["utterances"], e["of"]) for d, e in a["decoders"].items()} == {"greedy": (6, 6), "beam": (6, 6)}
-    assert {d: (e["utterances"], e["of"]) for d, e in b["decoders"].items()} == {"greedy": (3, 6), "beam": (3, 6)}
+    assert {d: (e["utterances"], e["of"]) for d, e in a["decoders"].items()} == {
+        "greedy": (6, 6),
+        "beam": (6, 6),
+    }
+    assert {d: (e["utterances"], e["of"]) for d, e in b["decoders"].items()} == {
+        "greedy": (3, 6),
+        "beam": (3, 6),
+    }
     words = {d: e["candidates"]["fp32"]["reference_words"] for d, e in b["decoders"].items()}
     assert words["greedy"] == words["beam"] < a["decoders"]["beam"]["candidates"]["fp32"]["reference_words"]
     assert any("scored on 3 of 6 utterances" in n for n in b["notes"])
