@@ -88,3 +88,23 @@ def test_transcripts_with_a_decoder_on_some_utterances_serve_only_the_same_utter
     assert found is not None and found[0].by_decoder == {"beam": ["A", "C"]}
     found = memo.find_transcripts(key, [], "fp32")
     assert found is not None and found[0].texts == ["A", "B", "C"] and found[0].by_decoder == {}
+
+
+def test_overflow_clips_checks_outputs_on_a_sample_says_so_and_is_kept_apart_in_the_memo(
+    dash_artifacts, tmp_path
+) -> None:
+    """``overflow_clips=2``: the record's overflow check covers 2 calibration clips and a note says of how many;
+    a later sign-off asking for every clip does not take that check from the memo."""
+    from dataclasses import replace
+
+    dash = dash_artifacts
+    fp32 = dash.calibrated.fp32_onnx
+    total = len(dash.calib.utterances)
+    assert total > 2
+    memo = SignoffMemo()
+    sampled = run(replace(_inputs(dash, tmp_path / "a", [("fp32", fp32)]), overflow_clips=2), memo).record
+    assert any(f"outputs on 2 of the {total} calibration clips" in n for n in sampled["notes"])
+    assert any("no inf/NaN: outputs on 2 calibration clips" in n for n in sampled["notes"])
+    whole = run(_inputs(dash, tmp_path / "b", [("fp32", fp32)]), memo).record
+    assert not any("overflow check reused" in n for n in whole["notes"])
+    assert any(f"no inf/NaN: outputs on {total} calibration clips" in n for n in whole["notes"])

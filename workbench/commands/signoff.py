@@ -95,6 +95,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
     parser.add_argument(
+        "--overflow-clips",
+        type=int,
+        help="check candidates' outputs for inf/NaN on N calibration clips (the longest half, the rest spread "
+        "over the set; every tensor on 16 of them either way); default: every calibration clip",
+    )
+    parser.add_argument(
         "--decoder-limit",
         type=int,
         help="score the further --decoder entries (e.g. beam+lm) on N utterances spread evenly over the set; "
@@ -189,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         inference=inference,
         also_decoders=also,
         also_limit=args.decoder_limit,
+        overflow_clips=args.overflow_clips,
         ray=args.ray,
     )
     print_lines(signoff.run(inputs).lines())

@@ -75,7 +75,7 @@ from workbench.jobs.signoff_memo import Key, SignoffMemo
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
 from workbench.quantize.macs import compute_shares, node_macs, opt_samples
-from workbench.quantize.overflow import OverflowReport, check_overflow
+from workbench.quantize.overflow import OverflowReport, check_overflow, every_tensor_sample
 from workbench.quantize.plan import precision_counts, precisions_of_onnx
 from workbench.quantize.targets import candidates_for_target, check_target_inputs
 from workbench.report.record import artifact_entry, build_record
@@ -125,6 +125,9 @@ class SignoffInputs:
     profile_max_s: float | None = None
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
     overflow_check: bool = True  # inf/NaN check of every candidate on the calibration set (needs calib_set)
+    # outputs checked on this many calibration clips (the longest half, the rest spread over the set; None: every
+    # clip); every tensor is checked on FP16_GUARD.overflow_every_tensor_clips of them either way
+    overflow_clips: int | None = None
     as_given: bool = False  # judge the candidates as given, not the files the target runs (quantize.targets)
     ort_cpu_weights: str = (
         ORT_CPU_WEIGHTS  # the CPU flavours' int8 weights: auto, u8 or s8 (backends.cpu_int8)
@@ -219,10 +222,12 @@ def overflow_reports(
     prepare: Callable[[np.ndarray], np.ndarray] | None = None,
     memo: SignoffMemo | None = None,
     model_hash: str = "",
+    limit: int | None = None,
 ) -> dict[str, OverflowReport]:
     """Each candidate's inf/NaN check on the calibration set (clips made ``input_values`` by ``prepare``, the
     model's feature settings), before anything is judged ({} without a set); a check of the same file, set and
-    model already in ``memo`` is reused."""
+    model already in ``memo`` is reused. ``limit``: outputs on that many clips only (``every_tensor_sample``: the
+    longest half, where sums are largest, the rest spread over the set)."""
     if calib_set is None:
         return {}
     clips: list[np.ndarray] | None = None
@@ -230,7 +235,7 @@ def overflow_reports(
     for name, path in candidates:
         key = (
             memo.overflow_key(
-                Path(path), calib_set.content_hash, model_hash, FP16_GUARD.overflow_every_tensor_clips
+                Path(path), calib_set.content_hash, model_hash, FP16_GUARD.overflow_every_tensor_clips, limit
             )
             if memo is not None
             else None
@@ -242,6 +247,8 @@ def overflow_reports(
             continue
         if clips is None:
             clips = [audio for _, audio in calib_set.iter_audio()]
+            if limit is not None and limit < len(clips):
+                clips = [clips[i] for i in sorted(every_tensor_sample(clips, limit))]
         logger.info(f"[{name}] overflow check on {len(clips)} clips of {calib_set.name}")
         reports[name] = check_overflow(Path(path), clips, prepare=prepare)
         logger.info(f"[{name}] {reports[name].summary()}")
@@ -351,6 +358,8 @@ def check(
     check_backend(inputs.backend)
     if inputs.resamples < MIN_RESAMPLES:
         raise WorkbenchError(f"--resamples must be at least {MIN_RESAMPLES}, got {inputs.resamples}")
+    if inputs.overflow_clips is not None and inputs.overflow_clips < 1:
+        raise WorkbenchError(f"--overflow-clips must be at least 1, got {inputs.overflow_clips}")
     if inputs.also_limit is not None and inputs.also_limit < 1:
         raise WorkbenchError(f"--decoder-limit must be at least 1, got {inputs.also_limit}")
     check_out_folder(inputs.out_dir)
@@ -445,7 +454,12 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     names = [n for n, _ in candidates]
     machine = machine_info()
     overflow = overflow_reports(
-        candidates, calib_set if inputs.overflow_check else None, model.prepare, memo, model.model_hash
+        candidates,
+        calib_set if inputs.overflow_check else None,
+        model.prepare,
+        memo,
+        model.model_hash,
+        inputs.overflow_clips,
     )
     batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
@@ -611,6 +625,15 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     notes += [f"{name}: {report.summary()}" for name, report in overflow.items()]
     if not overflow:
         notes.append("no overflow check (it needs the calibration set)")
+    elif (
+        calib_set is not None
+        and inputs.overflow_clips is not None
+        and inputs.overflow_clips < len(calib_set.utterances)
+    ):
+        notes.append(
+            f"overflow check: outputs on {inputs.overflow_clips} of the {len(calib_set.utterances)} calibration "
+            f"clips (the longest half, the rest spread over the set)"
+        )
     if memo is not None:
         notes += memo.reused[reused_before:]
     backend = {

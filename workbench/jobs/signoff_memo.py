@@ -56,8 +56,11 @@ class SignoffMemo:
             self._digests[path] = known
         return known[2]
 
-    def overflow_key(self, path: Path, set_hash: str, model_hash: str, every_tensor_clips: int) -> Key:
-        return ("overflow", self.digest(path), set_hash, model_hash, every_tensor_clips)
+    def overflow_key(
+        self, path: Path, set_hash: str, model_hash: str, every_tensor_clips: int, clips: int | None = None
+    ) -> Key:
+        """``clips``: the calibration clips whose outputs are checked (None: all)."""
+        return ("overflow", self.digest(path), set_hash, model_hash, every_tensor_clips, clips)
 
     def transcripts_key(
         self, path: Path, set_hash: str, ids: list[str], model_hash: str, runs: dict[str, Any]
