@@ -205,3 +205,27 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     assert record["inference"]["decoder"]["name"] == "greedy"
     if has_module("pyctcdecode") and has_module("kenlm"):  # the demo's beam search with its language model
         assert set(record["decoders"]) == {"greedy", "beam+lm"} and (engines / "demo-lm.arpa").is_file()
+    # each step's seconds at the end, and what the demo scaled down (demo --full runs it whole)
+    assert "step times: " + ", ".join(f"{step.name} " for step in STEPS[:1]) in out and "\ntotal: " in out
+    assert "tensorrt sign-off scaled down (demo --full runs it at full size)" in out
+    assert "ort-cpu sign-off scaled down" in out
+
+
+def test_demo_scales_down_latency_rounds_and_full_restores_them():
+    """The demo's sign-offs time batch 1 only (the CPU sign-off's gate batch keeps its 10 rounds); --full times batch
+    1 and 8 as before; the step-time lines add up."""
+    from workbench.commands.demo import DemoContext, signoff_latency, timing_lines
+    from workbench.config import SetBuildConfig
+
+    for target in ("tensorrt", "ort-cpu"):
+        assert signoff_latency(target, full=False).batch_sizes == (1,)
+        assert signoff_latency(target, full=True).batch_sizes == (1, 8)
+    assert (
+        signoff_latency("ort-cpu", full=False).repeats == signoff_latency("ort-cpu", full=True).repeats == 10
+    )
+    ctx = DemoContext(SetBuildConfig(), Path("c"), Path("e"), Path("r"))
+    ctx.seconds.update({"speech-sets": 40.25, "search": 95.0})
+    assert timing_lines(ctx) == [
+        "step times: speech-sets 40.2 s, search 95.0 s",
+        "total: 135.2 s (2 min 15.2 s)",
+    ]

@@ -130,10 +130,11 @@ class ImportDefaults:
 
 # The demo's dev set per condition (the evaluation set has 200): the search evaluates every candidate on it,
 # so its size is the search's cost. The search buys it block by block (SearchConfig.dev_blocks), so clear
-# candidates stop after the first quarter and only the close ones pay for the whole set; 300 per condition
-# (same speakers) did not pass 60 %-MACs plans and made the demo much slower. The search predicts the
+# candidates stop after the first quarter and only the close ones pay for the whole set. More utterances from
+# the same speakers do not narrow the intervals (300 per condition from the basic voices passed no 60 %-MACs
+# plan and made the demo much slower); more speakers do (SetBuildConfig.extra_voices). The search predicts the
 # sign-off's intervals from the two sets' speakers (docs/compare-and-search.md)
-DEMO_DEV_PER_CONDITION = 100
+DEMO_DEV_PER_CONDITION = 150
 
 
 @dataclass(frozen=True)
