@@ -63,6 +63,9 @@ class DemoContext:
     full: bool = False  # every step at full size (demo --full)
     results: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # each step's wall time
+    cpu_seconds: dict[str, float] = field(
+        default_factory=dict
+    )  # each step's CPU time (every thread and worker)
     memo: SignoffMemo | None = None  # overflow checks and transcripts the two sign-offs share (FP32's)
 
 
@@ -314,23 +317,45 @@ STEPS: tuple[Step, ...] = (
 
 
 def run_steps(ctx: DemoContext, steps: tuple[Step, ...] = STEPS) -> DemoContext:
-    """Run ``steps`` in order, printing a header and the time each took (kept in ``ctx.seconds``)."""
+    """Run ``steps`` in order, printing a header and the time each took: wall time (``ctx.seconds``) and CPU time
+    of this process's threads and its finished worker processes (``ctx.cpu_seconds``; on a loaded machine the wall
+    time grows, the CPU time much less)."""
     for number, step in enumerate(steps, 1):
         print(f"\n=== [{number}/{len(steps)}] {step.name}: {step.purpose}", flush=True)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _cpu_seconds()
         step.run(ctx)
         ctx.seconds[step.name] = time.perf_counter() - started
-        print(f"=== {step.name} done in {ctx.seconds[step.name]:.1f} s", flush=True)
+        ctx.cpu_seconds[step.name] = _cpu_seconds() - cpu
+        print(
+            f"=== {step.name} done in {ctx.seconds[step.name]:.1f} s (CPU {ctx.cpu_seconds[step.name]:.1f} s)",
+            flush=True,
+        )
     return ctx
+
+
+def _cpu_seconds() -> float:
+    """User + system time of this process and of its children that have ended (the TTS workers)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def timing_lines(ctx: DemoContext) -> list[str]:
     """Each step's seconds and the total, for the end of the demo's output."""
     total = sum(ctx.seconds.values())
-    return [
+    lines = [
         "step times: " + ", ".join(f"{name} {sec:.1f} s" for name, sec in ctx.seconds.items()),
         f"total: {total:.1f} s ({int(total // 60)} min {total % 60:04.1f} s)",
     ]
+    if ctx.cpu_seconds:
+        cpu = sum(ctx.cpu_seconds.values())
+        lines.append(
+            "CPU time: "
+            + ", ".join(f"{name} {sec:.1f} s" for name, sec in ctx.cpu_seconds.items())
+            + f"; total {cpu:.1f} s"
+        )
+    return lines
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
