@@ -647,3 +647,43 @@ def test_user_names_never_take_a_built_variants_files(planted, tmp_path) -> None
     assert _candidate(prepared, elsewhere, None, None)[0] == f"candidate-{label}"
     built = prepared.int8_onnx or prepared.folder / f"model.{label}.onnx"
     assert _candidate_name(prepared, built) == label  # the built variant itself keeps its name
+
+
+def test_dev_baseline_is_transcribed_in_the_blocks_and_batches_candidates_get(planted, tiny_sets) -> None:
+    """Batches are cut from the clips handed over together, and a padded clip of a model without an attention mask
+    gets other logits: the FP32 baseline must be transcribed block by block exactly as each candidate is, so that a
+    delta measures precision, not batching. A transcriber that runs the real variants records every hand-over."""
+    prepared, model, variants, _ = planted
+    # enough clips for two looks of at least SEARCH.min_block utterances (copies of the tiny set under new ids)
+    clips = [
+        Clip(replace(c.utterance, id=f"{c.utterance.id}-{k}"), c.audio)
+        for k in range(11)
+        for c in all_clips(tiny_sets.calib)
+    ]
+    calls: dict[str, list[tuple[int, ...]]] = {}
+
+    def transcriber(plan: PrecisionPlan, indices) -> list[str]:
+        calls.setdefault(plan.name, []).append(tuple(indices))
+        with variants.runner(plan) as runner:
+            return transcribe(
+                runner, [clips[i].audio for i in indices], prepared.description, batch_size=4
+            ).texts
+
+    gates = GateConfig(max_wer_delta_points=25.0, max_condition_wer_delta_points=50.0)
+    evaluator = DevEvaluator(
+        variants, clips, gates, resamples=200, progress=False, model=prepared.description, blocks=2,
+        batch_size=4, transcriber=transcriber,
+    )  # fmt: skip
+    assert len(evaluator.ends) >= 2  # more than one block, else there is nothing to cut
+    assert [len(c) for c in calls["fp32"]] == [b - a for a, b in zip([0, *evaluator.ends], evaluator.ends)]
+    groups = node_groups(model)
+    for plan in (
+        plan_for("all-fp16", groups, "fp16", "int8", {g.name for g in groups}),
+        PrecisionPlan("fp32"),
+    ):
+        evaluation = evaluator.evaluate(plan)
+        name = next(n for n in calls if n != "fp32" and n.startswith(plan.name))
+        assert calls[name] == calls["fp32"][: len(calls[name])]
+        assert evaluation.utterances == sum(len(c) for c in calls[name])
+    same = evaluator.evaluate(PrecisionPlan("fp32"))  # FP32 judged as a plan: the baseline's own transcripts
+    assert same.overall.delta is not None and same.overall.delta.estimate == 0.0

@@ -245,7 +245,7 @@ class DevEvaluator:
         self.seed = seed
         self.progress = progress
         self.count = 0
-        self.baseline_texts, self.baseline_seconds = self._transcribe(PrecisionPlan(BASELINE))
+        self.baseline_texts, self.baseline_seconds = self._transcribe_blocks(PrecisionPlan(BASELINE))
         self.baseline = self._score(
             PrecisionPlan(BASELINE), self.baseline_texts, self.baseline_seconds, count=False
         )
@@ -269,6 +269,22 @@ class DevEvaluator:
         runner = runner or self.variants.runner(plan)
         result = transcribe(runner, audios, self.model, plan.name, self.inference, batch_size=self.batch_size)
         return result.texts, result.seconds
+
+    def _transcribe_blocks(self, plan: PrecisionPlan) -> tuple[list[str], float]:
+        """``plan`` on the whole dev set, one block (``self.ends``) at a time, as ``evaluate`` transcribes a
+        candidate: the batches a block is cut into depend on the clips handed over together, and a model without an
+        attention mask (GroupNorm encoders) gives a padded clip other logits, so the baseline's batches must be the
+        candidates' for a delta to measure precision rather than batching."""
+        texts: list[str] = []
+        seconds = 0.0
+        with nullcontext(None) if self.transcriber is not None else self.variants.runner(plan) as runner:
+            start = 0
+            for end in self.ends:
+                more, spent = self._transcribe(plan, runner, start, end)
+                texts.extend(more)
+                seconds += spent
+                start = end
+        return texts, seconds
 
     def _ratios(self, n: int) -> dict[str, float]:
         """Dev blocks / sign-off blocks per check for the first ``n`` dev utterances."""
