@@ -48,6 +48,8 @@ DEMO_BEAM_UTTERANCES = 120
 # the overflow check's outputs on the longest half of this many calibration clips and the rest spread over the set
 # (every tensor on 16 of them, as at full size)
 DEMO_OVERFLOW_CLIPS = 64
+# finer steps of the demo's search (workbench.search.finer): each costs up to a whole dev-set evaluation
+DEMO_FINER = 1
 
 
 @dataclass
@@ -141,7 +143,8 @@ def _search(ctx: DemoContext) -> None:
             dev_set=str(built.dev.path) if built.dev else None,
             sensitivity=ctx.results["compare"].files["sensitivity_json"],
             refine=0,
-            finer=0 if ctx.quick else 4,
+            # one finer step: on the 450-utterance dev set a second and more only add evaluations that fail
+            finer=0 if ctx.quick else DEMO_FINER,
             resamples=200 if ctx.quick else 1000,
         )
     )
