@@ -268,8 +268,8 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
         )
     cfg = replace(cfg, profile=_profile(cfg))
     voices = require_voices()
-    extra = extra_voices() if cfg.extra_voices else ()
-    jobs = _slot_jobs(cfg, voices, extra)
+    more = extra_voices() if cfg.extra_voices else ()
+    jobs = _slot_jobs(cfg, voices, more)
     results = run_jobs(jobs, cfg.workers, f"synthesising {cfg.name}")
     split: dict[str, list[Clip]] = {r: [] for r in _roles(cfg)}
     skipped: dict[str, list[Skipped]] = {r: [] for r in _roles(cfg)}
@@ -280,7 +280,7 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
             skipped[job.slot.role].append(result)
     extra = {
         "voices": [v.speaker for v in voices],
-        "extra_voices": [v.speaker for v in extra],  # evaluation and dev speakers only
+        "extra_voices": [v.speaker for v in more],  # evaluation and dev speakers only
         "text_source": "WordNet (wordnet-base) glosses and examples",
     }
     plans = _noise_plans(cfg) if cfg.noise_dir else None
