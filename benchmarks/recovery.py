@@ -2,7 +2,8 @@
 
 For each configuration (``--configs``: ``off``, ``sq`` SmoothQuant with alpha searched per tensor, ``rr`` range
 refinement, ``bc`` bias correction, ``fp8`` every INT8 node's Q/DQ in FP8 E4M3 instead (run by ONNX Runtime's CPU
-FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``) the command, in one process:
+FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``; ``@METHOD`` sets the range method of
+one configuration, e.g. ``bc@percentile:99.999``, else ``--method``) the command, in one process:
 
 - demo model: calibrates on the calibration set with the range method (``workbench.calibration.recovery.recover``:
   one pass, a second one where SmoothQuant changed the graph; passes are shared between configurations),
@@ -40,7 +41,7 @@ DEFAULT_CONFIGS = "off,sq,rr,bc,sq+rr,sq+rr+bc"
 def options_of(config: str):
     from workbench.calibration.recovery import RecoveryOptions
 
-    parts = set(config.split("+")) - {"off", "fp8"}
+    parts = set(config.partition("@")[0].split("+")) - {"off", "fp8"}
     unknown = parts - {"sq", "rr", "bc"}
     if unknown:
         raise SystemExit(
@@ -56,11 +57,17 @@ def method_of(text: str):
     return MethodSpec(name, float(value)) if value else MethodSpec(name)
 
 
+def config_method(config: str, default: str) -> str:
+    """The range method of a configuration: ``bc@mse`` -> ``mse``, ``bc`` -> ``default`` (``--method``)."""
+    _, _, method = config.partition("@")
+    return method or default
+
+
 def runner_for(model, amax, config: str, threads, prepare):
     """The variant runner of a configuration: ``fp8`` turns every INT8 node's Q/DQ into FP8 E4M3."""
     from workbench.compare.sensitivity import VariantRunner
 
-    if "fp8" not in config.split("+"):
+    if "fp8" not in config.partition("@")[0].split("+"):
         return VariantRunner(model, amax, threads, prepare=prepare)
 
     class FP8Runner(VariantRunner):
@@ -82,7 +89,7 @@ def runner_for(model, amax, config: str, threads, prepare):
 class PassMemo:
     """Calibration passes keyed by the graph's bytes: configurations that see the same graph share one pass."""
 
-    def __init__(self, clips: list[np.ndarray], prepare, spec) -> None:
+    def __init__(self, clips: list[np.ndarray], prepare, spec) -> None:  # histograms for every method
         self.clips, self.prepare, self.spec = clips, prepare, spec
         self.done: dict[str, tuple[Any, Any]] = {}
         self.passes = 0
@@ -100,7 +107,7 @@ class PassMemo:
                 source,
                 iter(self.clips),
                 len(self.clips),
-                with_histograms=self.spec.name != "max",
+                with_histograms=True,
                 bins=self.spec.bins,
                 prepare=self.prepare,
                 channels=channels,
@@ -193,7 +200,7 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
     for config in configs:
         options = options_of(config)
         t0 = time.perf_counter()
-        recovered = recover(fp32, memo, spec, options)
+        recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options)
         model, bc_record = variant_for(recovered, options)
         calibrate_s = time.perf_counter() - t0
         variants = runner_for(model, recovered.amax, config, args.threads, description.prepare)
@@ -203,6 +210,7 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
         damage = kl_and_sqnr(reference, variants.logits(plan, damage_clips))
         row = {
             "config": config,
+            "method": config_method(config, args.method),
             "options": options.params().get("recovery"),
             "passes": recovered.passes,
             "calibrate_wall_s": round(calibrate_s, 1),
@@ -303,7 +311,7 @@ def base_rows(args, configs) -> tuple[list[dict], dict]:
     rows = []
     for config in configs:
         options = options_of(config)
-        recovered = recover(fp32, memo, spec, options)
+        recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options)
         model, bc_record = variant_for(recovered, options)
         folded = {
             t
