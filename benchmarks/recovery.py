@@ -20,6 +20,7 @@ Prints a table and writes ``benchmarks/results/recovery.json`` (machine, hashes,
 
     python benchmarks/recovery.py                                        # demo, every configuration, 600 clips
     python benchmarks/recovery.py --eval-per-condition 50 --base         # smaller evaluation, plus base-size
+    python benchmarks/recovery.py --no-demo --search --configs off,bc    # the demo's searched plan, on and off
 """
 
 from __future__ import annotations
@@ -275,6 +276,131 @@ def _summary(record: dict, bc_record: dict) -> dict:
     return out
 
 
+def search_rows(args, configs) -> tuple[list[dict], dict]:
+    """Per configuration, the demo's flow with that recovery: calibrate (the calibrate job, FP16 guard and all),
+    compare (sensitivity ranking), search on the dev set as the demo runs it, then the sign-off (greedy, no
+    latency) of FP32, INT8 everywhere and the found plan on the evaluation set with the default gates."""
+    from workbench.jobs import calibrate, compare, search, signoff
+    from workbench.resources import demo_model_dir
+    from workbench.speech.store import load_set
+
+    calib, evalset = load_set(args.calib_set), load_set(args.eval_set)
+    dev = load_set(args.dev_set)
+    engines, reports = args.root, args.root.parent / "recovery-reports"
+    rows = []
+    for config in configs:
+        options = options_of(config)
+        method = method_of(config_method(config, args.method))
+        t0 = time.perf_counter()
+        made = calibrate.run(
+            calibrate.CalibrateInputs(
+                demo_model_dir(), str(calib.path), method, engines=engines, recovery=options
+            )
+        )
+        analysis = {
+            "model": demo_model_dir(),
+            "calib_set": str(calib.path),
+            "method": method.name,
+            "cache": made.cache,
+            "engines": engines,
+            "progress": False,
+            "threads": args.threads,
+        }
+        ranked = compare.run(compare.CompareInputs(**analysis, per_condition=2, layers=False))
+        found = search.run(
+            search.SearchInputs(
+                **analysis,
+                signoff_set=str(evalset.path),
+                dev_set=str(dev.path),
+                sensitivity=ranked.files["sensitivity_json"],
+                refine=0,
+                finer=args.finer,
+                resamples=args.resamples,
+            )
+        ).data
+        search_s = time.perf_counter() - t0
+        plan = found["found"]
+        candidates = [("fp32", made.fp32_onnx), ("int8", made.int8_onnx)]
+        if plan:
+            candidates.append(("mixed", Path(plan["onnx_path"])))
+        record = signoff.run(
+            signoff.SignoffInputs(
+                eval_set=str(evalset.path),
+                out_dir=reports / f"signoff-{config.replace('@', '_').replace(':', '_')}",
+                candidates=candidates,
+                model=demo_model_dir(),
+                calib_set=str(calib.path),
+                cache=made.cache,
+                engines=engines,
+                latency=None,
+                resamples=args.resamples,
+                threads=args.threads,
+            )
+        ).record
+        accuracy = record["accuracy"]["candidates"]
+        signed = {
+            v["candidate"]: {
+                "passed": v["passed"],
+                "summary": v["summary"],
+                "delta": _points_json(accuracy[v["candidate"]]["overall"]["delta"]),
+                "wer": _points_json(accuracy[v["candidate"]]["overall"]["wer"]),
+            }
+            for v in record["verdicts"]
+            if v["candidate"] in accuracy
+        }
+        row = {
+            "config": config,
+            "method": config_method(config, args.method),
+            "options": options.params().get("recovery"),
+            "search_wall_s": round(search_s, 1),
+            "search_recovery": found.get("recovery"),
+            "found": None
+            if not plan
+            else {
+                "name": plan["name"],
+                "int8_macs_share": plan["int8_macs_share"],
+                "int8_share": plan["int8_share"],
+                "fp16_groups": plan["fp16_groups"],
+                "fp16_parts": plan["fp16_parts"],
+                "recovery": plan.get("recovery"),
+            },
+            "evaluations": found["evaluations"],
+            "signoff": signed,
+            "signoff_line": record["decision"]["line"] if record.get("decision") else None,
+        }
+        rows.append(row)
+        macs = plan["int8_macs_share"] if plan else None
+        mixed = signed.get("mixed", {})
+        print(
+            f"search {config:10s} found {'none' if not plan else f'{macs * 100:.1f}% of MACs in INT8'}; "
+            f"sign-off mixed {mixed.get('delta')} {'PASS' if mixed.get('passed') else 'FAIL'}; "
+            f"int8 {signed.get('int8', {}).get('delta')}",
+            flush=True,
+        )
+    meta = {
+        "model_hash": made.model.model_hash if made.model else None,
+        "calibration_set": {"name": calib.name, "hash": calib.content_hash},
+        "dev_set": {"name": dev.name, "hash": dev.content_hash, "utterances": len(dev.utterances)},
+        "eval_set": {
+            "name": evalset.name,
+            "hash": evalset.content_hash,
+            "utterances": len(evalset.utterances),
+        },
+        "search_settings": {
+            "refine": 0,
+            "finer": args.finer,
+            "resamples": args.resamples,
+            "as": "the demo's",
+        },
+    }
+    return rows, meta
+
+
+def _points_json(iv: dict | None) -> dict | None:
+    """An interval's JSON (fractions) in points."""
+    return None if iv is None else {k: round(100 * iv[k], 3) for k in ("estimate", "low", "high") if k in iv}
+
+
 def base_rows(args, configs) -> tuple[list[dict], dict]:
     import onnx
 
@@ -365,7 +491,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calib-set", default="demo-calib")
     parser.add_argument("--eval-set", default="demo-eval")
     parser.add_argument("--eval-per-condition", type=int, default=0, help="0: the whole evaluation set")
-    parser.add_argument("--no-demo", action="store_true", help="skip the demo model")
+    parser.add_argument("--no-demo", action="store_true", help="skip the demo model's INT8-everywhere rows")
+    parser.add_argument(
+        "--search",
+        action="store_true",
+        help="also, per configuration, the demo's calibrate, compare, search (dev set) and greedy sign-off of "
+        "FP32, INT8 everywhere and the found plan on the evaluation set",
+    )
+    parser.add_argument("--dev-set", default="demo-dev", help="the search's dev set (with --search)")
+    parser.add_argument("--finer", type=int, default=4, help="search --finer (with --search; the demo's 4)")
     parser.add_argument("--base", action="store_true", help="also the base-size random-weight model")
     parser.add_argument(
         "--base-clips", type=int, default=2, help="calibration clips per condition (base model)"
@@ -395,6 +529,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_demo:
         rows, meta = demo_rows(args, configs, save_partial)
         record["demo"] = {**meta, "rows": rows}
+    if args.search:
+        rows, meta = search_rows(args, configs)
+        record["search"] = {**meta, "rows": rows}
     if args.base:
         rows, meta = base_rows(args, configs)
         record["base"] = {**meta, "rows": rows}

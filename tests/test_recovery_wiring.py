@@ -239,3 +239,19 @@ def test_a_search_made_with_recovery_is_offered_only_to_its_own_cache(tiny_bc, t
     write_json_atomic(folder / "search-found-bc.json", record)
     assert matching_search(prepared.fp32_onnx, prepared.cache_path) is not None
     assert matching_search(prepared.fp32_onnx, plain.cache_path) is None
+
+
+def test_the_verbs_take_the_recovery_options_and_job_files_keep_them(tmp_path: Path) -> None:
+    import argparse
+
+    from workbench.commands.options import add_model_arguments, analysis_fields
+    from workbench.jobs import codec, search
+
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser)
+    assert analysis_fields(parser.parse_args([]))["recovery"] is None  # with --cache: the cache's own
+    asked = analysis_fields(parser.parse_args(["--bias-correction", "--smoothquant", "0.5"]))["recovery"]
+    assert asked == RecoveryOptions("0.5", bias_correction=True)
+    inputs = search.SearchInputs(recovery=asked)
+    codec.write_job(tmp_path / "job.json", inputs)
+    assert codec.read_job(tmp_path / "job.json")[1].recovery == asked
