@@ -42,11 +42,11 @@ DEFAULT_CONFIGS = "off,sq,rr,bc,sq+rr,sq+rr+bc"
 def options_of(config: str):
     from workbench.calibration.recovery import RecoveryOptions
 
-    parts = set(config.partition("@")[0].split("+")) - {"off", "fp8"}
+    parts = set(config.partition("@")[0].split("+")) - {"off", "fp8", "preset"}
     unknown = parts - {"sq", "rr", "bc"}
     if unknown:
         raise SystemExit(
-            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, bc, fp8"
+            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, bc, fp8, preset"
         )
     return RecoveryOptions("auto" if "sq" in parts else None, "bc" in parts, "rr" in parts)
 
@@ -120,13 +120,26 @@ class PassMemo:
         return stats
 
 
-def variant_for(recovered, options):
-    """(FP32-side graph, ranges) INT8 everywhere is built from, with bias correction where asked."""
+def plan_of(config: str, model):
+    """The plan a configuration judges: INT8 everywhere, or with ``preset`` the speech preset (the first
+    feature-encoder conv and the CTC head in FP16, ``workbench.quantize.preset``)."""
+    from workbench.quantize.plan import PrecisionPlan
+    from workbench.quantize.preset import speech_preset
+
+    if "preset" in config.partition("@")[0].split("+"):
+        preset = speech_preset(model)
+        return PrecisionPlan(f"preset-{config}", preset.default, preset.overrides)
+    return PrecisionPlan(f"int8-{config}", "int8")
+
+
+def variant_for(recovered, options, plan=None):
+    """(FP32-side graph, ranges) the plan (default INT8 everywhere) is built from, with bias correction for its
+    INT8 nodes where asked."""
     from workbench.quantize.plan import INT8
 
     model, record = recovered.model, {}
     if options.bias_correction:
-        model, record = recovered.corrected_for(INT8)
+        model, record = recovered.corrected_for(plan or INT8)
     return model, record
 
 
@@ -168,7 +181,8 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
     from workbench.evaluate.gates import GateConfig
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.description import describe_model
-    from workbench.quantize.plan import FP32, PrecisionPlan
+    from workbench.quantize.macs import node_macs, opt_samples
+    from workbench.quantize.plan import FP32
     from workbench.resources import demo_model_dir
     from workbench.search.evaluator import DevEvaluator
     from workbench.speech.select import all_clips, clips_per_condition
@@ -197,22 +211,25 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
         model=description,
     )
     reference = base_runner.logits(FP32, damage_clips)
+    macs = node_macs(source, opt_samples([u.duration_s for u in evalset.utterances]))
     rows = []
     for config in configs:
         options = options_of(config)
         t0 = time.perf_counter()
         recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options)
-        model, bc_record = variant_for(recovered, options)
+        plan = plan_of(config, source)
+        model, bc_record = variant_for(recovered, options, plan)
         calibrate_s = time.perf_counter() - t0
         variants = runner_for(model, recovered.amax, config, args.threads, description.prepare)
         evaluator.variants = variants
-        plan = PrecisionPlan(f"int8-{config}", "int8")
         ev = evaluator.evaluate(plan)
         damage = kl_and_sqnr(reference, variants.logits(plan, damage_clips))
         row = {
             "config": config,
             "method": config_method(config, args.method),
             "options": options.params().get("recovery"),
+            "plan": plan.to_json(),
+            "int8_macs_share": round(macs.int8_share(plan), 4),
             "passes": recovered.passes,
             "calibrate_wall_s": round(calibrate_s, 1),
             "utterances": ev.utterances,
@@ -333,7 +350,6 @@ def search_rows(args, configs) -> tuple[list[dict], dict]:
                 cache=made.cache,
                 engines=engines,
                 latency=None,
-                resamples=args.resamples,
                 threads=args.threads,
             )
         ).record
