@@ -7,7 +7,8 @@ one configuration, e.g. ``bc@percentile:99.999``, else ``--method``) the command
 
 - demo model: calibrates on the calibration set with the range method (``workbench.calibration.recovery.recover``:
   one pass, a second one where SmoothQuant changed the graph; passes are shared between configurations),
-  builds INT8 everywhere (bias correction for its INT8 nodes where asked) and evaluates it on the evaluation set:
+  builds INT8 everywhere (or the speech preset) with the FP16 guard's FP32 nodes as the calibrate job does (bias
+  correction for its INT8 nodes where asked) and evaluates it on the evaluation set:
   WER overall with the paired bootstrap delta vs FP32 and the default gates' verdict
   (``workbench.search.evaluator.DevEvaluator``; FP32 transcripts made once), plus logit KL on 2 calibration clips
   per condition;
@@ -64,12 +65,13 @@ def config_method(config: str, default: str) -> str:
     return method or default
 
 
-def runner_for(model, amax, config: str, threads, prepare):
-    """The variant runner of a configuration: ``fp8`` turns every INT8 node's Q/DQ into FP8 E4M3."""
+def runner_for(model, amax, config: str, threads, prepare, guard=None):
+    """The variant runner of a configuration (``guard``: the FP16 guard's FP32 nodes, as the calibrate job and the
+    sign-off's variants have them): ``fp8`` turns every INT8 node's Q/DQ into FP8 E4M3."""
     from workbench.compare.sensitivity import VariantRunner
 
     if "fp8" not in config.partition("@")[0].split("+"):
-        return VariantRunner(model, amax, threads, prepare=prepare)
+        return VariantRunner(model, amax, threads, prepare=prepare, guard=guard)
 
     class FP8Runner(VariantRunner):
         def model_bytes(self, plan):
@@ -81,10 +83,11 @@ def runner_for(model, amax, config: str, threads, prepare):
             if plan.is_fp32:
                 return data
             assert self._qdq_source is not None
-            nodes = {p.node for p in plan.placements(self._qdq_source) if p.precision == "int8"}
+            placements = plan.with_guard(self.guard).placements(self._qdq_source)
+            nodes = {p.node for p in placements if p.precision == "int8"}
             return to_fp8(onnx.load_from_string(data), nodes, self._qdq_source).model.SerializeToString()
 
-    return FP8Runner(model, amax, threads, prepare=prepare)
+    return FP8Runner(model, amax, threads, prepare=prepare, guard=guard)
 
 
 class PassMemo:
@@ -181,6 +184,7 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
     from workbench.evaluate.gates import GateConfig
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.description import describe_model
+    from workbench.quantize.guard import guard_for_set
     from workbench.quantize.macs import node_macs, opt_samples
     from workbench.quantize.plan import FP32
     from workbench.resources import demo_model_dir
@@ -212,15 +216,16 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
     )
     reference = base_runner.logits(FP32, damage_clips)
     macs = node_macs(source, opt_samples([u.duration_s for u in evalset.utterances]))
+    guard, _ = guard_for_set(fp32, calib, fp32.parent, prepare=description.prepare)
     rows = []
     for config in configs:
         options = options_of(config)
         t0 = time.perf_counter()
         recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options)
         plan = plan_of(config, source)
-        model, bc_record = variant_for(recovered, options, plan)
+        model, bc_record = variant_for(recovered, options, plan.with_guard(guard))
         calibrate_s = time.perf_counter() - t0
-        variants = runner_for(model, recovered.amax, config, args.threads, description.prepare)
+        variants = runner_for(model, recovered.amax, config, args.threads, description.prepare, guard)
         evaluator.variants = variants
         ev = evaluator.evaluate(plan)
         damage = kl_and_sqnr(reference, variants.logits(plan, damage_clips))
@@ -259,6 +264,7 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
         "eval_set": {"name": evalset.name, "hash": evalset.content_hash, "utterances": len(eval_clips)},
         "fp32_wer": _points(evaluator.baseline.overall.wer) if hasattr(evaluator, "baseline") else None,
         "calibration_passes": memo.passes,
+        "fp16_guard": guard,
     }
     return rows, meta
 
