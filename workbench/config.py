@@ -133,6 +133,22 @@ DEMO_DEV_PER_CONDITION = 100
 
 
 @dataclass(frozen=True)
+class RecoveryDefaults:
+    """Accuracy-recovery options as plain values (``calibrate --smoothquant``, ``--bias-correction``,
+    ``--refine-ranges``; ``workbench.calibration.recovery.RecoveryOptions``)."""
+
+    smoothquant: str | None = None
+    bias_correction: bool = False
+    refine_ranges: bool = False
+
+
+# The demo's accuracy recovery, used by its calibration and so by its search and sign-off (docs/recovery.md):
+# bias correction, the one technique that lowered INT8 everywhere's WER loss on demo-eval at no extra pass
+# (benchmarks/results/recovery.json); SmoothQuant and range refinement did not help this model.
+DEMO_RECOVERY = RecoveryDefaults(bias_correction=True)
+
+
+@dataclass(frozen=True)
 class SearchConfig:
     """How the mixed-precision search judges a candidate on its dev set (``workbench.search.evaluator``)."""
 
