@@ -251,7 +251,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "calibrate",
-        "export the demo model to ONNX, calibrate (percentile 99.99), write cache and INT8 model",
+        "export the demo model to ONNX, calibrate (percentile 99.99, bias correction), write cache and INT8 model",
         _calibrate,
     ),
     Step(
