@@ -13,7 +13,11 @@ guard's FP32 nodes), each with its plan ``….plan.json`` (every node's precisio
 and, with ``ort_cpu``, ``model.int8-<method>-<set hash 12>.ort-cpu.onnx`` (the same INT8 arithmetic, FP32
 between the islands, laid out for ONNX Runtime's CPU kernels, ``workbench.quantize.ort_cpu``; its weights
 int8 or uint8 as ``ort_cpu_weights`` says, ``auto``: what this CPU's integer kernels compute exactly,
-``workbench.backends.cpu_int8``). ``export_or_reuse`` is the one export step every job uses.
+``workbench.backends.cpu_int8``). With accuracy recovery (``recovery``) the cache's name carries the options'
+tag, its input means sit beside it (``….cache.means.npz``) and, when SmoothQuant smoothed a tensor, its
+smoothed FP32 graph (``….cache.smoothed.onnx``); the sidecar records both files' hashes, and the INT8 variant is
+built from that recovered source (``workbench.quantize.recovered``). ``export_or_reuse`` is the one export step
+every job uses.
 """
 
 from __future__ import annotations
@@ -312,10 +316,8 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             if recovered.passes > 1:
                 write_bytes_atomic(smoothed_path, recovered.model.SerializeToString())
                 source = smoothed_path
-            else:
-                smoothed_path.unlink(
-                    missing_ok=True
-                )  # a smoothed graph of an earlier cache here is not this one's
+            else:  # a smoothed graph left here by an earlier cache of this name is not this one's
+                smoothed_path.unlink(missing_ok=True)
         elif inputs.ray is not None:
             stats = spread_pass(fp32, pieces, spec, inputs, description)
             amax = ranges_from_statistics(stats, spec)

@@ -4,7 +4,11 @@ Without an explicit cache this is the calibrate job (export once, reuse a matchi
 With ``cache_path`` the cache is loaded and checked against the model: a cache made for another model
 or another FP32 export is refused with a message that says what to do. The FP32 export is the
 calibrate job's ``export_or_reuse`` either way. The model description (features, vocabulary, error unit)
-is read first and comes along for every analysis. ``AnalysisInputs`` holds what compare and search share.
+is read first and comes along for every analysis. A cache made with accuracy recovery brings its recovered
+FP32 source (``Prepared.recovered``: the smoothed graph, bias correction per plan), from which
+``Prepared.variant_runner`` and ``Prepared.build`` make every quantized variant; its options are in
+``Prepared.provenance`` and ``Prepared.tag``, and a cache made with other options than the ones asked for is
+refused. ``AnalysisInputs`` holds what compare and search share.
 """
 
 from __future__ import annotations
