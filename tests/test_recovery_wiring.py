@@ -255,3 +255,16 @@ def test_the_verbs_take_the_recovery_options_and_job_files_keep_them(tmp_path: P
     inputs = search.SearchInputs(recovery=asked)
     codec.write_job(tmp_path / "job.json", inputs)
     assert codec.read_job(tmp_path / "job.json")[1].recovery == asked
+
+
+def test_pruning_a_cache_deletes_its_recovery_files(tmp_path: Path) -> None:
+    from workbench.calibration.prune import delete_cache
+
+    cache = tmp_path / "calib-x-percentile-sq-bc.cache"
+    files = [cache, cache_mod.sidecar(cache), rec.means_path(cache), rec.smoothed_path(cache)]
+    for f in files:
+        f.write_text("x")
+    other = tmp_path / "calib-x-percentile.cache.means.npz"  # another cache's file stays
+    other.write_text("x")
+    delete_cache(cache, tmp_path)
+    assert not any(f.exists() for f in files) and other.exists()
