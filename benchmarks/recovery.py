@@ -2,11 +2,13 @@
 
 For each configuration (``--configs``: ``off``, ``sq`` SmoothQuant with alpha searched per tensor, ``rr`` range
 refinement, ``bc`` bias correction, ``fp8`` every INT8 node's Q/DQ in FP8 E4M3 instead (run by ONNX Runtime's CPU
-FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``) the command, in one process:
+FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``; ``@METHOD`` sets the range method of
+one configuration, e.g. ``bc@percentile:99.999``, else ``--method``) the command, in one process:
 
 - demo model: calibrates on the calibration set with the range method (``workbench.calibration.recovery.recover``:
   one pass, a second one where SmoothQuant changed the graph; passes are shared between configurations),
-  builds INT8 everywhere (bias correction for its INT8 nodes where asked) and evaluates it on the evaluation set:
+  builds INT8 everywhere (or the speech preset) with the FP16 guard's FP32 nodes as the calibrate job does (bias
+  correction for its INT8 nodes where asked) and evaluates it on the evaluation set:
   WER overall with the paired bootstrap delta vs FP32 and the default gates' verdict
   (``workbench.search.evaluator.DevEvaluator``; FP32 transcripts made once), plus logit KL on 2 calibration clips
   per condition;
@@ -19,6 +21,7 @@ Prints a table and writes ``benchmarks/results/recovery.json`` (machine, hashes,
 
     python benchmarks/recovery.py                                        # demo, every configuration, 600 clips
     python benchmarks/recovery.py --eval-per-condition 50 --base         # smaller evaluation, plus base-size
+    python benchmarks/recovery.py --no-demo --search --configs off,bc    # the demo's searched plan, on and off
 """
 
 from __future__ import annotations
@@ -40,11 +43,11 @@ DEFAULT_CONFIGS = "off,sq,rr,bc,sq+rr,sq+rr+bc"
 def options_of(config: str):
     from workbench.calibration.recovery import RecoveryOptions
 
-    parts = set(config.split("+")) - {"off", "fp8"}
+    parts = set(config.partition("@")[0].split("+")) - {"off", "fp8", "preset"}
     unknown = parts - {"sq", "rr", "bc"}
     if unknown:
         raise SystemExit(
-            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, bc, fp8"
+            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, bc, fp8, preset"
         )
     return RecoveryOptions("auto" if "sq" in parts else None, "bc" in parts, "rr" in parts)
 
@@ -56,12 +59,19 @@ def method_of(text: str):
     return MethodSpec(name, float(value)) if value else MethodSpec(name)
 
 
-def runner_for(model, amax, config: str, threads, prepare):
-    """The variant runner of a configuration: ``fp8`` turns every INT8 node's Q/DQ into FP8 E4M3."""
+def config_method(config: str, default: str) -> str:
+    """The range method of a configuration: ``bc@mse`` -> ``mse``, ``bc`` -> ``default`` (``--method``)."""
+    _, _, method = config.partition("@")
+    return method or default
+
+
+def runner_for(model, amax, config: str, threads, prepare, guard=None):
+    """The variant runner of a configuration (``guard``: the FP16 guard's FP32 nodes, as the calibrate job and the
+    sign-off's variants have them): ``fp8`` turns every INT8 node's Q/DQ into FP8 E4M3."""
     from workbench.compare.sensitivity import VariantRunner
 
-    if "fp8" not in config.split("+"):
-        return VariantRunner(model, amax, threads, prepare=prepare)
+    if "fp8" not in config.partition("@")[0].split("+"):
+        return VariantRunner(model, amax, threads, prepare=prepare, guard=guard)
 
     class FP8Runner(VariantRunner):
         def model_bytes(self, plan):
@@ -73,16 +83,17 @@ def runner_for(model, amax, config: str, threads, prepare):
             if plan.is_fp32:
                 return data
             assert self._qdq_source is not None
-            nodes = {p.node for p in plan.placements(self._qdq_source) if p.precision == "int8"}
+            placements = plan.with_guard(self.guard).placements(self._qdq_source)
+            nodes = {p.node for p in placements if p.precision == "int8"}
             return to_fp8(onnx.load_from_string(data), nodes, self._qdq_source).model.SerializeToString()
 
-    return FP8Runner(model, amax, threads, prepare=prepare)
+    return FP8Runner(model, amax, threads, prepare=prepare, guard=guard)
 
 
 class PassMemo:
     """Calibration passes keyed by the graph's bytes: configurations that see the same graph share one pass."""
 
-    def __init__(self, clips: list[np.ndarray], prepare, spec) -> None:
+    def __init__(self, clips: list[np.ndarray], prepare, spec) -> None:  # histograms for every method
         self.clips, self.prepare, self.spec = clips, prepare, spec
         self.done: dict[str, tuple[Any, Any]] = {}
         self.passes = 0
@@ -100,7 +111,7 @@ class PassMemo:
                 source,
                 iter(self.clips),
                 len(self.clips),
-                with_histograms=self.spec.name != "max",
+                with_histograms=True,
                 bins=self.spec.bins,
                 prepare=self.prepare,
                 channels=channels,
@@ -112,13 +123,26 @@ class PassMemo:
         return stats
 
 
-def variant_for(recovered, options):
-    """(FP32-side graph, ranges) INT8 everywhere is built from, with bias correction where asked."""
+def plan_of(config: str, model):
+    """The plan a configuration judges: INT8 everywhere, or with ``preset`` the speech preset (the first
+    feature-encoder conv and the CTC head in FP16, ``workbench.quantize.preset``)."""
+    from workbench.quantize.plan import PrecisionPlan
+    from workbench.quantize.preset import speech_preset
+
+    if "preset" in config.partition("@")[0].split("+"):
+        preset = speech_preset(model)
+        return PrecisionPlan(f"preset-{config}", preset.default, preset.overrides)
+    return PrecisionPlan(f"int8-{config}", "int8")
+
+
+def variant_for(recovered, options, plan=None):
+    """(FP32-side graph, ranges) the plan (default INT8 everywhere) is built from, with bias correction for its
+    INT8 nodes where asked."""
     from workbench.quantize.plan import INT8
 
     model, record = recovered.model, {}
     if options.bias_correction:
-        model, record = recovered.corrected_for(INT8)
+        model, record = recovered.corrected_for(plan or INT8)
     return model, record
 
 
@@ -160,7 +184,9 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
     from workbench.evaluate.gates import GateConfig
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.description import describe_model
-    from workbench.quantize.plan import FP32, PrecisionPlan
+    from workbench.quantize.guard import guard_for_set
+    from workbench.quantize.macs import node_macs, opt_samples
+    from workbench.quantize.plan import FP32
     from workbench.resources import demo_model_dir
     from workbench.search.evaluator import DevEvaluator
     from workbench.speech.select import all_clips, clips_per_condition
@@ -189,21 +215,26 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
         model=description,
     )
     reference = base_runner.logits(FP32, damage_clips)
+    macs = node_macs(source, opt_samples([u.duration_s for u in evalset.utterances]))
+    guard, _ = guard_for_set(fp32, calib, fp32.parent, prepare=description.prepare)
     rows = []
     for config in configs:
         options = options_of(config)
         t0 = time.perf_counter()
-        recovered = recover(fp32, memo, spec, options)
-        model, bc_record = variant_for(recovered, options)
+        recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options)
+        plan = plan_of(config, source)
+        model, bc_record = variant_for(recovered, options, plan.with_guard(guard))
         calibrate_s = time.perf_counter() - t0
-        variants = runner_for(model, recovered.amax, config, args.threads, description.prepare)
+        variants = runner_for(model, recovered.amax, config, args.threads, description.prepare, guard)
         evaluator.variants = variants
-        plan = PrecisionPlan(f"int8-{config}", "int8")
         ev = evaluator.evaluate(plan)
         damage = kl_and_sqnr(reference, variants.logits(plan, damage_clips))
         row = {
             "config": config,
+            "method": config_method(config, args.method),
             "options": options.params().get("recovery"),
+            "plan": plan.to_json(),
+            "int8_macs_share": round(macs.int8_share(plan), 4),
             "passes": recovered.passes,
             "calibrate_wall_s": round(calibrate_s, 1),
             "utterances": ev.utterances,
@@ -233,6 +264,7 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
         "eval_set": {"name": evalset.name, "hash": evalset.content_hash, "utterances": len(eval_clips)},
         "fp32_wer": _points(evaluator.baseline.overall.wer) if hasattr(evaluator, "baseline") else None,
         "calibration_passes": memo.passes,
+        "fp16_guard": guard,
     }
     return rows, meta
 
@@ -265,6 +297,130 @@ def _summary(record: dict, bc_record: dict) -> dict:
     if bc_record:
         out["bias_correction"] = {"nodes": bc_record["nodes"], "max_shift": bc_record["max_shift"]}
     return out
+
+
+def search_rows(args, configs) -> tuple[list[dict], dict]:
+    """Per configuration, the demo's flow with that recovery: calibrate (the calibrate job, FP16 guard and all),
+    compare (sensitivity ranking), search on the dev set as the demo runs it, then the sign-off (greedy, no
+    latency) of FP32, INT8 everywhere and the found plan on the evaluation set with the default gates."""
+    from workbench.jobs import calibrate, compare, search, signoff
+    from workbench.resources import demo_model_dir
+    from workbench.speech.store import load_set
+
+    calib, evalset = load_set(args.calib_set), load_set(args.eval_set)
+    dev = load_set(args.dev_set)
+    engines, reports = args.root, args.root.parent / "recovery-reports"
+    rows = []
+    for config in configs:
+        options = options_of(config)
+        method = method_of(config_method(config, args.method))
+        t0 = time.perf_counter()
+        made = calibrate.run(
+            calibrate.CalibrateInputs(
+                demo_model_dir(), str(calib.path), method, engines=engines, recovery=options
+            )
+        )
+        analysis = {
+            "model": demo_model_dir(),
+            "calib_set": str(calib.path),
+            "method": method.name,
+            "cache": made.cache,
+            "engines": engines,
+            "progress": False,
+            "threads": args.threads,
+        }
+        ranked = compare.run(compare.CompareInputs(**analysis, per_condition=2, layers=False))
+        found = search.run(
+            search.SearchInputs(
+                **analysis,
+                signoff_set=str(evalset.path),
+                dev_set=str(dev.path),
+                sensitivity=ranked.files["sensitivity_json"],
+                refine=0,
+                finer=args.finer,
+                resamples=args.resamples,
+            )
+        ).data
+        search_s = time.perf_counter() - t0
+        plan = found["found"]
+        candidates = [("fp32", made.fp32_onnx), ("int8", made.int8_onnx)]
+        if plan:
+            candidates.append(("mixed", Path(plan["onnx_path"])))
+        record = signoff.run(
+            signoff.SignoffInputs(
+                eval_set=str(evalset.path),
+                out_dir=reports / f"signoff-{config.replace('@', '_').replace(':', '_')}",
+                candidates=candidates,
+                model=demo_model_dir(),
+                calib_set=str(calib.path),
+                cache=made.cache,
+                engines=engines,
+                latency=None,
+                threads=args.threads,
+            )
+        ).record
+        accuracy = record["accuracy"]["candidates"]
+        signed = {
+            v["candidate"]: {
+                "passed": v["passed"],
+                "summary": v["summary"],
+                "delta": _points_json(accuracy[v["candidate"]]["overall"]["delta"]),
+                "wer": _points_json(accuracy[v["candidate"]]["overall"]["wer"]),
+            }
+            for v in record["verdicts"]
+            if v["candidate"] in accuracy
+        }
+        row = {
+            "config": config,
+            "method": config_method(config, args.method),
+            "options": options.params().get("recovery"),
+            "search_wall_s": round(search_s, 1),
+            "search_recovery": found.get("recovery"),
+            "found": None
+            if not plan
+            else {
+                "name": plan["name"],
+                "int8_macs_share": plan["int8_macs_share"],
+                "int8_share": plan["int8_share"],
+                "fp16_groups": plan["fp16_groups"],
+                "fp16_parts": plan["fp16_parts"],
+                "recovery": plan.get("recovery"),
+            },
+            "evaluations": found["evaluations"],
+            "signoff": signed,
+            "signoff_line": record["decision"]["line"] if record.get("decision") else None,
+        }
+        rows.append(row)
+        macs = plan["int8_macs_share"] if plan else None
+        mixed = signed.get("mixed", {})
+        print(
+            f"search {config:10s} found {'none' if not plan else f'{macs * 100:.1f}% of MACs in INT8'}; "
+            f"sign-off mixed {mixed.get('delta')} {'PASS' if mixed.get('passed') else 'FAIL'}; "
+            f"int8 {signed.get('int8', {}).get('delta')}",
+            flush=True,
+        )
+    meta = {
+        "model_hash": made.model.model_hash if made.model else None,
+        "calibration_set": {"name": calib.name, "hash": calib.content_hash},
+        "dev_set": {"name": dev.name, "hash": dev.content_hash, "utterances": len(dev.utterances)},
+        "eval_set": {
+            "name": evalset.name,
+            "hash": evalset.content_hash,
+            "utterances": len(evalset.utterances),
+        },
+        "search_settings": {
+            "refine": 0,
+            "finer": args.finer,
+            "resamples": args.resamples,
+            "as": "the demo's",
+        },
+    }
+    return rows, meta
+
+
+def _points_json(iv: dict | None) -> dict | None:
+    """An interval's JSON (fractions) in points."""
+    return None if iv is None else {k: round(100 * iv[k], 3) for k in ("estimate", "low", "high") if k in iv}
 
 
 def base_rows(args, configs) -> tuple[list[dict], dict]:
@@ -303,7 +459,7 @@ def base_rows(args, configs) -> tuple[list[dict], dict]:
     rows = []
     for config in configs:
         options = options_of(config)
-        recovered = recover(fp32, memo, spec, options)
+        recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options)
         model, bc_record = variant_for(recovered, options)
         folded = {
             t
@@ -357,7 +513,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calib-set", default="demo-calib")
     parser.add_argument("--eval-set", default="demo-eval")
     parser.add_argument("--eval-per-condition", type=int, default=0, help="0: the whole evaluation set")
-    parser.add_argument("--no-demo", action="store_true", help="skip the demo model")
+    parser.add_argument("--no-demo", action="store_true", help="skip the demo model's INT8-everywhere rows")
+    parser.add_argument(
+        "--search",
+        action="store_true",
+        help="also, per configuration, the demo's calibrate, compare, search (dev set) and greedy sign-off of "
+        "FP32, INT8 everywhere and the found plan on the evaluation set",
+    )
+    parser.add_argument("--dev-set", default="demo-dev", help="the search's dev set (with --search)")
+    parser.add_argument("--finer", type=int, default=4, help="search --finer (with --search; the demo's 4)")
     parser.add_argument("--base", action="store_true", help="also the base-size random-weight model")
     parser.add_argument(
         "--base-clips", type=int, default=2, help="calibration clips per condition (base model)"
@@ -387,6 +551,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_demo:
         rows, meta = demo_rows(args, configs, save_partial)
         record["demo"] = {**meta, "rows": rows}
+    if args.search:
+        rows, meta = search_rows(args, configs)
+        record["search"] = {**meta, "rows": rows}
     if args.base:
         rows, meta = base_rows(args, configs)
         record["base"] = {**meta, "rows": rows}

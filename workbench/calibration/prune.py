@@ -41,9 +41,21 @@ def caches(root: Path) -> list[Path]:
     return sorted(found)
 
 
+def recovery_files(path: Path) -> tuple[Path, Path]:
+    """The accuracy-recovery files beside a cache: its input means and its smoothed FP32 graph."""
+    from workbench.calibration.recovery import means_path, smoothed_path
+
+    return means_path(path), smoothed_path(path)
+
+
 def leads_outside(path: Path, root: Path) -> str | None:
     """A sidecar or the model beside a cache that is a link out of ``root`` (it is then never read)."""
-    for item in (cache_mod.sidecar(path), histogram_path(path), path.parent / "model.fp32.onnx"):
+    for item in (
+        cache_mod.sidecar(path),
+        histogram_path(path),
+        *recovery_files(path),
+        path.parent / "model.fp32.onnx",
+    ):
         if item.exists() and inside(item, root) is None:
             return f"{item.name} beside it leads outside {root}; it is not read"
     return None
@@ -77,7 +89,7 @@ def delete_cache(path: Path, root: Path) -> None:
     real_root = Path(root).resolve()
     if path.parent.is_symlink() or not path.parent.resolve().is_relative_to(real_root):
         raise WorkbenchError(f"refusing to delete {path}: its folder is not inside {real_root}")
-    for item in (path, cache_mod.sidecar(path), histogram_path(path)):
+    for item in (path, cache_mod.sidecar(path), histogram_path(path), *recovery_files(path)):
         try:
             mode = item.lstat().st_mode
         except FileNotFoundError:

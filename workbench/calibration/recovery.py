@@ -31,9 +31,9 @@ from workbench.calibration.methods import MethodSpec
 from workbench.calibration.refine import refine_ranges
 from workbench.calibration.runner import activation_tensors, ranges_from_statistics
 from workbench.errors import WorkbenchError
-from workbench.quantize.bias_correction import correct_biases
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import dequantized_weight
+from workbench.quantize.recovered import RecoveredSource, corrected
 from workbench.quantize.smoothing import (
     SmoothTarget,
     apply_smoothing,
@@ -112,24 +112,6 @@ class Recovered:
     def corrected_for(self, plan: PrecisionPlan) -> tuple[onnx.ModelProto, dict]:
         """The graph with bias correction for ``plan``'s INT8 nodes, and what was corrected."""
         return corrected(self.model, self.means, plan)
-
-
-def corrected(
-    model: onnx.ModelProto, means: dict[str, np.ndarray], plan: PrecisionPlan
-) -> tuple[onnx.ModelProto, dict]:
-    """``model`` with bias correction for ``plan``'s INT8 nodes (weight scales stored as the plan's float side
-    stores them) and the record: nodes corrected, the largest shift removed, each node's."""
-    placements = plan.placements(model)
-    nodes = {p.node for p in placements if p.precision == "int8"}
-    fp16 = any(p.precision == "int8" and p.compute_type == "fp16" for p in placements)
-    graph, shifts = correct_biases(model, means, nodes, np.float16 if fp16 else np.float32)
-    record = {
-        "nodes": len(shifts),
-        "max_shift": max(shifts.values(), default=0.0),
-        "scale_dtype": "float16" if fp16 else "float32",
-        "shifts": shifts,
-    }
-    return graph, record
 
 
 def summary_lines(record: dict[str, Any]) -> list[str]:
@@ -288,3 +270,60 @@ def load_means(path: Path) -> dict[str, np.ndarray] | None:
             return {n: data[f"m{k}"] for k, n in enumerate(names)}
     except (OSError, ValueError, KeyError):
         return None
+
+
+SMOOTHED_SUFFIX = ".smoothed.onnx"
+
+
+def smoothed_path(cache_path: Path) -> Path:
+    """Where a calibration with SmoothQuant keeps its smoothed FP32 graph (``calib-….cache`` ->
+    ``calib-….cache.smoothed.onnx``): one per cache, so caches of other methods or sets never share it."""
+    cache_path = Path(cache_path)
+    return cache_path.with_name(cache_path.name + SMOOTHED_SUFFIX)
+
+
+def file_hashes(cache_path: Path) -> dict[str, str]:
+    """The sha256 of the recovery files beside a cache (means, smoothed graph) that exist: what the cache's
+    record names, so a file that was replaced is noticed."""
+    from workbench.artifacts import sha256_file
+
+    out = {}
+    for key, path in (("means", means_path(cache_path)), ("smoothed_graph", smoothed_path(cache_path))):
+        if path.exists():
+            out[key] = sha256_file(path)
+    return out
+
+
+def source_problem(cache_path: Path, record: dict[str, Any] | None) -> str | None:
+    """Why the recovery files beside ``cache_path`` do not belong to the cache whose record is ``record``
+    (missing, or not the files it was made with), or None when they do."""
+    record = record or {}
+    files = record.get("files", {})
+    smoothed = bool(record.get("smoothquant", {}).get("smoothed"))
+    found = file_hashes(cache_path)
+    if "means" not in found:
+        return f"its input means ({means_path(cache_path).name}) are missing"
+    if smoothed and "smoothed_graph" not in found:
+        return f"its smoothed FP32 graph ({smoothed_path(cache_path).name}) is missing"
+    for key, digest in files.items():
+        if found.get(key) != digest:
+            return f"its {key.replace('_', ' ')} file is not the one it was made with"
+    return None
+
+
+def recovered_source(
+    cache_path: Path, record: dict[str, Any] | None, options: dict[str, Any] | None
+) -> RecoveredSource:
+    """The FP32 source the variants of a recovery cache are built from (``source_problem`` first: refused with
+    the reason when its files are missing or replaced)."""
+    problem = source_problem(cache_path, record)
+    if problem is not None:
+        raise WorkbenchError(
+            f"calibration cache {cache_path} was made with accuracy recovery, but {problem}; recalibrate "
+            "(python -m workbench calibrate with the same recovery options)"
+        )
+    record = dict(record or {})
+    smoothed = bool(record.get("smoothquant", {}).get("smoothed"))
+    graph = onnx.load(str(smoothed_path(cache_path))) if smoothed else None
+    means = load_means(means_path(cache_path)) if (options or {}).get("bias_correction") else None
+    return RecoveredSource(graph, means, record, dict(options or {}), smoothed)

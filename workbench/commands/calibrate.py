@@ -10,7 +10,9 @@ from workbench.commands.options import (
     add_backend_argument,
     add_model_and_calib_set,
     add_ray_argument,
+    add_recovery_arguments,
     print_lines,
+    recovery_from,
 )
 from workbench.config import DEFAULT_METHOD, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.workspace import area_default
@@ -42,24 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "U8S8 kernels are exact on this CPU (x86 with VNNI, or not x86), else uint8 (U8U8, "
         "exact on every CPU); u8 / s8 for a file that runs on another machine",
     )
-    parser.add_argument(
-        "--smoothquant",
-        metavar="auto|ALPHA",
-        help="SmoothQuant: migrate activation outliers of MatMul/Gemm inputs into the weights (scales folded "
-        "into the FP32 graph); 'auto' searches the strength per tensor by output error on the calibration "
-        "clips, a number in [0, 1] fixes it. Costs a second calibration pass",
-    )
-    parser.add_argument(
-        "--bias-correction",
-        action="store_true",
-        help="remove the mean output shift that INT8 weight rounding causes (folded into each INT8 layer's bias)",
-    )
-    parser.add_argument(
-        "--refine-ranges",
-        action="store_true",
-        help="per tensor, the range among the methods' (max, entropy, percentile, MSE) with the least "
-        "layer output error",
-    )
+    add_recovery_arguments(parser)
     add_backend_argument(parser, "the statistics pass")
     parser.add_argument(
         "--chunk-seconds",
@@ -97,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
             calib_root=args.root,
             backend=args.backend,
             chunks=chunks,
-            recovery=RecoveryOptions(args.smoothquant, args.bias_correction, args.refine_ranges),
+            recovery=recovery_from(args) or RecoveryOptions(),
             ray=args.ray,
         )
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,6 +90,8 @@ def _speech_sets(ctx: DemoContext) -> None:
 
 def _calibrate(ctx: DemoContext) -> None:
     from workbench.calibration.methods import MethodSpec
+    from workbench.calibration.recovery import RecoveryOptions
+    from workbench.config import DEMO_RECOVERY
     from workbench.jobs import calibrate
 
     built = ctx.results["speech_sets"]
@@ -100,6 +102,7 @@ def _calibrate(ctx: DemoContext) -> None:
             MethodSpec(DEMO_METHOD, DEMO_PERCENTILE),
             engines=ctx.engines_root,
             calib_root=ctx.calib_root,
+            recovery=RecoveryOptions(**asdict(DEMO_RECOVERY)),
         )
     )
     print_lines(result.lines())
@@ -289,7 +292,7 @@ STEPS: tuple[Step, ...] = (
     ),
     Step(
         "calibrate",
-        "export the demo model to ONNX, calibrate (percentile 99.99), write cache and INT8 model",
+        "export the demo model to ONNX, calibrate (percentile 99.99, bias correction), write cache and INT8 model",
         _calibrate,
     ),
     Step(

@@ -59,6 +59,49 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_backend_argument(parser, "the model")
     add_error_unit(parser)
+    add_recovery_arguments(parser, with_cache=True)
+
+
+def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = False) -> None:
+    """``--smoothquant``, ``--bias-correction``, ``--refine-ranges``: the accuracy-recovery options of the calibration
+    (``workbench.calibration.recovery``). ``with_cache``: the verb also takes ``--cache``, whose own recovery
+    options are used when none is given here (a cache made with others is refused)."""
+    also = (
+        "; with --cache: as the cache was made (a cache made with other recovery options is refused)"
+        if with_cache
+        else ""
+    )
+    group = parser.add_argument_group("accuracy recovery (docs/recovery.md)")
+    group.add_argument(
+        "--smoothquant",
+        metavar="auto|ALPHA",
+        help="SmoothQuant: migrate activation outliers of MatMul/Gemm inputs into the weights (scales folded "
+        "into the FP32 graph); 'auto' searches the strength per tensor by output error on the calibration "
+        "clips, a number in [0, 1] fixes it. Costs a second calibration pass" + also,
+    )
+    group.add_argument(
+        "--bias-correction",
+        action="store_true",
+        default=None,
+        help="remove the mean output shift that INT8 weight rounding causes (folded into each INT8 layer's bias)"
+        + also,
+    )
+    group.add_argument(
+        "--refine-ranges",
+        action="store_true",
+        default=None,
+        help="per tensor, the range among the methods' (max, entropy, percentile, MSE) with the least "
+        "layer output error" + also,
+    )
+
+
+def recovery_from(args: argparse.Namespace) -> Any:
+    """The ``RecoveryOptions`` of ``add_recovery_arguments``' values, or None when none was given."""
+    from workbench.calibration.recovery import RecoveryOptions
+
+    if args.smoothquant is None and not args.bias_correction and not args.refine_ranges:
+        return None
+    return RecoveryOptions(args.smoothquant, bool(args.bias_correction), bool(args.refine_ranges))
 
 
 def add_backend_argument(parser: argparse.ArgumentParser, what: str) -> None:
@@ -183,6 +226,7 @@ def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
         "progress": not args.no_progress,
         "backend": args.backend,
         "error_unit": args.error_unit,
+        "recovery": recovery_from(args),
     }
 
 

@@ -22,8 +22,10 @@ from workbench.commands.options import (
     add_error_unit,
     add_inference_arguments,
     add_ray_argument,
+    add_recovery_arguments,
     inference_from,
     print_lines,
+    recovery_from,
 )
 from workbench.config import (
     BACKENDS,
@@ -61,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "metadata; without --candidate, the demo model)",
     )
     parser.add_argument("--cache", type=Path, help="calibration cache file (provenance)")
+    add_recovery_arguments(parser)
     parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
     parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
     parser.add_argument("--batch-sizes", default="1,8,32", help="latency batch sizes, comma separated")
@@ -175,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         error_unit=args.error_unit,
         model=args.model or (None if candidates else demo_model_dir()),
         method=args.method,
+        recovery=recovery_from(args),
         cache=args.cache,
         gates=load_gate_config(args.gates),
         latency=latency,

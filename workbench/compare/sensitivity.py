@@ -26,6 +26,7 @@ from workbench.evaluate.transcribe import logits_of
 from workbench.model.features import normalise_audio
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import QDQ_FP16_OPSET, variant_model, with_opset
+from workbench.quantize.recovered import RecoveredSource
 from workbench.speech.records import Clip
 
 logger = logging.getLogger(__name__)
@@ -104,7 +105,9 @@ class SensitivityResult:
 
 class VariantRunner:
     """Builds variants of one in-memory FP32 model and runs clips through them (ONNX Runtime, from bytes);
-    every plan gets the FP16 guard's FP32 nodes (``guard``: node -> reason)."""
+    every plan gets the FP16 guard's FP32 nodes (``guard``: node -> reason). With ``recovered`` (a calibration's
+    accuracy recovery, ``workbench.quantize.recovered``) every quantized variant is built from its FP32 source
+    (the smoothed graph) with bias correction for the plan's INT8 nodes; the FP32 plan stays ``fp32``."""
 
     def __init__(
         self,
@@ -114,8 +117,10 @@ class VariantRunner:
         providers: Sequence[str] = ("CPUExecutionProvider",),
         prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
         guard: dict[str, str] | None = None,
+        recovered: RecoveredSource | None = None,
     ) -> None:
         self.fp32 = fp32
+        self.recovered = recovered
         self.amax = amax
         self.threads = threads
         self.providers = tuple(providers)
@@ -127,8 +132,13 @@ class VariantRunner:
         if plan.is_fp32:
             return self.fp32.SerializeToString()
         if self._qdq_source is None:  # one opset conversion for every variant (FP16 Q/DQ needs opset 19)
-            self._qdq_source = with_opset(self.fp32, QDQ_FP16_OPSET)
-        return variant_model(self._qdq_source, self.amax, plan.with_guard(self.guard)).SerializeToString()
+            base = self.recovered.source(self.fp32) if self.recovered is not None else self.fp32
+            self._qdq_source = with_opset(base, QDQ_FP16_OPSET)
+        plan = plan.with_guard(self.guard)
+        source = self._qdq_source
+        if self.recovered is not None:
+            source, _ = self.recovered.for_plan(plan, source)
+        return variant_model(source, self.amax, plan).SerializeToString()
 
     def runner(self, plan: PrecisionPlan) -> OnnxRuntimeRunner:
         return OnnxRuntimeRunner(

@@ -13,7 +13,11 @@ guard's FP32 nodes), each with its plan ``….plan.json`` (every node's precisio
 and, with ``ort_cpu``, ``model.int8-<method>-<set hash 12>.ort-cpu.onnx`` (the same INT8 arithmetic, FP32
 between the islands, laid out for ONNX Runtime's CPU kernels, ``workbench.quantize.ort_cpu``; its weights
 int8 or uint8 as ``ort_cpu_weights`` says, ``auto``: what this CPU's integer kernels compute exactly,
-``workbench.backends.cpu_int8``). ``export_or_reuse`` is the one export step every job uses.
+``workbench.backends.cpu_int8``). With accuracy recovery (``recovery``) the cache's name carries the options'
+tag, its input means sit beside it (``….cache.means.npz``) and, when SmoothQuant smoothed a tensor, its
+smoothed FP32 graph (``….cache.smoothed.onnx``); the sidecar records both files' hashes, and the INT8 variant is
+built from that recovered source (``workbench.quantize.recovered``). ``export_or_reuse`` is the one export step
+every job uses.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ from workbench.model.loading import check_model_source, load_model
 from workbench.quantize.guard import guard_for_set
 from workbench.quantize.plan import FP16, INT8
 from workbench.quantize.qdq import build_variant
+from workbench.quantize.recovered import RecoveredSource
 from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import default_area
 
@@ -125,6 +130,7 @@ class CalibrateResult:
     smoothed_onnx: Path | None = (
         None  # the FP32 graph with SmoothQuant folded in, when smoothing was asked for
     )
+    recovered: RecoveredSource | None = None  # what quantized variants of this cache are built from
 
     def lines(self) -> list[str]:
         p = self.parity
@@ -276,18 +282,15 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     if options.tag():
         suffix += f"-{options.tag()}"
     cache_path = out / f"calib-{speech_set.content_hash[:12]}-{spec.name}{suffix}.cache"
-    smoothed_path = out / f"model.fp32-{options.tag()}-{speech_set.content_hash[:12]}.onnx"
+    smoothed_path = rec.smoothed_path(cache_path)
     cache, problems = cache_mod.load_matching(cache_path, keys)
     if cache is not None and (gone := histograms.histograms_problem(cache_path, cache)):
         cache, problems = None, [f"its histograms are not usable ({gone}); recalibrated to rewrite them"]
     source: Path | Any = fp32  # the FP32-side graph the variants are built from
-    means = None
     if cache is not None and options.active:
-        means = rec.load_means(rec.means_path(cache_path))
-        smoothed = bool(cache.recovery and cache.recovery.get("smoothquant", {}).get("smoothed"))
-        if means is None or (smoothed and not smoothed_path.exists()):
-            cache, problems = None, ["its recovery files (means, smoothed graph) are missing; recalibrated"]
-        elif smoothed:
+        if (missing := rec.source_problem(cache_path, cache.recovery)) is not None:
+            cache, problems = None, [f"{missing}; recalibrated"]
+        elif (cache.recovery or {}).get("smoothquant", {}).get("smoothed"):
             source = smoothed_path
     reused = cache is not None
     if cache is None:
@@ -309,10 +312,12 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         stats: Any  # the pass's statistics (StreamingStats)
         if options.active:
             recovered = rec.recover(fp32, one_pass, spec, options)
-            stats, amax, means = recovered.stats, recovered.amax, recovered.means
+            stats, amax = recovered.stats, recovered.amax
             if recovered.passes > 1:
                 write_bytes_atomic(smoothed_path, recovered.model.SerializeToString())
                 source = smoothed_path
+            else:  # a smoothed graph left here by an earlier cache of this name is not this one's
+                smoothed_path.unlink(missing_ok=True)
         elif inputs.ray is not None:
             stats = spread_pass(fp32, pieces, spec, inputs, description)
             amax = ranges_from_statistics(stats, spec)
@@ -321,8 +326,8 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             amax = ranges_from_statistics(stats, spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
         if options.active:
-            cache.recovery = recovered.record
             rec.save_means(rec.means_path(cache_path), recovered.means)
+            cache.recovery = {**recovered.record, "files": rec.file_hashes(cache_path)}
         found = conv.measure(stats, amax, spec, pieces.conditions)
         cache.convergence = found.to_json() if found else None
         cache.save(cache_path)
@@ -334,19 +339,15 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     guard, stats_path = guard_for_set(fp32, speech_set, out, prepare=description.prepare)
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}{suffix}.onnx"
     int8_plan = INT8.with_guard(guard)
-    if options.bias_correction and means is not None:
+    recovered_src = (
+        rec.recovered_source(cache_path, cache.recovery, keys.get("recovery")) if options.active else None
+    )
+    if recovered_src is not None:
         import onnx
 
-        graph = onnx.load(str(source))
-        corrected, record = rec.corrected(graph, means, int8_plan)
-        build_variant(
-            corrected,
-            cache.amax(),
-            int8_plan,
-            int8,
-            with_plan=True,
-            recovery={**(cache.recovery or {}), "bias_correction": record},
-        )
+        export = onnx.load(str(fp32))
+        graph, record = recovered_src.for_plan(int8_plan, recovered_src.source(export))
+        build_variant(graph, cache.amax(), int8_plan, int8, with_plan=True, recovery=record)
     else:
         build_variant(source, cache.amax(), int8_plan, int8, with_plan=True, recovery=cache.recovery)
     fp16 = out / f"model.fp16-{speech_set.content_hash[:12]}.onnx"
@@ -384,4 +385,5 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         fp16_onnx=fp16,
         recovery=cache.recovery,
         smoothed_onnx=source if source != fp32 else None,
+        recovered=recovered_src,
     )

@@ -24,13 +24,12 @@ from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare import outputs
 from workbench.compare.groups import node_groups
 from workbench.compare.layers import compare_layers
-from workbench.compare.sensitivity import VariantRunner, rank_groups
+from workbench.compare.sensitivity import rank_groups
 from workbench.config import DEFAULT_BACKEND
 from workbench.errors import WorkbenchError
 from workbench.inputs.candidates import check_candidate
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
 from workbench.quantize.plan import INT8, PrecisionPlan, check_user_plan_name
-from workbench.quantize.qdq import build_variant
 from workbench.speech.select import clips_per_condition
 from workbench.speech.store import SpeechSet
 
@@ -139,7 +138,7 @@ def _candidate(
     )
     if plan is not INT8 or not path.exists():  # a plan file may have changed under the same name: rebuild
         plan = plan.with_guard(prepared.guard)
-        build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, path, with_plan=True)
+        prepared.build(plan, path)
     return name or label, path, plan.with_guard(prepared.guard)
 
 
@@ -218,9 +217,12 @@ def run_compare(
     if sensitivity:
         model = onnx.load(str(prepared.fp32_onnx))
         groups = node_groups(model, granularity)
-        variants = VariantRunner(
-            model, prepared.cache.amax(), threads, providers, prepared.description.prepare, prepared.guard
-        )
+        variants = prepared.variant_runner(model, threads, providers)
+        if ray is not None and prepared.recovered is not None:
+            raise WorkbenchError(
+                "the calibration cache was made with accuracy recovery (--smoothquant, --bias-correction, "
+                "--refine-ranges), whose variants Ray workers do not build; run without --ray"
+            )
         if ray is None:
             ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress)
         else:

@@ -4,18 +4,29 @@ Without an explicit cache this is the calibrate job (export once, reuse a matchi
 With ``cache_path`` the cache is loaded and checked against the model: a cache made for another model
 or another FP32 export is refused with a message that says what to do. The FP32 export is the
 calibrate job's ``export_or_reuse`` either way. The model description (features, vocabulary, error unit)
-is read first and comes along for every analysis. ``AnalysisInputs`` holds what compare and search share.
+is read first and comes along for every analysis. A cache made with accuracy recovery brings its recovered
+FP32 source (``Prepared.recovered``: the smoothed graph, bias correction per plan), from which
+``Prepared.variant_runner`` and ``Prepared.build`` make every quantized variant; its options are in
+``Prepared.provenance`` and ``Prepared.tag``, and a cache made with other options than the ones asked for is
+refused. ``AnalysisInputs`` holds what compare and search share.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import onnx
 
 from workbench.artifacts import sha256_file
 from workbench.backends.factory import ort_providers
 from workbench.calibration import cache as cache_mod
+from workbench.calibration import recovery as rec
 from workbench.calibration.methods import METHODS, MethodSpec
+from workbench.calibration.recovery import RecoveryOptions
+from workbench.compare.sensitivity import VariantRunner
 from workbench.config import DEFAULT_BACKEND, DEFAULT_METHOD
 from workbench.errors import WorkbenchError
 from workbench.inputs.out_folder import check_out_folder
@@ -23,6 +34,9 @@ from workbench.jobs import calibrate
 from workbench.model.description import ModelDescription, describe_model
 from workbench.model.loading import check_model_source
 from workbench.quantize.guard import guard_for_set
+from workbench.quantize.plan import PrecisionPlan
+from workbench.quantize.qdq import build_variant
+from workbench.quantize.recovered import RecoveredSource
 from workbench.resources import demo_model_dir
 from workbench.speech.select import require_utterances
 from workbench.speech.store import SpeechSet, load_set
@@ -46,20 +60,103 @@ class Prepared:
     int8_onnx: Path | None
     description: ModelDescription
     guard: dict[str, str] = field(default_factory=dict)
+    recovered: RecoveredSource | None = (
+        None  # the cache's accuracy recovery: what quantized variants start from
+    )
+
+    @property
+    def recovery_options(self) -> dict[str, Any] | None:
+        """The recovery options the cache was made with (its ``recovery`` key; None: none)."""
+        return self.cache.keys.get("recovery")
 
     @property
     def tag(self) -> str:
-        """``<method>-<calibration set hash 12>``: names files made from this cache."""
-        return f"{self.method}-{self.calib_set.content_hash[:12]}"
+        """``<method>-<calibration set hash 12>`` (+ ``-<recovery tag>``, e.g. ``-rr-bc``): names files made from
+        this cache."""
+        base = f"{self.method}-{self.calib_set.content_hash[:12]}"
+        options = recovery_of(self.recovery_options)
+        return f"{base}-{options.tag()}" if options is not None and options.tag() else base
 
-    def provenance(self) -> dict[str, str]:
-        """Hashes of the model, FP32 ONNX, calibration cache and calibration set (every analysis file records them)."""
+    def provenance(self) -> dict[str, Any]:
+        """Hashes of the model, FP32 ONNX, calibration cache and calibration set, and the recovery options (None:
+        none), which the cache's scales do not show (bias correction leaves them as they are): every analysis
+        file records them."""
         return {
             "model": self.model_hash,
             "fp32_onnx": sha256_file(self.fp32_onnx),
             "cache": self.cache.content_hash,
             "calibration_set": self.calib_set.content_hash,
+            "recovery": self.recovery_options,
         }
+
+    def variant_runner(
+        self, model: onnx.ModelProto, threads: int | None, providers: Sequence[str]
+    ) -> VariantRunner:
+        """Builds and runs this calibration's variants of ``model`` (the FP32 export, loaded): its ranges, the FP16
+        guard, and the recovered source when the cache was made with recovery."""
+        return VariantRunner(
+            model,
+            self.cache.amax(),
+            threads,
+            providers,
+            self.description.prepare,
+            self.guard,
+            recovered=self.recovered,
+        )
+
+    def build(
+        self, plan: PrecisionPlan, out_path: Path, model: onnx.ModelProto | None = None
+    ) -> dict[str, Any] | None:
+        """Write ``plan``'s variant (with its plan file) from this calibration: from the recovered source with bias
+        correction for the plan's INT8 nodes when the cache was made with recovery, else from the FP32 export
+        (``model``: the export, when loaded already). Returns the recovery record the plan file carries (which
+        techniques were on, what bias correction changed; None without recovery)."""
+        if self.recovered is None:
+            build_variant(self.fp32_onnx, self.cache.amax(), plan, out_path, with_plan=True)
+            return None
+        export = model if model is not None else onnx.load(str(self.fp32_onnx))
+        graph, record = self.recovered.for_plan(plan, self.recovered.source(export))
+        build_variant(graph, self.cache.amax(), plan, out_path, with_plan=True, recovery=record)
+        return record
+
+
+def recovery_of(params: dict[str, Any] | None) -> RecoveryOptions | None:
+    """The ``RecoveryOptions`` a cache's ``recovery`` key describes (None: none)."""
+    if not params:
+        return None
+    return RecoveryOptions(
+        params.get("smoothquant"), bool(params.get("bias_correction")), bool(params.get("refine_ranges"))
+    )
+
+
+def check_recovery_matches(
+    cache_path: Path, found: dict[str, Any] | None, asked: RecoveryOptions | None
+) -> None:
+    """Refuse a cache made with other recovery options than the ones asked for (``asked`` None: take the cache's)."""
+    if asked is None:
+        return
+    expected = asked.params().get("recovery")
+    if (found or None) != expected:
+        made = recovery_of(found)
+        raise WorkbenchError(
+            f"calibration cache {cache_path} was made with {describe_recovery(made)}, not with "
+            f"{describe_recovery(asked)} as asked; give the recovery options it was made with, drop --cache to "
+            "calibrate with the ones asked, or calibrate it again (python -m workbench calibrate)"
+        )
+
+
+def describe_recovery(options: RecoveryOptions | None) -> str:
+    """``no accuracy recovery`` or the options as the calibrate verb spells them."""
+    if options is None or not options.active:
+        return "no accuracy recovery"
+    parts = []
+    if options.smoothquant:
+        parts.append(f"--smoothquant {options.smoothquant}")
+    if options.refine_ranges:
+        parts.append("--refine-ranges")
+    if options.bias_correction:
+        parts.append("--bias-correction")
+    return " ".join(parts)
 
 
 def prepare(
@@ -71,8 +168,11 @@ def prepare(
     calib_root: Path | None = None,
     backend: str = DEFAULT_BACKEND,
     error_unit: str | None = None,
+    recovery: RecoveryOptions | None = None,
 ) -> Prepared:
-    """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given."""
+    """FP32 ONNX + a cache for ``model``; calibrates (or reuses a matching cache) when none is given, with the
+    accuracy-recovery options ``recovery`` (None: none). A given cache made with recovery brings its recovered
+    source; one made with other recovery options than ``recovery`` (when given) is refused."""
     check_method(method)
     root, calib_root = area_path("engines", root), area_path("calib_sets", calib_root)
     speech_set = require_utterances(load_set(calib_set, root=calib_root), "calibration")
@@ -86,6 +186,7 @@ def prepare(
                 engines=root,
                 calib_root=calib_root,
                 backend=backend,
+                recovery=recovery or RecoveryOptions(),
             )
         )
         cache = cache_mod.load(result.cache)
@@ -101,9 +202,11 @@ def prepare(
             result.int8_onnx,
             description,
             result.guard,
+            result.recovered,
         )
     check_cache_file(cache_path)
     cache = cache_mod.load(Path(cache_path))
+    check_recovery_matches(Path(cache_path), cache.keys.get("recovery"), recovery)
     mhash = description.model_hash
     if cache.keys.get("model") != mhash:
         raise WorkbenchError(
@@ -123,6 +226,8 @@ def prepare(
             "recalibrate (python -m workbench calibrate)"
         )
     guard, _ = guard_for_set(fp32, speech_set, fp32.parent, prepare=description.prepare)
+    options = cache.keys.get("recovery")
+    recovered = rec.recovered_source(Path(cache_path), cache.recovery, options) if options else None
     return Prepared(
         str(model),
         mhash,
@@ -135,6 +240,7 @@ def prepare(
         None,
         description,
         guard,
+        recovered,
     )
 
 
@@ -176,6 +282,9 @@ class AnalysisInputs:
         DEFAULT_BACKEND  # where the model runs: ort-cpu or ort-cuda (layer outputs need ONNX Runtime)
     )
     error_unit: str | None = None  # wer or cer; None: what the model's vocabulary calls for
+    # accuracy recovery (calibrate --smoothquant/--bias-correction/--refine-ranges); None: off, or, with ``cache``,
+    # the options the cache was made with
+    recovery: RecoveryOptions | None = None
 
     @property
     def providers(self) -> list[str]:
@@ -207,6 +316,7 @@ class AnalysisInputs:
             calib_root=self.calib_root,
             backend=self.backend,
             error_unit=self.error_unit,
+            recovery=self.recovery,
         )
 
 

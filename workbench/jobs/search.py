@@ -24,7 +24,6 @@ from workbench.backends.factory import ort_providers
 from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare import outputs
 from workbench.compare.groups import Group, node_groups
-from workbench.compare.sensitivity import VariantRunner
 from workbench.config import DEFAULT_BACKEND, SEARCH
 from workbench.errors import WorkbenchError
 from workbench.evaluate.batching import check_batch_size, default_batch_size
@@ -34,7 +33,6 @@ from workbench.jobs import compare
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
 from workbench.quantize.macs import NodeMacs, node_macs, opt_samples
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
-from workbench.quantize.qdq import build_variant
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
 from workbench.search.latency_objective import LatencyChoice, check_latency_target, fastest_passing
@@ -183,9 +181,14 @@ def load_sensitivity(path: Path, prepared: Prepared) -> dict[str, Any]:
 
 
 def sensitivity_mismatches(data: dict[str, Any], prepared: Prepared) -> list[str]:
+    """The provenance keys a sensitivity file does not share with ``prepared`` (a file without ``recovery``
+    was made without accuracy recovery)."""
     expected = prepared.provenance()
     found = data.get("provenance", {})
-    return [k for k in ("model", "fp32_onnx", "cache") if found.get(k) != expected[k]]
+    names = {"recovery": "accuracy recovery"}
+    return [
+        names.get(k, k) for k in ("model", "fp32_onnx", "cache", "recovery") if found.get(k) != expected[k]
+    ]
 
 
 @dataclass
@@ -284,6 +287,7 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     with ``latency_target``, the passing plan measured fastest there instead; write JSON/CSV, plan and ONNX."""
     s = settings
     check_dev_apart(s.dev_set, s.signoff_set)
+    refuse_ray_with_recovery(s.ray, prepared)
     require_utterances(s.dev_set, "dev")
     folder = compare.analysis_folder(prepared, s.out)
     if s.dev_set.name.endswith("-eval"):
@@ -321,7 +325,7 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     if s.latency_target is not None and result.found is not None:
         timed = fastest_passing(
             result,
-            model,
+            prepared.recovered.source(model) if prepared.recovered is not None else model,
             prepared.cache.amax(),
             clips,
             prepared.description.prepare,
@@ -357,6 +361,15 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     )
     files.update({"search_json": j, "search_csv": c, "sensitivity_json": Path(sensitivity)})
     return SearchJobResult(files, data_out)
+
+
+def refuse_ray_with_recovery(ray: str | None, prepared: Prepared) -> None:
+    """Ray workers build variants from the FP32 export: a cache made with accuracy recovery runs without ``--ray``."""
+    if ray is not None and prepared.recovered is not None:
+        raise WorkbenchError(
+            "the calibration cache was made with accuracy recovery (--smoothquant, --bias-correction, "
+            "--refine-ranges), whose variants Ray workers do not build; run without --ray"
+        )
 
 
 def sensitivity_ranking(prepared: Prepared, s: SearchSettings, folder: Path) -> tuple[Path, dict[str, Any]]:
@@ -412,14 +425,7 @@ def dev_evaluator(
 ) -> DevEvaluator:
     """Scores plans on the dev clips (FP32 baseline first) against the held-back, sign-off-predicted budget; with
     ``s.ray``, transcribed on the cluster by a worker pool that ``stack`` closes."""
-    variants = VariantRunner(
-        model,
-        prepared.cache.amax(),
-        s.threads,
-        ort_providers(s.backend),
-        prepared.description.prepare,
-        prepared.guard,
-    )
+    variants = prepared.variant_runner(model, s.threads, ort_providers(s.backend))
     batch_size = s.batch_size or default_batch_size(s.backend)
     transcriber = None
     if s.ray is not None:
@@ -492,8 +498,8 @@ def write_found_plan(
     ).with_guard(prepared.guard)
     plan_path = folder / f"plan.{name}.json"
     onnx_path = folder / f"model.{name}.onnx"
-    build_variant(prepared.fp32_onnx, prepared.cache.amax(), plan, onnx_path, with_plan=True)
-    plan.save(plan_path, model)
+    recovery = prepared.build(plan, onnx_path, model)
+    plan.save(plan_path, model, recovery)
     return {
         "name": name,
         "plan": plan.to_json(),
@@ -506,7 +512,23 @@ def write_found_plan(
         "fp16_parts": sorted(found.kept - set(ranking)),
         "k": found.k,
         "step": found.step,
+        "recovery": recovery_summary(recovery),
     }
+
+
+def recovery_summary(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the search record says of a found plan's recovery: the techniques that were on and, with bias
+    correction, how many of its INT8 layers were corrected (each node's shift is in its plan file)."""
+    if record is None:
+        return None
+    out: dict[str, Any] = {"techniques": record.get("techniques", [])}
+    if "smoothquant" in record:
+        out["smoothed_inputs"] = record["smoothquant"].get("smoothed")
+    if "refine_ranges" in record:
+        out["ranges_moved"] = record["refine_ranges"].get("changed")
+    if "nodes" in record.get("bias_correction", {}):
+        out["bias_corrected_layers"] = record["bias_correction"]["nodes"]
+    return out
 
 
 def search_record(
@@ -536,6 +558,7 @@ def search_record(
         **outputs.header(search_outputs.SEARCH_FORMAT, prov),
         "model": prepared.description.record(),
         "error_unit": prepared.description.error_unit,
+        "recovery": prepared.recovered.provenance() if prepared.recovered is not None else None,
         "budget": {
             "max_wer_delta_points": gates.max_wer_delta_points,
             "max_condition_wer_delta_points": gates.max_condition_wer_delta_points,

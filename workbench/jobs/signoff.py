@@ -44,6 +44,7 @@ from workbench.backends.tensorrt.inspector import (
 from workbench.backends.tensorrt.profile import samples_from_durations
 from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
+from workbench.calibration.recovery import RecoveryOptions
 from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare.outputs import SENSITIVITY_FORMAT
 from workbench.config import (
@@ -103,6 +104,9 @@ class SignoffInputs:
     # candidates name in their metadata
     calib_set: SpeechSet | str | Path | None = None
     method: str = DEFAULT_METHOD  # calibration method of the built INT8 variant
+    recovery: RecoveryOptions | None = (
+        None  # accuracy recovery of the built INT8 (and the mixed plan's search)
+    )
     cache: Path | None = None
     gates: GateConfig = field(default_factory=GateConfig)
     latency: LatencyConfig | None = field(default_factory=LatencyConfig)
@@ -175,9 +179,11 @@ def build_default_variants(
     root: Path | None = None,
     eval_hash: str | None = None,
     calib_root: Path | None = None,
+    recovery: RecoveryOptions | None = None,
 ) -> DefaultVariants:
-    """Export/calibrate (reusing a matching cache) and write FP16 beside FP32 and INT8; add the mixed plan
-    of a finished ``search`` on this export and cache (not searched on the evaluation set ``eval_hash``)."""
+    """Export/calibrate (reusing a matching cache; with the accuracy-recovery options ``recovery``) and write FP16
+    beside FP32 and INT8; add the mixed plan of a finished ``search`` on this export, cache and recovery options
+    (not searched on the evaluation set ``eval_hash``)."""
     result = calibrate.run(
         calibrate.CalibrateInputs(
             model,
@@ -185,6 +191,7 @@ def build_default_variants(
             MethodSpec(method),
             engines=area_path("engines", root),
             calib_root=area_path("calib_sets", calib_root),
+            recovery=recovery or RecoveryOptions(),
         )
     )
     candidates = [("fp32", result.fp32_onnx)]
@@ -435,6 +442,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
             root=inputs.engines,
             eval_hash=eval_set.content_hash,
             calib_root=inputs.calib_root,
+            recovery=inputs.recovery,
         )
         candidates, cache = built.candidates, cache or built.cache
         if built.mixed_note:

@@ -106,15 +106,11 @@ def _lower_bias(
     if node.op_type == "Conv":  # channel axis 1 of [batch, channels, time]
         shape = [-1] + [1] * (len(numpy_helper.to_array(inits[node.input[1]]).shape) - 2)
         model.graph.initializer[-1].CopyFrom(numpy_helper.from_array((-shift).reshape(shape), name))
-    corrected = f"{node.output[0]}_corrected"
-    for reader in readers.get(node.output[0], []):
-        for k, inp in enumerate(reader.input):
-            if inp == node.output[0]:
-                reader.input[k] = corrected
-    for graph_out in model.graph.output:
-        if graph_out.name == node.output[0]:
-            graph_out.name = corrected
+    # the Add writes the layer's output tensor, so its readers, a graph output of that name and the ranges
+    # calibrated for it stay as they are; the layer itself writes a new name
+    output = node.output[0]
+    node.output[0] = f"{output}_uncorrected"
     index = list(model.graph.node).index(node)
     model.graph.node.insert(
-        index + 1, onnx.helper.make_node("Add", [node.output[0], name], [corrected], name=name)
+        index + 1, onnx.helper.make_node("Add", [node.output[0], name], [output], name=name)
     )

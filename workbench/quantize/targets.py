@@ -146,6 +146,18 @@ def _reusable(out: Path, made_from: str, how: dict) -> bool:
         return False
 
 
+def recovery_techniques(plan_file: Path) -> list[str]:
+    """The accuracy-recovery techniques a variant's plan file says its graph was built with ([] when none)."""
+    try:
+        data = json.loads(Path(plan_file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    recovery = data.get("recovery") if isinstance(data, dict) else None
+    if not isinstance(recovery, dict):
+        return []
+    return [str(t) for t in recovery.get("techniques", []) if t != "refine_ranges"]
+
+
 def cpu_flavour_of(
     name: str,
     path: Path,
@@ -176,6 +188,12 @@ def cpu_flavour_of(
                 metadata=provenance(source_hash, how),
             )
         words = f"ONNX Runtime CPU flavour of {name} (its plan, FP32 outside INT8), {weight_words}"
+        techniques = recovery_techniques(plan_path(path))
+        if techniques:  # the flavour is built from the baseline: say what of the candidate it does not carry
+            words += (
+                f"; built from the FP32 baseline, without the candidate's accuracy recovery ({', '.join(techniques)}) "
+                "but its ranges"
+            )
     else:
         how["plan"] = "as in the Q/DQ graph"
         if not _reusable(out, source_hash, how):

@@ -1,7 +1,7 @@
 """The finished search that belongs to an FP32 export and calibration cache, for the sign-off to include.
 
 ``matching_search`` looks at ``<engines>/<model hash>/compare/search-*.json`` (beside the FP32 model) and
-returns the newest one whose provenance names this FP32 ONNX and this cache, whose found plan's ONNX
+returns the newest one whose provenance names this FP32 ONNX, this cache and its accuracy-recovery options, whose found plan's ONNX
 still has the recorded hash, and whose dev set is not the evaluation set (a plan selected on the
 evaluation set must not be judged on it).
 """
@@ -35,7 +35,8 @@ def matching_search(fp32_onnx: Path, cache_path: Path, eval_hash: str | None = N
     if not folder.is_dir():
         return None
     fp32_hash = sha256_file(fp32_onnx)
-    cache_hash = cache_mod.load(Path(cache_path)).content_hash
+    cache = cache_mod.load(Path(cache_path))
+    cache_hash, recovery = cache.content_hash, cache.keys.get("recovery")
     best: tuple[str, FoundSearch] | None = None
     for path in folder.glob("search-*.json"):
         try:
@@ -48,6 +49,10 @@ def matching_search(fp32_onnx: Path, cache_path: Path, eval_hash: str | None = N
         if not isinstance(prov, dict) or not isinstance(found, dict):
             continue
         if prov.get("fp32_onnx") != fp32_hash or prov.get("cache") != cache_hash:
+            continue
+        if (
+            prov.get("recovery") != recovery
+        ):  # bias correction leaves the scales (and so the cache hash) as they are
             continue
         if eval_hash is not None and prov.get("dev_set") == eval_hash:
             continue

@@ -1,0 +1,82 @@
+"""The recovered FP32 source: the graph and per-plan corrections every quantized variant of a calibration is built from.
+
+A calibration with accuracy-recovery options (``workbench.calibration.recovery``) leaves two things beside its
+cache: the FP32 graph with SmoothQuant's scales folded in (when any tensor was smoothed; it computes the same
+function as the export) and the per-channel input means bias correction needs. ``RecoveredSource`` holds both
+and the cache's record of what was done; ``for_plan`` gives the graph a plan's variant is built from (bias
+correction applied to the plan's INT8 nodes only, so the corrected graph belongs to that plan) and the record
+the variant's plan file carries (``recovery``). The FP32 baseline is always the export itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+
+from workbench.quantize.bias_correction import correct_biases
+from workbench.quantize.plan import PrecisionPlan
+
+TECHNIQUES = ("smoothquant", "refine_ranges", "bias_correction")
+
+
+def corrected(
+    model: onnx.ModelProto, means: dict[str, np.ndarray], plan: PrecisionPlan
+) -> tuple[onnx.ModelProto, dict]:
+    """``model`` with bias correction for ``plan``'s INT8 nodes (weight scales stored as the plan's float side
+    stores them) and the record: nodes corrected, the largest shift removed, each node's."""
+    placements = plan.placements(model)
+    nodes = {p.node for p in placements if p.precision == "int8"}
+    fp16 = any(p.precision == "int8" and p.compute_type == "fp16" for p in placements)
+    graph, shifts = correct_biases(model, means, nodes, np.float16 if fp16 else np.float32)
+    record = {
+        "nodes": len(shifts),
+        "max_shift": max(shifts.values(), default=0.0),
+        "scale_dtype": "float16" if fp16 else "float32",
+        "shifts": shifts,
+    }
+    return graph, record
+
+
+@dataclass
+class RecoveredSource:
+    """The FP32-side graph of a recovered calibration (the smoothed graph; None: the export itself), bias
+    correction's input means (None: bias correction off), the cache's recovery record and the options it was
+    made with (``options``: the cache's ``recovery`` key)."""
+
+    graph: onnx.ModelProto | None
+    means: dict[str, np.ndarray] | None
+    record: dict[str, Any] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    smoothed: bool = False
+
+    @property
+    def techniques(self) -> list[str]:
+        """The techniques that were on, in a fixed order (``smoothquant``, ``refine_ranges``, ``bias_correction``)."""
+        on = {
+            "smoothquant": bool(self.options.get("smoothquant")),
+            "refine_ranges": bool(self.options.get("refine_ranges")),
+            "bias_correction": bool(self.options.get("bias_correction")),
+        }
+        return [t for t in TECHNIQUES if on[t]]
+
+    def source(self, export: onnx.ModelProto) -> onnx.ModelProto:
+        """The graph quantized variants start from: the smoothed graph, else ``export``."""
+        return self.graph if self.graph is not None else export
+
+    def for_plan(self, plan: PrecisionPlan, source: onnx.ModelProto) -> tuple[onnx.ModelProto, dict]:
+        """The graph ``plan``'s variant is built from (``source``, what ``source()`` gave, maybe at another
+        opset, with bias correction for the plan's INT8 nodes when it is on) and the recovery record its plan
+        file carries."""
+        record: dict[str, Any] = {"techniques": self.techniques, **self.record}
+        if self.means is None or plan.is_fp32:
+            return source, record
+        graph_out, bc = corrected(source, self.means, plan)
+        record["bias_correction"] = bc
+        return graph_out, record
+
+    def provenance(self) -> dict[str, Any]:
+        """What analysis records carry: the options, the techniques that were on, whether the graph is smoothed."""
+        return {"options": self.options, "techniques": self.techniques, "smoothed_graph": self.smoothed}
