@@ -10,11 +10,9 @@ variants on the English accents.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from functools import lru_cache
-from pathlib import Path
 
-from workbench.speech.tts import ESPEAK_ACCENTS, Voice
+from workbench.speech.tts import ESPEAK_ACCENTS, Voice, espeak_variant_files
 
 OTHER_LANGUAGES: tuple[str, ...] = (
     "af", "cs", "cy", "da", "de", "eo", "es", "es-419", "et", "fi", "fr-fr", "hr", "hu", "id", "is", "it",
@@ -30,12 +28,9 @@ BASIC_VARIANTS: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6", "m7", "f1
 @lru_cache(maxsize=1)
 def espeak_variants() -> tuple[str, ...]:
     """espeak-ng's voice variants (``espeak-ng --voices=variant``), names with spaces left out."""
-    binary = shutil.which("espeak-ng")
-    if binary is None:
+    if shutil.which("espeak-ng") is None:
         return ()
-    out = subprocess.run([binary, "--voices=variant"], capture_output=True, text=True, check=False).stdout
-    names = {Path(line.split()[-1]).name for line in out.splitlines()[1:] if line.strip()}
-    names |= set(BASIC_VARIANTS)
+    names = set(espeak_variant_files()) | set(BASIC_VARIANTS)
     return tuple(sorted(n for n in names if " " not in n and n))
 
 

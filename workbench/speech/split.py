@@ -27,6 +27,15 @@ def stable_fraction(text: str) -> float:
     return stable_hash(text) / 2.0**64
 
 
+def _groups_in_hash_order(speakers: list[str], group_of: Callable[[str], str]) -> list[list[str]]:
+    """The distinct speakers grouped by ``group_of``, each group in ``stable_hash`` order (groups in the order
+    their first speaker takes in sorted order)."""
+    groups: dict[str, list[str]] = {}
+    for spk in sorted(set(speakers)):
+        groups.setdefault(group_of(spk), []).append(spk)
+    return [sorted(members, key=stable_hash) for members in groups.values()]
+
+
 def partition_speakers(
     speakers: list[str], group_of: Callable[[str], str], dev: bool = False
 ) -> dict[str, str]:
@@ -36,12 +45,8 @@ def partition_speakers(
     members not in eval, the last half in hash order (rounded down, so calibration keeps at least as many)
     go to ``DEV_ROLE``; eval's members do not change.
     """
-    groups: dict[str, list[str]] = {}
-    for spk in sorted(set(speakers)):
-        groups.setdefault(group_of(spk), []).append(spk)
     roles: dict[str, str] = {}
-    for members in groups.values():
-        ordered = sorted(members, key=stable_hash)
+    for ordered in _groups_in_hash_order(speakers, group_of):
         n_eval = 0 if len(ordered) < 2 else max(1, len(ordered) // 3)
         n_dev = (len(ordered) - n_eval) // 2 if dev else 0
         for i, spk in enumerate(ordered):
@@ -53,12 +58,8 @@ def partition_extra(speakers: list[str], group_of: Callable[[str], str]) -> dict
     """Assign extra speakers to eval or ``DEV_ROLE``, never calib: per group, the first half in hash order (rounded
     up) to eval, the rest to dev. Deterministic, seed independent, and the same whether a dev set is built or not,
     so an evaluation set's speakers do not depend on it."""
-    groups: dict[str, list[str]] = {}
-    for spk in sorted(set(speakers)):
-        groups.setdefault(group_of(spk), []).append(spk)
     roles: dict[str, str] = {}
-    for members in groups.values():
-        ordered = sorted(members, key=stable_hash)
+    for ordered in _groups_in_hash_order(speakers, group_of):
         n_eval = (len(ordered) + 1) // 2
         for i, spk in enumerate(ordered):
             roles[spk] = "eval" if i < n_eval else DEV_ROLE

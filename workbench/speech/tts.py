@@ -94,18 +94,19 @@ def _espeak_binary() -> str | None:
     return shutil.which("espeak-ng")
 
 
-@lru_cache(maxsize=1)
-def _espeak_voice_names() -> frozenset[str]:
+def _espeak_listing(option: str) -> list[list[str]]:
+    """The rows of ``espeak-ng <option>`` (``--voices``, ``--voices=variant``) below its header, split into
+    columns; empty rows left out, and no rows when espeak-ng is not installed."""
     binary = _espeak_binary()
     if binary is None:
-        return frozenset()
-    out = subprocess.run([binary, "--voices"], capture_output=True, text=True, check=False).stdout
-    names = set()
-    for line in out.splitlines()[1:]:
-        parts = line.split()
-        if len(parts) >= 2:
-            names.add(parts[1])
-    return frozenset(names)
+        return []
+    out = subprocess.run([binary, option], capture_output=True, text=True, check=False).stdout
+    return [parts for parts in (line.split() for line in out.splitlines()[1:]) if parts]
+
+
+@lru_cache(maxsize=1)
+def _espeak_voice_names() -> frozenset[str]:
+    return frozenset(parts[1] for parts in _espeak_listing("--voices") if len(parts) >= 2)
 
 
 @lru_cache(maxsize=1)
@@ -126,13 +127,9 @@ def available_voices() -> tuple[Voice, ...]:
 
 
 @lru_cache(maxsize=1)
-def _espeak_variant_files() -> frozenset[str]:
+def espeak_variant_files() -> frozenset[str]:
     """The variant files this espeak-ng ships (``espeak-ng --voices=variant``, last column's file name)."""
-    binary = _espeak_binary()
-    if binary is None:
-        return frozenset()
-    out = subprocess.run([binary, "--voices=variant"], capture_output=True, text=True, check=False).stdout
-    return frozenset(Path(line.split()[-1]).name for line in out.splitlines()[1:] if line.split())
+    return frozenset(Path(parts[-1]).name for parts in _espeak_listing("--voices=variant"))
 
 
 def _variants_take(name: str) -> bool:
@@ -149,7 +146,7 @@ def extra_voices() -> tuple[Voice, ...]:
     """``ESPEAK_EXTRA_VARIANTS`` on every English accent of ``ESPEAK_ACCENTS`` this espeak-ng has and whose variants
     change the voice (``_variants_take``; variants it lacks are left out): the extra speakers of evaluation and dev
     sets, never of a calibration set."""
-    names, variants = _espeak_voice_names(), _espeak_variant_files()
+    names, variants = _espeak_voice_names(), espeak_variant_files()
     return tuple(
         sorted(
             Voice("espeak", name, variant, accent)
