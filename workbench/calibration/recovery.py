@@ -327,3 +327,10 @@ def recovered_source(
     graph = onnx.load(str(smoothed_path(cache_path))) if smoothed else None
     means = load_means(means_path(cache_path)) if (options or {}).get("bias_correction") else None
     return RecoveredSource(graph, means, record, dict(options or {}), smoothed)
+
+
+def cache_recovered_source(cache_path: Path, cache: Any) -> RecoveredSource | None:
+    """The recovered source of the calibration cache ``cache`` (a ``CalibrationCache``, loaded from ``cache_path``;
+    None when it was made without accuracy recovery), refused as ``recovered_source`` refuses."""
+    options = cache.keys.get("recovery")
+    return recovered_source(Path(cache_path), cache.recovery, options) if options else None

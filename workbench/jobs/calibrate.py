@@ -15,8 +15,8 @@ between the islands, laid out for ONNX Runtime's CPU kernels, ``workbench.quanti
 int8 or uint8 as ``ort_cpu_weights`` says, ``auto``: what this CPU's integer kernels compute exactly,
 ``workbench.backends.cpu_int8``). With accuracy recovery (``recovery``) the cache's name carries the options'
 tag, its input means sit beside it (``….cache.means.npz``) and, when SmoothQuant smoothed a tensor, its
-smoothed FP32 graph (``….cache.smoothed.onnx``); the sidecar records both files' hashes, and the INT8 variant is
-built from that recovered source (``workbench.quantize.recovered``). ``export_or_reuse`` is the one export step
+smoothed FP32 graph (``….cache.smoothed.onnx``); the sidecar records both files' hashes, and the INT8 variant and
+its CPU flavour are built from that recovered source (``workbench.quantize.recovered``). ``export_or_reuse`` is the one export step
 every job uses.
 """
 
@@ -339,9 +339,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
     guard, stats_path = guard_for_set(fp32, speech_set, out, prepare=description.prepare)
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}{suffix}.onnx"
     int8_plan = INT8.with_guard(guard)
-    recovered_src = (
-        rec.recovered_source(cache_path, cache.recovery, keys.get("recovery")) if options.active else None
-    )
+    recovered_src = rec.cache_recovered_source(cache_path, cache) if options.active else None
     if recovered_src is not None:
         import onnx
 
@@ -357,12 +355,13 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         from workbench.quantize.ort_cpu import build_cpu_variant
 
         cpu = build_cpu_variant(
-            source,
+            fp32,
             cache.amax(),
             INT8,
             int8.with_suffix(".ort-cpu.onnx"),
             weights=weights[0],
             reason=weights[1],
+            recovered=recovered_src,
         )
     found, note = conv.from_sidecar(cache.convergence)
     return CalibrateResult(

@@ -226,8 +226,7 @@ def prepare(
             "recalibrate (python -m workbench calibrate)"
         )
     guard, _ = guard_for_set(fp32, speech_set, fp32.parent, prepare=description.prepare)
-    options = cache.keys.get("recovery")
-    recovered = rec.recovered_source(Path(cache_path), cache.recovery, options) if options else None
+    recovered = rec.cache_recovered_source(Path(cache_path), cache)
     return Prepared(
         str(model),
         mhash,

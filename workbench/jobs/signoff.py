@@ -44,7 +44,7 @@ from workbench.backends.tensorrt.inspector import (
 from workbench.backends.tensorrt.profile import samples_from_durations
 from workbench.calibration.cache import load as load_cache
 from workbench.calibration.methods import MethodSpec
-from workbench.calibration.recovery import RecoveryOptions
+from workbench.calibration.recovery import RecoveryOptions, cache_recovered_source
 from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare.outputs import SENSITIVITY_FORMAT
 from workbench.config import (
@@ -78,7 +78,8 @@ from workbench.model.loading import check_model_source
 from workbench.quantize.macs import compute_shares, node_macs, opt_samples
 from workbench.quantize.overflow import OverflowReport, check_overflow, every_tensor_sample
 from workbench.quantize.plan import precision_counts, precisions_of_onnx
-from workbench.quantize.targets import candidates_for_target, check_target_inputs
+from workbench.quantize.recovered import RecoveredSource
+from workbench.quantize.targets import CPU_TARGET, candidates_for_target, check_target_inputs
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
@@ -414,6 +415,17 @@ def check(
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
+def target_calibration(
+    cache: Path | None, cpu_flavours: bool
+) -> tuple[dict[str, float] | None, RecoveredSource | None]:
+    """The activation ranges of ``cache`` (None: no cache) and, when the target's CPU flavours are made
+    (``cpu_flavours``), its recovered source (None: made without accuracy recovery), which they are built from."""
+    if cache is None:
+        return None, None
+    loaded = load_cache(Path(cache))
+    return loaded.amax(), cache_recovered_source(Path(cache), loaded) if cpu_flavours else None
+
+
 def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult:
     """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
     time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
@@ -450,9 +462,14 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         if sensitivity_path is None and built.sensitivity is not None:
             sensitivity_path, sensitivity = built.sensitivity, read_sensitivity(built.sensitivity)
         check_candidates(candidates)
-    amax = load_cache(cache).amax() if cache else None
+    amax, recovered = target_calibration(cache, inputs.target == CPU_TARGET and not inputs.as_given)
     targeted = candidates_for_target(
-        inputs.target, candidates, amax, weights=inputs.ort_cpu_weights, as_given=inputs.as_given
+        inputs.target,
+        candidates,
+        amax,
+        weights=inputs.ort_cpu_weights,
+        as_given=inputs.as_given,
+        recovered=recovered,
     )
     candidates = targeted.pairs()
     for note in targeted.notes():

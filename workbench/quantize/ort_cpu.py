@@ -30,7 +30,9 @@ benchmarks/inference.py and the issue-9 notes):
 
 The TensorRT-bound graph is not touched: this is a separate, explicit step (``build_cpu_variant``), made
 from the plan with FP32 between the Q/DQ islands (``rest="fp32"``): the CPU has no fast FP16 arithmetic, and
-ONNX Runtime's integer kernels take float32 scales.
+ONNX Runtime's integer kernels take float32 scales. A calibration made with accuracy recovery gives it the same
+recovered source as the TensorRT-bound variant (``cpu_source``: the smoothed graph its ranges belong to, bias
+correction for the plan's INT8 nodes).
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from onnx import TensorProto, helper, numpy_helper
 from workbench.artifacts import write_bytes_atomic
 from workbench.quantize.metadata import set_metadata
 from workbench.quantize.plan import PrecisionPlan
+from workbench.quantize.recovered import RecoveredSource
 
 INT64_MAX = np.iinfo(np.int64).max
 # An integer GEMM needs a deep enough reduction (in_channels * kernel) to beat the float Conv: Wav2Vec2's
@@ -426,21 +429,31 @@ def build_cpu_variant(
     weights: str = "u8",
     reason: str = "",
     metadata: dict[str, str] | None = None,
+    recovered: RecoveredSource | None = None,
 ) -> Path:
     """``build_variant`` of ``plan`` with FP32 between the islands (written to ``trt_path`` when given), then
-    ``cpu_flavour``; ``metadata`` entries are added to the written model's (provenance)."""
+    ``cpu_flavour``; ``metadata`` entries are added to the written model's (provenance). ``recovered``: the
+    recovered source of the calibration ``amax`` comes from (``cpu_source``; None: the export ``fp32_path``)."""
     import tempfile
 
     from workbench.quantize.qdq import build_variant
 
     plan = replace(plan, rest="fp32")
+    source = cpu_source(onnx.load(str(fp32_path)), plan, recovered) if recovered is not None else fp32_path
     if trt_path is None:
         with tempfile.TemporaryDirectory(prefix="cpu-variant-") as tmp:
-            source = build_variant(fp32_path, amax, plan, Path(tmp) / "trt.onnx")
-            model = onnx.load(str(source))
+            model = onnx.load(str(build_variant(source, amax, plan, Path(tmp) / "trt.onnx")))
     else:
-        model = onnx.load(str(build_variant(fp32_path, amax, plan, trt_path)))
+        model = onnx.load(str(build_variant(source, amax, plan, trt_path)))
     flavoured, _ = cpu_flavour(model, weights, reason)
     set_metadata(flavoured, metadata or {})
     write_bytes_atomic(out_path, flavoured.SerializeToString())
     return out_path
+
+
+def cpu_source(export: onnx.ModelProto, plan: PrecisionPlan, recovered: RecoveredSource) -> onnx.ModelProto:
+    """The FP32 graph the CPU flavour of ``plan`` is built from: the recovered source (the smoothed graph, else
+    ``export``) with bias correction for the plan's INT8 nodes when it is on, corrected for the weight scales the
+    flavour stores (float32: FP32 between the islands), as the TensorRT-bound variant is for its own."""
+    graph, _ = recovered.for_plan(replace(plan, rest="fp32"), recovered.source(export))
+    return graph

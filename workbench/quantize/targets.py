@@ -8,7 +8,9 @@ measured on the files that would be deployed:
 
 - the baseline (the first candidate, FP32) as given;
 - for every candidate with INT8 (Q/DQ), its ONNX Runtime CPU flavour (``workbench.quantize.ort_cpu``): the
-  same plan and the same scales (``amax``, the calibration cache the candidate was built with), FP32
+  same plan and the same scales (``amax``, the calibration cache the candidate was built with), built from the
+  same recovered source when that cache was made with accuracy recovery (``recovered``: the smoothed graph the
+  ranges belong to, bias correction for the plan's INT8 nodes), FP32
   between the islands and in the groups the plan keeps in FP16 (the CPU has no fast FP16 arithmetic),
   laid out so ORT's CPU kernels fuse it, with int8 or uint8 weights as this CPU computes them exactly
   (``workbench.backends.cpu_int8``). It is named ``<name>-cpu`` and written beside the candidate
@@ -42,6 +44,7 @@ from workbench.quantize.metadata import made_of, provenance, set_metadata
 from workbench.quantize.ort_cpu import build_cpu_variant, cpu_flavour
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import plan_path
+from workbench.quantize.recovered import RecoveredSource
 
 CPU_TARGET = "ort-cpu"
 DYNAMIC_NAME = "int8-dynamic"
@@ -158,15 +161,46 @@ def recovery_techniques(plan_file: Path) -> list[str]:
     return [str(t) for t in recovery.get("techniques", []) if t != "refine_ranges"]
 
 
+def carried_recovery(
+    plan_file: Path, recovered: RecoveredSource | None
+) -> tuple[RecoveredSource | None, str]:
+    """What of the candidate's accuracy recovery (its plan file's techniques) its CPU flavour carries: the recovered
+    source to build it from (None: the baseline) and the words for the sign-off record. The source is carried when
+    the calibration's techniques are the candidate's; otherwise the words say which it does not carry and why."""
+    techniques = recovery_techniques(plan_file)
+    if not techniques:
+        return None, ""
+    listed = ", ".join(techniques)
+    own = [t for t in recovered.techniques if t != "refine_ranges"] if recovered is not None else []
+    if own == techniques:
+        return (
+            recovered,
+            f"; with the candidate's accuracy recovery ({listed}), built from its recovered source",
+        )
+    made_with = f"made with {', '.join(own)}" if own else "made without accuracy recovery"
+    return None, (
+        f"; built from the FP32 baseline, without the candidate's accuracy recovery ({listed}) but its ranges: "
+        f"the calibration cache given was {made_with}"
+    )
+
+
+def recovery_key(recovered: RecoveredSource) -> dict:
+    """What a CPU flavour's provenance says of the recovered source it was built from: the options, the techniques,
+    whether the graph is smoothed, the hashes of the cache's recovery files."""
+    return {**recovered.provenance(), "files": recovered.record.get("files", {})}
+
+
 def cpu_flavour_of(
     name: str,
     path: Path,
     baseline: Path,
     amax: dict[str, float] | None,
     weights: tuple[str, str],
+    recovered: RecoveredSource | None = None,
 ) -> TargetCandidate:
     """The ONNX Runtime CPU flavour of the Q/DQ candidate ``name`` at ``path`` (see the module docstring),
-    written beside it as ``<stem>.ort-cpu-<weights>-<source hash 12>.onnx``; a file there made alike is reused."""
+    written beside it as ``<stem>.ort-cpu-<weights>-<source hash 12>.onnx``; a file there made alike is reused.
+    ``recovered``: the recovered source of the calibration ``amax`` comes from (``carried_recovery``)."""
     path = Path(path)
     source_hash = sha256_file(path)
     out = path.with_name(f"{path.stem}.ort-cpu-{weights[0]}-{source_hash[:12]}.onnx")
@@ -176,7 +210,10 @@ def cpu_flavour_of(
         if amax is None:
             raise WorkbenchError(missing_ranges_message(name))
         plan = cpu_plan(PrecisionPlan.load(plan_path(path)))
+        carried, recovery_words = carried_recovery(plan_path(path), recovered)
         how.update(plan=plan.to_json(), baseline=sha256_file(baseline), ranges=ranges_digest(amax))
+        if carried is not None:
+            how["recovery"] = recovery_key(carried)
         if not _reusable(out, source_hash, how):
             build_cpu_variant(
                 baseline,
@@ -186,14 +223,9 @@ def cpu_flavour_of(
                 weights=weights[0],
                 reason=weights[1],
                 metadata=provenance(source_hash, how),
+                recovered=carried,
             )
-        words = f"ONNX Runtime CPU flavour of {name} (its plan, FP32 outside INT8), {weight_words}"
-        techniques = recovery_techniques(plan_path(path))
-        if techniques:  # the flavour is built from the baseline: say what of the candidate it does not carry
-            words += (
-                f"; built from the FP32 baseline, without the candidate's accuracy recovery ({', '.join(techniques)}) "
-                "but its ranges"
-            )
+        words = f"ONNX Runtime CPU flavour of {name} (its plan, FP32 outside INT8), {weight_words}{recovery_words}"
     else:
         how["plan"] = "as in the Q/DQ graph"
         if not _reusable(out, source_hash, how):
@@ -258,11 +290,13 @@ def candidates_for_target(
     amax: dict[str, float] | None = None,
     weights: str = ORT_CPU_WEIGHTS,
     as_given: bool = False,
+    recovered: RecoveredSource | None = None,
 ) -> TargetCandidates:
     """The candidates ``target`` runs, made from ``candidates`` (the baseline first; see the module docstring).
     ``amax``: the activation ranges the Q/DQ candidates were built with (needed for ``ort-cpu`` when a
     candidate has a plan file); ``weights``: auto, u8 or s8 (``workbench.backends.cpu_int8``); ``as_given``:
-    the candidates as they are, whatever the target."""
+    the candidates as they are, whatever the target; ``recovered``: the recovered source of the calibration
+    ``amax`` comes from (None: made without accuracy recovery), which the CPU flavours of its candidates carry."""
     if as_given or target != CPU_TARGET:
         return TargetCandidates(
             target, [TargetCandidate(n, Path(p), None, "as given") for n, p in candidates]
@@ -274,7 +308,7 @@ def candidates_for_target(
     for name, path in rest:
         kind = kind_of(onnx.load(str(path), load_external_data=False))
         if kind == "qdq":
-            out.append(cpu_flavour_of(name, Path(path), Path(base_path), amax, chosen))
+            out.append(cpu_flavour_of(name, Path(path), Path(base_path), amax, chosen, recovered))
         elif kind == "fp16":
             left_out[name] = FP16_LEFT_OUT
         else:
