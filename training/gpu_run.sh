@@ -15,6 +15,10 @@ if [ ! -x "$R/usr/bin/espeak-ng" ]; then
 fi
 export PATH=$R/usr/bin:$PATH LD_LIBRARY_PATH=$R/usr/lib/x86_64-linux-gnu
 export WORKBENCH_WORDNET_DIR=$R/usr/share/wordnet PYTHONPATH=/tmp/site:$PWD
+# Fail in seconds, not after the synthesis budget, when a synthesiser does not run on this machine.
+if ! { espeak-ng -q -w /tmp/smoke.wav "smoke test" && flite -voice slt -t "smoke test" -o /tmp/smoke2.wav; }; then
+  echo "speech synthesis does not run here:"; ldd "$R/usr/bin/espeak-ng" "$R/usr/bin/flite" | grep "not found"; exit 1
+fi
 deadline=$1
 shift
 python3 -m training.train_demo --config training/config_broad.json --state-dir /root/keep \
