@@ -44,3 +44,34 @@ def test_the_table_marks_the_winner_and_shows_every_batch() -> None:
     text = bench.table([winner(0.66, 0.64, 0.69)], (1, 8), "int8-percentile-cpu")
     assert "**int8-percentile-cpu** (winner)" in text and "x0.660 [0.640, 0.690]" in text
     assert "latency / FP32, batch 8" in text and text.count("n/a") == 1
+
+
+def test_other_processes_count_a_busy_neighbour_not_this_process(tmp_path) -> None:
+    """The idle check counts other processes' CPU time, not the benchmark's own threads (which the load average
+    counts): a busy child running beside counts, this process spinning does not."""
+    import subprocess
+    import sys
+    import time
+
+    common = load_benchmark("common.py", "benchmarks_common")
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 5 50 1000 7 3 2 1 0 0\ncpu0 1 2 3\n")
+    ticks = __import__("os").sysconf("SC_CLK_TCK")
+    assert common.busy_cpu_seconds(stat) == (100 + 5 + 50 + 3 + 2 + 1) / ticks  # idle and iowait left out
+
+    others = common.OtherProcesses()
+    end = time.monotonic() + 1.0
+    while time.monotonic() < end:  # this process spins: not another process
+        pass
+    while_spinning = others.cores_used()
+    spin = "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass"
+    others.start()
+    subprocess.run([sys.executable, "-c", spin], check=True)  # a finished child of this process: its own
+    while_child = others.cores_used()
+    neighbour = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
+    others.start()
+    time.sleep(0.9)  # measured before the neighbour ends and is reaped: another process
+    while_neighbour = others.cores_used()
+    neighbour.wait()
+    # whatever else runs on the machine adds to all three alike; the neighbour adds about one core
+    assert while_neighbour > max(while_spinning, while_child) + 0.5, (while_spinning, while_child, while_neighbour)

@@ -82,3 +82,21 @@ def test_compute_shares_of_a_built_graph_read_back() -> None:
     ]
     shares = compute_shares(counted, rows)
     assert shares == {"int8_macs_share": pytest.approx(144 / 375), "int8_nodes": 1, "compute_nodes": 4}
+
+
+def test_compute_shares_of_onnx_runtime_dynamic_quantization(tmp_path) -> None:
+    """ONNX Runtime's quantize_dynamic renames the MatMul it replaces (``<name>_quant``, a MatMulInteger): its
+    MACs still count as INT8 (this table read 0 % for the dynamic INT8 candidate before)."""
+    from workbench.quantize.dynamic import build_dynamic
+    from workbench.quantize.macs import compute_shares
+    from workbench.quantize.plan import precisions_of_onnx
+
+    fp32 = tmp_path / "tiny.onnx"
+    onnx.save(_graph(), str(fp32))
+    dynamic = build_dynamic(fp32, tmp_path / "tiny.dynamic.onnx", "s8")
+    rows = precisions_of_onnx(dynamic)
+    assert ("matmul_quant", "MatMulInteger", "int8") in rows
+    shares = compute_shares(node_macs(_graph(), samples=10), rows)
+    assert ("gemm_MatMul_quant", "MatMulInteger", "int8") in rows  # a Gemm becomes MatMul + Add first
+    assert shares["int8_macs_share"] == pytest.approx((120 + 15) / 375)
+    assert shares["int8_nodes"] == 2

@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from workbench.quantize.plan import PrecisionPlan
 
 
+# ONNX Runtime's quantize_dynamic names the integer node that replaces a MatMul/Conv after it with these suffixes
+# (a Gemm becomes a MatMul and an Add first)
+DYNAMIC_SUFFIXES: tuple[str, ...] = ("_MatMul_quant", "_quant")
+
+
 @dataclass(frozen=True)
 class NodeMacs:
     """Multiply-accumulates of each quantizable node at ``samples`` input samples (batch 1)."""
@@ -47,8 +52,16 @@ class NodeMacs:
             return 0.0
         return sum(m for node, m in self.macs.items() if plan.precision_of(node) == "int8") / total
 
+    def of_node(self, node: str) -> int:
+        """MACs of ``node``, also under the names ONNX Runtime's dynamic quantization gives its integer twin
+        (``<FP32 node name>_quant``, ``<Gemm name>_MatMul_quant``: a ``MatMulInteger`` / ``ConvInteger`` node)."""
+        for name in (node, *(node.removesuffix(s) for s in DYNAMIC_SUFFIXES if node.endswith(s))):
+            if name in self.macs:
+                return self.macs[name]
+        return 0
+
     def of_nodes(self, nodes: Sequence[str]) -> int:
-        return sum(self.macs.get(n, 0) for n in nodes)
+        return sum(self.of_node(n) for n in nodes)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -149,7 +162,7 @@ def compute_shares(macs: NodeMacs, precisions: Sequence[tuple[str, str, str]]) -
     """INT8 share of MACs and of compute nodes of a built graph, from its (node, op, precision) rows as
     ``workbench.quantize.plan.precisions_of_graph`` reads them back (nodes named as in the FP32 export)."""
     int8 = [node for node, _, precision in precisions if precision == "int8"]
-    counted = sum(macs.macs.get(node, 0) for node, _, _ in precisions)
+    counted = macs.of_nodes([node for node, _, _ in precisions])
     return {
         "int8_macs_share": macs.of_nodes(int8) / counted if counted else 0.0,
         "int8_nodes": len(int8),
