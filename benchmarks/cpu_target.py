@@ -45,7 +45,9 @@ sys.path.insert(0, str(HERE))
 from workbench.model.synthetic import SIZES  # noqa: E402
 
 TARGET_RATIO = 0.70  # the winner's latency at batch 1 on a VNNI CPU, as a multiple of FP32's
-IDLE_LOAD = 0.25  # cores per core that other processes may use during the run: above it, ratios are not trusted
+IDLE_LOAD = (
+    0.25  # cores per core that other processes may use during the run: above it, ratios are not trusted
+)
 DEMO_METHOD = "percentile"  # the demo's calibration, percentile 99.99 (MethodSpec's default percentile)
 
 

@@ -74,4 +74,8 @@ def test_other_processes_count_a_busy_neighbour_not_this_process(tmp_path) -> No
     while_neighbour = others.cores_used()
     neighbour.wait()
     # whatever else runs on the machine adds to all three alike; the neighbour adds about one core
-    assert while_neighbour > max(while_spinning, while_child) + 0.5, (while_spinning, while_child, while_neighbour)
+    assert while_neighbour > max(while_spinning, while_child) + 0.5, (
+        while_spinning,
+        while_child,
+        while_neighbour,
+    )
