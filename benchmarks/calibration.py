@@ -28,12 +28,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from childproc import load_average, peak_rss_mb, run_json_child  # noqa: E402  (re-exported)
+from common import MachineCpu  # noqa: E402  (re-exported)
 
 # issue 19: on an idle machine, 16 clips within 1.15x plain FP32 inference, each further clip within 1.05x
 # The marginal clip is judged twice and must pass both: by wall time (the issue's measure) and by the work
@@ -195,35 +193,6 @@ def child(job: str, onnx_path: Path, clip_path: Path, out: Path) -> None:
     wall = time.perf_counter() - start
     peak_mb = peak_rss_mb()
     print(json.dumps({"job": job, "wall_s": wall, "peak_rss_mb": peak_mb, "clips": len(clips), **extra}))
-
-
-@dataclass(frozen=True)
-class MachineCpu:
-    """Busy CPU seconds of the whole machine (``/proc/stat``) and of this process's finished children.
-
-    Their difference over a run is the CPU other processes used meanwhile: the measure of an idle
-    machine that the load average cannot give, since the job's own threads raise the load too.
-    """
-
-    busy_s: float
-    children_s: float
-
-    @classmethod
-    def now(cls) -> MachineCpu:
-        try:
-            fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-            busy = (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf(
-                "SC_CLK_TCK"
-            )  # minus idle and iowait
-        except (OSError, ValueError, IndexError):
-            busy = float("nan")
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return cls(busy, usage.ru_utime + usage.ru_stime)
-
-    def foreign_cores(self, before: MachineCpu, wall_s: float) -> float:
-        """Cores' worth of CPU that processes other than the measured child used since ``before``."""
-        own = self.children_s - before.children_s
-        return max(0.0, (self.busy_s - before.busy_s) - own) / wall_s if wall_s > 0 else float("nan")
 
 
 def settle(limit_s: float, below: float = IDLE_LOAD) -> float:

@@ -1,7 +1,6 @@
 """Helpers the benchmark scripts share, one copy each: CPU seconds of this process and its children, the load
-averages a result records beside its times, the cores other processes used while a benchmark ran (the load
-average counts the benchmark's own threads, so on a 2-core machine a 2-thread run never reads idle by it),
-and the dev-set evaluator the calibration benchmarks judge plans
+averages a result records beside its times, the cores other processes used while a benchmark ran
+(``MachineCpu``), and the dev-set evaluator the calibration benchmarks judge plans
 with (the FP32 transcripts computed once, then reused for every plan).
 
 Scripts import it as ``from common import ...`` (their own folder is on ``sys.path``, as for ``childproc``).
@@ -11,12 +10,9 @@ from __future__ import annotations
 
 import os
 import resource
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-# /proc/stat columns that count busy time (user nice system idle iowait irq softirq steal ...): all but idle, iowait
-_BUSY_COLUMNS = (0, 1, 2, 5, 6, 7)
 
 
 def cpu_seconds() -> float:
@@ -31,29 +27,43 @@ def load_averages() -> list[float]:
 
 
 def busy_cpu_seconds(stat: Path = Path("/proc/stat")) -> float:
-    """CPU seconds every process on this machine has been busy since boot (Linux ``/proc/stat``)."""
-    fields = stat.read_text().splitlines()[0].split()[1:]
-    ticks = os.sysconf("SC_CLK_TCK")
-    return sum(int(fields[i]) for i in _BUSY_COLUMNS if i < len(fields)) / ticks
+    """CPU seconds every process on this machine has been busy since boot (Linux ``/proc/stat``: all columns but
+    idle and iowait); NaN where it cannot be read."""
+    try:
+        fields = [int(v) for v in stat.read_text().split("\n", 1)[0].split()[1:]]
+        return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return float("nan")
 
 
-class OtherProcesses:
-    """Cores that processes other than this one (and its finished children) kept busy between ``start`` and
-    ``cores_used``: the machine's busy CPU time minus this process's, over the wall time. A benchmark is taken on
-    an idle machine when this stays low, whatever its own threads do to the load average."""
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's finished children."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
-    def __init__(self) -> None:
-        self.start()
 
-    def start(self) -> None:
-        self._wall, self._busy, self._own = time.monotonic(), busy_cpu_seconds(), cpu_seconds()
+@dataclass(frozen=True)
+class MachineCpu:
+    """Busy CPU seconds of the whole machine (``/proc/stat``) and of what the benchmark measures: its finished
+    children (a job run as a child process), or with ``include_self`` this process and its children (a job run
+    in process).
 
-    def cores_used(self) -> float:
-        wall = time.monotonic() - self._wall
-        if wall <= 0:
-            return 0.0
-        others = (busy_cpu_seconds() - self._busy) - (cpu_seconds() - self._own)
-        return round(max(0.0, others) / wall, 3)
+    Their difference over a run is the CPU other processes used meanwhile: the measure of an idle machine that
+    the load average cannot give, since the job's own threads raise the load too (a 2-thread job ends a long
+    run at load 2 or more on an otherwise idle 2-core machine).
+    """
+
+    busy_s: float
+    measured_s: float
+
+    @classmethod
+    def now(cls, include_self: bool = False) -> MachineCpu:
+        return cls(busy_cpu_seconds(), cpu_seconds() if include_self else children_cpu_seconds())
+
+    def foreign_cores(self, before: MachineCpu, wall_s: float) -> float:
+        """Cores' worth of CPU that processes other than the measured ones used since ``before``."""
+        own = self.measured_s - before.measured_s
+        return max(0.0, (self.busy_s - before.busy_s) - own) / wall_s if wall_s > 0 else float("nan")
 
 
 def dev_evaluator(variants: Any, clips: list, gates: Any, resamples: int, model: Any) -> Any:

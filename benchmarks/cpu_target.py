@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     show_progress("   ")
     args = parse(argv)
-    from common import OtherProcesses
+    from common import MachineCpu
     from gpu_signoff import model_folder
 
     from workbench.calibration.recovery import RecoveryOptions
@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path = weight_path(args.weights)
     print(f"model: {weights_line}\ninteger GEMMs here: {path['path']} ({path['why']})", flush=True)
     load_before = os.getloadavg()
-    others = OtherProcesses()
+    before, started_wall = MachineCpu.now(include_self=True), time.monotonic()
     extra = {"calib_root": root} if root is not None else {}
     result = signoff.run(
         signoff.SignoffInputs(
@@ -268,7 +268,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ),
     )
     load_after = os.getloadavg()
-    other_cores = others.cores_used()
+    other_cores = round(
+        MachineCpu.now(include_self=True).foreign_cores(before, time.monotonic() - started_wall), 3
+    )
     record = result.record
     rows = rows_of(record, batches)
     winner_name = record["recommendation"]
@@ -279,6 +281,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "benchmark": "cpu_target",
         "model": args.model,
         "weights": weights_line,
+        "model_hash": record["model"]["model_hash"],
         "command": "python benchmarks/cpu_target.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "integer_gemm": path,
         "machine": machine_info(),

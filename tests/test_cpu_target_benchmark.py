@@ -48,7 +48,7 @@ def test_the_table_marks_the_winner_and_shows_every_batch() -> None:
 
 def test_other_processes_count_a_busy_neighbour_not_this_process(tmp_path) -> None:
     """The idle check counts other processes' CPU time, not the benchmark's own threads (which the load average
-    counts): a busy child running beside counts, this process spinning does not."""
+    counts): a busy neighbour process counts, this process spinning does not."""
     import subprocess
     import sys
     import time
@@ -59,19 +59,21 @@ def test_other_processes_count_a_busy_neighbour_not_this_process(tmp_path) -> No
     ticks = __import__("os").sysconf("SC_CLK_TCK")
     assert common.busy_cpu_seconds(stat) == (100 + 5 + 50 + 3 + 2 + 1) / ticks  # idle and iowait left out
 
-    others = common.OtherProcesses()
-    end = time.monotonic() + 1.0
-    while time.monotonic() < end:  # this process spins: not another process
-        pass
-    while_spinning = others.cores_used()
-    spin = "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass"
-    others.start()
-    subprocess.run([sys.executable, "-c", spin], check=True)  # a finished child of this process: its own
-    while_child = others.cores_used()
-    neighbour = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
-    others.start()
-    time.sleep(0.9)  # measured before the neighbour ends and is reaped: another process
-    while_neighbour = others.cores_used()
+    def foreign(run) -> float:
+        before, start = common.MachineCpu.now(include_self=True), time.monotonic()
+        run()
+        return common.MachineCpu.now(include_self=True).foreign_cores(before, time.monotonic() - start)
+
+    def spin() -> None:
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            pass
+
+    spin_code = "import time\nend = time.time() + 1.0\nwhile time.time() < end: pass"
+    while_spinning = foreign(spin)  # this process: the benchmark's own work
+    while_child = foreign(lambda: subprocess.run([sys.executable, "-c", spin_code], check=True))  # its child
+    neighbour = subprocess.Popen([sys.executable, "-c", spin_code])
+    while_neighbour = foreign(lambda: time.sleep(0.9))  # measured before the neighbour is reaped: not ours
     neighbour.wait()
     # whatever else runs on the machine adds to all three alike; the neighbour adds about one core
     assert while_neighbour > max(while_spinning, while_child) + 0.5, (
