@@ -83,6 +83,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
+    parser.add_argument(
+        "--overflow-clips",
+        type=int,
+        help="the overflow check's outputs on N calibration clips (default: every clip; signoff --overflow-clips)",
+    )
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads (default: ORT's)")
     parser.add_argument(
         "--cache",
@@ -261,6 +266,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ort_cpu_weights=args.weights,
             engines=args.engines or args.work / "engines",
             limit=args.limit,
+            overflow_clips=args.overflow_clips,
             outside_profile="score",
             cache=args.cache,
             recovery=RecoveryOptions(bias_correction=True) if args.bias_correction else None,
