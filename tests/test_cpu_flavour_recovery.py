@@ -14,15 +14,12 @@ import pytest
 from onnx import numpy_helper
 
 from tests.test_recovery import block_model, inputs
-from tests.test_recovery_wiring import _amax, _means
+from tests.test_recovery_wiring import _amax, _means, calibrate_tiny
 from workbench.calibration import cache as cache_mod
-from workbench.calibration.methods import MethodSpec
 from workbench.calibration.recovery import RecoveryOptions
-from workbench.jobs import calibrate
 from workbench.jobs.prepare import prepare
 from workbench.jobs.signoff import target_calibration
 from workbench.model.features import normalise_audio
-from workbench.model.synthetic import save_random_wav2vec2
 from workbench.quantize.metadata import made_of
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import build_variant, dequantized_weight
@@ -94,17 +91,8 @@ def test_the_cpu_flavour_of_a_bias_corrected_candidate_carries_the_corrected_bia
 def smoothed(tmp_path_factory: pytest.TempPathFactory, tiny_sets):
     """The tiny random Wav2Vec2 calibrated with SmoothQuant (a fixed alpha, so tensors are smoothed) and bias
     correction, its CPU flavour written by calibrate (``ort_cpu``), and the sign-off's ranges and recovered source."""
-    model = save_random_wav2vec2(tmp_path_factory.mktemp("models") / "tiny", "tiny", seed=0)
-    root = tmp_path_factory.mktemp("engines")
-    made = calibrate.run(
-        calibrate.CalibrateInputs(
-            model,
-            str(tiny_sets.calib.path),
-            MethodSpec("percentile", 99.99),
-            engines=root,
-            recovery=RecoveryOptions("0.5", bias_correction=True),
-            ort_cpu=True,
-        )
+    model, root, made = calibrate_tiny(
+        tmp_path_factory, tiny_sets, RecoveryOptions("0.5", bias_correction=True), ort_cpu=True
     )
     assert cache_mod.load(made.cache).recovery["smoothquant"]["smoothed"] > 0
     amax, recovered = target_calibration(made.cache, cpu_flavours=True)

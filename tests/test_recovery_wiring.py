@@ -114,8 +114,11 @@ def test_the_runner_quantizes_the_smoothed_graph_and_keeps_the_export_for_fp32()
     assert ops.count("Mul") >= sum(n.op_type == "Mul" for n in smoothed.graph.node)
 
 
-@pytest.fixture(scope="module")
-def tiny_bc(tmp_path_factory: pytest.TempPathFactory, tiny_sets):
+def calibrate_tiny(
+    tmp_path_factory: pytest.TempPathFactory, tiny_sets, recovery: RecoveryOptions, ort_cpu: bool = False
+) -> tuple[Path, Path, calibrate.CalibrateResult]:
+    """The tiny random Wav2Vec2 calibrated (percentile 99.99) on the tiny calibration set with ``recovery``:
+    (model folder, engines root, the calibrate job's result)."""
     model = save_random_wav2vec2(tmp_path_factory.mktemp("models") / "tiny", "tiny", seed=0)
     root = tmp_path_factory.mktemp("engines")
     made = calibrate.run(
@@ -124,10 +127,16 @@ def tiny_bc(tmp_path_factory: pytest.TempPathFactory, tiny_sets):
             str(tiny_sets.calib.path),
             MethodSpec("percentile", 99.99),
             engines=root,
-            recovery=RecoveryOptions(bias_correction=True),
+            recovery=recovery,
+            ort_cpu=ort_cpu,
         )
     )
     return model, root, made
+
+
+@pytest.fixture(scope="module")
+def tiny_bc(tmp_path_factory: pytest.TempPathFactory, tiny_sets):
+    return calibrate_tiny(tmp_path_factory, tiny_sets, RecoveryOptions(bias_correction=True))
 
 
 def test_prepare_brings_the_caches_recovery_and_refuses_other_options(tiny_bc, tiny_sets) -> None:
