@@ -14,7 +14,8 @@ padding, inference, decoding).
     python benchmarks/batched_eval.py --backend ort-cuda --eval-set calib_sets/demo-eval --batch-sizes 1,8,32,64
 
 Prints a table and writes ``benchmarks/results/batched_eval_<backend>.json`` (``--out`` to change). Speed
-ratios are only meaningful on an otherwise idle machine: the load average before and after is recorded.
+ratios are only meaningful on an otherwise idle machine: the load average before and after is recorded, and the
+cores other processes used during the run (``common.MachineCpu``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import MachineCpu  # noqa: E402
 
 MODELS = ("demo", "base")
 DEFAULT_BATCHES = {"ort-cpu": "1,4,8,16", "ort-cuda": "1,8,32,64"}
@@ -149,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     clips = [speech_set.audio(u) for u in utts]
     references = [u.text for u in utts]
     load_before = list(os.getloadavg())
+    before, started = MachineCpu.now(include_self=True), time.monotonic()
     results = [measure(args, name, clips, references) for name in args.models]
+    others = MachineCpu.now(include_self=True).foreign_cores(before, time.monotonic() - started)
     out = {
         "benchmark": "batched_eval",
         "command": "python benchmarks/batched_eval.py " + " ".join(sys.argv[1:] if argv is None else argv),
@@ -162,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "load_average_before": load_before,
         "load_average_after": list(os.getloadavg()),
+        "other_processes_cores": round(others, 3),
         "machine": machine_info(),
         "packages": package_versions(),
         "python": platform.python_version(),
@@ -182,7 +189,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{row['speedup_vs_batch1']:>8.2f} {row['differing_from_batch1']:>6} {row['wer'] * 100:>7.2f} "
                 f"{row['wer_difference_points']:>+8.2f}"
             )
-    print(f"load average before {load_before}, after {out['load_average_after']}; wrote {path}")
+    print(
+        f"load average before {load_before}, after {out['load_average_after']}; other processes used "
+        f"{others:.2f} cores; wrote {path}"
+    )
     return 0
 
 
