@@ -253,11 +253,14 @@ def main() -> None:
     )
     ckpt = args.state_dir / "ckpt.pt"
     step, elapsed, epoch = 0, 0.0, 0
+    # every validation of the run, kept across resumed calls (in the checkpoint and the model's training meta)
+    history: list[dict] = []
     if ckpt.exists():
         state = torch.load(ckpt, map_location=device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step, elapsed, epoch = state["step"], state["elapsed"], state["epoch"]
+        history = list(state.get("history", []))
         log(f"resumed at step {step}, {elapsed:.0f}s trained")
     elif args.init_from:
         from safetensors.torch import load_file
@@ -265,12 +268,12 @@ def main() -> None:
         model.load_state_dict(load_file(str(args.init_from / "model.safetensors")))
         meta0 = json.loads((args.init_from / "training_meta.json").read_text())
         step, elapsed = meta0["steps"], meta0["train_seconds"]
+        history = list(meta0.get("history", []))
         log(f"initialised from {args.init_from} (step {step}, {elapsed:.0f}s trained); fresh optimiser")
     rewarm_from = elapsed if (args.init_from and not ckpt.exists()) else None
     model.train()
     gen = torch.Generator(device=device)
     last_ckpt = last_val = time.time()
-    history = []
     done = False
     while not done:
         rng = np.random.default_rng(tcfg["seed"] * 1000 + epoch)
@@ -319,12 +322,16 @@ def main() -> None:
                         "step": step,
                         "elapsed": elapsed,
                         "epoch": epoch,
+                        "history": history,
                     },
                     ckpt,
                 )
                 last_ckpt = time.time()
         else:
             epoch += 1
+    w, c, ex = validate(model, val, device)
+    history.append({"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c, "end_of_call": True})
+    log(f"FINAL step {step}: val WER {w:.3f} CER {c:.3f}; examples {ex}")
     torch.save(
         {
             "model": model.state_dict(),
@@ -332,11 +339,10 @@ def main() -> None:
             "step": step,
             "elapsed": elapsed,
             "epoch": epoch,
+            "history": history,
         },
         ckpt,
     )
-    w, c, ex = validate(model, val, device)
-    log(f"FINAL step {step}: val WER {w:.3f} CER {c:.3f}; examples {ex}")
     meta = {
         "steps": step,
         "train_seconds": elapsed,
