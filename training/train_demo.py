@@ -207,6 +207,23 @@ def save_hf(model, out: Path, meta: dict) -> None:
     (out / "training_meta.json").write_text(json.dumps(meta, indent=2))
 
 
+def save_checkpoint(
+    path: Path, model, opt, step: int, elapsed: float, epoch: int, history: list[dict]
+) -> None:
+    """What a later call resumes from: weights, optimiser, step, training seconds, epoch and validation history."""
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "opt": opt.state_dict(),
+            "step": step,
+            "elapsed": elapsed,
+            "epoch": epoch,
+            "history": history,
+        },
+        path,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--config", type=Path, default=Path(__file__).with_name("config.json"))
@@ -315,34 +332,14 @@ def main() -> None:
                 log(f"VAL step {step}: WER {w:.3f} CER {c:.3f} e.g. {ex[0]}")
                 last_val = time.time()
             if time.time() - last_ckpt > 90:
-                torch.save(
-                    {
-                        "model": model.state_dict(),
-                        "opt": opt.state_dict(),
-                        "step": step,
-                        "elapsed": elapsed,
-                        "epoch": epoch,
-                        "history": history,
-                    },
-                    ckpt,
-                )
+                save_checkpoint(ckpt, model, opt, step, elapsed, epoch, history)
                 last_ckpt = time.time()
         else:
             epoch += 1
     w, c, ex = validate(model, val, device)
     history.append({"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c, "end_of_call": True})
     log(f"FINAL step {step}: val WER {w:.3f} CER {c:.3f}; examples {ex}")
-    torch.save(
-        {
-            "model": model.state_dict(),
-            "opt": opt.state_dict(),
-            "step": step,
-            "elapsed": elapsed,
-            "epoch": epoch,
-            "history": history,
-        },
-        ckpt,
-    )
+    save_checkpoint(ckpt, model, opt, step, elapsed, epoch, history)
     meta = {
         "steps": step,
         "train_seconds": elapsed,
