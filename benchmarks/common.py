@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,15 +56,19 @@ class MachineCpu:
 
     busy_s: float
     measured_s: float
+    at_s: float  # time.monotonic() when read
 
     @classmethod
     def now(cls, include_self: bool = False) -> MachineCpu:
-        return cls(busy_cpu_seconds(), cpu_seconds() if include_self else children_cpu_seconds())
+        measured = cpu_seconds() if include_self else children_cpu_seconds()
+        return cls(busy_cpu_seconds(), measured, time.monotonic())
 
-    def foreign_cores(self, before: MachineCpu, wall_s: float) -> float:
-        """Cores' worth of CPU that processes other than the measured ones used since ``before``."""
+    def foreign_cores(self, before: MachineCpu, wall_s: float | None = None) -> float:
+        """Cores' worth of CPU that processes other than the measured ones used since ``before``, over ``wall_s``
+        (default: the time between the two readings)."""
+        wall = self.at_s - before.at_s if wall_s is None else wall_s
         own = self.measured_s - before.measured_s
-        return max(0.0, (self.busy_s - before.busy_s) - own) / wall_s if wall_s > 0 else float("nan")
+        return max(0.0, (self.busy_s - before.busy_s) - own) / wall if wall > 0 else float("nan")
 
 
 def dev_evaluator(variants: Any, clips: list, gates: Any, resamples: int, model: Any) -> Any:

@@ -45,9 +45,8 @@ sys.path.insert(0, str(HERE))
 from workbench.model.synthetic import SIZES  # noqa: E402
 
 TARGET_RATIO = 0.70  # the winner's latency at batch 1 on a VNNI CPU, as a multiple of FP32's
-IDLE_LOAD = (
-    0.25  # cores per core that other processes may use during the run: above it, ratios are not trusted
-)
+# cores per core that other processes may use during the run: above it, latency ratios are not trusted
+IDLE_LOAD = 0.25
 DEMO_METHOD = "percentile"  # the demo's calibration, percentile 99.99 (MethodSpec's default percentile)
 
 
@@ -251,7 +250,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     path = weight_path(args.weights)
     print(f"model: {weights_line}\ninteger GEMMs here: {path['path']} ({path['why']})", flush=True)
     load_before = os.getloadavg()
-    before, started_wall = MachineCpu.now(include_self=True), time.monotonic()
+    before = MachineCpu.now(include_self=True)
     extra = {"calib_root": root} if root is not None else {}
     result = signoff.run(
         signoff.SignoffInputs(
@@ -274,9 +273,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ),
     )
     load_after = os.getloadavg()
-    other_cores = round(
-        MachineCpu.now(include_self=True).foreign_cores(before, time.monotonic() - started_wall), 3
-    )
+    other_cores = round(MachineCpu.now(include_self=True).foreign_cores(before), 3)
     record = result.record
     rows = rows_of(record, batches)
     winner_name = record["recommendation"]

@@ -68,6 +68,7 @@ def main() -> None:
         by_variant.setdefault(row["variant"], {})[row["accent"]] = row["wer"]
     summary = {v: float(np.mean(list(w.values()))) for v, w in by_variant.items()}
     basic = [summary[v] for v in ESPEAK_VARIANTS]
+    worst_basic_us = max(by_variant[v]["us"] for v in ESPEAK_VARIANTS)
     result = {
         "what": "FP32 WER of the demo model per espeak-ng variant, quiet, rate 1, pitch 50",
         "command": "python benchmarks/voice_wer.py --onnx WORKSPACE/engines/<model hash>/model.fp32.onnx --texts "
@@ -81,9 +82,7 @@ def main() -> None:
         "rule": "extra variants: US-accent FP32 WER at most the worst basic variant's on these texts",
         "note": "en-gb ignores espeak-ng variants (every en-gb+<variant> gives the same audio as en-gb), so the "
         "british column is one voice; the US column decides",
-        "meeting_the_rule": [
-            v for v in CANDIDATES if by_variant[v]["us"] <= max(by_variant[b]["us"] for b in ESPEAK_VARIANTS)
-        ],
+        "meeting_the_rule": [v for v in CANDIDATES if by_variant[v]["us"] <= worst_basic_us],
         "wer_by_variant": dict(sorted(summary.items(), key=lambda kv: kv[1])),
         "wer_by_variant_and_accent": by_variant,
         "seconds": time.perf_counter() - started,
