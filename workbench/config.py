@@ -145,6 +145,7 @@ class RecoveryDefaults:
     smoothquant: str | None = None
     bias_correction: bool = False
     refine_ranges: bool = False
+    clip_search: bool = False
 
 
 # The demo's accuracy recovery, used by its calibration and so by its search and sign-off (docs/recovery.md):

@@ -1,6 +1,7 @@
 """Accuracy recovery at calibration: SmoothQuant migration, range refinement and the statistics bias correction needs.
 
-``RecoveryOptions`` are options of ``calibrate`` (``--smoothquant``, ``--refine-ranges``, ``--bias-correction``);
+``RecoveryOptions`` are options of ``calibrate`` (``--smoothquant``, ``--refine-ranges``, ``--clip-search``,
+``--bias-correction``);
 they go into the cache's provenance keys (``params``) and the file names (``tag``). ``recover`` runs the
 calibration pass with per-channel statistics and a row sample (``channels.ChannelStats``), then:
 
@@ -10,14 +11,15 @@ calibration pass with per-channel statistics and a row sample (``channels.Channe
    helps. The scales are folded into the FP32 graph, and a second pass over the calibration clips measures
    the smoothed graph's ranges (a smoothed tensor's histogram cannot be derived from the original's).
 2. Range refinement (``refine``): each tensor's threshold among the methods', by output error.
-3. Bias correction needs each INT8 layer's input mean per channel: ``Recovered.means``, from the last pass;
+3. Clipping search (``clip_search``): each Conv input's threshold by the model's logits on calibration clips.
+4. Bias correction needs each INT8 layer's input mean per channel: ``Recovered.means``, from the last pass;
    the correction itself belongs to a plan (``workbench.quantize.bias_correction``) and is applied when a
    variant is built (``corrected_for``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ import numpy as np
 import onnx
 
 from workbench.calibration.channels import ChannelStats
+from workbench.calibration.clip_search import DEFAULT_CLIPS, PERCENTILES, clip_record, search_clipping
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.refine import refine_ranges
@@ -54,6 +57,7 @@ class RecoveryOptions:
     smoothquant: str | None = None
     bias_correction: bool = False
     refine_ranges: bool = False
+    clip_search: bool = False
 
     def __post_init__(self) -> None:
         if self.smoothquant not in (None, "auto"):
@@ -68,28 +72,31 @@ class RecoveryOptions:
 
     @property
     def active(self) -> bool:
-        return bool(self.smoothquant or self.bias_correction or self.refine_ranges)
+        return bool(self.smoothquant or self.bias_correction or self.refine_ranges or self.clip_search)
 
     def params(self) -> dict[str, Any]:
         """What goes into the cache keys (empty when off, so existing caches keep their keys)."""
         if not self.active:
             return {}
-        return {
-            "recovery": {
-                "smoothquant": self.smoothquant,
-                "bias_correction": self.bias_correction,
-                "refine_ranges": self.refine_ranges,
-                "alphas": list(ALPHAS) if self.smoothquant == "auto" else None,
-            }
+        keys: dict[str, Any] = {
+            "smoothquant": self.smoothquant,
+            "bias_correction": self.bias_correction,
+            "refine_ranges": self.refine_ranges,
+            "alphas": list(ALPHAS) if self.smoothquant == "auto" else None,
         }
+        if self.clip_search:  # only when on, so caches made without it keep their keys
+            keys["clip_search"] = {"percentiles": list(PERCENTILES), "clips": DEFAULT_CLIPS}
+        return {"recovery": keys}
 
     def tag(self) -> str:
-        """File-name part: ``sq`` (``sq0.5`` for a fixed alpha), ``rr``, ``bc`` joined by '-', '' when off."""
+        """File-name part: ``sq`` (``sq0.5`` for a fixed alpha), ``rr``, ``cs``, ``bc`` joined by '-', '' when off."""
         parts = []
         if self.smoothquant:
             parts.append("sq" if self.smoothquant == "auto" else f"sq{float(self.smoothquant):g}")
         if self.refine_ranges:
             parts.append("rr")
+        if self.clip_search:
+            parts.append("cs")
         if self.bias_correction:
             parts.append("bc")
         return "-".join(parts)
@@ -100,7 +107,9 @@ PassRunner = Callable[[onnx.ModelProto | Path, ChannelStats], StreamingStats]
 
 @dataclass
 class Recovered:
-    """The FP32 graph the variants are built from (smoothed or the source), its ranges, input means, record."""
+    """The FP32 graph the variants are built from (smoothed or the source), its ranges, input means, record;
+    ``method_amax``: the method's own ranges on the last pass, before refinement or clipping search moved any
+    (what the convergence check compares with the ranges at its checkpoint)."""
 
     model: onnx.ModelProto
     amax: dict[str, float]
@@ -108,6 +117,7 @@ class Recovered:
     record: dict[str, Any] = field(default_factory=dict)
     stats: StreamingStats | None = None
     passes: int = 1
+    method_amax: dict[str, float] = field(default_factory=dict)
 
     def corrected_for(self, plan: PrecisionPlan) -> tuple[onnx.ModelProto, dict]:
         """The graph with bias correction for ``plan``'s INT8 nodes, and what was corrected."""
@@ -132,6 +142,12 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
         rr = record["refine_ranges"]
         out.append(
             f"range refinement: {rr['changed']} of {rr['tensors']} tensors took another method's threshold"
+        )
+    if "clip_search" in record:
+        cs = record["clip_search"]
+        out.append(
+            f"clipping search: {cs['changed']} of {cs['tensors']} conv inputs took another threshold (logit KL on "
+            f"{cs['clips']} calibration clips)"
         )
     if "bias_correction" in record:
         bc = record["bias_correction"]
@@ -195,8 +211,15 @@ def choose_smoothing(
     return scales, record
 
 
-def recover(source: Path, run_pass: PassRunner, spec: MethodSpec, options: RecoveryOptions) -> Recovered:
-    """Calibrate ``source`` (FP32 ONNX) with ``options``: see the module docstring."""
+def recover(
+    source: Path,
+    run_pass: PassRunner,
+    spec: MethodSpec,
+    options: RecoveryOptions,
+    scoring_inputs: Sequence[np.ndarray] = (),
+) -> Recovered:
+    """Calibrate ``source`` (FP32 ONNX) with ``options``: see the module docstring. ``scoring_inputs``: the
+    calibration clips' ``input_values`` rows the clipping search scores on (``clip_search.spread``)."""
     model = onnx.load(str(source))
     channels = channel_stats_for(model)
     stats = run_pass(source, channels)
@@ -221,6 +244,7 @@ def recover(source: Path, run_pass: PassRunner, spec: MethodSpec, options: Recov
             stats = run_pass(model, channels)
             amax = ranges_from_statistics(stats, spec)
             passes = 2
+    method_amax = dict(amax)
     if options.refine_ranges:
         weights = {}
         for target in smoothing_targets(model):
@@ -230,10 +254,14 @@ def recover(source: Path, run_pass: PassRunner, spec: MethodSpec, options: Recov
         amax = {n: c.amax for n, c in choices_rr.items()}
         moved = {n: c.to_json() for n, c in choices_rr.items() if c.error < c.own_error}
         record["refine_ranges"] = {"tensors": len(choices_rr), "changed": len(moved), "changes": moved}
+    if options.clip_search:
+        clipped = search_clipping(model, stats, amax, scoring_inputs)
+        amax = {**amax, **{t: c.amax for t, c in clipped.items()}}
+        record["clip_search"] = clip_record(clipped, len(scoring_inputs))
     means = {n: m for n in channels.tensors if (m := channels.mean(n)) is not None}
     if options.bias_correction:
         record["bias_correction"] = {"means_of": len(means), "scale_dtype": np.dtype(SCALE_DTYPE).name}
-    return Recovered(model, amax, means, record, stats, passes)
+    return Recovered(model, amax, means, record, stats, passes, method_amax)
 
 
 MEANS_SUFFIX = ".means.npz"

@@ -311,8 +311,14 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
 
         stats: Any  # the pass's statistics (StreamingStats)
         if options.active:
-            recovered = rec.recover(fp32, one_pass, spec, options)
-            stats, amax = recovered.stats, recovered.amax
+            scoring: list[Any] = []
+            if options.clip_search:  # the clipping search scores on whole calibration clips
+                from workbench.calibration.clip_search import DEFAULT_CLIPS, spread
+
+                picked = spread(speech_set.utterances, DEFAULT_CLIPS)
+                scoring = [description.prepare(speech_set.audio(u)) for u in picked]
+            recovered = rec.recover(fp32, one_pass, spec, options, scoring)
+            stats, amax, method_amax = recovered.stats, recovered.amax, recovered.method_amax
             if recovered.passes > 1:
                 write_bytes_atomic(smoothed_path, recovered.model.SerializeToString())
                 source = smoothed_path
@@ -320,15 +326,15 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
                 smoothed_path.unlink(missing_ok=True)
         elif inputs.ray is not None:
             stats = spread_pass(fp32, pieces, spec, inputs, description)
-            amax = ranges_from_statistics(stats, spec)
+            amax = method_amax = ranges_from_statistics(stats, spec)
         else:
             stats = one_pass(fp32)
-            amax = ranges_from_statistics(stats, spec)
+            amax = method_amax = ranges_from_statistics(stats, spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
         if options.active:
             rec.save_means(rec.means_path(cache_path), recovered.means)
             cache.recovery = {**recovered.record, "files": rec.file_hashes(cache_path)}
-        found = conv.measure(stats, amax, spec, pieces.conditions)
+        found = conv.measure(stats, method_amax, spec, pieces.conditions)  # the statistics, not the moves
         cache.convergence = found.to_json() if found else None
         cache.save(cache_path)
         if stats.with_histograms:  # what the scales were chosen from, for the dashboard

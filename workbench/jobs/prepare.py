@@ -125,7 +125,10 @@ def recovery_of(params: dict[str, Any] | None) -> RecoveryOptions | None:
     if not params:
         return None
     return RecoveryOptions(
-        params.get("smoothquant"), bool(params.get("bias_correction")), bool(params.get("refine_ranges"))
+        params.get("smoothquant"),
+        bool(params.get("bias_correction")),
+        bool(params.get("refine_ranges")),
+        bool(params.get("clip_search")),
     )
 
 
@@ -154,6 +157,8 @@ def describe_recovery(options: RecoveryOptions | None) -> str:
         parts.append(f"--smoothquant {options.smoothquant}")
     if options.refine_ranges:
         parts.append("--refine-ranges")
+    if options.clip_search:
+        parts.append("--clip-search")
     if options.bias_correction:
         parts.append("--bias-correction")
     return " ".join(parts)

@@ -526,6 +526,8 @@ def recovery_summary(record: dict[str, Any] | None) -> dict[str, Any] | None:
         out["smoothed_inputs"] = record["smoothquant"].get("smoothed")
     if "refine_ranges" in record:
         out["ranges_moved"] = record["refine_ranges"].get("changed")
+    if "clip_search" in record:
+        out["conv_clippings_moved"] = record["clip_search"].get("changed")
     if "nodes" in record.get("bias_correction", {}):
         out["bias_corrected_layers"] = record["bias_correction"]["nodes"]
     return out

@@ -19,7 +19,8 @@ import onnx
 from workbench.quantize.bias_correction import correct_biases
 from workbench.quantize.plan import PrecisionPlan
 
-TECHNIQUES = ("smoothquant", "refine_ranges", "bias_correction")
+TECHNIQUES = ("smoothquant", "refine_ranges", "clip_search", "bias_correction")
+RANGE_TECHNIQUES = ("refine_ranges", "clip_search")  # only move ranges: the cache carries what they did
 
 
 def corrected(
@@ -54,10 +55,11 @@ class RecoveredSource:
 
     @property
     def techniques(self) -> list[str]:
-        """The techniques that were on, in a fixed order (``smoothquant``, ``refine_ranges``, ``bias_correction``)."""
+        """The techniques that were on, in ``TECHNIQUES``' order."""
         on = {
             "smoothquant": bool(self.options.get("smoothquant")),
             "refine_ranges": bool(self.options.get("refine_ranges")),
+            "clip_search": bool(self.options.get("clip_search")),
             "bias_correction": bool(self.options.get("bias_correction")),
         }
         return [t for t in TECHNIQUES if on[t]]

@@ -44,7 +44,7 @@ from workbench.quantize.metadata import made_of, provenance, set_metadata
 from workbench.quantize.ort_cpu import build_cpu_variant, cpu_flavour
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import plan_path
-from workbench.quantize.recovered import RecoveredSource
+from workbench.quantize.recovered import RANGE_TECHNIQUES, RecoveredSource
 
 CPU_TARGET = "ort-cpu"
 DYNAMIC_NAME = "int8-dynamic"
@@ -158,7 +158,7 @@ def recovery_techniques(plan_file: Path) -> list[str]:
     recovery = data.get("recovery") if isinstance(data, dict) else None
     if not isinstance(recovery, dict):
         return []
-    return [str(t) for t in recovery.get("techniques", []) if t != "refine_ranges"]
+    return [str(t) for t in recovery.get("techniques", []) if t not in RANGE_TECHNIQUES]
 
 
 def carried_recovery(
@@ -171,7 +171,7 @@ def carried_recovery(
     if not techniques:
         return None, ""
     listed = ", ".join(techniques)
-    own = [t for t in recovered.techniques if t != "refine_ranges"] if recovered is not None else []
+    own = [t for t in recovered.techniques if t not in RANGE_TECHNIQUES] if recovered is not None else []
     if own == techniques:
         return (
             recovered,

@@ -1,0 +1,182 @@
+"""Clipping search for convolution inputs by the model's output (``calibrate --clip-search``).
+
+A feature encoder's convolutions read GELU outputs with a long tail: on the demo model half of a conv input's
+values lie under 0.1 while its largest reach 8-11, so a per-tensor INT8 step set by the tail (percentile 99.99,
+max, MSE of the tensor) is as large as the typical value, and the tensor's own error ranks the thresholds
+wrongly (it is dominated by the rare large values the clipping cuts). StableQuant (2025) searches the clipping
+of the CNN feature encoder per layer by the model's output instead; this does the same from the histograms the
+calibration pass already kept:
+
+- per Conv input read against a constant weight, candidate thresholds: the run's own, the percentiles
+  ``PERCENTILES`` of its histogram and its maximum;
+- each candidate is scored by the mean per-frame KL divergence of the model's logits from FP32's on ``clips``
+  calibration clips, with only that tensor's Conv nodes in INT8 (activation at the candidate threshold, weights
+  per output channel) and the rest FP32;
+- the run's own threshold is scored first and kept on ties: a tensor moves only where another is strictly better.
+
+One scoring graph per tensor takes the threshold as an input (ONNX Runtime, from bytes), so the candidates of a
+tensor share one session; the cost grows with the convs' count, the candidates' and the clips' (the demo model:
+8 tensors x 8 candidates x 32 clips of at most ``CLIP_SECONDS``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+from tqdm import tqdm
+
+from workbench.backends.onnxruntime import OnnxRuntimeRunner
+from workbench.calibration.collectors import StreamingStats
+from workbench.calibration.methods import MethodSpec, compute_amax
+from workbench.compare.metrics import OutputDamage
+from workbench.evaluate.transcribe import logits_of
+from workbench.model.export import INPUT, OUTPUT
+from workbench.quantize.qdq import dequantized_weight
+
+PERCENTILES = (99.5, 99.8, 99.9, 99.95, 99.99, 99.999)
+DEFAULT_CLIPS = 32
+
+
+@dataclass(frozen=True)
+class ClipChoice:
+    """One Conv input's threshold: the candidate picked, its logit KL, the run's own threshold's, every score."""
+
+    candidate: str
+    amax: float
+    kl: float
+    own_kl: float
+    scores: dict[str, float]
+
+    def to_json(self) -> dict:
+        return {
+            "candidate": self.candidate,
+            "amax": self.amax,
+            "kl": self.kl,
+            "own_kl": self.own_kl,
+            "scores": self.scores,
+        }
+
+
+def conv_inputs(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Conv input tensor -> the Conv nodes that read it against a constant weight, in graph order."""
+    inits = {i.name for i in model.graph.initializer}
+    out: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        if node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in inits:
+            out.setdefault(node.input[0], []).append(node.name)
+    return out
+
+
+def candidates(stats: StreamingStats, tensor: str, own: float) -> dict[str, float]:
+    """The thresholds a tensor's clipping is chosen among (label -> amax), the run's own first."""
+    top = stats.maxes.amax[tensor]
+    hist = stats.histogram(tensor)
+    found = {"own": own}
+    for p in PERCENTILES:
+        found[f"percentile-{p:g}"] = compute_amax(MethodSpec("percentile", p), top, hist)
+    found["max"] = top
+    return {k: v for k, v in found.items() if v > 0}
+
+
+def spread(items: Sequence, count: int) -> list:
+    """``count`` items evenly spread over ``items`` (all of them when there are fewer)."""
+    if len(items) <= count:
+        return list(items)
+    return [items[int(k * len(items) / count)] for k in range(count)]
+
+
+SCALE_INPUT = "clip_search_scale"  # the activation scale, a graph input of the scoring graph
+CLIP_SECONDS = (
+    3.0  # scoring clips are cut to this (a conv's clipping shows in every frame; time is what grows)
+)
+
+
+def scoring_graph(model: onnx.ModelProto, tensor: str, nodes: Sequence[str]) -> onnx.ModelProto:
+    """``model`` with ``tensor`` quantized for ``nodes`` only (QuantizeLinear/DequantizeLinear, symmetric INT8,
+    its scale the graph input ``SCALE_INPUT``) and their weights rounded to INT8 per output channel, as the INT8
+    variants quantize them; the rest stays FP32."""
+    graph = onnx.ModelProto()
+    graph.CopyFrom(model)
+    g = graph.graph
+    quantized, dequantized, zero = f"{tensor}__clip_q", f"{tensor}__clip_dq", f"{tensor}__clip_zero"
+    g.input.append(helper.make_tensor_value_info(SCALE_INPUT, TensorProto.FLOAT, []))
+    g.initializer.append(numpy_helper.from_array(np.zeros((), dtype=np.int8), zero))
+    inits = {i.name: i for i in g.initializer}
+    wanted = set(nodes)
+    first = None
+    for index, node in enumerate(g.node):
+        if node.name in wanted:
+            first = index if first is None else first
+            node.input[0] = dequantized
+            weight = inits[node.input[1]]
+            weight.CopyFrom(
+                numpy_helper.from_array(dequantized_weight(numpy_helper.to_array(weight), 0), weight.name)
+            )
+    assert first is not None
+    qdq = [
+        helper.make_node(
+            "QuantizeLinear", [tensor, SCALE_INPUT, zero], [quantized], name=f"{tensor}__clip_Q"
+        ),
+        helper.make_node(
+            "DequantizeLinear", [quantized, SCALE_INPUT, zero], [dequantized], name=f"{tensor}__clip_DQ"
+        ),
+    ]
+    for offset, node in enumerate(qdq):
+        g.node.insert(first + offset, node)
+    return graph
+
+
+def search_clipping(
+    model: onnx.ModelProto,
+    stats: StreamingStats,
+    amax: dict[str, float],
+    inputs: Sequence[np.ndarray],
+    threads: int | None = None,
+    progress: bool = True,
+) -> dict[str, ClipChoice]:
+    """A ``ClipChoice`` per Conv input of ``model`` that has a range and a histogram (``inputs``: the scoring
+    clips' ``input_values`` rows, float32, cut to ``CLIP_SECONDS``)."""
+    if not inputs:
+        return {}
+    rows = [np.asarray(x, dtype=np.float32)[None, : int(CLIP_SECONDS * 16000)] for x in inputs]
+    targets = {
+        t: nodes for t, nodes in conv_inputs(model).items() if t in amax and stats.histogram(t) is not None
+    }
+    with OnnxRuntimeRunner(model.SerializeToString(), threads=threads, name="FP32") as run:
+        reference = [logits_of(run, x) for x in rows]
+    total = sum(len(candidates(stats, t, amax[t])) for t in targets)
+    out: dict[str, ClipChoice] = {}
+    with tqdm(
+        total=total, desc=f"clip search ({len(targets)} conv inputs)", unit="variant", disable=not progress
+    ) as bar:
+        for tensor, nodes in targets.items():
+            options = candidates(stats, tensor, amax[tensor])
+            scores: dict[str, float] = {}
+            graph = scoring_graph(model, tensor, nodes).SerializeToString()
+            with OnnxRuntimeRunner(graph, threads=threads, name=f"clip search {tensor}") as run:
+                for label, threshold in options.items():
+                    scale = np.array(threshold / 127.0, dtype=np.float32)
+                    damage = OutputDamage()
+                    for ref, x in zip(reference, rows):
+                        damage.add(ref, run.infer({INPUT: x, SCALE_INPUT: scale})[OUTPUT])
+                    scores[label] = damage.kl
+                    bar.update()
+            best = min(scores, key=lambda k: (scores[k], k != "own"))
+            out[tensor] = ClipChoice(best, options[best], scores[best], scores["own"], scores)
+    return out
+
+
+def clip_record(choices: dict[str, ClipChoice], clips: int) -> dict:
+    """What the cache's recovery record keeps of a clipping search."""
+    moved = {t: c.to_json() for t, c in choices.items() if c.candidate != "own"}
+    return {
+        "tensors": len(choices),
+        "changed": len(moved),
+        "clips": clips,
+        "candidates": ["own", *[f"percentile-{p:g}" for p in PERCENTILES], "max"],
+        "choices": {t: c.to_json() for t, c in choices.items()},
+    }
