@@ -1,7 +1,7 @@
 """Accuracy-recovery study: how much INT8-everywhere loss each recovery technique removes.
 
 For each configuration (``--configs``: ``off``, ``sq`` SmoothQuant with alpha searched per tensor, ``rr`` range
-refinement, ``bc`` bias correction, ``fp8`` every INT8 node's Q/DQ in FP8 E4M3 instead (run by ONNX Runtime's CPU
+refinement, ``cs`` clipping search of the conv inputs, ``bc`` bias correction, ``fp8`` every INT8 node's Q/DQ in FP8 E4M3 instead (run by ONNX Runtime's CPU
 FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``; ``@METHOD`` sets the range method of
 one configuration, e.g. ``bc@percentile:99.999``, else ``--method``) the command, in one process:
 
@@ -44,12 +44,13 @@ def options_of(config: str):
     from workbench.calibration.recovery import RecoveryOptions
 
     parts = set(config.partition("@")[0].split("+")) - {"off", "fp8", "preset"}
-    unknown = parts - {"sq", "rr", "bc"}
+    unknown = parts - {"sq", "rr", "cs", "bc"}
     if unknown:
         raise SystemExit(
-            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, bc, fp8, preset"
+            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, cs, bc, fp8, "
+            "preset"
         )
-    return RecoveryOptions("auto" if "sq" in parts else None, "bc" in parts, "rr" in parts)
+    return RecoveryOptions("auto" if "sq" in parts else None, "bc" in parts, "rr" in parts, "cs" in parts)
 
 
 def method_of(text: str):
@@ -179,6 +180,7 @@ def layer_outputs(
 def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]:
     import onnx
 
+    from workbench.calibration.clip_search import scoring_rows
     from workbench.calibration.recovery import recover
     from workbench.compare.sensitivity import VariantRunner
     from workbench.evaluate.gates import GateConfig
@@ -203,6 +205,7 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
     damage_clips = clips_per_condition(calib, 2)
     spec = method_of(args.method)
     memo = PassMemo([a for _, a in calib.iter_audio()], description.prepare, spec)
+    scoring = scoring_rows(calib.utterances, calib.audio, description.prepare)
     source = onnx.load(str(fp32))
     base_runner = VariantRunner(source, {}, args.threads, prepare=description.prepare)
     evaluator = DevEvaluator(
@@ -221,7 +224,7 @@ def demo_rows(args, configs, saved=lambda rows: None) -> tuple[list[dict], dict]
     for config in configs:
         options = options_of(config)
         t0 = time.perf_counter()
-        recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options)
+        recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options, scoring)
         plan = plan_of(config, source)
         model, bc_record = variant_for(recovered, options, plan.with_guard(guard))
         calibrate_s = time.perf_counter() - t0
@@ -294,6 +297,13 @@ def _summary(record: dict, bc_record: dict) -> dict:
         for c in rr["changes"].values():
             picked[c["method"]] = picked.get(c["method"], 0) + 1
         out["refine_ranges"] = {"tensors": rr["tensors"], "changed": rr["changed"], "picked": picked}
+    if "clip_search" in record:
+        cs = record["clip_search"]
+        out["clip_search"] = {
+            "tensors": cs["tensors"],
+            "changed": cs["changed"],
+            "picked": {t: c["candidate"] for t, c in cs["choices"].items()},
+        }
     if bc_record:
         out["bias_correction"] = {"nodes": bc_record["nodes"], "max_shift": bc_record["max_shift"]}
     return out
@@ -426,6 +436,7 @@ def _points_json(iv: dict | None) -> dict | None:
 def base_rows(args, configs) -> tuple[list[dict], dict]:
     import onnx
 
+    from workbench.calibration.clip_search import scoring_rows
     from workbench.calibration.recovery import recover
     from workbench.compare.sensitivity import VariantRunner
     from workbench.jobs.calibrate import export_or_reuse
@@ -459,7 +470,8 @@ def base_rows(args, configs) -> tuple[list[dict], dict]:
     rows = []
     for config in configs:
         options = options_of(config)
-        recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options)
+        scoring = scoring_rows(calib_audio, lambda a: a, description.prepare)
+        recovered = recover(fp32, memo, method_of(config_method(config, args.method)), options, scoring)
         model, bc_record = variant_for(recovered, options)
         folded = {
             t

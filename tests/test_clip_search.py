@@ -97,7 +97,7 @@ def test_a_long_tailed_input_gets_a_tighter_clipping_than_its_maximum() -> None:
         assert choice.kl <= choice.own_kl
         assert choice.scores["own"] == choice.own_kl
         if choice.candidate == "own":
-            assert choice.amax == own[[t for t, c in choices.items() if c is choice][0]]
+            assert choice.amax == own[next(t for t, c in choices.items() if c is choice)]
 
 
 @pytest.fixture(scope="module")
@@ -123,6 +123,8 @@ def test_a_calibration_with_clip_search_records_its_choices_and_moves_only_conv_
         if choice is None or choice["candidate"] == "own":
             assert after[tensor] == pytest.approx(before[tensor], rel=1e-6), tensor
         else:
-            assert after[tensor] == pytest.approx(choice["amax"], rel=1e-6) and choice["kl"] < choice["own_kl"]
+            assert (
+                after[tensor] == pytest.approx(choice["amax"], rel=1e-6) and choice["kl"] < choice["own_kl"]
+            )
     # the convergence check reads the statistics, not the moved ranges: the same as without the search
     assert json.dumps(moved.convergence, sort_keys=True) == json.dumps(base.convergence, sort_keys=True)

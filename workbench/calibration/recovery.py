@@ -28,7 +28,13 @@ import numpy as np
 import onnx
 
 from workbench.calibration.channels import ChannelStats
-from workbench.calibration.clip_search import DEFAULT_CLIPS, PERCENTILES, clip_record, search_clipping
+from workbench.calibration.clip_search import (
+    CLIP_SECONDS,
+    DEFAULT_CLIPS,
+    PERCENTILES,
+    clip_record,
+    search_clipping,
+)
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.refine import refine_ranges
@@ -85,7 +91,11 @@ class RecoveryOptions:
             "alphas": list(ALPHAS) if self.smoothquant == "auto" else None,
         }
         if self.clip_search:  # only when on, so caches made without it keep their keys
-            keys["clip_search"] = {"percentiles": list(PERCENTILES), "clips": DEFAULT_CLIPS}
+            keys["clip_search"] = {
+                "percentiles": list(PERCENTILES),
+                "clips": DEFAULT_CLIPS,
+                "seconds": CLIP_SECONDS,
+            }
         return {"recovery": keys}
 
     def tag(self) -> str:

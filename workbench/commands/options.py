@@ -97,7 +97,7 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
         "--clip-search",
         action="store_true",
         default=None,
-        help="per convolution input, the clipping threshold (the method's, percentiles 99.5-99.999, max) with the "
+        help="per convolution input, the clipping threshold (the method's, percentiles 99.7-99.99, max) with the "
         "least KL of the model's logits from FP32 on 32 calibration clips, that conv alone in INT8 (the feature "
         "encoder's long-tailed GELU outputs)" + also,
     )

@@ -313,10 +313,9 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         if options.active:
             scoring: list[Any] = []
             if options.clip_search:  # the clipping search scores on whole calibration clips
-                from workbench.calibration.clip_search import DEFAULT_CLIPS, spread
+                from workbench.calibration.clip_search import scoring_rows
 
-                picked = spread(speech_set.utterances, DEFAULT_CLIPS)
-                scoring = [description.prepare(speech_set.audio(u)) for u in picked]
+                scoring = scoring_rows(speech_set.utterances, speech_set.audio, description.prepare)
             recovered = rec.recover(fp32, one_pass, spec, options, scoring)
             stats, amax, method_amax = recovered.stats, recovered.amax, recovered.method_amax
             if recovered.passes > 1:
