@@ -128,3 +128,17 @@ def test_a_calibration_with_clip_search_records_its_choices_and_moves_only_conv_
             )
     # the convergence check reads the statistics, not the moved ranges: the same as without the search
     assert json.dumps(moved.convergence, sort_keys=True) == json.dumps(base.convergence, sort_keys=True)
+
+
+def test_a_cache_made_with_other_clip_search_settings_is_refused_with_both_settings(tmp_path) -> None:
+    from workbench.errors import WorkbenchError
+    from workbench.jobs.prepare import check_recovery_matches
+
+    asked = RecoveryOptions(bias_correction=True, clip_search=True)
+    found = json.loads(json.dumps(asked.params()["recovery"]))
+    check_recovery_matches(tmp_path / "c.cache", found, asked)  # the same settings: taken
+    found["clip_search"]["percentiles"] = [99.5, 99.9]  # made by another version's search
+    with pytest.raises(
+        WorkbenchError, match=r"but other settings than this version's .*99\.5.*calibrate it again"
+    ):
+        check_recovery_matches(tmp_path / "c.cache", found, asked)

@@ -167,3 +167,31 @@ def test_finer_budget_bounds_the_evaluations_and_zero_changes_nothing() -> None:
     assert limited.evaluations == plain.evaluations + 1
     with pytest.raises(WorkbenchError, match="--finer"):
         search_plan(RANKING, GROUPS, NeedsNodes(needed), finer=-1)
+
+
+def test_the_order_puts_the_most_damage_per_unit_first_and_keeps_ties_in_ranking_order() -> None:
+    from workbench.search.objective import order_by_damage_per_unit
+
+    ranking = ["ffn", "conv0", "conv1", "attn", "free", "harmless"]  # by damage, most first
+    damage = {"ffn": 0.010, "conv0": 0.008, "conv1": 0.004, "attn": 0.002, "free": 0.001, "harmless": 0.0}
+    size = {"ffn": 1000.0, "conv0": 10.0, "conv1": 40.0, "attn": 200.0, "free": 0.0, "harmless": 0.0}
+    # per unit: conv0 8e-4, conv1 1e-4, ffn 1e-5, attn 1e-5 (a tie: ranking order), free first (counts nothing)
+    assert order_by_damage_per_unit(ranking, damage, size) == [
+        "free",
+        "conv0",
+        "conv1",
+        "ffn",
+        "attn",
+        "harmless",
+    ]
+
+
+def test_group_sizes_count_what_the_objective_counts() -> None:
+    from workbench.compare.groups import Group
+    from workbench.quantize.macs import NodeMacs
+    from workbench.search.objective import group_sizes
+
+    groups = [Group("a", ("n1", "n2"), 0), Group("b", ("n3",), 1)]
+    macs = NodeMacs(16000, {"n1": 100, "n2": 50, "n3": 7})
+    assert group_sizes("macs", macs, groups) == {"a": 150.0, "b": 7.0}
+    assert group_sizes("nodes", macs, groups) == {"a": 2.0, "b": 1.0}

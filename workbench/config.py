@@ -175,10 +175,14 @@ class SearchConfig:
     min_block: int = 60
     # what the search maximises among passing plans: "macs" (INT8 share of multiply-accumulates) or "nodes"
     objective: str = "macs"
+    # the order groups go to FP16 in: "damage-per-unit" (the ranking's damage per multiply-accumulate, or per
+    # node, of what the objective counts) or "damage" (the sensitivity ranking as it is)
+    order: str = "damage-per-unit"
 
 
 SEARCH = SearchConfig()
 SEARCH_OBJECTIVES: tuple[str, ...] = ("macs", "nodes")
+SEARCH_ORDERS: tuple[str, ...] = ("damage-per-unit", "damage")
 
 
 # Sign-off: what to do with evaluation clips outside the deployment profile (refuse, score, skip)

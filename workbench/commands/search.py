@@ -23,7 +23,7 @@ from workbench.commands.options import (
     inference_from,
     print_lines,
 )
-from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES
+from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES, SEARCH_ORDERS
 from workbench.values import whole_number
 
 
@@ -101,6 +101,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(macs, default) or of MatMul/Gemm/Conv nodes",
     )
     parser.add_argument(
+        "--order",
+        choices=SEARCH_ORDERS,
+        default=SEARCH.order,
+        help="the order groups go to FP16 in: their sensitivity score per multiply-accumulate (or per node, with "
+        "--objective nodes), most first (damage-per-unit, default), or the sensitivity ranking itself (damage)",
+    )
+    parser.add_argument(
         "--latency-target",
         metavar="TARGET",
         help="ort-cpu: choose, among the plans that pass, the one measured fastest on ONNX Runtime's CPU EP "
@@ -137,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
         confidence=args.confidence,
         dev_blocks=args.dev_blocks,
         objective=args.objective,
+        order=args.order,
         batch_size=args.batch_size,
         latency_target=args.latency_target,
         inference=inference,

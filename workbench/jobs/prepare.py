@@ -13,6 +13,7 @@ refused. ``AnalysisInputs`` holds what compare and search share.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,6 +142,14 @@ def check_recovery_matches(
     expected = asked.params().get("recovery")
     if (found or None) != expected:
         made = recovery_of(found)
+        if describe_recovery(made) == describe_recovery(
+            asked
+        ):  # same options, other settings (another version)
+            raise WorkbenchError(
+                f"calibration cache {cache_path} was made with {describe_recovery(made)} but other settings than "
+                f"this version's (cache: {json.dumps(found, sort_keys=True)}; this version: "
+                f"{json.dumps(expected, sort_keys=True)}); calibrate it again (python -m workbench calibrate)"
+            )
         raise WorkbenchError(
             f"calibration cache {cache_path} was made with {describe_recovery(made)}, not with "
             f"{describe_recovery(asked)} as asked; give the recovery options it was made with, drop --cache to "

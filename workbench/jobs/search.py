@@ -24,7 +24,7 @@ from workbench.backends.factory import ort_providers
 from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare import outputs
 from workbench.compare.groups import Group, node_groups
-from workbench.config import DEFAULT_BACKEND, SEARCH
+from workbench.config import DEFAULT_BACKEND, SEARCH, SEARCH_ORDERS
 from workbench.errors import WorkbenchError
 from workbench.evaluate.batching import check_batch_size, default_batch_size
 from workbench.evaluate.gates import GateConfig
@@ -36,7 +36,13 @@ from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.search import outputs as search_outputs
 from workbench.search.evaluator import DevEvaluator
 from workbench.search.latency_objective import LatencyChoice, check_latency_target, fastest_passing
-from workbench.search.objective import OBJECTIVES, Objective, make_objective
+from workbench.search.objective import (
+    OBJECTIVES,
+    Objective,
+    group_sizes,
+    make_objective,
+    order_by_damage_per_unit,
+)
 from workbench.search.sequential import SEQUENTIAL_RULE
 from workbench.search.strategies import Candidate, SearchResult, describe, search_plan
 from workbench.speech.overlap import disjoint, overlap, overlap_message
@@ -66,6 +72,7 @@ class SearchInputs(AnalysisInputs):
     seed: int = 0
     dev_blocks: int = SEARCH.dev_blocks  # the dev set bought block by block (workbench.search.sequential)
     objective: str = SEARCH.objective  # what the search maximises among passing plans
+    order: str = SEARCH.order  # the order groups go to FP16 in
     batch_size: int | None = None  # evaluation batch (default: per backend)
     latency_target: str | None = None  # choose the passing plan fastest there (search.latency_objective)
     inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
@@ -94,7 +101,7 @@ def check(inputs: SearchInputs) -> None:
         )
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
-    check_evidence_options(inputs.dev_blocks, inputs.objective, inputs.batch_size)
+    check_evidence_options(inputs.dev_blocks, inputs.objective, inputs.batch_size, inputs.order)
     check_latency_target(inputs.latency_target)
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
@@ -142,6 +149,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             confidence=inputs.confidence,
             dev_blocks=inputs.dev_blocks,
             objective=inputs.objective,
+            order=inputs.order,
             batch_size=inputs.batch_size,
             latency_target=inputs.latency_target,
             inference=inputs.inference.check(),
@@ -150,14 +158,25 @@ def run(inputs: SearchInputs) -> SearchJobResult:
     )
 
 
-def check_evidence_options(dev_blocks: int, objective: str, batch_size: int | None) -> None:
-    """--dev-blocks, --objective and --batch-size."""
+ORDER_WORDS = {
+    "damage-per-unit": "groups go to FP16 by their sensitivity score per unit of what the objective counts "
+    "(multiply-accumulates or nodes), most first",
+    "damage": "groups go to FP16 in the sensitivity ranking's order",
+}
+
+
+def check_evidence_options(
+    dev_blocks: int, objective: str, batch_size: int | None, order: str = SEARCH.order
+) -> None:
+    """--dev-blocks, --objective, --batch-size and --order."""
     if dev_blocks < 1:
         raise WorkbenchError(
             f"--dev-blocks must be at least 1 (1: the whole dev set at once), not {dev_blocks}"
         )
     if objective not in OBJECTIVES:
         raise WorkbenchError(f"--objective must be one of {', '.join(OBJECTIVES)}, not {objective!r}")
+    if order not in SEARCH_ORDERS:
+        raise WorkbenchError(f"--order must be one of {', '.join(SEARCH_ORDERS)}, not {order!r}")
     if batch_size is not None:
         check_batch_size(batch_size)
 
@@ -275,6 +294,7 @@ class SearchSettings:
     objective: str = (
         SEARCH.objective
     )  # what the search maximises among passing plans (workbench.search.objective)
+    order: str = SEARCH.order  # the order groups go to FP16 in (workbench.search.objective)
     batch_size: int | None = None  # evaluation batch (default: per backend)
     latency_target: str | None = None  # then keep the passing plan measured fastest on this target
     inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
@@ -302,6 +322,9 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
         clips_per_condition(s.dev_set, s.dev_per_condition) if s.dev_per_condition else all_clips(s.dev_set)
     )
     macs, goal = search_objective(s, model)
+    if s.order == "damage-per-unit":
+        damage = {layer["name"]: float(layer["score"]) for layer in data["layers"]}
+        ranking = order_by_damage_per_unit(ranking, damage, group_sizes(s.objective, macs, groups))
     with ExitStack() as stack:  # a Ray pool lives for the search's evaluations, not for the timing after
         evaluator = dev_evaluator(prepared, s, model, clips, stack)
         logger.info(
@@ -590,6 +613,7 @@ def search_record(
         "inference": s.inference.to_json(),
         "strategy": describe(s.strategy, s.keep, s.refine, s.finer),
         "objective": goal.to_json() if goal is not None else None,
+        "order": ORDER_WORDS.get(s.order, s.order),
         "macs": macs.to_json() if macs is not None else None,
         "sequential": {
             "blocks": len(evaluator.ends),

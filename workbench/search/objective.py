@@ -5,6 +5,9 @@ share of multiply-accumulates at the engine profile's opt length (``workbench.qu
 what INT8 saves, and nodes differ in it by orders of magnitude. The INT8 share of MatMul/Gemm/Conv nodes is
 kept as the other objective and reported beside it. Another objective (a measured latency, say) plugs in
 by giving ``name``, ``description`` and ``score``.
+
+The order in which the search keeps groups in FP16 follows the objective too (``order_by_damage_per_unit``): the
+sensitivity ranking's damage of each group divided by what the objective counts of it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from workbench.compare.groups import Group
 from workbench.config import SEARCH_OBJECTIVES
 from workbench.errors import WorkbenchError
 from workbench.quantize.macs import NodeMacs
@@ -52,6 +56,29 @@ def node_objective(nodes: Sequence[str]) -> Objective:
         f"INT8 share of the {len(listed)} MatMul/Gemm/Conv nodes",
         lambda plan: plan.int8_share(listed),
     )
+
+
+def group_sizes(name: str, macs: NodeMacs, groups: Sequence[Group]) -> dict[str, float]:
+    """What the objective called ``name`` counts of each group: its multiply-accumulates or its node count."""
+    if name == "macs":
+        return {g.name: float(macs.of_nodes(g.nodes)) for g in groups}
+    return {g.name: float(len(g.nodes)) for g in groups}
+
+
+def order_by_damage_per_unit(
+    ranking: Sequence[str], damage: dict[str, float], size: dict[str, float]
+) -> list[str]:
+    """The groups by damage per unit of what the objective counts, most first, ties in ``ranking``'s order: the
+    order of a greedy knapsack, so the k groups the search keeps in FP16 remove the most damage for the least
+    of the objective (a conv with few multiply-accumulates and a high KL goes before a large feed-forward block
+    with a slightly higher one). A group that counts nothing goes first when it does any damage."""
+    position = {g: i for i, g in enumerate(ranking)}
+
+    def per_unit(group: str) -> float:
+        hurt = max(0.0, damage.get(group, 0.0))
+        return hurt / size[group] if size.get(group, 0.0) > 0 else (float("inf") if hurt > 0 else 0.0)
+
+    return sorted(ranking, key=lambda g: (-per_unit(g), position[g]))
 
 
 def make_objective(name: str, macs: NodeMacs, nodes: Sequence[str]) -> Objective:

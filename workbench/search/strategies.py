@@ -40,7 +40,7 @@ def describe(strategy: str, keep: str, refine: int, finer: int = 0) -> str:
         else "then k = 1, 2, 4, ... until a pass, then bisection"
     )
     return (
-        f"keep the k most sensitive groups in {keep.upper()}, the rest INT8: k = 0 first, {first} to the "
+        f"keep the first k groups of the order in {keep.upper()}, the rest INT8: k = 0 first, {first} to the "
         f"smallest passing k, then up to {refine} greedy refinement steps (move kept groups back to INT8, "
         "least sensitive first)"
         + (
