@@ -33,9 +33,8 @@ from tqdm import tqdm
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec, compute_amax
-from workbench.compare.metrics import OutputDamage
-from workbench.evaluate.transcribe import logits_of
 from workbench.model.export import INPUT, OUTPUT
+from workbench.model.logits import frame_kl_sum
 from workbench.quantize.qdq import dequantized_weight
 
 PERCENTILES = (99.7, 99.8, 99.9, 99.95, 99.99)
@@ -158,7 +157,7 @@ def search_clipping(
         t: nodes for t, nodes in conv_inputs(model).items() if t in amax and stats.histogram(t) is not None
     }
     with OnnxRuntimeRunner(model.SerializeToString(), threads=threads, name="FP32") as run:
-        reference = [logits_of(run, x) for x in rows]
+        reference = [run.infer({INPUT: x})[OUTPUT] for x in rows]
     total = sum(len(candidates(stats, t, amax[t])) for t in targets)
     out: dict[str, ClipChoice] = {}
     with tqdm(
@@ -171,10 +170,11 @@ def search_clipping(
             with OnnxRuntimeRunner(graph, threads=threads, name=f"clip search {tensor}") as run:
                 for label, threshold in options.items():
                     scale = np.array(threshold / 127.0, dtype=np.float32)
-                    damage = OutputDamage()
-                    for ref, x in zip(reference, rows):
-                        damage.add(ref, run.infer({INPUT: x, SCALE_INPUT: scale})[OUTPUT])
-                    scores[label] = damage.kl
+                    sums = [
+                        frame_kl_sum(ref, run.infer({INPUT: x, SCALE_INPUT: scale})[OUTPUT])
+                        for ref, x in zip(reference, rows)
+                    ]
+                    scores[label] = max(0.0, sum(k for k, _ in sums) / max(1, sum(n for _, n in sums)))
                     bar.update()
             best = min(scores, key=lambda k: (scores[k], k != "own"))
             out[tensor] = ClipChoice(best, options[best], scores[best], scores["own"], scores)

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from workbench.model.logits import frame_kl_sum
+
 SQNR_IDENTICAL_DB = 999.0  # written instead of +inf when the two tensors are identical
 
 
@@ -101,12 +103,6 @@ def _dot(a: np.ndarray, b: np.ndarray, block: int = 1 << 16) -> float:
     return float(sum(float(np.dot(a[i : i + block], b[i : i + block])) for i in range(0, a.size, block)))
 
 
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    x = np.asarray(logits, dtype=np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
-
-
 @dataclass
 class OutputDamage:
     """Running sums of per-frame KL(reference || candidate) and greedy-token disagreement."""
@@ -117,14 +113,12 @@ class OutputDamage:
 
     def add(self, reference_logits: np.ndarray, candidate_logits: np.ndarray) -> None:
         """Logits [..., frames, vocab]; every leading axis is flattened into frames."""
-        ref = np.asarray(reference_logits).reshape(-1, np.shape(reference_logits)[-1])
-        cand = np.asarray(candidate_logits).reshape(-1, np.shape(candidate_logits)[-1])
-        if ref.shape != cand.shape:
-            raise ValueError(f"logit shapes differ: {ref.shape} vs {cand.shape}")
-        lp, lq = log_softmax(ref), log_softmax(cand)
-        self.kl_sum += float((np.exp(lp) * (lp - lq)).sum())
+        kl_sum, frames = frame_kl_sum(reference_logits, candidate_logits)
+        ref = np.asarray(reference_logits).reshape(frames, -1)
+        cand = np.asarray(candidate_logits).reshape(frames, -1)
+        self.kl_sum += kl_sum
         self.disagree += int((ref.argmax(-1) != cand.argmax(-1)).sum())
-        self.frames += ref.shape[0]
+        self.frames += frames
 
     @property
     def kl(self) -> float:

@@ -28,6 +28,7 @@ import numpy as np
 
 from workbench.errors import WorkbenchError
 from workbench.evaluate.inference import DecoderSettings
+from workbench.model.logits import log_softmax
 from workbench.model.vocab import Vocabulary
 from workbench.optional import import_optional
 
@@ -46,11 +47,6 @@ def penalised(logits: np.ndarray, blank_id: int, penalty: float) -> np.ndarray:
     out = logits.copy()
     out[:, blank_id] -= penalty
     return out
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
 def beam_alphabet(vocabulary: Vocabulary) -> tuple[list[str], list[int]]:
