@@ -7,8 +7,7 @@ condition) and cut into ``blocks`` blocks (``block_ends``). After each block the
 prefix (the predicted sign-off interval of every check, as ``workbench.search.evaluator`` judges the whole
 set) and says on which side of the gate it lies (``side_of_gate``):
 
-- ``pass``: every check's judged upper end is within its gate (before the last look, every check's interval also
-  has some width: a prefix in which no utterance changed says nothing of the spread);
+- ``pass``: every check's judged upper end is within its gate;
 - ``fail``: some check's point estimate is already above its gate (so even the narrowest interval the whole
   dev set could give around it, its half-width times sqrt(utterances judged / dev utterances), ends above
   the gate); a check whose estimate is within the gate is never failed early, since with few speakers per
@@ -35,8 +34,7 @@ T = TypeVar("T")
 SEQUENTIAL_RULE = (
     "judge the first block; add blocks while the judged interval of a check straddles its gate; stop at "
     "pass (every judged upper end within its gate) or fail (a point estimate already above its gate) or at the "
-    "whole dev set; earlier looks judge a pass at confidence 1 - (1 - confidence) / blocks, and never on an "
-    "interval of zero width"
+    "whole dev set; earlier looks judge a pass at confidence 1 - (1 - confidence) / blocks"
 )
 SIDES = ("pass", "fail", "straddles")
 
@@ -105,11 +103,8 @@ def side_of_gate(intervals: dict[str, tuple[float, float, float]], shrink: float
     ``shrink``: the most the judged half-width can still narrow by the whole dev set, sqrt(utterances judged /
     dev utterances) (1 at the last look). At the last look a check whose upper end is above its gate fails;
     at an earlier look only a check whose point estimate is above its gate does (only moving the estimate
-    could pass it). An earlier look never passes a check whose interval has no width (no utterance judged so
-    far changed its error count, so the prefix says nothing of the spread): the next block is added."""
+    could pass it)."""
     if all(high <= gate for _, high, gate in intervals.values()):
-        if shrink < 1.0 and any(high <= est for est, high, _ in intervals.values()):
-            return "straddles"
         return "pass"
     if shrink >= 1.0 or any(est > gate for est, _, gate in intervals.values()):
         return "fail"
