@@ -20,7 +20,7 @@ average also counts this run's own threads), and ``idle`` says whether those sta
 
     python benchmarks/cpu_target.py --calib-set demo-calib --eval-set demo-eval --engines engines  # demo
     python benchmarks/cpu_target.py --calib-set demo-calib --eval-set demo-eval --engines engines \
-        --bias-correction  # the demo's own candidates (its calibration recovery and searched plan)
+        --bias-correction --clip-search  # the demo's own candidates (its calibration recovery, searched plan)
     python benchmarks/cpu_target.py --model base --calib-set demo-calib --eval-set demo-eval
     python benchmarks/cpu_target.py --model tiny --build-sets 2 --repeats 3 --out /tmp/x.json  # smoke test
 
@@ -96,8 +96,13 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--bias-correction",
         action="store_true",
-        help="bias-correct the INT8 weights, as the demo does (config.DEMO_RECOVERY); with --engines of a demo "
-        "workspace this brings the demo's searched plan",
+        help="bias-correct the INT8 weights, as the demo does (config.DEMO_RECOVERY); with --clip-search and "
+        "--engines of a demo workspace this brings the demo's searched plan",
+    )
+    parser.add_argument(
+        "--clip-search",
+        action="store_true",
+        help="choose the conv inputs' clipping by the model's output, as the demo does (config.DEMO_RECOVERY)",
     )
     parser.add_argument("--out", type=Path, help="results JSON (default: benchmarks/results/cpu_target-...)")
     args = parser.parse_args(argv)
@@ -268,7 +273,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             overflow_clips=args.overflow_clips,
             outside_profile="score",
             cache=args.cache,
-            recovery=RecoveryOptions(bias_correction=True) if args.bias_correction else None,
+            recovery=(
+                RecoveryOptions(bias_correction=args.bias_correction, clip_search=args.clip_search)
+                if args.bias_correction or args.clip_search
+                else None
+            ),
             **extra,
         ),
     )
