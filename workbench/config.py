@@ -85,8 +85,8 @@ class SetBuildConfig:
 
     name: str = "demo"
     calib_per_condition: int = 100
-    # 200 per condition (~6,000 words). At 100 (session 5) the 0.3-point gate was about one half-width of
-    # a plan's speaker-block WER-delta interval: a plan that changed a dozen words both ways failed it with
+    # 200 per condition (~6,000 words). At 100 the 0.3-point gate is about one half-width of
+    # a plan's speaker-block WER-delta interval: a plan that changed a dozen words both ways fails it with
     # a delta of +0.10 (demo seed 2: +0.10 [-0.19, +0.46] on 300 utterances; the same plan on 600:
     # -0.02 [-0.20, +0.22], PASS). Fewer than 40 lets one changed word move the upper end past the gate.
     eval_per_condition: int = 200
@@ -162,9 +162,9 @@ class SearchConfig:
     # The search keeps the passing candidate with the most INT8, and the sign-off judges it on other speakers
     # and texts: a candidate passes when the sign-off interval its dev interval predicts (widened to the
     # sign-off set's speakers, both ends moved out for a sign-off pass with this probability; see
-    # workbench.search.evaluator) is within the gates. Session 5's fixed margin of 1/3 of the gate (no
-    # shift) let through a plan whose dev interval was as wide as the gate: it passed the sign-off in one
-    # demo run of two (docs/compare-and-search.md).
+    # workbench.search.evaluator) is within the gates. A fixed margin of 1/3 of the gate (no shift) lets
+    # through a plan whose dev interval is as wide as the gate: such a plan passed the sign-off in one demo
+    # run of two (docs/compare-and-search.md).
     confidence: float = 0.9
     # share of each gate held back on top of that (0: none)
     margin: float = 0.0
