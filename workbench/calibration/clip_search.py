@@ -154,17 +154,18 @@ def search_clipping(
         return {}
     rows = [np.asarray(x, dtype=np.float32)[None, : int(CLIP_SECONDS * 16000)] for x in inputs]
     targets = {
-        t: nodes for t, nodes in conv_inputs(model).items() if t in amax and stats.histogram(t) is not None
+        t: (nodes, candidates(stats, t, amax[t]))
+        for t, nodes in conv_inputs(model).items()
+        if t in amax and stats.histogram(t) is not None
     }
     with OnnxRuntimeRunner(model.SerializeToString(), threads=threads, name="FP32") as run:
         reference = [run.infer({INPUT: x})[OUTPUT] for x in rows]
-    total = sum(len(candidates(stats, t, amax[t])) for t in targets)
+    total = sum(len(options) for _, options in targets.values())
     out: dict[str, ClipChoice] = {}
     with tqdm(
         total=total, desc=f"clip search ({len(targets)} conv inputs)", unit="variant", disable=not progress
     ) as bar:
-        for tensor, nodes in targets.items():
-            options = candidates(stats, tensor, amax[tensor])
+        for tensor, (nodes, options) in targets.items():
             scores: dict[str, float] = {}
             graph = scoring_graph(model, tensor, nodes).SerializeToString()
             with OnnxRuntimeRunner(graph, threads=threads, name=f"clip search {tensor}") as run:
@@ -183,10 +184,9 @@ def search_clipping(
 
 def clip_record(choices: dict[str, ClipChoice], clips: int) -> dict:
     """What the cache's recovery record keeps of a clipping search."""
-    moved = {t: c.to_json() for t, c in choices.items() if c.candidate != "own"}
     return {
         "tensors": len(choices),
-        "changed": len(moved),
+        "changed": sum(c.candidate != "own" for c in choices.values()),
         "clips": clips,
         "candidates": ["own", *[f"percentile-{p:g}" for p in PERCENTILES], "max"],
         "clip_seconds": CLIP_SECONDS,

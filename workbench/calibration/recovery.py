@@ -229,7 +229,7 @@ def recover(
     scoring_inputs: Sequence[np.ndarray] = (),
 ) -> Recovered:
     """Calibrate ``source`` (FP32 ONNX) with ``options``: see the module docstring. ``scoring_inputs``: the
-    calibration clips' ``input_values`` rows the clipping search scores on (``clip_search.spread``)."""
+    calibration clips' ``input_values`` rows the clipping search scores on (``clip_search.scoring_rows``)."""
     model = onnx.load(str(source))
     channels = channel_stats_for(model)
     stats = run_pass(source, channels)

@@ -141,18 +141,16 @@ def check_recovery_matches(
         return
     expected = asked.params().get("recovery")
     if (found or None) != expected:
-        made = recovery_of(found)
-        if describe_recovery(made) == describe_recovery(
-            asked
-        ):  # same options, other settings (another version)
+        made, wanted = describe_recovery(recovery_of(found)), describe_recovery(asked)
+        if made == wanted:  # the same options with other settings (made by another version)
             raise WorkbenchError(
-                f"calibration cache {cache_path} was made with {describe_recovery(made)} but other settings than "
+                f"calibration cache {cache_path} was made with {made} but other settings than "
                 f"this version's (cache: {json.dumps(found, sort_keys=True)}; this version: "
                 f"{json.dumps(expected, sort_keys=True)}); calibrate it again (python -m workbench calibrate)"
             )
         raise WorkbenchError(
-            f"calibration cache {cache_path} was made with {describe_recovery(made)}, not with "
-            f"{describe_recovery(asked)} as asked; give the recovery options it was made with, drop --cache to "
+            f"calibration cache {cache_path} was made with {made}, not with "
+            f"{wanted} as asked; give the recovery options it was made with, drop --cache to "
             "calibrate with the ones asked, or calibrate it again (python -m workbench calibrate)"
         )
 

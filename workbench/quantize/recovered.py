@@ -56,13 +56,7 @@ class RecoveredSource:
     @property
     def techniques(self) -> list[str]:
         """The techniques that were on, in ``TECHNIQUES``' order."""
-        on = {
-            "smoothquant": bool(self.options.get("smoothquant")),
-            "refine_ranges": bool(self.options.get("refine_ranges")),
-            "clip_search": bool(self.options.get("clip_search")),
-            "bias_correction": bool(self.options.get("bias_correction")),
-        }
-        return [t for t in TECHNIQUES if on[t]]
+        return [t for t in TECHNIQUES if self.options.get(t)]
 
     def source(self, export: onnx.ModelProto) -> onnx.ModelProto:
         """The graph quantized variants start from: the smoothed graph, else ``export``."""
