@@ -22,7 +22,7 @@ tensor share one session; the cost grows with the convs' count, the candidates' 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -52,13 +52,7 @@ class ClipChoice:
     scores: dict[str, float]
 
     def to_json(self) -> dict:
-        return {
-            "candidate": self.candidate,
-            "amax": self.amax,
-            "kl": self.kl,
-            "own_kl": self.own_kl,
-            "scores": self.scores,
-        }
+        return asdict(self)
 
 
 def conv_inputs(model: onnx.ModelProto) -> dict[str, list[str]]:

@@ -17,7 +17,7 @@ strictly better on the same score; refinement never picks a threshold worse than
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -51,13 +51,7 @@ class Choice:
     score: str  # "output" or "activation"
 
     def to_json(self) -> dict:
-        return {
-            "method": self.method,
-            "amax": self.amax,
-            "error": self.error,
-            "own_error": self.own_error,
-            "score": self.score,
-        }
+        return asdict(self)
 
 
 def histogram_error(hist: Histogram, amax: float) -> float:
