@@ -50,7 +50,12 @@ def options_of(config: str):
             f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, cs, bc, fp8, "
             "preset"
         )
-    return RecoveryOptions("auto" if "sq" in parts else None, "bc" in parts, "rr" in parts, "cs" in parts)
+    return RecoveryOptions(
+        smoothquant="auto" if "sq" in parts else None,
+        bias_correction="bc" in parts,
+        refine_ranges="rr" in parts,
+        clip_search="cs" in parts,
+    )
 
 
 def method_of(text: str):

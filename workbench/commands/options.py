@@ -115,7 +115,10 @@ def recovery_from(args: argparse.Namespace) -> Any:
     ):
         return None
     return RecoveryOptions(
-        args.smoothquant, bool(args.bias_correction), bool(args.refine_ranges), bool(args.clip_search)
+        smoothquant=args.smoothquant,
+        bias_correction=bool(args.bias_correction),
+        refine_ranges=bool(args.refine_ranges),
+        clip_search=bool(args.clip_search),
     )
 
 

@@ -126,10 +126,10 @@ def recovery_of(params: dict[str, Any] | None) -> RecoveryOptions | None:
     if not params:
         return None
     return RecoveryOptions(
-        params.get("smoothquant"),
-        bool(params.get("bias_correction")),
-        bool(params.get("refine_ranges")),
-        bool(params.get("clip_search")),
+        smoothquant=params.get("smoothquant"),
+        bias_correction=bool(params.get("bias_correction")),
+        refine_ranges=bool(params.get("refine_ranges")),
+        clip_search=bool(params.get("clip_search")),
     )
 
 
