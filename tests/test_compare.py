@@ -134,6 +134,22 @@ def test_dev_intervals_predict_the_signoff_interval() -> None:
         pass_quantile(0.4)
 
 
+def test_the_whole_set_span_is_the_predicted_upper_half_span_narrowed_by_the_prefix_share() -> None:
+    """What the futility rule expects of the last look: at the whole set the span is exactly the predicted
+    interval's upper end above its estimate; after a quarter of the set it is half of that."""
+    from workbench.evaluate.bootstrap import Interval
+    from workbench.search.evaluator import pass_quantile, predicted_interval, whole_set_span
+
+    raw = Interval(0.001, -0.002, 0.0045, 0.95, 1000, "speaker", 120)
+    z = pass_quantile(0.9)
+    for ratio in (0.5, 1.0, 2.0):
+        whole = predicted_interval(raw, ratio, z)
+        se, span = whole_set_span(raw, ratio, z, 1.0)
+        assert span == pytest.approx((whole.high - whole.estimate) * 100.0)
+        assert se == pytest.approx(0.65 / (2 * 1.959963984540054))
+        assert whole_set_span(raw, ratio, z, 0.25)[1] == pytest.approx(span / 2)
+
+
 def test_a_wide_dev_interval_needs_a_larger_lead_than_a_narrow_one() -> None:
     """Two plans with the same upper end on the dev set: the one that changes many transcripts both ways
     (wide interval, estimate near 0) is predicted to fail the sign-off; the one that changes few passes."""

@@ -13,6 +13,7 @@ from workbench.search.sequential import (
     block_ends,
     covering_ends,
     interim_confidence,
+    pass_chance,
     run_sequential,
     side_of_gate,
 )
@@ -117,3 +118,68 @@ def test_looks_start_once_every_condition_is_in_and_the_block_is_big_enough() ->
     assert covering_ends([2, 4, 6, 8], conditions, 1) == [6, 8]  # accented arrives at the 5th
     assert covering_ends([2, 4, 6, 8], conditions, 7) == [8]
     assert covering_ends([8], conditions, 100) == [8]  # the whole set is always judged
+
+
+def test_pass_chance_is_the_predictive_normal_chance_of_ending_within_the_gate() -> None:
+    # after a quarter of the set: the whole set's estimate ~ N(-0.06, (0.36 * sqrt(0.75))^2); it passes below
+    # 0.3 - 0.67 = -0.37
+    expected = NormalDist().cdf((GATE - 0.67 + 0.06) / (0.36 * math.sqrt(0.75)))
+    assert pass_chance(-0.06, 0.36, 0.67, GATE, 0.25) == pytest.approx(expected)
+    assert 0.1 < expected < 0.2
+    # more evidence already in: less room for the estimate to move
+    assert pass_chance(-0.06, 0.25, 0.67, GATE, 0.5) < 0.05
+    # nothing changed (no spread): a sure pass or a sure fail
+    assert pass_chance(0.0, 0.0, 0.0, GATE, 0.25) == 1.0
+    assert pass_chance(0.4, 0.0, 0.0, GATE, 0.25) == 0.0
+    assert pass_chance(0.1, 0.2, 0.1, GATE, 1.0) == 1.0  # the whole set: it either fits or not
+    with pytest.raises(ValueError):
+        pass_chance(0.0, 0.1, 0.1, GATE, 0.0)
+
+
+def test_a_futile_check_stops_an_earlier_look_only_when_futility_is_on() -> None:
+    straddling = {"overall": (-0.06, 1.4, GATE)}
+    assert side_of_gate(straddling, 0.5, {"overall": 0.03}, 0.05) == "futile"
+    assert side_of_gate(straddling, 0.5, {"overall": 0.03}, 0.0) == "straddles"
+    assert side_of_gate(straddling, 0.5, {"overall": 0.08}, 0.05) == "straddles"
+    # a pass or a fail is decided first; the last look is never futile
+    assert side_of_gate({"overall": (-0.06, 0.2, GATE)}, 0.5, {"overall": 0.01}, 0.05) == "pass"
+    assert side_of_gate(straddling, 1.0, {"overall": 0.01}, 0.05) == "fail"
+    # any check below the level makes the look futile
+    both = {"overall": (0.0, 0.5, GATE), "condition noisy": (0.2, 2.0, 1.0)}
+    assert side_of_gate(both, 0.5, {"overall": 0.4, "condition noisy": 0.02}, 0.05) == "futile"
+
+
+def futility_evaluator(estimate: float, whole_span: float, calls: list[int], futility: float, total: int = 800):
+    """A look function whose judged half-span narrows as 1/sqrt(n) to ``whole_span`` at the whole set (the
+    search's 0.9 confidence: 1.96 + 1.28 * sqrt(2) standard errors), the chance as the evaluator computes it."""
+    z_total = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.9) * math.sqrt(2.0)
+
+    def look(n: int, confidence: float) -> tuple[float, str]:
+        calls.append(n)
+        fraction = n / total
+        se = whole_span / z_total / math.sqrt(fraction)
+        chance = pass_chance(estimate, se, whole_span, GATE, fraction)
+        interval = {"overall": (estimate, estimate + se * z_total, GATE)}
+        return chance, side_of_gate(interval, math.sqrt(fraction), {"overall": chance}, futility)
+
+    return look
+
+
+def test_a_plan_the_whole_set_cannot_pass_is_given_up_after_an_earlier_block() -> None:
+    """The demo's k = 4 plan on a 1,058-utterance dev set: -0.06 points, judged +0.61 on the whole set (span
+    +0.67): with futility 5 % it stops after block 2 of 4; without, it buys all four."""
+    ends = block_ends(800, 4)
+    calls: list[int] = []
+    result = run_sequential(futility_evaluator(-0.06, 0.67, calls, 0.05), ends, 0.9)
+    assert calls == [200, 400] and result.looks[-1].side == "futile"
+    assert result.reason.startswith("fail after block 2 of 4 (400 utterances): futile")
+    calls.clear()
+    run_sequential(futility_evaluator(-0.06, 0.67, calls, 0.0), ends, 0.9)
+    assert calls == ends
+
+
+def test_a_plan_that_may_still_pass_keeps_buying_blocks() -> None:
+    """-0.24 points with a whole-set span of +0.53 (judged +0.29, the plan the demo found): never futile."""
+    calls: list[int] = []
+    result = run_sequential(futility_evaluator(-0.24, 0.53, calls, 0.05), block_ends(800, 4), 0.9)
+    assert calls == block_ends(800, 4) and result.reason.startswith("whole dev set (800 utterances): pass")

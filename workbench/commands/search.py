@@ -94,6 +94,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"interval straddles the gate (default {SEARCH.dev_blocks}; 1: the whole dev set for every candidate)",
     )
     parser.add_argument(
+        "--futility",
+        type=float,
+        default=SEARCH.futility,
+        help="give a candidate up after an earlier block when the chance that the whole dev set passes it is "
+        f"below this (default {SEARCH.futility:g}; 0: never)",
+    )
+    parser.add_argument(
         "--objective",
         choices=SEARCH_OBJECTIVES,
         default=SEARCH.objective,
@@ -143,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         margin=args.margin,
         confidence=args.confidence,
         dev_blocks=args.dev_blocks,
+        futility=args.futility,
         objective=args.objective,
         order=args.order,
         batch_size=args.batch_size,

@@ -71,6 +71,7 @@ class SearchInputs(AnalysisInputs):
     resamples: int = 1000
     seed: int = 0
     dev_blocks: int = SEARCH.dev_blocks  # the dev set bought block by block (workbench.search.sequential)
+    futility: float = SEARCH.futility  # give a candidate up early below this whole-set pass chance
     objective: str = SEARCH.objective  # what the search maximises among passing plans
     order: str = SEARCH.order  # the order groups go to FP16 in
     batch_size: int | None = None  # evaluation batch (default: per backend)
@@ -102,6 +103,11 @@ def check(inputs: SearchInputs) -> None:
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
     check_evidence_options(inputs.dev_blocks, inputs.objective, inputs.batch_size, inputs.order)
+    if not 0.0 <= inputs.futility < 0.5:
+        raise WorkbenchError(
+            f"--futility is the whole-set pass chance below which an earlier look gives a candidate up: give a "
+            f"value from 0 (never) up to (not including) 0.5, not {inputs.futility:g} (default {SEARCH.futility:g})"
+        )
     check_latency_target(inputs.latency_target)
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
@@ -148,6 +154,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             margin=inputs.margin,
             confidence=inputs.confidence,
             dev_blocks=inputs.dev_blocks,
+            futility=inputs.futility,
             objective=inputs.objective,
             order=inputs.order,
             batch_size=inputs.batch_size,
@@ -291,6 +298,7 @@ class SearchSettings:
     margin: float = SEARCH.margin
     confidence: float = SEARCH.confidence
     dev_blocks: int = SEARCH.dev_blocks  # the dev set bought block by block (workbench.search.sequential)
+    futility: float = SEARCH.futility  # give a candidate up early below this whole-set pass chance
     objective: str = (
         SEARCH.objective
     )  # what the search maximises among passing plans (workbench.search.objective)
@@ -476,6 +484,7 @@ def dev_evaluator(
         batch_size=batch_size,
         inference=s.inference,
         transcriber=transcriber,
+        futility=s.futility,
     )
 
 
@@ -619,6 +628,7 @@ def search_record(
             "blocks": len(evaluator.ends),
             "block_ends": evaluator.ends,
             "rule": SEQUENTIAL_RULE,
+            "futility": evaluator.futility,
             "utterances_transcribed": sum(c.evaluation.utterances for c in result.candidates),
             "utterances_if_whole_set": len(evaluator.utterances) * len(result.candidates),
         },

@@ -55,6 +55,7 @@ from workbench.search.sequential import (
     balanced_order,
     block_ends,
     covering_ends,
+    pass_chance,
     run_sequential,
     side_of_gate,
 )
@@ -79,6 +80,9 @@ class Evaluation:
         default_factory=dict
     )  # sequential evidence: utterances used, looks, why it stopped
     batch_size: int = 1
+    # the predictive chance that the whole dev set passes every check, as the last look saw it (None: not judged
+    # before the whole set, or no check straddled)
+    whole_set_chance: float | None = None
 
     def wer_json(self) -> dict:
         return {
@@ -136,6 +140,17 @@ def predicted(cand: CandidateAccuracy, ratios: dict[str, float], z_pass: float) 
         kind: {name: one(g, f"{kind} {name}") for name, g in by.items()} for kind, by in cand.groups.items()
     }
     return CandidateAccuracy(cand.name, cand.scores, one(cand.overall, "overall"), groups)
+
+
+def whole_set_span(interval: Interval, ratio: float, z_pass: float, fraction: float) -> tuple[float, float]:
+    """``(se, span)`` in points: the standard error a prefix's ``interval`` implies and how far above its estimate
+    the whole dev set's judged upper end will lie (``predicted_interval``'s upper half-span at the search's
+    confidence, narrowed by sqrt(``fraction``), the prefix's share of the dev set)."""
+    z_level = NormalDist().inv_cdf(0.5 + interval.level / 2.0)
+    se = (interval.high - interval.low) / (2.0 * z_level) * 100.0
+    upper = (interval.high - interval.estimate) * 100.0
+    span = upper * max(1.0, math.sqrt(ratio)) + z_pass * se * math.sqrt(1.0 + ratio)
+    return se, span * math.sqrt(fraction)
 
 
 def block_counts(utterances: Sequence[Utterance]) -> dict[str, int]:
@@ -207,9 +222,13 @@ class DevEvaluator:
         batch_size: int = 1,
         inference: InferenceConfig = GREEDY,
         transcriber: Callable[[PrecisionPlan, Sequence[int]], list[str]] | None = None,
+        futility: float = 0.0,
     ) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
+        if not 0.0 <= futility < 0.5:
+            raise ValueError(f"futility must be in [0, 0.5), got {futility}")
+        self.futility = futility  # give up on a candidate whose whole-set pass chance falls below this
         self.z_pass = pass_quantile(confidence)
         self.variants = variants
         self.model = model  # features, vocabulary, text normaliser and error unit
@@ -334,6 +353,8 @@ class DevEvaluator:
         verdict = next(v for v in judge(judged, None, self.gates) if v.candidate == name)
         if count:
             self.count += 1
+        fraction = n / len(self.clips)
+        chances = self._whole_set_chances(cand, fraction) if fraction < 1.0 and self.futility > 0.0 else {}
         evaluation = Evaluation(
             plan,
             verdict.passed,
@@ -344,27 +365,46 @@ class DevEvaluator:
             n,
             {c.name: c.value for c in verdict.checks},
             batch_size=self.batch_size,
+            whole_set_chance=min(chances.values()) if chances else None,
         )
-        return evaluation, self._side(forecast, math.sqrt(n / len(self.clips)))
+        return evaluation, self._side(forecast, math.sqrt(fraction), chances)
 
-    def _side(self, forecast: CandidateAccuracy, shrink: float = 1.0) -> str:
+    def _checks(self, cand: CandidateAccuracy) -> dict[str, tuple[Interval | None, float]]:
+        """Each gate check's delta interval and gate (points): ``overall`` and ``condition <name>``."""
+        checks: dict[str, tuple[Interval | None, float]] = {
+            "overall": (cand.overall.delta, self.gates.max_wer_delta_points)
+        }
+        for cond, group in cand.by("condition").items():
+            checks[f"condition {cond}"] = (group.delta, self.gates.max_condition_wer_delta_points)
+        return checks
+
+    def _whole_set_chances(self, cand: CandidateAccuracy, fraction: float) -> dict[str, float]:
+        """Per check, the predictive chance that the whole dev set passes it (``pass_chance``), from the prefix's
+        raw dev interval judged as the last look will judge it (the search's confidence, the whole set's
+        block ratios)."""
+        chances = {}
+        for check, (delta, gate) in self._checks(cand).items():
+            if delta is None or not (math.isfinite(delta.low) and math.isfinite(delta.high)):
+                continue
+            se, span = whole_set_span(delta, self.ratios.get(check, 1.0), self.z_pass, fraction)
+            chances[check] = pass_chance(delta.estimate * 100.0, se, span, gate, fraction)
+        return chances
+
+    def _side(
+        self, forecast: CandidateAccuracy, shrink: float = 1.0, chances: dict[str, float] | None = None
+    ) -> str:
         """Where the judged intervals lie against the gates (``workbench.search.sequential.side_of_gate``)."""
         if forecast.overall.delta is None:
             return "pass"
-        intervals: dict[str, tuple[Interval | None, float]] = {
-            "overall": (forecast.overall.delta, self.gates.max_wer_delta_points)
-        }
-        for cond, group in forecast.by("condition").items():
-            intervals[f"condition {cond}"] = (group.delta, self.gates.max_condition_wer_delta_points)
         points: dict[str, tuple[float, float, float]] = {}
-        for check, (delta, gate) in intervals.items():
+        for check, (delta, gate) in self._checks(forecast).items():
             if delta is None:
                 continue
             estimate, high = delta.estimate * 100.0, delta.high * 100.0
             if not (math.isfinite(estimate) and math.isfinite(high)):
                 return "straddles"
             points[check] = (estimate, high, gate)
-        return side_of_gate(points, shrink)
+        return side_of_gate(points, shrink, chances, self.futility)
 
     def evaluate(self, plan: PrecisionPlan) -> Evaluation:
         """One WER evaluation (counted in ``count``), bought block by block while the judged interval
@@ -388,5 +428,7 @@ class DevEvaluator:
         evaluation.evidence = {
             **stopping.to_json(),
             "block_ratio_per_check": self._ratios(stopping.utterances),  # what the last look was judged with
+            "futility": self.futility,
+            "whole_set_pass_chance": evaluation.whole_set_chance,  # as the last look saw it
         }
         return evaluation

@@ -13,19 +13,26 @@ set) and says on which side of the gate it lies (``side_of_gate``):
   the gate); a check whose estimate is within the gate is never failed early, since with few speakers per
   condition the estimate itself still moves by more than the interval narrows (the demo's all-FP16 plan
   reads +0.29 on noisy speech with an upper end of +1.62 after 150 of 300 utterances, and passes on all 300);
-- ``straddles``: neither; the next block is added.
+- ``futile``: the whole dev set is unlikely to pass it (``pass_chance``: the predictive chance, given the
+  prefix, that the whole set's judged upper end of some check ends within its gate is below the search's
+  ``futility``, 5 % by default). A plan whose estimate sits near zero but whose transcripts change so often
+  that even the whole set's interval would stay wider than the gate stops here instead of buying every block;
+- ``straddles``: none of these; the next block is added.
 
 The whole dev set is the last look, judged as before. A pass at an earlier look is judged at a stricter
 confidence (``interim_confidence``: the chance of a wrong pass, 1 - confidence, shared out over the
-looks), so looking early buys cost, not a looser test; an early fail only costs the candidate (the search
-never ships a plan that failed). ``run_sequential`` applies the rule to any ``look`` function, which is
-how the tests check it on a cheap evaluator.
+looks), so looking early buys cost, not a looser test; an early fail (or a futile one) only costs the
+candidate (the search never ships a plan that failed): a futility of 5 % gives up at most about one in twenty
+plans that the whole dev set would have passed. ``run_sequential`` applies the rule to any ``look`` function,
+which is how the tests check it on a cheap evaluator.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Generic, TypeVar
 
 from workbench.errors import WorkbenchError
@@ -33,10 +40,11 @@ from workbench.errors import WorkbenchError
 T = TypeVar("T")
 SEQUENTIAL_RULE = (
     "judge the first block; add blocks while the judged interval of a check straddles its gate; stop at "
-    "pass (every judged upper end within its gate) or fail (a point estimate already above its gate) or at the "
+    "pass (every judged upper end within its gate), fail (a point estimate already above its gate), futile "
+    "(the predictive chance that the whole dev set passes a check is below the futility level) or at the "
     "whole dev set; earlier looks judge a pass at confidence 1 - (1 - confidence) / blocks"
 )
-SIDES = ("pass", "fail", "straddles")
+SIDES = ("pass", "fail", "futile", "straddles")
 
 
 def block_ends(total: int, blocks: int) -> list[int]:
@@ -97,17 +105,43 @@ def interim_confidence(confidence: float, looks: int) -> float:
     return 1.0 - (1.0 - confidence) / looks
 
 
-def side_of_gate(intervals: dict[str, tuple[float, float, float]], shrink: float = 1.0) -> str:
-    """``pass``, ``fail`` or ``straddles`` from each check's judged (estimate, upper end, gate), in points.
+def pass_chance(estimate: float, se: float, final_span: float, gate: float, fraction: float) -> float:
+    """The predictive chance that a check passes on the whole dev set, judged after ``fraction`` of it.
+
+    ``estimate`` and ``se``: the prefix's delta and its standard error (points); ``final_span``: how far above
+    the whole set's estimate its judged upper end will lie (the judged half-span narrowed by sqrt(fraction)).
+    With a flat prior the whole set's estimate is normal around the prefix's with standard deviation
+    ``se * sqrt(1 - fraction)`` (the rest of the set is new evidence on the same effect); the check passes
+    when that estimate plus ``final_span`` is within ``gate``."""
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    room = gate - final_span - estimate
+    spread = se * math.sqrt(1.0 - fraction)
+    if spread <= 0.0 or not math.isfinite(spread):
+        return 1.0 if room >= 0.0 else 0.0
+    return NormalDist().cdf(room / spread)
+
+
+def side_of_gate(
+    intervals: dict[str, tuple[float, float, float]],
+    shrink: float = 1.0,
+    chances: dict[str, float] | None = None,
+    futility: float = 0.0,
+) -> str:
+    """``pass``, ``fail``, ``futile`` or ``straddles`` from each check's judged (estimate, upper end, gate), in
+    points.
 
     ``shrink``: the most the judged half-width can still narrow by the whole dev set, sqrt(utterances judged /
     dev utterances) (1 at the last look). At the last look a check whose upper end is above its gate fails;
     at an earlier look only a check whose point estimate is above its gate does (only moving the estimate
-    could pass it)."""
+    could pass it), and a check whose chance of passing on the whole set (``chances``, from ``pass_chance``)
+    is below ``futility`` makes the look ``futile``."""
     if all(high <= gate for _, high, gate in intervals.values()):
         return "pass"
     if shrink >= 1.0 or any(est > gate for est, _, gate in intervals.values()):
         return "fail"
+    if futility > 0.0 and chances and min(chances.values()) < futility:
+        return "futile"
     return "straddles"
 
 
@@ -166,6 +200,16 @@ def run_sequential(
             if number > 1:
                 reason += "; earlier blocks straddled the gate"
             return Stopping(result, end, number, len(ends), reason, looks)
+        if side == "futile":
+            return Stopping(
+                result,
+                end,
+                number,
+                len(ends),
+                f"fail after block {number} of {len(ends)} ({end} utterances): futile, the whole dev set is "
+                "unlikely to pass it (its predictive chance of passing is below the futility level)",
+                looks,
+            )
         if side != "straddles":
             where = "within" if side == "pass" else "above"
             return Stopping(
