@@ -97,8 +97,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--futility",
         type=float,
         default=SEARCH.futility,
-        help="give a candidate up after an earlier block when the chance that the whole dev set passes it is "
-        f"below this (default {SEARCH.futility:g}; 0: never)",
+        help="give a candidate up after an earlier block when the predictive chance that the whole dev set "
+        f"passes it is below this, e.g. 0.05 (default {SEARCH.futility:g}: never)",
     )
     parser.add_argument(
         "--objective",

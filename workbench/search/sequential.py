@@ -13,17 +13,19 @@ set) and says on which side of the gate it lies (``side_of_gate``):
   the gate); a check whose estimate is within the gate is never failed early, since with few speakers per
   condition the estimate itself still moves by more than the interval narrows (the demo's all-FP16 plan
   reads +0.29 on noisy speech with an upper end of +1.62 after 150 of 300 utterances, and passes on all 300);
-- ``futile``: the whole dev set is unlikely to pass it (``pass_chance``: the predictive chance, given the
-  prefix, that the whole set's judged upper end of some check ends within its gate is below the search's
-  ``futility``, 5 % by default). A plan whose estimate sits near zero but whose transcripts change so often
-  that even the whole set's interval would stay wider than the gate stops here instead of buying every block;
+- ``futile`` (only with a futility level, ``search --futility``; off by default): the whole dev set is unlikely
+  to pass it (``pass_chance``: the predictive chance, given the prefix, that the whole set's judged upper end of
+  some check ends within its gate is below the level). A plan whose estimate sits near zero but whose
+  transcripts change so often that even the whole set's interval would stay wider than the gate stops here
+  instead of buying every block. The chance assumes the rest of the set behaves like the prefix, which a
+  balanced order does not give (the last blocks hold the speakers with many utterances);
 - ``straddles``: none of these; the next block is added.
 
 The whole dev set is the last look, judged as before. A pass at an earlier look is judged at a stricter
 confidence (``interim_confidence``: the chance of a wrong pass, 1 - confidence, shared out over the
 looks), so looking early buys cost, not a looser test; an early fail (or a futile one) only costs the
-candidate (the search never ships a plan that failed): a futility of 5 % gives up at most about one in twenty
-plans that the whole dev set would have passed. ``run_sequential`` applies the rule to any ``look`` function,
+candidate (the search never ships a plan that failed): a futility level of 5 % would give up about one in
+twenty plans that the whole dev set passes if the blocks were exchangeable, and more when they are not. ``run_sequential`` applies the rule to any ``look`` function,
 which is how the tests check it on a cheap evaluator.
 """
 
