@@ -23,6 +23,8 @@ from workbench.errors import WorkbenchError
 if TYPE_CHECKING:
     import onnx
 
+    from workbench.backends.integer_nodes import Rewrite
+
 
 SAMPLE_RATE = 16_000  # the rate every model input is prepared at (for the length a message names)
 # ORT session config key: the intra-op pool's threads spin during a run and stop spinning when it returns. Without
@@ -127,15 +129,24 @@ def session_options(threads: int | None = None, optimization: str = "all", exact
     return opts
 
 
-def open_session(src: str | bytes, options, providers: Sequence[str], name: str = "the model"):
+def open_session(
+    src: str | bytes,
+    options,
+    providers: Sequence[str],
+    name: str = "the model",
+    disabled_optimizers: Sequence[str] = (),
+):
     """``(session, note)``: an ONNX Runtime session of ``src``; ``note`` is None, or says why the exact-U8S8
     option was dropped (ONNX Runtime refused the model with it and accepted it without it)."""
     import onnxruntime as ort
 
     from workbench.backends.cpu_int8 import PRECISION_MODE_KEY
 
+    disabled = list(disabled_optimizers) or None
     try:
-        return ort.InferenceSession(src, options, providers=list(providers)), None
+        return ort.InferenceSession(
+            src, options, providers=list(providers), disabled_optimizers=disabled
+        ), None
     except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidGraph, ...) for one refusal
         if options.get_session_config_entry(PRECISION_MODE_KEY) != "1":
             raise
@@ -145,7 +156,9 @@ def open_session(src: str | bytes, options, providers: Sequence[str], name: str 
     fallback.intra_op_num_threads = options.intra_op_num_threads
     fallback.log_severity_level = options.log_severity_level
     fallback.add_session_config_entry(SPIN_STOP_KEY, "1")
-    session = ort.InferenceSession(src, fallback, providers=list(providers))  # refused again: that error
+    session = ort.InferenceSession(  # refused again: that error
+        src, fallback, providers=list(providers), disabled_optimizers=disabled
+    )
     words = " ".join(str(refusal).split())
     reason = words.split(" : ")[-1].strip()[-200:] or type(refusal).__name__
     return session, (
@@ -189,8 +202,10 @@ class OnnxRuntimeRunner(Runner):
         name: str | None = None,
         exact_int8: bool = True,
         backend_name: str | None = None,
+        integer_nodes: bool = True,
     ) -> None:
         super().__init__()
+        self.use_integer_nodes = integer_nodes  # False: FP16 Q/DQ graphs run as written (benchmarks compare)
         self.model = model
         self.providers = list(providers)
         self.threads = threads
@@ -199,6 +214,7 @@ class OnnxRuntimeRunner(Runner):
         self.name = name or (Path(model).name if not isinstance(model, bytes) else "onnx-model")
         self.session = None
         self.session_note: str | None = None  # why the exact-U8S8 option was dropped (``open_session``)
+        self.integer_nodes: Rewrite | None = None  # FP16 Q/DQ INT8 nodes moved onto the integer kernels
         self._run_options = None
         self.backend_name = backend_name or (
             "ort-cuda" if "CUDAExecutionProvider" in self.providers else "ort-cpu"
@@ -207,6 +223,8 @@ class OnnxRuntimeRunner(Runner):
     def activate_impl(self) -> None:
         import onnxruntime as ort
 
+        from workbench.backends.integer_nodes import DISABLED_OPTIMIZERS
+
         available = ort.get_available_providers()
         missing = [p for p in self.providers if p not in available]
         if missing:
@@ -214,11 +232,41 @@ class OnnxRuntimeRunner(Runner):
                 f"ONNX Runtime providers {missing} are not available here (have {available}); "
                 "for CUDA install onnxruntime-gpu: pip install 'workbench[gpu]'"
             )
-        src = self.model if isinstance(self.model, bytes) else str(self.model)
+        src = self._source()
         options = session_options(self.threads, self.optimization, self.exact_int8)
         with ort_failures(self.name):
-            self.session, self.session_note = open_session(src, options, self.providers, self.name)
+            self.session, self.session_note = open_session(
+                src, options, self.providers, self.name, DISABLED_OPTIMIZERS if self.integer_nodes else ()
+            )
         self._run_options = run_options()
+
+    def _source(self) -> str | bytes:
+        """What the session loads: the model as given, or, on the CPU provider with full optimisation, its FP16 Q/DQ
+        INT8 nodes rewritten onto the integer kernels (``workbench.backends.integer_nodes``; ``self.integer_nodes``
+        says what changed)."""
+        src = self.model if isinstance(self.model, bytes) else str(self.model)
+        if (
+            not self.use_integer_nodes
+            or self.providers != ["CPUExecutionProvider"]
+            or self.optimization != "all"
+        ):
+            return src
+        import onnx
+
+        from workbench.backends.integer_nodes import has_fp16_qdq_nodes, with_integer_nodes
+
+        try:
+            model = onnx.load_from_string(src) if isinstance(src, bytes) else onnx.load(src)
+        except Exception:  # ONNX Runtime's own load gives the error worth reporting
+            return src
+        if not has_fp16_qdq_nodes(model):
+            return src
+        rewritten, self.integer_nodes = with_integer_nodes(model)
+        try:
+            return rewritten.SerializeToString()
+        except ValueError:  # over protobuf's 2 GB: run the graph as it is
+            self.integer_nodes = None
+            return src
 
     def infer_impl(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.session is not None
@@ -242,6 +290,8 @@ class OnnxRuntimeRunner(Runner):
     def describe(self) -> dict[str, str]:
         import onnxruntime as ort
 
+        from workbench.backends.integer_nodes import REWRITTEN
+
         return {
             "runner": self.name,
             "backend": self.backend,
@@ -254,6 +304,13 @@ class OnnxRuntimeRunner(Runner):
             "spinning": "stops when a run returns",
             "int8_gemm": int8_gemm(self.exact_int8 and self.session_note is None),
             **({"session_note": self.session_note} if self.session_note else {}),
+            **(
+                {
+                    "int8_nodes": f"{REWRITTEN}: {self.integer_nodes.nodes} nodes",
+                }
+                if self.integer_nodes
+                else {}
+            ),
         }
 
 
