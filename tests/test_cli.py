@@ -77,7 +77,7 @@ def test_library_log_lines_reach_the_console_once_an_entry_point_shows_them(caps
     from workbench.console import LOGGER, ConsoleHandler, show_progress
 
     root = logging.getLogger(LOGGER)
-    saved = root.handlers[:], root.level, root.propagate
+    saved = root.handlers[:], root.level
     try:
         for handler in [h for h in root.handlers if isinstance(h, ConsoleHandler)]:
             root.removeHandler(handler)
@@ -89,27 +89,7 @@ def test_library_log_lines_reach_the_console_once_an_entry_point_shows_them(caps
         logging.getLogger("workbench.compare.layers").debug("debug lines stay quiet")
         assert capsys.readouterr().out == "   dev set demo-calib: 12 utterances\n"
     finally:
-        root.handlers[:], root.level, root.propagate = saved
-
-
-def test_progress_lines_are_not_printed_again_by_a_root_handler_a_library_installs(capsys):
-    """ONNX Runtime's quantizer logs through the root logger, which installs a root handler on first use
-    (an implicit ``logging.basicConfig``); the workbench's lines still appear once, in the workbench's form."""
-    import logging
-    import sys
-
-    from workbench.console import LOGGER, show_progress
-
-    workbench_logger, root = logging.getLogger(LOGGER), logging.getLogger()
-    saved = workbench_logger.handlers[:], workbench_logger.level, workbench_logger.propagate, root.handlers[:]
-    try:
-        show_progress()
-        root.addHandler(logging.StreamHandler(sys.stdout))  # what basicConfig adds, on the captured stdout
-        logging.getLogger("workbench.jobs.signoff").info("[fp32] transcripts reused")
-        assert capsys.readouterr().out == "[fp32] transcripts reused\n"
-    finally:
-        workbench_logger.handlers[:], workbench_logger.level, workbench_logger.propagate = saved[:3]
-        root.handlers[:] = saved[3]
+        root.handlers[:], root.level = saved
 
 
 def test_data_show_missing_set_exits_1_without_traceback(tmp_path):

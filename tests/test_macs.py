@@ -100,3 +100,22 @@ def test_compute_shares_of_onnx_runtime_dynamic_quantization(tmp_path) -> None:
     shares = compute_shares(node_macs(_graph(), samples=10), rows)
     assert shares["int8_macs_share"] == pytest.approx((120 + 15) / 375)
     assert shares["int8_nodes"] == 2
+
+
+def test_the_dynamic_build_leaves_the_root_logger_as_it_found_it(tmp_path) -> None:
+    """ONNX Runtime's quantizer logs through the root logger, whose first use installs a root handler (an implicit
+    ``logging.basicConfig``); left there, it printed every later workbench progress line a second time."""
+    import logging
+
+    from workbench.quantize.dynamic import build_dynamic
+
+    fp32 = tmp_path / "tiny.onnx"
+    onnx.save(_graph(), str(fp32))
+    root = logging.getLogger()
+    saved = root.handlers[:]
+    root.handlers[:] = []  # as in a CLI process: nobody configured the root logger
+    try:
+        build_dynamic(fp32, tmp_path / "tiny.dynamic.onnx", "u8")
+        assert root.handlers == []
+    finally:
+        root.handlers[:] = saved

@@ -149,7 +149,9 @@ def test_a_futile_check_stops_an_earlier_look_only_when_futility_is_on() -> None
     assert side_of_gate(both, 0.5, {"overall": 0.4, "condition noisy": 0.02}, 0.05) == "futile"
 
 
-def futility_evaluator(estimate: float, whole_span: float, calls: list[int], futility: float, total: int = 800):
+def futility_evaluator(
+    estimate: float, whole_span: float, calls: list[int], futility: float, total: int = 800
+):
     """A look function whose judged half-span narrows as 1/sqrt(n) to ``whole_span`` at the whole set (the
     search's 0.9 confidence: 1.96 + 1.28 * sqrt(2) standard errors), the chance as the evaluator computes it."""
     z_total = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.9) * math.sqrt(2.0)

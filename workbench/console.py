@@ -32,14 +32,9 @@ class ConsoleHandler(logging.Handler):
 
 
 def show_progress(prefix: str = "", stream: TextIO | None = None) -> None:
-    """Show the workbench's messages (INFO and above) as lines; calling it again replaces the earlier handler.
-
-    The ``workbench`` loggers stop propagating to the root logger: a library that configures the root logger on
-    import or on its first root-level log call (ONNX Runtime's quantizer does, through an implicit
-    ``logging.basicConfig``) would otherwise print every line a second time as ``INFO:workbench...``."""
+    """Show the workbench's messages (INFO and above) as lines; calling it again replaces the earlier handler."""
     logger = logging.getLogger(LOGGER)
     for handler in [h for h in logger.handlers if isinstance(h, ConsoleHandler)]:
         logger.removeHandler(handler)
     logger.addHandler(ConsoleHandler(prefix, stream))
     logger.setLevel(logging.INFO)
-    logger.propagate = False

@@ -101,7 +101,15 @@ def with_integer_nodes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Rewrite
             node.input[slot] = private
             replaced.add(dq.name)
         if len(node.input) > 2 and node.input[2]:  # a bias (Conv, Gemm) in float32 too
-            node.input[2] = constants.as_float32(node.input[2])
+            bias = node.input[2]
+            node.input[2] = constants.as_float32(bias)
+            if node.input[2] == bias and constants.value(bias) is None:  # computed in the graph: cast it
+                node.input[2] = f"{bias}_float32_for_{node.name}"
+                before[node.name].append(
+                    helper.make_node(
+                        "Cast", [bias], [node.input[2]], to=TensorProto.FLOAT, name=node.input[2]
+                    )
+                )
         name = node.output[0]
         node.output[0] = f"{name}_float32"
         after[node.name].append(

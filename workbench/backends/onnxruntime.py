@@ -148,7 +148,7 @@ def open_session(
             src, options, providers=list(providers), disabled_optimizers=disabled
         ), None
     except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidGraph, ...) for one refusal
-        if options.get_session_config_entry(PRECISION_MODE_KEY) != "1":
+        if not _config_entry_set(options, PRECISION_MODE_KEY):
             raise
         refusal = exc
     fallback = ort.SessionOptions()
@@ -166,6 +166,14 @@ def open_session(
         "ran with ONNX Runtime's default session options: its integer GEMMs use the U8S8 kernels that "
         "saturate on this CPU"
     )
+
+
+def _config_entry_set(options, key: str) -> bool:
+    """Whether ``options`` holds ``key`` set to "1" (ONNX Runtime raises for a key never set)."""
+    try:
+        return options.get_session_config_entry(key) == "1"
+    except RuntimeError:
+        return False
 
 
 def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None):

@@ -59,6 +59,9 @@ def build_dynamic(fp32_path: Path, out_path: Path, weights: str = "u8", reason: 
     with tempfile.TemporaryDirectory(prefix="dynamic-int8-") as tmp:
         written = Path(tmp) / "dynamic.onnx"
         logging.disable(logging.WARNING)  # its advice to run ORT's pre-processing script, on every call
+        # it logs through the root logger, whose first call installs a root handler (an implicit basicConfig)
+        # that would print every workbench progress line a second time as INFO:workbench...: removed after
+        root_handlers = logging.getLogger().handlers[:]
         try:
             quantize_dynamic(
                 source,
@@ -68,6 +71,7 @@ def build_dynamic(fp32_path: Path, out_path: Path, weights: str = "u8", reason: 
             )
         finally:
             logging.disable(logging.NOTSET)
+            logging.getLogger().handlers[:] = root_handlers
         model = onnx.load(str(written))
     how = settings(weights, reason, quantizable_count(source))
     set_metadata(
