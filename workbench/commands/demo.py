@@ -372,10 +372,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--calib-per-condition", type=int, default=defaults.calib_per_condition, help=argparse.SUPPRESS
     )
     parser.add_argument(
-        "--eval-per-condition", type=int, default=defaults.eval_per_condition, help=argparse.SUPPRESS
+        "--eval-per-condition",
+        type=int,
+        default=defaults.eval_per_condition,
+        help=f"evaluation utterances per condition (default {defaults.eval_per_condition}); more narrow the "
+        "sign-off's intervals (docs/demo.md: with 400 and --dev-per-condition 450 the search passes a plan with "
+        "most of the network in INT8)",
     )
     parser.add_argument(
-        "--dev-per-condition", type=int, default=DEMO_DEV_PER_CONDITION, help=argparse.SUPPRESS
+        "--dev-per-condition",
+        type=int,
+        default=DEMO_DEV_PER_CONDITION,
+        help=f"held-out dev utterances per condition, what the search judges on (default {DEMO_DEV_PER_CONDITION})",
     )
     parser.add_argument(
         "--seed", type=int, default=defaults.seed, help=argparse.SUPPRESS
