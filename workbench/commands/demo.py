@@ -2,8 +2,9 @@
 
 The demo is a list of steps (``STEPS``), each a named function of a shared ``DemoContext`` that calls
 one job (``workbench.jobs``) and reads what earlier steps left in ``context.results``: build the
-default speech sets (``demo``: 100 utterances per condition for calibration, 100 per condition for
-evaluation, 100 per condition for a dev set held out from both), calibrate the demo model, compare it
+default speech sets (``demo``: 100 utterances per condition for calibration, ``DEMO_EVAL_PER_CONDITION`` per
+condition for evaluation, ``DEMO_DEV_PER_CONDITION`` per condition for a dev set held out from both), calibrate
+the demo model, compare it
 layer by layer against INT8 and rank the layer groups' sensitivity, search the mixed INT8/FP16 plan on
 the held-out dev set, and sign off on the evaluation set for two deployment targets: TensorRT (FP32, FP16,
 INT8 and the mixed plan; timed here on ONNX Runtime CPU, so an accuracy sign-off) and ONNX Runtime CPU (FP32,
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.commands.options import print_lines
-from workbench.config import DEMO_DEV_PER_CONDITION, SetBuildConfig
+from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION, SetBuildConfig
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.workspace import area_default
@@ -146,7 +147,7 @@ def _search(ctx: DemoContext) -> None:
             dev_set=str(built.dev.path) if built.dev else None,
             sensitivity=ctx.results["compare"].files["sensitivity_json"],
             refine=0,
-            # one finer step: on the 450-utterance dev set a second and more only add evaluations that fail
+            # one finer step: on the demo's dev set a second and more only add evaluations that fail
             finer=0 if ctx.quick else DEMO_FINER,
             resamples=200 if ctx.quick else 1000,
         )
@@ -374,10 +375,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--eval-per-condition",
         type=int,
-        default=defaults.eval_per_condition,
-        help=f"evaluation utterances per condition (default {defaults.eval_per_condition}); more narrow the "
-        "sign-off's intervals (docs/demo.md: with 400 and --dev-per-condition 450 the search passes a plan with "
-        "most of the network in INT8)",
+        default=DEMO_EVAL_PER_CONDITION,
+        help=f"evaluation utterances per condition (default {DEMO_EVAL_PER_CONDITION}; fewer make the demo faster "
+        "and the sign-off's intervals wider, docs/demo.md)",
     )
     parser.add_argument(
         "--dev-per-condition",
