@@ -135,3 +135,36 @@ def test_the_cpu_runner_rewrites_at_load_and_says_so(tmp_path: Path) -> None:
         assert "int8_nodes" not in plain.describe()
     with OnnxRuntimeRunner(path, threads=1, optimization="basic") as unfused:
         assert "int8_nodes" not in unfused.describe()  # only where ONNX Runtime fuses (full optimisation)
+
+
+def test_a_bias_computed_in_the_graph_is_cast_for_the_float32_node() -> None:
+    """Exports whose Conv/Gemm bias is a computed FP16 tensor (HuBERT's, WavLM's positional convs) still load: the
+    bias reaches the float32 node through a Cast, and the output matches the graph as written."""
+    inits = [
+        numpy_helper.from_array((RNG.standard_normal((6, 4)) * 0.3).astype(np.float32), "w"),
+        numpy_helper.from_array((RNG.standard_normal(4) * 0.1).astype(np.float32), "b_half"),
+        numpy_helper.from_array(np.array(2.0, np.float32), "two"),
+    ]
+    nodes = [
+        helper.make_node("Mul", ["b_half", "two"], ["b"], name="bias"),  # a bias the graph computes
+        helper.make_node("Gemm", ["input_values", "w", "b"], ["logits"], name="gemm"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("input_values", TP.FLOAT, ["batch", 6])],
+        [helper.make_tensor_value_info("logits", TP.FLOAT, ["batch", 4])],
+        inits,
+    )
+    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    source.ir_version = 8
+    variant = variant_model(source, {"input_values": 3.0}, PrecisionPlan("int8", "int8"))
+    rewritten, what = with_integer_nodes(variant)
+    assert what.nodes == 1
+    casts = [n for n in rewritten.graph.node if n.op_type == "Cast" and n.input[0] == "b"]
+    assert (
+        len(casts) == 1
+        and casts[0].output[0] in next(n for n in rewritten.graph.node if n.name == "gemm").input
+    )
+    x = (RNG.standard_normal((3, 6))).astype(np.float32)
+    np.testing.assert_allclose(run(rewritten, x), run(variant, x), rtol=1e-2, atol=1e-2)
