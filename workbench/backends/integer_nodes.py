@@ -60,71 +60,85 @@ def with_integer_nodes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Rewrite
     own float32 Q/DQ pair per reader, all reading one float32 cast; the FP16 pairs they replace are dropped."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    graph = out.graph
-    constants = _Constants(graph)
-    producers = {name: node for node in graph.node for name in node.output}
-    readers: dict[str, int] = defaultdict(int)
-    for node in graph.node:
-        for name in node.input:
-            readers[name] += 1
-    before: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-    after: dict[str, list[onnx.NodeProto]] = defaultdict(list)
-    casts: dict[str, str] = {}  # an FP16 QuantizeLinear's input -> its float32 cast
-    replaced: set[str] = set()
-    eligible = _eligible(graph, constants)
+    rewriter = _Rewriter(out.graph)
+    eligible = _eligible(out.graph, rewriter.constants)
     for node, sources in eligible:
         for slot, dq in enumerate(sources):
-            q = producers.get(dq.input[0])
-            if q is None or q.op_type != "QuantizeLinear":  # a weight: its DequantizeLinear in float32
-                if readers[dq.output[0]] == 1:
-                    dq.input[1] = constants.as_float32(dq.input[1])
-                    continue
-                q = None
-            where = q if q is not None else dq
-            pair = f"{node.name}_{slot}"
-            scale = constants.as_float32(dq.input[1])
-            read = dq.input[0]
-            if q is not None:
-                source = q.input[0]
-                if source not in casts:
-                    casts[source] = f"{source}_float32"
-                    before[q.name].append(
-                        helper.make_node(
-                            "Cast", [source], [casts[source]], to=TensorProto.FLOAT, name=casts[source]
-                        )
-                    )
-                read = f"{q.output[0]}_for_{pair}"
-                before[q.name].append(_copy_of(q, [casts[source], scale, *q.input[2:]], read))
-                replaced.add(q.name)
-            private = f"{dq.output[0]}_for_{pair}"
-            after[where.name].append(_copy_of(dq, [read, scale, *dq.input[2:]], private))
-            node.input[slot] = private
-            replaced.add(dq.name)
-        if len(node.input) > 2 and node.input[2]:  # a bias (Conv, Gemm) in float32 too
+            rewriter.read_through_float32(node, slot, dq)
+        rewriter.compute_in_float32(node)
+    return out, Rewrite(len(eligible), len(rewriter.casts), rewriter.finish())
+
+
+class _Rewriter:
+    """The nodes ``with_integer_nodes`` adds before and after existing ones, and the ones it replaces."""
+
+    def __init__(self, graph: onnx.GraphProto) -> None:
+        self.graph = graph
+        self.constants = _Constants(graph)
+        self.producers = {name: node for node in graph.node for name in node.output}
+        self.readers: dict[str, int] = defaultdict(int)
+        for node in graph.node:
+            for name in node.input:
+                self.readers[name] += 1
+        self.before: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        self.after: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        self.casts: dict[str, str] = {}  # an FP16 QuantizeLinear's input -> its float32 cast
+        self.replaced: set[str] = set()
+
+    def read_through_float32(self, node: onnx.NodeProto, slot: int, dq: onnx.NodeProto) -> None:
+        """``node``'s input ``slot`` from a float32 DequantizeLinear: ``dq`` itself for a weight only ``node``
+        reads, else a private copy (of the activation's QuantizeLinear too, reading one float32 cast)."""
+        q = self.producers.get(dq.input[0])
+        if q is not None and q.op_type != "QuantizeLinear":
+            q = None
+        scale = self.constants.as_float32(dq.input[1])
+        if q is None and self.readers[dq.output[0]] == 1:  # a weight's own DequantizeLinear
+            dq.input[1] = scale
+            return
+        pair = f"{node.name}_{slot}"
+        read = dq.input[0]
+        if q is not None:
+            source = q.input[0]
+            if source not in self.casts:
+                self.casts[source] = f"{source}_float32"
+                self.before[q.name].append(_cast(source, self.casts[source], TensorProto.FLOAT))
+            read = f"{q.output[0]}_for_{pair}"
+            self.before[q.name].append(_copy_of(q, [self.casts[source], scale, *q.input[2:]], read))
+            self.replaced.add(q.name)
+        private = f"{dq.output[0]}_for_{pair}"
+        self.after[(q or dq).name].append(_copy_of(dq, [read, scale, *dq.input[2:]], private))
+        node.input[slot] = private
+        self.replaced.add(dq.name)
+
+    def compute_in_float32(self, node: onnx.NodeProto) -> None:
+        """``node``'s bias (Conv, Gemm) in float32 (a constant converted, a computed one cast) and its output cast
+        back to FP16 under its own name."""
+        if len(node.input) > 2 and node.input[2]:
             bias = node.input[2]
-            node.input[2] = constants.as_float32(bias)
-            if node.input[2] == bias and constants.value(bias) is None:  # computed in the graph: cast it
+            node.input[2] = self.constants.as_float32(bias)
+            if node.input[2] == bias and self.constants.value(bias) is None:
                 node.input[2] = f"{bias}_float32_for_{node.name}"
-                before[node.name].append(
-                    helper.make_node(
-                        "Cast", [bias], [node.input[2]], to=TensorProto.FLOAT, name=node.input[2]
-                    )
-                )
+                self.before[node.name].append(_cast(bias, node.input[2], TensorProto.FLOAT))
         name = node.output[0]
         node.output[0] = f"{name}_float32"
-        after[node.name].append(
-            helper.make_node("Cast", [node.output[0]], [name], to=TensorProto.FLOAT16, name=f"{name}_to_fp16")
-        )
-    ordered: list[onnx.NodeProto] = []
-    for node in graph.node:
-        ordered += before.get(node.name, [])
-        ordered.append(node)
-        ordered += after.get(node.name, [])
-    kept = _without_unread(ordered, replaced, {o.name for o in graph.output})
-    del graph.node[:]
-    graph.node.extend(kept)
-    del graph.value_info[:]  # stale types of the rewritten outputs; ONNX Runtime infers them again
-    return out, Rewrite(len(eligible), len(casts), len(ordered) - len(kept))
+        self.after[node.name].append(_cast(node.output[0], name, TensorProto.FLOAT16, f"{name}_to_fp16"))
+
+    def finish(self) -> int:
+        """Put the added nodes in place, drop the replaced ones nothing reads; how many were dropped."""
+        ordered: list[onnx.NodeProto] = []
+        for node in self.graph.node:
+            ordered += self.before.get(node.name, [])
+            ordered.append(node)
+            ordered += self.after.get(node.name, [])
+        kept = _without_unread(ordered, self.replaced, {o.name for o in self.graph.output})
+        del self.graph.node[:]
+        self.graph.node.extend(kept)
+        del self.graph.value_info[:]  # stale types of the rewritten outputs; ONNX Runtime infers them again
+        return len(ordered) - len(kept)
+
+
+def _cast(source: str, target: str, to: int, name: str | None = None) -> onnx.NodeProto:
+    return helper.make_node("Cast", [source], [target], to=to, name=name or target)
 
 
 def _eligible(
