@@ -80,8 +80,8 @@ class Evaluation:
         default_factory=dict
     )  # sequential evidence: utterances used, looks, why it stopped
     batch_size: int = 1
-    # the predictive chance that the whole dev set passes every check, as the last look saw it (None: not judged
-    # before the whole set, or no check straddled)
+    # the predictive chance that the whole dev set passes every check, as the last look saw it (None: futility off,
+    # or the last look judged the whole set)
     whole_set_chance: float | None = None
 
     def wer_json(self) -> dict:
