@@ -49,7 +49,7 @@ class Rewrite:
 
 def has_fp16_qdq_nodes(model: onnx.ModelProto) -> bool:
     """Whether some MatMul/Conv/Gemm of ``model`` reads an FP16-scale DequantizeLinear (what the rewrite targets)."""
-    return bool(_eligible(model.graph, _Constants(model.graph)))
+    return bool(_eligible(model.graph, _Constants(model.graph), _producers(model.graph)))
 
 
 def with_integer_nodes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Rewrite]:
@@ -61,7 +61,7 @@ def with_integer_nodes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, Rewrite
     out = onnx.ModelProto()
     out.CopyFrom(model)
     rewriter = _Rewriter(out.graph)
-    eligible = _eligible(out.graph, rewriter.constants)
+    eligible = _eligible(out.graph, rewriter.constants, rewriter.producers)
     for node, sources in eligible:
         for slot, dq in enumerate(sources):
             rewriter.read_through_float32(node, slot, dq)
@@ -75,7 +75,7 @@ class _Rewriter:
     def __init__(self, graph: onnx.GraphProto) -> None:
         self.graph = graph
         self.constants = _Constants(graph)
-        self.producers = {name: node for node in graph.node for name in node.output}
+        self.producers = _producers(graph)
         self.readers: dict[str, int] = defaultdict(int)
         for node in graph.node:
             for name in node.input:
@@ -141,11 +141,15 @@ def _cast(source: str, target: str, to: int, name: str | None = None) -> onnx.No
     return helper.make_node("Cast", [source], [target], to=to, name=name or target)
 
 
+def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
+    """Each tensor's writing node, by tensor name."""
+    return {name: node for node in graph.node for name in node.output}
+
+
 def _eligible(
-    graph: onnx.GraphProto, constants: _Constants
+    graph: onnx.GraphProto, constants: _Constants, producers: dict[str, onnx.NodeProto]
 ) -> list[tuple[onnx.NodeProto, list[onnx.NodeProto]]]:
     """The MatMul/Conv/Gemm nodes whose float inputs all come from FP16-scale DequantizeLinear nodes."""
-    producers = {name: node for node in graph.node for name in node.output}
     found = []
     for node in graph.node:
         if node.op_type not in INTEGER_OPS:
