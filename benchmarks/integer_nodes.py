@@ -102,6 +102,7 @@ def measure(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    from workbench.artifacts import write_text_atomic
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.model.description import describe_model
     from workbench.resources import demo_model_dir
@@ -134,10 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         "packages": package_versions(),
         "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(args.out)
+    write_text_atomic(args.out, json.dumps(out, indent=2, default=str) + "\n")
     print(f"{'model':<8} {'as written s':>12} {'integer s':>10} {'ratio':>6} {'differ':>6} {'WER %':>13}")
     for row in rows:
         med, wer = row["median_seconds"], row["wer"]
