@@ -19,7 +19,7 @@ from workbench.errors import WorkbenchError
 from workbench.optional import has_module
 from workbench.quantize.float_stats import collect_float_stats
 from workbench.quantize.guard import FP16_MAX, fp32_islands
-from workbench.quantize.overflow import check_overflow
+from workbench.quantize.overflow import count_nonfinite, check_overflow
 from workbench.quantize.plan import FP16, INT8, PrecisionPlan, tensor_types
 from workbench.quantize.qdq import build_variant
 
@@ -412,3 +412,14 @@ def test_float_statistics_file_is_reused_and_a_damaged_one_recomputed(
     other = tmp_path / "other.onnx"
     onnx.save(planted(gain=1.0), str(other))  # another export, same set: the stored statistics are not used
     assert guard_for_set(other, tiny_sets.calib, tmp_path)[0] == {}
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_nonfinite_counts_inf_and_nan_of_every_float_width(dtype):
+    values = np.array([[0.0, 1.5, -2.0], [np.inf, -np.inf, np.nan]], dtype=dtype)
+    largest = np.finfo(dtype).max
+    finite = np.array([largest, -largest, np.finfo(dtype).tiny / 4, 0.0], dtype=dtype)
+    assert count_nonfinite(values) == 3
+    assert count_nonfinite(values[:, ::2]) == 2  # a strided view is counted on its own values
+    assert count_nonfinite(finite) == 0
+    assert count_nonfinite(np.array([1, 2], dtype=np.int64)) == 0

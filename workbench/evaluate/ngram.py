@@ -44,14 +44,18 @@ class NgramModel:
     words: int
 
     def arpa(self) -> str:
+        """The ARPA text: each order's n-grams sorted, log10 p, the words and (below the top order) log10 gamma."""
         lines = ["", "\\data\\"]
         lines += [f"ngram {n + 1}={len(self.logprob[n])}" for n in range(self.order)]
         for n in range(self.order):
             lines += ["", f"\\{n + 1}-grams:"]
-            for gram in sorted(self.logprob[n]):
-                bow = self.backoff[n].get(gram)
-                tail = f"\t{bow:.6f}" if bow is not None and n + 1 < self.order else ""
-                lines.append(f"{self.logprob[n][gram]:.6f}\t{' '.join(gram)}{tail}")
+            logprob, backoff = self.logprob[n], self.backoff[n] if n + 1 < self.order else {}
+            lines += [
+                f"{logprob[gram]:.6f}\t{' '.join(gram)}\t{backoff[gram]:.6f}"
+                if gram in backoff
+                else f"{logprob[gram]:.6f}\t{' '.join(gram)}"
+                for gram in sorted(logprob)
+            ]
         lines += ["", "\\end\\", ""]
         return "\n".join(lines)
 
@@ -81,9 +85,8 @@ def estimate(sentences: Iterable[str], order: int = 3) -> NgramModel:
         n_sentences += 1
         n_words += len(words)
         tokens = [BOS, *words, EOS]
-        for n in range(1, order + 1):
-            for i in range(len(tokens) - n + 1):
-                raw[n - 1][tuple(tokens[i : i + n])] += 1
+        for n in range(1, order + 1):  # the n-grams of the sentence: n shifted views zipped (counted in C)
+            raw[n - 1].update(zip(*(tokens[k:] for k in range(n))))
     if n_sentences == 0:
         raise WorkbenchError("no text to estimate a language model from")
     # adjusted counts: raw at the top order and after <s>, else the number of distinct left extensions
@@ -160,3 +163,12 @@ def training_text_lm(
     excluded = {" ".join(t.split()) for t in exclude}
     texts = [t for t in sentence_pool()["train"] if t not in excluded][:limit]
     return build_arpa(texts, path, order)
+
+
+def shared_texts(texts: Iterable[str], limit: int | None = None) -> set[str]:
+    """Which of ``texts`` the training-text language model without exclusions (``training_text_lm`` with
+    ``limit``) is estimated from: none, for the evaluation set's references, as the text split guarantees."""
+    from workbench.speech.text import sentence_pool
+
+    wanted = {" ".join(t.split()) for t in texts}
+    return wanted.intersection(sentence_pool()["train"][:limit])

@@ -171,6 +171,20 @@ def _update_accumulator(
     acc.sum_sq_per_s = max(acc.sum_sq_per_s, total_sq / seconds)
 
 
+def _largest_finite(value: np.ndarray) -> tuple[float, int]:
+    """(largest finite |x|, how many values are inf/NaN) of ``value``; the maximum alone when it is finite (NaN
+    and inf carry through ``max``, so a finite maximum means every value is finite)."""
+    if not value.size:
+        return 0.0, 0
+    magnitude = np.abs(value)
+    top = float(magnitude.max())
+    if np.isfinite(top):
+        return top, 0
+    finite = np.isfinite(magnitude)
+    bad = int(magnitude.size - np.count_nonzero(finite))
+    return (float(magnitude[finite].max()) if finite.any() else 0.0), bad
+
+
 def collect_float_stats(
     model: onnx.ModelProto | Path,
     clips: Iterable[np.ndarray],
@@ -208,16 +222,7 @@ def collect_float_stats(
             values = dict(zip(names, session.run(names, {INPUT: x}, quiet)))
         values[INPUT] = x
         for name, value in values.items():
-            magnitude = np.abs(value)
-            finite = np.isfinite(magnitude)
-            bad = int(magnitude.size - np.count_nonzero(finite))
-            top = (
-                float(magnitude[finite].max())
-                if bad and finite.any()
-                else float(magnitude.max())
-                if magnitude.size and not bad
-                else 0.0
-            )
+            top, bad = _largest_finite(value)
             stats.amax[name] = max(stats.amax.get(name, 0.0), top)
             if bad:
                 stats.nonfinite[name] = stats.nonfinite.get(name, 0) + bad

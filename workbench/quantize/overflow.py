@@ -1,10 +1,11 @@
 """Overflow check of a variant before sign-off: inf/NaN in any tensor on calibration clips, named.
 
-Two passes with ONNX Runtime (CPU): the model's outputs on every clip, then every float tensor the graph
-writes on the clips whose outputs held inf/NaN and on ``every_tensor_clips`` more (the longest, as sums grow
-with length, and some spread over the set). The every-tensor pass is needed: with only the outputs asked
-for, ONNX Runtime's CPU EP runs a chain of FP16 nodes that lack FP16 kernels in float32 without rounding
-between them, so an inf in the middle of the chain can vanish. The first tensor in graph order holding
+Two passes with ONNX Runtime (CPU): the model's outputs on every clip, run as transcription runs it
+(``OnnxRuntimeRunner``: full optimisation, INT8 nodes on the integer kernels), then every float tensor the
+graph writes, run as written, on the clips whose outputs held inf/NaN and on ``every_tensor_clips`` more (the
+longest, as sums grow with length, and some spread over the set). The every-tensor pass is needed: with only
+the outputs asked for, ONNX Runtime's CPU EP runs a chain of FP16 nodes that lack FP16 kernels in float32
+without rounding between them, so an inf in the middle of the chain can vanish. The first tensor in graph order holding
 inf/NaN names the overflow: its tensor, the node that wrote it, that node's op, and on how many of the
 checked clips it happened. An overflow inside one kernel's accumulator (a sum over many frames) cannot show
 on a CPU; that is what the guard's statistics rule is for.
@@ -76,10 +77,20 @@ class OverflowReport:
         }
 
 
-def _nonfinite(value: np.ndarray) -> int:
+# per float width: the unsigned view and the exponent bits, all set in inf and NaN only
+_EXPONENT_BITS = {2: (np.uint16, 0x7C00), 4: (np.uint32, 0x7F800000), 8: (np.uint64, 0x7FF0000000000000)}
+
+
+def count_nonfinite(value: np.ndarray) -> int:
+    """How many values of ``value`` are inf or NaN (0 for integer tensors). FP16 is counted on its bits: NumPy's
+    ``isfinite`` converts every FP16 value first and takes ten times as long."""
     value = np.asarray(value)
     if not np.issubdtype(value.dtype, np.floating):
         return 0
+    if value.dtype == np.float16:
+        unsigned, exponent = _EXPONENT_BITS[2]
+        bits = np.ascontiguousarray(value).view(unsigned)
+        return int(np.count_nonzero((bits & exponent) == exponent))
     return int(value.size - np.count_nonzero(np.isfinite(value)))
 
 
@@ -102,10 +113,9 @@ def check_overflow(
     """Run ``model`` on raw 16 kHz ``clips`` (made ``input_values`` by ``prepare``, the model's feature settings;
     default: normalised) and name the first tensor holding inf/NaN, if any."""
     from workbench.backends.onnxruntime import (
-        open_session,
+        OnnxRuntimeRunner,
         ort_failures,
         run_options,
-        session_options,
         session_with_outputs,
     )
     from workbench.model.export import INPUT
@@ -113,21 +123,19 @@ def check_overflow(
 
     prepare = prepare or normalise_audio
     proto = onnx.load(str(model)) if isinstance(model, Path) else model
-    outputs = [o.name for o in proto.graph.output]
     what, quiet = (str(model) if isinstance(model, Path) else "the model"), run_options()
 
     def run(session, names: list[str], audio: np.ndarray) -> list[np.ndarray]:
         with ort_failures(what, len(audio)):
             return session.run(names, {INPUT: prepare(audio)[None]}, quiet)
 
-    with ort_failures(what):
-        plain, _ = (
-            open_session(  # a candidate refused with the exact-U8S8 option runs without it (signoff notes)
-                proto.SerializeToString(), session_options(optimization="basic"), ["CPUExecutionProvider"]
-            )
-        )
-    bad_clips = [i for i, audio in enumerate(clips) if any(_nonfinite(v) for v in run(plain, outputs, audio))]
-    del plain
+    # the outputs as transcription computes them (a candidate refused with the exact-U8S8 option runs without it)
+    with OnnxRuntimeRunner(proto.SerializeToString(), name=what) as deployed:
+        bad_clips = [
+            i
+            for i, audio in enumerate(clips)
+            if any(count_nonfinite(v) for v in deployed.infer({INPUT: prepare(audio)[None]}).values())
+        ]
     chosen = list(
         dict.fromkeys(bad_clips[:every_tensor_clips] + every_tensor_sample(clips, every_tensor_clips))
     )
@@ -146,7 +154,7 @@ def check_overflow(
     counts: dict[str, list[int]] = {}
     for i in chosen:
         for name, value in zip(names, run(session, names, clips[i])):
-            bad = _nonfinite(value)
+            bad = count_nonfinite(value)
             if bad:
                 entry = counts.setdefault(name, [0, 0])
                 entry[0] += 1
