@@ -76,3 +76,89 @@ def dev_evaluator(variants: Any, clips: list, gates: Any, resamples: int, model:
     from workbench.search.evaluator import DevEvaluator
 
     return DevEvaluator(variants, clips, gates, resamples=resamples, seed=0, progress=False, model=model)
+
+
+@dataclass
+class WayTimes:
+    """One ONNX file transcribed several ways, interleaved: seconds per round, last texts and runner description."""
+
+    seconds: dict[str, list[float]]
+    texts: dict[str, list[str]]
+    described: dict[str, dict]
+
+    @property
+    def median_seconds(self) -> dict[str, float]:
+        import statistics
+
+        return {way: statistics.median(values) for way, values in self.seconds.items()}
+
+
+def time_transcription_ways(
+    runners: dict[str, Any], clips: list, model: Any, name: str, batch_size: int, rounds: int
+) -> WayTimes:
+    """Transcribe ``clips`` with each of ``runners`` (way -> an inactive runner of the same file) through the
+    workbench's own path, after one untimed warm-up batch each, the ways interleaved over ``rounds`` rounds."""
+    from workbench.evaluate.transcribe import transcribe
+
+    times = WayTimes({way: [] for way in runners}, {}, {})
+    for runner in runners.values():
+        runner.activate()
+    try:
+        for way, runner in runners.items():
+            transcribe(runner, clips[:batch_size], model, name, batch_size=batch_size)
+            times.described[way] = runner.describe()
+        for _ in range(rounds):
+            for way, runner in runners.items():
+                began = time.perf_counter()
+                result = transcribe(runner, clips, model, name, batch_size=batch_size)
+                times.seconds[way].append(time.perf_counter() - began)
+                times.texts[way] = result.texts
+    finally:
+        for runner in runners.values():
+            runner.deactivate()
+    return times
+
+
+def run_per_file(args: Any, benchmark: str, measure: Any, argv: list[str] | None) -> dict:
+    """The frame of a benchmark that measures each ``--onnx NAME=PATH`` on the first ``--limit`` utterances of
+    ``--eval-set`` (the demo model's features): ``measure(args, name, path, clips, texts, model)`` gives each row;
+    the load average before and after, the cores other processes used, the machine and packages are recorded, and
+    the JSON is written to ``args.out``."""
+    import json
+    import sys
+
+    from workbench.artifacts import write_text_atomic
+    from workbench.evaluate.machine import machine_info, package_versions
+    from workbench.model.description import describe_model
+    from workbench.resources import demo_model_dir
+    from workbench.speech.store import load_set
+
+    speech_set = load_set(args.eval_set, root=args.root)
+    utterances = speech_set.utterances[: args.limit]
+    clips = [speech_set.audio(u) for u in utterances]
+    texts = [u.text for u in utterances]
+    model = describe_model(demo_model_dir())
+    load_before = list(os.getloadavg())
+    before = MachineCpu.now(include_self=True)
+    rows = [measure(args, name, path, clips, texts, model) for name, path in args.onnx]
+    others = MachineCpu.now(include_self=True).foreign_cores(before)
+    out = {
+        "benchmark": benchmark,
+        "command": f"python benchmarks/{benchmark}.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "eval_set": {
+            "name": speech_set.name,
+            "content_hash": speech_set.content_hash,
+            "utterances": len(clips),
+        },
+        "audio_seconds": sum(len(c) for c in clips) / 16000,
+        "batch_size": args.batch_size,
+        "rounds": args.rounds,
+        "load_average_before": load_before,
+        "load_average_after": list(os.getloadavg()),
+        "other_processes_cores": round(others, 3),
+        "machine": machine_info(),
+        "packages": package_versions(),
+        "rows": rows,
+    }
+    write_text_atomic(args.out, json.dumps(out, indent=2, default=str) + "\n")
+    return out

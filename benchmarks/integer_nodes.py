@@ -19,11 +19,7 @@ and after and the cores other processes used are recorded (run it on an otherwis
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +27,14 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import MachineCpu  # noqa: E402
+from common import run_per_file, time_transcription_ways  # noqa: E402
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse(
+    argv: list[str] | None, default_out: Path = HERE / "results" / "integer_nodes.json"
+) -> argparse.Namespace:
+    """The options of a benchmark over ONNX files on a set's first utterances (``cpu_streams`` takes them too)."""
+    parser = argparse.ArgumentParser(description=(sys.modules["__main__"].__doc__ or __doc__).splitlines()[0])
     parser.add_argument("--eval-set", required=True, help="a stored speech set (folder or name under --root)")
     parser.add_argument("--root", type=Path, default=Path("calib_sets"), help="where set names are looked up")
     parser.add_argument("--onnx", action="append", required=True, help="NAME=PATH, repeatable")
@@ -43,7 +42,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
-    parser.add_argument("--out", type=Path, default=HERE / "results" / "integer_nodes.json")
+    parser.add_argument("--out", type=Path, default=default_out)
     args = parser.parse_args(argv)
     try:
         args.onnx = [(name, Path(path)) for name, path in (item.split("=", 1) for item in args.onnx)]
@@ -58,7 +57,6 @@ def measure(
     args: argparse.Namespace, name: str, path: Path, clips: list, texts: list[str], model: Any
 ) -> dict:
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
-    from workbench.evaluate.transcribe import transcribe
     from workbench.evaluate.wer import Scoring, corpus_wer, score_utterances
 
     ways = {"as_written": False, "integer_nodes": True}
@@ -66,28 +64,11 @@ def measure(
         way: OnnxRuntimeRunner(path, threads=args.threads, integer_nodes=flag, name=f"{name}-{way}")
         for way, flag in ways.items()
     }
-    seconds: dict[str, list[float]] = {way: [] for way in ways}
-    outputs: dict[str, list[str]] = {}
-    described: dict[str, dict] = {}
-    for runner in runners.values():
-        runner.activate()
-    try:
-        for way, runner in runners.items():  # untimed warm-up
-            transcribe(runner, clips[: args.batch_size], model, name, batch_size=args.batch_size)
-            described[way] = runner.describe()
-        for _ in range(args.rounds):
-            for way, runner in runners.items():
-                began = time.perf_counter()
-                result = transcribe(runner, clips, model, name, batch_size=args.batch_size)
-                seconds[way].append(time.perf_counter() - began)
-                outputs[way] = result.texts
-    finally:
-        for runner in runners.values():
-            runner.deactivate()
+    times = time_transcription_ways(runners, clips, model, name, args.batch_size, args.rounds)
+    seconds, outputs, described, median = times.seconds, times.texts, times.described, times.median_seconds
     ids = [str(i) for i in range(len(texts))]
     scoring = Scoring.for_model(model)
     wer = {way: corpus_wer(score_utterances(ids, texts, outputs[way], scoring)) for way in ways}
-    median = {way: statistics.median(values) for way, values in seconds.items()}
     return {
         "name": name,
         "onnx": str(path),
@@ -102,40 +83,8 @@ def measure(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from workbench.artifacts import write_text_atomic
-    from workbench.evaluate.machine import machine_info, package_versions
-    from workbench.model.description import describe_model
-    from workbench.resources import demo_model_dir
-    from workbench.speech.store import load_set
-
-    speech_set = load_set(args.eval_set, root=args.root)
-    utterances = speech_set.utterances[: args.limit]
-    clips = [speech_set.audio(u) for u in utterances]
-    texts = [u.text for u in utterances]
-    model = describe_model(demo_model_dir())
-    load_before = list(os.getloadavg())
-    before = MachineCpu.now(include_self=True)
-    rows = [measure(args, name, path, clips, texts, model) for name, path in args.onnx]
-    others = MachineCpu.now(include_self=True).foreign_cores(before)
-    out = {
-        "benchmark": "integer_nodes",
-        "command": "python benchmarks/integer_nodes.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "eval_set": {
-            "name": speech_set.name,
-            "content_hash": speech_set.content_hash,
-            "utterances": len(clips),
-        },
-        "audio_seconds": sum(len(c) for c in clips) / 16000,
-        "batch_size": args.batch_size,
-        "rounds": args.rounds,
-        "load_average_before": load_before,
-        "load_average_after": list(os.getloadavg()),
-        "other_processes_cores": round(others, 3),
-        "machine": machine_info(),
-        "packages": package_versions(),
-        "rows": rows,
-    }
-    write_text_atomic(args.out, json.dumps(out, indent=2, default=str) + "\n")
+    out = run_per_file(args, "integer_nodes", measure, argv)
+    rows = out["rows"]
     print(f"{'model':<8} {'as written s':>12} {'integer s':>10} {'ratio':>6} {'differ':>6} {'WER %':>13}")
     for row in rows:
         med, wer = row["median_seconds"], row["wer"]
@@ -145,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{wer['as_written'] * 100:>6.2f}/{wer['integer_nodes'] * 100:<6.2f}"
         )
     print(
-        f"load average before {load_before}, after {out['load_average_after']}; other processes used "
-        f"{others:.2f} cores; wrote {args.out}"
+        f"load average before {out['load_average_before']}, after {out['load_average_after']}; other processes "
+        f"used {out['other_processes_cores']:.2f} cores; wrote {args.out}"
     )
     return 0
 

@@ -154,3 +154,56 @@ def test_signoff_on_tensorrt_engines_where_a_runtime_exists(tmp_path, speech_lik
     assert (
         result.record["decision"]["mode"] == "ship" and result.recommendation == "fp32"
     )  # timed on the target
+
+
+def test_cpu_streams_split_the_threads_between_two_concurrent_runs() -> None:
+    from workbench.backends.onnxruntime import cpu_streams
+
+    assert cpu_streams(1) == (1, 1)
+    assert cpu_streams(2) == (2, 1)
+    assert cpu_streams(16) == (2, 8)
+    assert cpu_streams(16, requested=4) == (4, 4)
+    assert cpu_streams(2, requested=4) == (2, 1)  # never more runs than threads
+    assert cpu_streams(8, requested=1) == (1, 8)
+
+
+def test_ort_cpu_infer_each_runs_feeds_at_once_with_the_outputs_and_order_of_infer(tmp_path) -> None:
+    """Concurrent runs of one session give each feed the outputs one run at a time gives, in the feeds' order; a
+    feed the model cannot take fails as one WorkbenchError after the outputs of the feeds before it."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from workbench.backends.onnxruntime import OnnxRuntimeRunner
+
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((64, 32)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Tanh", ["h"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 32])],
+        [numpy_helper.from_array(weight, "w")],
+    )
+    path = tmp_path / "m.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    feeds = [{"x": rng.standard_normal((1 + k % 5, 64)).astype(np.float32)} for k in range(23)]
+    with OnnxRuntimeRunner(path, threads=2, name="m") as runner:
+        assert runner.stream_plan() == (2, 1)
+        assert runner.describe()["transcription_streams"] == "2 concurrent runs x 1 threads"
+        one_by_one = [runner.infer(feed)["y"] for feed in feeds]
+        at_once = [out["y"] for out in runner.infer_each(iter(feeds))]
+        assert len(at_once) == len(feeds)
+        for single, concurrent in zip(one_by_one, at_once):
+            np.testing.assert_array_equal(single, concurrent)
+        broken = [*feeds[:3], {"x": np.zeros((1, 7), np.float32)}, *feeds[3:]]
+        got = []
+        with pytest.raises(WorkbenchError, match="m: ONNX Runtime failed running it"):
+            for out in runner.infer_each(iter(broken)):
+                got.append(out["y"])
+        assert len(got) == 3
+    with OnnxRuntimeRunner(path, threads=2, streams=1) as single_stream:
+        assert single_stream.stream_plan() == (1, 2)
+        assert [o["y"].shape for o in single_stream.infer_each(iter(feeds[:4]))] == [
+            f["x"].shape[:1] + (32,) for f in feeds[:4]
+        ]

@@ -154,8 +154,14 @@ def padded_batch(rows: Sequence[np.ndarray], padding_value: float = 0.0) -> tupl
 
 def logits_of(runner: Runner, batch: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Run a [batch, samples] float32 array (and its attention mask when given); logits [batch, frames, vocab]."""
-    feeds = {INPUT: batch} if mask is None else {INPUT: batch, MASK_INPUT: mask}
-    outputs = runner.infer(feeds)
+    return _logits_in(runner, runner.infer(_feeds(batch, mask)))
+
+
+def _feeds(batch: np.ndarray, mask: np.ndarray | None) -> dict[str, np.ndarray]:
+    return {INPUT: batch} if mask is None else {INPUT: batch, MASK_INPUT: mask}
+
+
+def _logits_in(runner: Runner, outputs: dict[str, np.ndarray]) -> np.ndarray:
     if OUTPUT in outputs:
         return np.asarray(outputs[OUTPUT])
     if len(outputs) == 1:
@@ -171,11 +177,18 @@ def utterance_logits(
     vocab_size: int,
 ) -> Iterator[tuple[int, np.ndarray]]:
     """(index, logits [frames, vocab]) for every prepared row of ``rows``, batched by ``policy`` (active
-    ``runner``); the order is the batches' order, each index once."""
+    ``runner``; the batches go through ``Runner.infer_each``, which may run several at once); the order is the
+    batches' order, each index once."""
     lengths = [len(r) for r in rows]
-    for batch in plan_batches(lengths, policy.batch_size, policy.max_padding):
-        values, mask = padded_batch([rows[i] for i in batch], policy.padding_value)
-        logits = logits_of(runner, values, mask if policy.mask else None)
+    batches = plan_batches(lengths, policy.batch_size, policy.max_padding)
+
+    def feeds() -> Iterator[dict[str, np.ndarray]]:
+        for batch in batches:
+            values, mask = padded_batch([rows[i] for i in batch], policy.padding_value)
+            yield _feeds(values, mask if policy.mask else None)
+
+    for batch, outputs in zip(batches, runner.infer_each(feeds())):
+        logits = _logits_in(runner, outputs)
         if logits.ndim != 3 or logits.shape[0] != len(batch):
             raise WorkbenchError(
                 f"{runner.name}: logits should be [batch, frames, vocab] for a batch of {len(batch)}, "
@@ -186,7 +199,7 @@ def utterance_logits(
                 f"{runner.name}: {logits.shape[-1]} logits per frame, but the model has {vocab_size} "
                 "tokens; this ONNX file is another model's"
             )
-        longest = values.shape[1]
+        longest = max(lengths[i] for i in batch)
         exact = geometry.frames(longest) == logits.shape[1]
         for j, i in enumerate(batch):
             # the longest clip, or a graph whose frames the conv stack does not explain, keeps every frame
