@@ -153,7 +153,7 @@ def search_clipping(
         if t in amax and stats.histogram(t) is not None
     }
     with OnnxRuntimeRunner(model.SerializeToString(), threads=threads, name="FP32") as run:
-        reference = [run.infer({INPUT: x})[OUTPUT] for x in rows]
+        reference = [out[OUTPUT] for out in run.infer_each({INPUT: x} for x in rows)]
     total = sum(len(options) for _, options in targets.values())
     out: dict[str, ClipChoice] = {}
     with tqdm(
@@ -165,10 +165,8 @@ def search_clipping(
             with OnnxRuntimeRunner(graph, threads=threads, name=f"clip search {tensor}") as run:
                 for label, threshold in options.items():
                     scale = np.array(threshold / 127.0, dtype=np.float32)
-                    sums = [
-                        frame_kl_sum(ref, run.infer({INPUT: x, SCALE_INPUT: scale})[OUTPUT])
-                        for ref, x in zip(reference, rows)
-                    ]
+                    outputs = run.infer_each({INPUT: x, SCALE_INPUT: scale} for x in rows)
+                    sums = [frame_kl_sum(ref, out[OUTPUT]) for ref, out in zip(reference, outputs)]
                     scores[label] = max(0.0, sum(k for k, _ in sums) / max(1, sum(n for _, n in sums)))
                     bar.update()
             best = min(scores, key=lambda k: (scores[k], k != "own"))

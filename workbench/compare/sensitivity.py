@@ -22,7 +22,8 @@ from workbench.backends.onnxruntime import OnnxRuntimeRunner
 from workbench.compare.groups import Group, plan_for
 from workbench.compare.metrics import OutputDamage
 from workbench.errors import WorkbenchError
-from workbench.evaluate.transcribe import logits_of
+from workbench.evaluate.batching import logits_in
+from workbench.model.export import INPUT
 from workbench.model.features import normalise_audio
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import QDQ_FP16_OPSET, variant_model, with_opset
@@ -147,7 +148,8 @@ class VariantRunner:
 
     def logits(self, plan: PrecisionPlan, clips: list[Clip]) -> list[np.ndarray]:
         with self.runner(plan) as run:
-            return [logits_of(run, self.prepare(c.audio)[None]) for c in clips]
+            outputs = run.infer_each({INPUT: self.prepare(c.audio)[None]} for c in clips)
+            return [logits_in(run, out) for out in outputs]
 
 
 def damage_of(reference: list[np.ndarray], candidate: list[np.ndarray], clips: list[Clip]) -> Damage:

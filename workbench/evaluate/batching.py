@@ -154,14 +154,15 @@ def padded_batch(rows: Sequence[np.ndarray], padding_value: float = 0.0) -> tupl
 
 def logits_of(runner: Runner, batch: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
     """Run a [batch, samples] float32 array (and its attention mask when given); logits [batch, frames, vocab]."""
-    return _logits_in(runner, runner.infer(_feeds(batch, mask)))
+    return logits_in(runner, runner.infer(_feeds(batch, mask)))
 
 
 def _feeds(batch: np.ndarray, mask: np.ndarray | None) -> dict[str, np.ndarray]:
     return {INPUT: batch} if mask is None else {INPUT: batch, MASK_INPUT: mask}
 
 
-def _logits_in(runner: Runner, outputs: dict[str, np.ndarray]) -> np.ndarray:
+def logits_in(runner: Runner, outputs: dict[str, np.ndarray]) -> np.ndarray:
+    """The logits among a run's ``outputs``: the ``logits`` output, or the only one."""
     if OUTPUT in outputs:
         return np.asarray(outputs[OUTPUT])
     if len(outputs) == 1:
@@ -188,7 +189,7 @@ def utterance_logits(
             yield _feeds(values, mask if policy.mask else None)
 
     for batch, outputs in zip(batches, runner.infer_each(feeds())):
-        logits = _logits_in(runner, outputs)
+        logits = logits_in(runner, outputs)
         if logits.ndim != 3 or logits.shape[0] != len(batch):
             raise WorkbenchError(
                 f"{runner.name}: logits should be [batch, frames, vocab] for a batch of {len(batch)}, "

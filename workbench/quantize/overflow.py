@@ -131,11 +131,8 @@ def check_overflow(
 
     # the outputs as transcription computes them (a candidate refused with the exact-U8S8 option runs without it)
     with OnnxRuntimeRunner(proto.SerializeToString(), name=what) as deployed:
-        bad_clips = [
-            i
-            for i, audio in enumerate(clips)
-            if any(count_nonfinite(v) for v in deployed.infer({INPUT: prepare(audio)[None]}).values())
-        ]
+        outputs = deployed.infer_each({INPUT: prepare(audio)[None]} for audio in clips)
+        bad_clips = [i for i, out in enumerate(outputs) if any(count_nonfinite(v) for v in out.values())]
     chosen = list(
         dict.fromkeys(bad_clips[:every_tensor_clips] + every_tensor_sample(clips, every_tensor_clips))
     )
