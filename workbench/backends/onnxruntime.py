@@ -197,6 +197,31 @@ def _config_entry_set(options, key: str) -> bool:
         return False
 
 
+def runs_ahead(
+    session, names: list[str], feeds: Iterable[tuple[str, Mapping[str, np.ndarray]]]
+) -> Iterator[list[np.ndarray]]:
+    """``session.run(names, feed)`` for each ``(what, feed)`` of ``feeds``, in order, the next run started before
+    this one's outputs are handed back: a caller that works on each run's outputs in Python (statistics over every
+    tensor) does so while ONNX Runtime computes the next. A failed run is one WorkbenchError naming ``what``
+    (``ort_failures``). Two runs' outputs are alive at once."""
+    quiet = run_options()
+
+    def run(what: str, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
+        samples = max((int(np.shape(v)[-1]) for v in feed.values() if np.ndim(v)), default=0)
+        with ort_failures(what, samples):
+            return session.run(names, dict(feed), quiet)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="ort-ahead") as pool:
+        pending: Future | None = None
+        for what, feed in feeds:
+            started = pool.submit(run, what, feed)
+            if pending is not None:
+                yield pending.result()
+            pending = started
+        if pending is not None:
+            yield pending.result()
+
+
 def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None):
     """An ONNX Runtime CPU session of ``model`` that returns the tensors ``names`` (its graph outputs replaced).
 

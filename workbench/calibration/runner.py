@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from workbench.backends.onnxruntime import ort_failures, run_options
+from workbench.backends.onnxruntime import ort_failures, runs_ahead
 from workbench.calibration import kernels
 from workbench.calibration.channels import ChannelStats
 from workbench.calibration.collectors import StatisticsSnapshot, StreamingStats
@@ -179,16 +179,19 @@ def accumulate(
     clock = clock or PhaseClock()
     session, names = opened.session, opened.names
     seen = 0
-    quiet = run_options()
+    feeds = (
+        (f"calibration clip {i + 1}", {INPUT: prepare(audio)[None]})
+        for i, audio in enumerate(
+            tqdm(clips, total=count, desc="calibration (one pass)", unit="clip", disable=not progress)
+        )
+    )
+    runs = runs_ahead(session, names, feeds)  # the next clip runs while this one's tensors are counted
     with ThreadPoolExecutor(max_workers=_workers()) as pool:
-        for audio in tqdm(
-            clips, total=count, desc="calibration (one pass)", unit="clip", disable=not progress
-        ):
-            with (
-                clock.phase("inference"),
-                ort_failures(f"calibration clip {seen + 1}", int(np.shape(audio)[-1])),
-            ):
-                values = session.run(names, {INPUT: prepare(audio)[None]}, quiet)
+        while True:
+            with clock.phase("inference"):
+                values = next(runs, None)
+            if values is None:
+                break
             if seen == checkpoint:
                 stats.mark_checkpoint()
             with clock.phase("statistics"):

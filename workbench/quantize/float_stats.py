@@ -11,7 +11,7 @@ the same sums per second of audio, so that the guard can project them to the lon
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -195,7 +195,7 @@ def collect_float_stats(
 ) -> FloatStats:
     """One pass over raw 16 kHz clips through the FP32 model, each made ``input_values`` by ``prepare`` (the
     model's feature settings; default: normalised like the feature extractor)."""
-    from workbench.backends.onnxruntime import ort_failures, run_options, session_with_outputs
+    from workbench.backends.onnxruntime import ort_failures, runs_ahead, session_with_outputs
     from workbench.model.export import INPUT
     from workbench.model.features import normalise_audio
 
@@ -208,18 +208,29 @@ def collect_float_stats(
     if not names:
         raise WorkbenchError("the model writes no float tensor; there is nothing to guard")
     dims = _static_dims(proto)
-    what, quiet = (str(model) if isinstance(model, Path) else "the model"), run_options()
+    what = str(model) if isinstance(model, Path) else "the model"
     with ort_failures(what):
         session = session_with_outputs(proto, names)
     stats = FloatStats(keys=dict(keys or {}))
     axes_of: dict[str, tuple[int, ...] | None] = {}
-    for audio in tqdm(
-        clips, total=count, desc="float statistics (one pass)", unit="clip", disable=not progress
-    ):
-        x = prepare(audio)[None]
-        seconds = max(len(audio) / SAMPLE_RATE, 1e-3)
-        with ort_failures(what, len(audio)):
-            values = dict(zip(names, session.run(names, {INPUT: x}, quiet)))
+    inputs = (
+        prepare(audio)[None]
+        for audio in tqdm(
+            clips, total=count, desc="float statistics (one pass)", unit="clip", disable=not progress
+        )
+    )
+    ahead: list[np.ndarray] = []  # the inputs of the runs under way, oldest first
+
+    def feeds() -> Iterator[tuple[str, dict[str, np.ndarray]]]:
+        for x in inputs:
+            ahead.append(x)
+            yield what, {INPUT: x}
+
+    # the next clip runs while this one's tensors are measured
+    for outputs in runs_ahead(session, names, feeds()):
+        x = ahead.pop(0)
+        seconds = max(x.shape[-1] / SAMPLE_RATE, 1e-3)
+        values = dict(zip(names, outputs))
         values[INPUT] = x
         for name, value in values.items():
             top, bad = _largest_finite(value)
