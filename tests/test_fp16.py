@@ -19,7 +19,7 @@ from workbench.errors import WorkbenchError
 from workbench.optional import has_module
 from workbench.quantize.float_stats import collect_float_stats
 from workbench.quantize.guard import FP16_MAX, fp32_islands
-from workbench.quantize.overflow import count_nonfinite, check_overflow
+from workbench.quantize.overflow import check_overflow, count_nonfinite
 from workbench.quantize.plan import FP16, INT8, PrecisionPlan, tensor_types
 from workbench.quantize.qdq import build_variant
 
@@ -423,3 +423,38 @@ def test_nonfinite_counts_inf_and_nan_of_every_float_width(dtype):
     assert count_nonfinite(values[:, ::2]) == 2  # a strided view is counted on its own values
     assert count_nonfinite(finite) == 0
     assert count_nonfinite(np.array([1, 2], dtype=np.int64)) == 0
+
+
+def test_tensor_types_are_remembered_by_structure_and_never_across_a_type_change():
+    """The same graph with other weights gets the types it had; a Cast to another type, an initializer of another
+    type or another graph input type gets its own (a key that left one of them out would hand back stale types)."""
+
+    def model(cast_to: int, weight_type: int, input_type: int) -> onnx.ModelProto:
+        weight = numpy_helper.from_array(np.arange(4, dtype=np.float32).reshape(2, 2), "w")
+        if weight_type == TP.FLOAT16:
+            weight = numpy_helper.from_array(np.arange(4, dtype=np.float16).reshape(2, 2), "w")
+        graph = helper.make_graph(
+            [
+                helper.make_node("Cast", ["x"], ["xc"], to=weight_type),
+                helper.make_node("MatMul", ["xc", "w"], ["h"]),
+                helper.make_node("Cast", ["h"], ["y"], to=cast_to),
+            ],
+            "g",
+            [helper.make_tensor_value_info("x", input_type, [1, 2])],
+            [helper.make_tensor_value_info("y", cast_to, [1, 2])],
+            [weight],
+        )
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+    base = model(TP.FLOAT, TP.FLOAT, TP.FLOAT)
+    assert tensor_types(base)["y"] == TP.FLOAT and tensor_types(base)["h"] == TP.FLOAT
+    other_weights = model(TP.FLOAT, TP.FLOAT, TP.FLOAT)
+    other_weights.graph.initializer[0].CopyFrom(numpy_helper.from_array(np.ones((2, 2), np.float32), "w"))
+    assert tensor_types(other_weights) == tensor_types(base)
+    assert tensor_types(model(TP.FLOAT16, TP.FLOAT, TP.FLOAT))["y"] == TP.FLOAT16
+    half = tensor_types(model(TP.FLOAT, TP.FLOAT16, TP.FLOAT))
+    assert half["h"] == TP.FLOAT16 and half["w"] == TP.FLOAT16
+    assert tensor_types(model(TP.FLOAT, TP.FLOAT, TP.DOUBLE))["x"] == TP.DOUBLE
+    mutated = tensor_types(base)
+    mutated["y"] = TP.INT8  # a caller changing its copy changes nothing remembered
+    assert tensor_types(base)["y"] == TP.FLOAT

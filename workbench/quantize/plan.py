@@ -40,8 +40,68 @@ def quantizable_nodes(model: onnx.ModelProto) -> list[str]:
     return [n.name for n in model.graph.node if n.op_type in QUANTIZABLE_OPS]
 
 
+# tensor_types of the last models seen, by their structure (``_structure``): the variants of one model are built from
+# the same source again and again, and shape inference over every weight is most of what building one costs
+_TYPES_SEEN: dict[tuple, dict[str, int]] = {}
+_TYPES_KEPT = 8
+
+
+def _attribute_key(attribute: onnx.AttributeProto) -> tuple:
+    """What of a node attribute can change an inferred type or shape: a tensor's type and dims, not its values."""
+    tensor = (attribute.t.data_type, tuple(attribute.t.dims)) if attribute.HasField("t") else None
+    graphs = tuple(
+        g.SerializeToString()
+        for g in [*([attribute.g] if attribute.HasField("g") else []), *attribute.graphs]
+    )
+    return (
+        attribute.name,
+        attribute.type,
+        attribute.i,
+        attribute.f,
+        attribute.s,
+        tuple(attribute.ints),
+        tuple(attribute.floats),
+        tuple(attribute.strings),
+        tensor,
+        graphs,
+    )
+
+
+def _structure(model: onnx.ModelProto) -> tuple:
+    """Everything ``tensor_types`` reads of ``model`` but the weights' values: nodes, attributes, initializer types
+    and dims, graph inputs and outputs, opsets."""
+    graph = model.graph
+    return (
+        tuple(
+            (
+                n.op_type,
+                n.domain,
+                tuple(n.input),
+                tuple(n.output),
+                tuple(_attribute_key(a) for a in n.attribute),
+            )
+            for n in graph.node
+        ),
+        tuple((i.name, i.data_type, tuple(i.dims)) for i in graph.initializer),
+        tuple(v.SerializeToString() for v in [*graph.input, *graph.output, *graph.value_info]),
+        tuple((o.domain, o.version) for o in model.opset_import),
+    )
+
+
 def tensor_types(model: onnx.ModelProto) -> dict[str, int]:
-    """Element type of every tensor (graph inputs, initializers, node outputs), by ONNX shape inference."""
+    """Element type of every tensor (graph inputs, initializers, node outputs), by ONNX shape inference; remembered
+    for the last few model structures (weights' values never change a type)."""
+    key = _structure(model)
+    seen = _TYPES_SEEN.get(key)
+    if seen is None:
+        seen = _inferred_types(model)
+        _TYPES_SEEN[key] = seen
+        while len(_TYPES_SEEN) > _TYPES_KEPT:
+            _TYPES_SEEN.pop(next(iter(_TYPES_SEEN)))
+    return dict(seen)
+
+
+def _inferred_types(model: onnx.ModelProto) -> dict[str, int]:
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
     types = {
         v.name: v.type.tensor_type.elem_type
