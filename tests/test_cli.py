@@ -228,3 +228,23 @@ def test_demo_scales_down_latency_rounds_and_full_restores_them():
         "step times: speech-sets 40.2 s, search 95.0 s",
         "total: 135.2 s (2 min 15.2 s)",
     ]
+
+
+def test_demo_steps_start_background_work_alongside_the_step_they_name():
+    """A step's ``start`` runs just before the step named by ``start_with`` (its own name when None), once."""
+    from workbench.commands.demo import DemoContext, Step, run_steps
+    from workbench.config import SetBuildConfig
+
+    order: list[str] = []
+
+    def mark(label: str):
+        return lambda ctx: order.append(label)
+
+    steps = (
+        Step("a", "first", mark("run a")),
+        Step("b", "second", mark("run b")),
+        Step("c", "third", mark("run c"), start=mark("start c"), start_with="b"),
+        Step("d", "fourth", mark("run d"), start=mark("start d")),
+    )
+    run_steps(DemoContext(SetBuildConfig(), Path("c"), Path("e"), Path("r")), steps)
+    assert order == ["run a", "start c", "run b", "run c", "start d", "run d"]

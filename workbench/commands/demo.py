@@ -10,9 +10,9 @@ the held-out dev set, and sign off on the evaluation set for two deployment targ
 INT8 and the mixed plan; timed here on ONNX Runtime CPU, so an accuracy sign-off) and ONNX Runtime CPU (FP32,
 the CPU flavours of INT8 and the mixed plan and ONNX Runtime's dynamic INT8, timed on the target: a winner).
 
-A step may also have a ``start``: it runs before the first step and begins work in the background that the step
-itself then waits for (the language model: estimated from the training texts in a worker process while the sets
-are synthesised, which leave a core partly idle).
+A step may also have a ``start``: it runs before an earlier step (``start_with``) and begins work in the background
+that the step itself then waits for (the language model: estimated from the training texts in a worker process
+during the layer comparison, which leaves most of a core idle).
 """
 
 from __future__ import annotations
@@ -81,12 +81,14 @@ class DemoContext:
 @dataclass(frozen=True)
 class Step:
     """One stage of the demo: a short name, a one-line purpose and the function that runs it; ``start``, when
-    given, runs before the first step and begins the step's work in the background (``run`` waits for it)."""
+    given, runs before the step named ``start_with`` and begins this step's work in the background (``run`` waits
+    for it)."""
 
     name: str
     purpose: str
     run: Callable[[DemoContext], None]
     start: Callable[[DemoContext], None] | None = None
+    start_with: str | None = None
 
 
 def _speech_sets(ctx: DemoContext) -> None:
@@ -177,7 +179,7 @@ def _lm_path(ctx: DemoContext) -> Path:
 def _start_language_model(ctx: DemoContext) -> None:
     """Estimate the language model in a worker process from the training texts alone: none of them is an evaluation
     text by construction (``workbench.speech.text`` splits texts by a hash), and ``_language_model`` checks that
-    against the evaluation set once it exists."""
+    against the evaluation set."""
     if not _lm_available():
         return
     limit = DEMO_QUICK_LM_SENTENCES if ctx.quick else None
@@ -185,14 +187,14 @@ def _start_language_model(ctx: DemoContext) -> None:
 
 
 def _in_background(fn: Callable[..., Any], *args: Any) -> Future:
-    """``fn(*args)`` in a worker process that ends with this one (forked on Linux: nothing is imported again)."""
+    """``fn(*args)`` (an importable function) in a fresh worker process that ends with this one: spawned, not
+    forked, since this process has run ONNX Runtime's thread pools by then."""
     import multiprocessing
     import os
-    import sys
 
     from workbench.speech.workers import die_with_parent
 
-    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else "spawn")
+    context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(1, mp_context=context, initializer=die_with_parent, initargs=(os.getpid(),))
     future = pool.submit(fn, *args)
     pool.shutdown(wait=False)  # the worker ends after its one task
@@ -229,7 +231,7 @@ def _language_model(ctx: DemoContext) -> None:
         model = training_text_lm(path, exclude, limit=limit)
         order, sentences, words = model.order, model.sentences, model.words
     else:
-        print("language model estimated in the background while the sets were built")
+        print("language model estimated in the background during the layer comparison")
     print(
         f"language model: {path} ({order}-gram interpolated Kneser-Ney from {sentences} training "
         f"sentences, {words} words; none of them an evaluation text)"
@@ -371,6 +373,7 @@ STEPS: tuple[Step, ...] = (
         "a 3-gram language model from the training texts (none an evaluation text) for beam search",
         _language_model,
         start=_start_language_model,
+        start_with="compare",
     ),
     Step(
         "signoff",
@@ -391,10 +394,10 @@ def run_steps(ctx: DemoContext, steps: tuple[Step, ...] = STEPS) -> DemoContext:
     of this process's threads and its finished worker processes (``ctx.cpu_seconds``; on a loaded machine the wall
     time grows, the CPU time much less). Steps with a ``start`` begin their background work first; a background
     worker's CPU time counts in the step during which it ends."""
-    for step in steps:
-        if step.start is not None:
-            step.start(ctx)
     for number, step in enumerate(steps, 1):
+        for early in steps[number - 1 :]:  # background work that begins alongside this step (or at its own)
+            if early.start is not None and (early.start_with or early.name) == step.name:
+                early.start(ctx)
         print(f"\n=== [{number}/{len(steps)}] {step.name}: {step.purpose}", flush=True)
         started, cpu = time.perf_counter(), _cpu_seconds()
         step.run(ctx)
