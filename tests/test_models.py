@@ -240,6 +240,9 @@ def test_transcription_and_timing_feed_raw_audio_to_a_raw_model(lookalikes, tmp_
     class Recording(OnnxRuntimeRunner):  # the real ONNX Runtime runner, keeping what it was fed
         fed: ClassVar[list[np.ndarray]] = []
 
+        def __init__(self, model: Path) -> None:
+            super().__init__(model, streams=1)  # every run through infer_impl (concurrent runs bypass it)
+
         def infer_impl(self, feeds):
             Recording.fed.append(np.array(feeds["input_values"]))
             return super().infer_impl(feeds)
