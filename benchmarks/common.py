@@ -162,3 +162,11 @@ def run_per_file(args: Any, benchmark: str, measure: Any, argv: list[str] | None
     }
     write_text_atomic(args.out, json.dumps(out, indent=2, default=str) + "\n")
     return out
+
+
+def load_line(out: dict, path: Path) -> str:
+    """The closing line of a ``run_per_file`` benchmark: the load average around it and where the JSON went."""
+    return (
+        f"load average before {out['load_average_before']}, after {out['load_average_after']}; other processes "
+        f"used {out['other_processes_cores']:.2f} cores; wrote {path}"
+    )

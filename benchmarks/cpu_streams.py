@@ -25,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import run_per_file, time_transcription_ways  # noqa: E402
+from common import load_line, run_per_file, time_transcription_ways  # noqa: E402
 from integer_nodes import parse as parse_per_file  # noqa: E402
 
 
@@ -65,10 +65,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['name']:<8} {med['one_run']:>10.2f} {med['concurrent']:>13.2f} "
             f"{row['ratio_concurrent_to_one_run']:>6.2f} {row['transcripts_differing']:>6}  {row['streams']}"
         )
-    print(
-        f"load average before {out['load_average_before']}, after {out['load_average_after']}; other processes "
-        f"used {out['other_processes_cores']:.2f} cores; wrote {args.out}"
-    )
+    print(load_line(out, args.out))
     return 0
 
 

@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from common import run_per_file, time_transcription_ways  # noqa: E402
+from common import load_line, run_per_file, time_transcription_ways  # noqa: E402
 
 
 def parse(
@@ -93,10 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['ratio_integer_to_as_written']:>6.2f} {row['transcripts_differing']:>6} "
             f"{wer['as_written'] * 100:>6.2f}/{wer['integer_nodes'] * 100:<6.2f}"
         )
-    print(
-        f"load average before {out['load_average_before']}, after {out['load_average_after']}; other processes "
-        f"used {out['other_processes_cores']:.2f} cores; wrote {args.out}"
-    )
+    print(load_line(out, args.out))
     return 0
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -36,6 +36,10 @@ SAMPLE_RATE = 16_000  # the rate every model input is prepared at (for the lengt
 # long and varied 2x from round to round (docs/benchmarks.md, the ort-cpu target).
 SPIN_STOP_KEY = "session.force_spinning_stop"
 _MEMORY_WORDS = ("failed to allocate", "bad_alloc", "out of memory", "memoryallocation")
+
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class OutOfMemory(WorkbenchError):
@@ -197,29 +201,43 @@ def _config_entry_set(options, key: str) -> bool:
         return False
 
 
+def run_feed(
+    session, names: list[str], feed: Mapping[str, np.ndarray], what: str, options=None
+) -> list[np.ndarray]:
+    """``session.run(names, feed)``; a failure is one WorkbenchError naming ``what`` and the feed's length
+    (``ort_failures``)."""
+    samples = max((int(np.shape(v)[-1]) for v in feed.values() if np.ndim(v)), default=0)
+    with ort_failures(what, samples):
+        return session.run(names, dict(feed), options)
+
+
+def in_order(fn: Callable[[T], R], items: Iterable[T], workers: int, ahead: int) -> Iterator[R]:
+    """``fn(item)`` for each of ``items`` on ``workers`` threads, handed back in the items' order, at most ``ahead``
+    of them started and not yet handed back (items are drawn only as they are needed)."""
+    with ThreadPoolExecutor(workers, thread_name_prefix="ort") as pool:
+        pending: deque[Future] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) > ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
 def runs_ahead(
     session, names: list[str], feeds: Iterable[tuple[str, Mapping[str, np.ndarray]]]
-) -> Iterator[list[np.ndarray]]:
-    """``session.run(names, feed)`` for each ``(what, feed)`` of ``feeds``, in order, the next run started before
-    this one's outputs are handed back: a caller that works on each run's outputs in Python (statistics over every
-    tensor) does so while ONNX Runtime computes the next. A failed run is one WorkbenchError naming ``what``
-    (``ort_failures``). Two runs' outputs are alive at once."""
+) -> Iterator[tuple[Mapping[str, np.ndarray], list[np.ndarray]]]:
+    """``(feed, session.run(names, feed))`` for each ``(what, feed)`` of ``feeds``, in order, the next run started
+    before this one's outputs are handed back: a caller that works on each run's outputs in Python (statistics over
+    every tensor) does so while ONNX Runtime computes the next. A failed run is one WorkbenchError naming ``what``.
+    Two runs' outputs are alive at once."""
     quiet = run_options()
 
-    def run(what: str, feed: Mapping[str, np.ndarray]) -> list[np.ndarray]:
-        samples = max((int(np.shape(v)[-1]) for v in feed.values() if np.ndim(v)), default=0)
-        with ort_failures(what, samples):
-            return session.run(names, dict(feed), quiet)
+    def run(item: tuple[str, Mapping[str, np.ndarray]]) -> tuple[Mapping[str, np.ndarray], list[np.ndarray]]:
+        what, feed = item
+        return feed, run_feed(session, names, feed, what, quiet)
 
-    with ThreadPoolExecutor(1, thread_name_prefix="ort-ahead") as pool:
-        pending: Future | None = None
-        for what, feed in feeds:
-            started = pool.submit(run, what, feed)
-            if pending is not None:
-                yield pending.result()
-            pending = started
-        if pending is not None:
-            yield pending.result()
+    return in_order(run, feeds, workers=1, ahead=1)
 
 
 def session_with_outputs(model: onnx.ModelProto, names: list[str], options=None):
@@ -341,18 +359,9 @@ class OnnxRuntimeRunner(Runner):
         names = [o.name for o in session.get_outputs()]
 
         def run(feed: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-            samples = max((int(np.shape(v)[-1]) for v in feed.values() if np.ndim(v)), default=0)
-            with ort_failures(self.name, samples):
-                return dict(zip(names, session.run(names, dict(feed), options)))
+            return dict(zip(names, run_feed(session, names, feed, self.name, options)))
 
-        with ThreadPoolExecutor(streams, thread_name_prefix=f"ort-{self.name}") as pool:
-            pending: deque[Future] = deque()
-            for feed in feeds:
-                pending.append(pool.submit(run, feed))
-                if len(pending) >= 2 * streams:  # a bounded look-ahead: feeds are built as they are needed
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
+        yield from in_order(run, feeds, workers=streams, ahead=2 * streams - 1)
 
     def _source(self) -> str | bytes:
         """What the session loads: the model as given, or, on the CPU provider with full optimisation, its FP16 Q/DQ
@@ -386,10 +395,7 @@ class OnnxRuntimeRunner(Runner):
     def infer_impl(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         assert self.session is not None
         names = [o.name for o in self.session.get_outputs()]
-        samples = max((int(np.shape(v)[-1]) for v in feeds.values() if np.ndim(v)), default=0)
-        with ort_failures(self.name, samples):
-            values = self.session.run(names, dict(feeds), self._run_options)
-        return dict(zip(names, values))
+        return dict(zip(names, run_feed(self.session, names, feeds, self.name, self._run_options)))
 
     def deactivate_impl(self) -> None:
         self.session = self._stream_session = self._loaded = None

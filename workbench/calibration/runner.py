@@ -189,9 +189,10 @@ def accumulate(
     with ThreadPoolExecutor(max_workers=_workers()) as pool:
         while True:
             with clock.phase("inference"):
-                values = next(runs, None)
-            if values is None:
+                ran = next(runs, None)
+            if ran is None:
                 break
+            values = ran[1]
             if seen == checkpoint:
                 stats.mark_checkpoint()
             with clock.phase("statistics"):

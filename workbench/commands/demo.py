@@ -224,14 +224,13 @@ def _language_model(ctx: DemoContext) -> None:
     exclude = [u.text for u in built.eval.utterances]
     limit = DEMO_QUICK_LM_SENTENCES if ctx.quick else None
     running = ctx.background.pop("language-model", None)
-    order, sentences, words = running.result() if running is not None else (0, 0, 0)
-    if running is None or shared_texts(
-        exclude, limit
-    ):  # not started, or (never by construction) texts shared
+    built_aside = running.result() if running is not None else None  # waited for: it writes ``path``
+    if built_aside is not None and not shared_texts(exclude, limit):  # (shared: never, by construction)
+        order, sentences, words = built_aside
+        print("language model estimated in the background during the layer comparison")
+    else:
         model = training_text_lm(path, exclude, limit=limit)
         order, sentences, words = model.order, model.sentences, model.words
-    else:
-        print("language model estimated in the background during the layer comparison")
     print(
         f"language model: {path} ({order}-gram interpolated Kneser-Ney from {sentences} training "
         f"sentences, {words} words; none of them an evaluation text)"

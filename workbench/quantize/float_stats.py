@@ -11,7 +11,7 @@ the same sums per second of audio, so that the guard can project them to the lon
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -213,22 +213,16 @@ def collect_float_stats(
         session = session_with_outputs(proto, names)
     stats = FloatStats(keys=dict(keys or {}))
     axes_of: dict[str, tuple[int, ...] | None] = {}
-    inputs = (
-        prepare(audio)[None]
+    feeds = (
+        (what, {INPUT: prepare(audio)[None]})
         for audio in tqdm(
             clips, total=count, desc="float statistics (one pass)", unit="clip", disable=not progress
         )
     )
-    ahead: list[np.ndarray] = []  # the inputs of the runs under way, oldest first
-
-    def feeds() -> Iterator[tuple[str, dict[str, np.ndarray]]]:
-        for x in inputs:
-            ahead.append(x)
-            yield what, {INPUT: x}
-
-    # the next clip runs while this one's tensors are measured
-    for outputs in runs_ahead(session, names, feeds()):
-        x = ahead.pop(0)
+    for feed, outputs in runs_ahead(
+        session, names, feeds
+    ):  # the next clip runs while this one's are measured
+        x = feed[INPUT]
         seconds = max(x.shape[-1] / SAMPLE_RATE, 1e-3)
         values = dict(zip(names, outputs))
         values[INPUT] = x

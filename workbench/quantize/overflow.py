@@ -77,8 +77,7 @@ class OverflowReport:
         }
 
 
-# per float width: the unsigned view and the exponent bits, all set in inf and NaN only
-_EXPONENT_BITS = {2: (np.uint16, 0x7C00), 4: (np.uint32, 0x7F800000), 8: (np.uint64, 0x7FF0000000000000)}
+FP16_EXPONENT = 0x7C00  # the exponent bits of an FP16 value: all set in inf and NaN only
 
 
 def count_nonfinite(value: np.ndarray) -> int:
@@ -88,9 +87,8 @@ def count_nonfinite(value: np.ndarray) -> int:
     if not np.issubdtype(value.dtype, np.floating):
         return 0
     if value.dtype == np.float16:
-        unsigned, exponent = _EXPONENT_BITS[2]
-        bits = np.ascontiguousarray(value).view(unsigned)
-        return int(np.count_nonzero((bits & exponent) == exponent))
+        bits = np.ascontiguousarray(value).view(np.uint16)
+        return int(np.count_nonzero((bits & FP16_EXPONENT) == FP16_EXPONENT))
     return int(value.size - np.count_nonzero(np.isfinite(value)))
 
 
@@ -115,6 +113,7 @@ def check_overflow(
     from workbench.backends.onnxruntime import (
         OnnxRuntimeRunner,
         ort_failures,
+        run_feed,
         run_options,
         session_with_outputs,
     )
@@ -124,11 +123,6 @@ def check_overflow(
     prepare = prepare or normalise_audio
     proto = onnx.load(str(model)) if isinstance(model, Path) else model
     what, quiet = (str(model) if isinstance(model, Path) else "the model"), run_options()
-
-    def run(session, names: list[str], audio: np.ndarray) -> list[np.ndarray]:
-        with ort_failures(what, len(audio)):
-            return session.run(names, {INPUT: prepare(audio)[None]}, quiet)
-
     # the outputs as transcription computes them (a candidate refused with the exact-U8S8 option runs without it)
     with OnnxRuntimeRunner(proto.SerializeToString(), name=what) as deployed:
         outputs = deployed.infer_each({INPUT: prepare(audio)[None]} for audio in clips)
@@ -150,7 +144,9 @@ def check_overflow(
         session = session_with_outputs(proto, names)
     counts: dict[str, list[int]] = {}
     for i in chosen:
-        for name, value in zip(names, run(session, names, clips[i])):
+        for name, value in zip(
+            names, run_feed(session, names, {INPUT: prepare(clips[i])[None]}, what, quiet)
+        ):
             bad = count_nonfinite(value)
             if bad:
                 entry = counts.setdefault(name, [0, 0])
