@@ -1,7 +1,8 @@
 """Accuracy-recovery study: how much INT8-everywhere loss each recovery technique removes.
 
 For each configuration (``--configs``: ``off``, ``sq`` SmoothQuant with alpha searched per tensor, ``rr`` range
-refinement, ``cs`` clipping search of the conv inputs, ``bc`` bias correction, ``fp8`` every INT8 node's Q/DQ in FP8 E4M3 instead (run by ONNX Runtime's CPU
+refinement, ``cs`` clipping search of the conv inputs, ``ss`` per-channel shift and scale of the conv inputs, ``bc``
+bias correction, ``fp8`` every INT8 node's Q/DQ in FP8 E4M3 instead (run by ONNX Runtime's CPU
 FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``; ``@METHOD`` sets the range method of
 one configuration, e.g. ``bc@percentile:99.999``, else ``--method``) the command, in one process:
 
@@ -44,10 +45,10 @@ def options_of(config: str):
     from workbench.calibration.recovery import RecoveryOptions
 
     parts = set(config.partition("@")[0].split("+")) - {"off", "fp8", "preset"}
-    unknown = parts - {"sq", "rr", "cs", "bc"}
+    unknown = parts - {"sq", "rr", "cs", "ss", "bc"}
     if unknown:
         raise SystemExit(
-            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, cs, bc, fp8, "
+            f"error: unknown technique(s) {', '.join(sorted(unknown))} in {config!r}; use sq, rr, cs, ss, bc, fp8, "
             "preset"
         )
     return RecoveryOptions(
@@ -55,6 +56,7 @@ def options_of(config: str):
         bias_correction="bc" in parts,
         refine_ranges="rr" in parts,
         clip_search="cs" in parts,
+        shift_scale="ss" in parts,
     )
 
 
@@ -147,9 +149,9 @@ def variant_for(recovered, options, plan=None):
     from workbench.quantize.plan import INT8
 
     model, record = recovered.model, {}
-    if options.bias_correction:
-        model, record = recovered.corrected_for(plan or INT8)
-    return model, record
+    if options.bias_correction or recovered.shifts:
+        model, record = recovered.for_plan(plan or INT8, options.bias_correction)
+    return model, record.get("bias_correction", {})
 
 
 def kl_and_sqnr(reference: list[np.ndarray], candidate: list[np.ndarray]) -> dict[str, float]:
@@ -309,7 +311,14 @@ def _summary(record: dict, bc_record: dict) -> dict:
             "changed": cs["changed"],
             "picked": {t: c["candidate"] for t, c in cs["choices"].items()},
         }
-    if bc_record:
+    if "shift_scale" in record:
+        ss = record["shift_scale"]
+        out["shift_scale"] = {
+            "tensors": ss["tensors"],
+            "changed": ss["changed"],
+            "picked": {t: c["candidate"] for t, c in ss["choices"].items()},
+        }
+    if bc_record.get("nodes") is not None:
         out["bias_correction"] = {"nodes": bc_record["nodes"], "max_shift": bc_record["max_shift"]}
     return out
 

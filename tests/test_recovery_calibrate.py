@@ -11,7 +11,7 @@ import pytest
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
 from workbench.calibration import cache as cache_mod
 from workbench.calibration.methods import MethodSpec
-from workbench.calibration.recovery import RecoveryOptions, load_means, means_path
+from workbench.calibration.recovery import RecoveryOptions, load_arrays, means_path
 from workbench.cli import main
 from workbench.jobs import calibrate
 from workbench.model.export import INPUT, OUTPUT
@@ -50,7 +50,7 @@ def test_recovery_is_in_the_provenance_files_and_plan(recovered, tiny_sets) -> N
         "alphas": cache.keys["recovery"]["alphas"],
     }
     assert {"smoothquant", "refine_ranges", "bias_correction"} <= set(cache.recovery)
-    assert load_means(means_path(result.cache))
+    assert load_arrays(means_path(result.cache))
     plan = json.loads(plan_path(result.int8_onnx).read_text())
     assert plan["recovery"]["bias_correction"]["nodes"] > 0
     assert any("SmoothQuant" in line for line in result.lines())

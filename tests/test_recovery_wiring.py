@@ -213,9 +213,9 @@ def test_a_replaced_means_file_is_noticed(tiny_bc, tmp_path: Path) -> None:
     copy = tmp_path / made.cache.name
     copy.write_text(made.cache.read_text())
     cache_mod.sidecar(copy).write_text(cache_mod.sidecar(made.cache).read_text())
-    means = rec.load_means(rec.means_path(made.cache))
+    means = rec.load_arrays(rec.means_path(made.cache))
     assert means
-    rec.save_means(rec.means_path(copy), {k: v + 1.0 for k, v in means.items()})
+    rec.save_arrays(rec.means_path(copy), {k: v + 1.0 for k, v in means.items()})
     assert "not the one it was made with" in str(rec.source_problem(copy, cache.recovery))
     rec.means_path(copy).unlink()
     with pytest.raises(WorkbenchError, match="input means .* are missing"):

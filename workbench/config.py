@@ -152,6 +152,7 @@ class RecoveryDefaults:
     bias_correction: bool = False
     refine_ranges: bool = False
     clip_search: bool = False
+    shift_scale: bool = False
 
 
 # The demo's accuracy recovery, used by its calibration and so by its search and sign-off (docs/recovery.md):

@@ -30,6 +30,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from tqdm import tqdm
 
+from workbench.backends.base import Runner
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
 from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec, compute_amax
@@ -134,6 +135,29 @@ def scoring_graph(model: onnx.ModelProto, tensor: str, nodes: Sequence[str]) -> 
     return graph
 
 
+def cut_rows(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The scoring clips' ``input_values`` rows as float32 batches of one, cut to ``CLIP_SECONDS``."""
+    return [np.asarray(x, dtype=np.float32)[None, : int(CLIP_SECONDS * 16000)] for x in inputs]
+
+
+def reference_logits(
+    model: onnx.ModelProto, rows: Sequence[np.ndarray], threads: int | None
+) -> list[np.ndarray]:
+    """The FP32 model's logits on ``rows``: what every candidate is scored against."""
+    with OnnxRuntimeRunner(model.SerializeToString(), threads=threads, name="FP32") as run:
+        return [out[OUTPUT] for out in run.infer_each({INPUT: x} for x in rows)]
+
+
+def mean_logit_kl(
+    run: Runner, rows: Sequence[np.ndarray], reference: Sequence[np.ndarray], scale: float
+) -> float:
+    """Mean per-frame KL of the scoring graph's logits (activation scale ``scale``) from ``reference``."""
+    feed_scale = np.array(scale, dtype=np.float32)
+    outputs = run.infer_each({INPUT: x, SCALE_INPUT: feed_scale} for x in rows)
+    sums = [frame_kl_sum(ref, out[OUTPUT]) for ref, out in zip(reference, outputs)]
+    return max(0.0, sum(k for k, _ in sums) / max(1, sum(n for _, n in sums)))
+
+
 def search_clipping(
     model: onnx.ModelProto,
     stats: StreamingStats,
@@ -146,14 +170,13 @@ def search_clipping(
     clips' ``input_values`` rows, float32, cut to ``CLIP_SECONDS``)."""
     if not inputs:
         return {}
-    rows = [np.asarray(x, dtype=np.float32)[None, : int(CLIP_SECONDS * 16000)] for x in inputs]
+    rows = cut_rows(inputs)
     targets = {
         t: (nodes, candidates(stats, t, amax[t]))
         for t, nodes in conv_inputs(model).items()
         if t in amax and stats.histogram(t) is not None
     }
-    with OnnxRuntimeRunner(model.SerializeToString(), threads=threads, name="FP32") as run:
-        reference = [out[OUTPUT] for out in run.infer_each({INPUT: x} for x in rows)]
+    reference = reference_logits(model, rows, threads)
     total = sum(len(options) for _, options in targets.values())
     out: dict[str, ClipChoice] = {}
     with tqdm(
@@ -164,10 +187,7 @@ def search_clipping(
             graph = scoring_graph(model, tensor, nodes).SerializeToString()
             with OnnxRuntimeRunner(graph, threads=threads, name=f"clip search {tensor}") as run:
                 for label, threshold in options.items():
-                    scale = np.array(threshold / 127.0, dtype=np.float32)
-                    outputs = run.infer_each({INPUT: x, SCALE_INPUT: scale} for x in rows)
-                    sums = [frame_kl_sum(ref, out[OUTPUT]) for ref, out in zip(reference, outputs)]
-                    scores[label] = max(0.0, sum(k for k, _ in sums) / max(1, sum(n for _, n in sums)))
+                    scores[label] = mean_logit_kl(run, rows, reference, threshold / 127.0)
                     bar.update()
             best = min(scores, key=lambda k: (scores[k], k != "own"))
             out[tensor] = ClipChoice(best, options[best], scores[best], scores["own"], scores)

@@ -41,11 +41,11 @@ def caches(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def recovery_files(path: Path) -> tuple[Path, Path]:
-    """The accuracy-recovery files beside a cache: its input means and its smoothed FP32 graph."""
-    from workbench.calibration.recovery import means_path, smoothed_path
+def recovery_files(path: Path) -> tuple[Path, Path, Path]:
+    """The accuracy-recovery files beside a cache: its input means, its smoothed FP32 graph, its conv shifts."""
+    from workbench.calibration.recovery import means_path, shifts_path, smoothed_path
 
-    return means_path(path), smoothed_path(path)
+    return means_path(path), smoothed_path(path), shifts_path(path)
 
 
 def leads_outside(path: Path, root: Path) -> str | None:

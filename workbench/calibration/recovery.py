@@ -1,7 +1,8 @@
-"""Accuracy recovery at calibration: SmoothQuant migration, range refinement and the statistics bias correction needs.
+"""Accuracy recovery at calibration: SmoothQuant migration, range refinement, the clipping search, the per-channel
+shift and scale of conv inputs, and the statistics bias correction needs.
 
 ``RecoveryOptions`` are options of ``calibrate`` (``--smoothquant``, ``--refine-ranges``, ``--clip-search``,
-``--bias-correction``);
+``--shift-scale``, ``--bias-correction``);
 they go into the cache's provenance keys (``params``) and the file names (``tag``). ``recover`` runs the
 calibration pass with per-channel statistics and a row sample (``channels.ChannelStats``), then:
 
@@ -12,9 +13,13 @@ calibration pass with per-channel statistics and a row sample (``channels.Channe
    the smoothed graph's ranges (a smoothed tensor's histogram cannot be derived from the original's).
 2. Range refinement (``refine``): each tensor's threshold among the methods', by output error.
 3. Clipping search (``clip_search``): each Conv input's threshold by the model's logits on calibration clips.
-4. Bias correction needs each INT8 layer's input mean per channel: ``Recovered.means``, from the last pass;
+4. Shift and scale (``workbench.calibration.shift_scale``): per Conv input, a per-channel shift and scale and the
+   shifted tensor's threshold, by the model's logits on the same clips ("off" is a candidate); the shifts are kept
+   beside the cache (``shifts_path``), the thresholds in it (``shift_scale.shifted_name``); the transform belongs
+   to a plan and is applied when a variant is built (``workbench.quantize.shift_scale``).
+5. Bias correction needs each INT8 layer's input mean per channel: ``Recovered.means``, from the last pass;
    the correction itself belongs to a plan (``workbench.quantize.bias_correction``) and is applied when a
-   variant is built (``corrected_for``).
+   variant is built (``Recovered.for_plan``).
 """
 
 from __future__ import annotations
@@ -39,10 +44,20 @@ from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec
 from workbench.calibration.refine import refine_ranges
 from workbench.calibration.runner import activation_tensors, ranges_from_statistics
+from workbench.calibration.shift_scale import (
+    ALPHAS as SHIFT_ALPHAS,
+)
+from workbench.calibration.shift_scale import (
+    CHANNEL_PERCENTILE,
+    Z_PERCENTILES,
+    search_shift_scale,
+    shift_record,
+)
 from workbench.errors import WorkbenchError
 from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import dequantized_weight
-from workbench.quantize.recovered import RecoveredSource, corrected
+from workbench.quantize.recovered import RecoveredSource
+from workbench.quantize.shift_scale import ChannelShift, shifted_name
 from workbench.quantize.smoothing import (
     SmoothTarget,
     apply_smoothing,
@@ -64,6 +79,7 @@ class RecoveryOptions:
     bias_correction: bool = False
     refine_ranges: bool = False
     clip_search: bool = False
+    shift_scale: bool = False
 
     def __post_init__(self) -> None:
         if self.smoothquant not in (None, "auto"):
@@ -78,7 +94,13 @@ class RecoveryOptions:
 
     @property
     def active(self) -> bool:
-        return bool(self.smoothquant or self.bias_correction or self.refine_ranges or self.clip_search)
+        return bool(
+            self.smoothquant
+            or self.bias_correction
+            or self.refine_ranges
+            or self.clip_search
+            or self.shift_scale
+        )
 
     def params(self) -> dict[str, Any]:
         """What goes into the cache keys (empty when off, so existing caches keep their keys)."""
@@ -96,10 +118,19 @@ class RecoveryOptions:
                 "clips": DEFAULT_CLIPS,
                 "seconds": CLIP_SECONDS,
             }
+        if self.shift_scale:  # likewise
+            keys["shift_scale"] = {
+                "alphas": list(SHIFT_ALPHAS),
+                "percentiles": list(Z_PERCENTILES),
+                "channel_percentile": CHANNEL_PERCENTILE,
+                "clips": DEFAULT_CLIPS,
+                "seconds": CLIP_SECONDS,
+            }
         return {"recovery": keys}
 
     def tag(self) -> str:
-        """File-name part: ``sq`` (``sq0.5`` for a fixed alpha), ``rr``, ``cs``, ``bc`` joined by '-', '' when off."""
+        """File-name part: ``sq`` (``sq0.5`` for a fixed alpha), ``rr``, ``cs``, ``ss``, ``bc`` joined by '-', '' when
+        off."""
         parts = []
         if self.smoothquant:
             parts.append("sq" if self.smoothquant == "auto" else f"sq{float(self.smoothquant):g}")
@@ -107,6 +138,8 @@ class RecoveryOptions:
             parts.append("rr")
         if self.clip_search:
             parts.append("cs")
+        if self.shift_scale:
+            parts.append("ss")
         if self.bias_correction:
             parts.append("bc")
         return "-".join(parts)
@@ -119,7 +152,8 @@ PassRunner = Callable[[onnx.ModelProto | Path, ChannelStats], StreamingStats]
 class Recovered:
     """The FP32 graph the variants are built from (smoothed or the source), its ranges, input means, record;
     ``method_amax``: the method's own ranges on the last pass, before refinement or clipping search moved any
-    (what the convergence check compares with the ranges at its checkpoint)."""
+    (what the convergence check compares with the ranges at its checkpoint); ``shifts``: the conv inputs' shift
+    and scale (empty without ``--shift-scale``)."""
 
     model: onnx.ModelProto
     amax: dict[str, float]
@@ -128,10 +162,14 @@ class Recovered:
     stats: StreamingStats | None = None
     passes: int = 1
     method_amax: dict[str, float] = field(default_factory=dict)
+    shifts: dict[str, ChannelShift] = field(default_factory=dict)
 
-    def corrected_for(self, plan: PrecisionPlan) -> tuple[onnx.ModelProto, dict]:
-        """The graph with bias correction for ``plan``'s INT8 nodes, and what was corrected."""
-        return corrected(self.model, self.means, plan)
+    def for_plan(self, plan: PrecisionPlan, bias_correction: bool) -> tuple[onnx.ModelProto, dict]:
+        """The graph ``plan``'s variant is built from (the shift and scale, and bias correction when asked, for its
+        INT8 nodes) and what was done, as ``RecoveredSource.for_plan`` gives it from the files of a cache."""
+        means = self.means if bias_correction else None
+        source = RecoveredSource(None, means, {}, {}, False, self.shifts or None)
+        return source.for_plan(plan, self.model)
 
 
 def summary_lines(record: dict[str, Any]) -> list[str]:
@@ -158,6 +196,12 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
         out.append(
             f"clipping search: {cs['changed']} of {cs['tensors']} conv inputs took another threshold (logit KL on "
             f"{cs['clips']} calibration clips)"
+        )
+    if "shift_scale" in record:
+        ss = record["shift_scale"]
+        out.append(
+            f"shift and scale: {ss['changed']} of {ss['tensors']} conv inputs shifted and scaled per channel "
+            f"(logit KL on {ss['clips']} calibration clips)"
         )
     if "bias_correction" in record:
         bc = record["bias_correction"]
@@ -268,13 +312,21 @@ def recover(
         clipped = search_clipping(model, stats, amax, scoring_inputs)
         amax = {**amax, **{t: c.amax for t, c in clipped.items()}}
         record["clip_search"] = clip_record(clipped, len(scoring_inputs))
+    shifts: dict[str, ChannelShift] = {}
+    if options.shift_scale:
+        off = {t: c.kl for t, c in clipped.items()} if options.clip_search else None
+        chosen = search_shift_scale(model, amax, scoring_inputs, off_scores=off)
+        shifts = {t: c.shift for t, c in chosen.items() if c.shift is not None}
+        amax = {**amax, **{shifted_name(t): chosen[t].amax for t in shifts}}
+        record["shift_scale"] = shift_record(chosen, len(scoring_inputs))
     means = {n: m for n in channels.tensors if (m := channels.mean(n)) is not None}
     if options.bias_correction:
         record["bias_correction"] = {"means_of": len(means), "scale_dtype": np.dtype(SCALE_DTYPE).name}
-    return Recovered(model, amax, means, record, stats, passes, method_amax)
+    return Recovered(model, amax, means, record, stats, passes, method_amax, shifts)
 
 
 MEANS_SUFFIX = ".means.npz"
+SHIFTS_SUFFIX = ".shifts.npz"
 
 
 def means_path(cache_path: Path) -> Path:
@@ -283,23 +335,29 @@ def means_path(cache_path: Path) -> Path:
     return cache_path.with_name(cache_path.name + MEANS_SUFFIX)
 
 
-def save_means(path: Path, means: dict[str, np.ndarray]) -> None:
-    """The means for bias correction, atomically (names in ``names``, arrays ``m0``, ``m1``, ... in that order)."""
+def shifts_path(cache_path: Path) -> Path:
+    """Where a calibration with ``--shift-scale`` keeps the conv inputs' shifts and scales (``….cache.shifts.npz``)."""
+    cache_path = Path(cache_path)
+    return cache_path.with_name(cache_path.name + SHIFTS_SUFFIX)
+
+
+def save_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Named arrays, atomically (names in ``names``, arrays ``m0``, ``m1``, ... in that order)."""
     import io
     import json
 
     from workbench.artifacts import write_bytes_atomic
 
     buffer = io.BytesIO()
-    names = list(means)
-    arrays: dict[str, Any] = {f"m{k}": means[n] for k, n in enumerate(names)}
-    arrays["names"] = np.array(json.dumps(names))
-    np.savez(buffer, **arrays)
+    names = list(arrays)
+    stored: dict[str, Any] = {f"m{k}": arrays[n] for k, n in enumerate(names)}
+    stored["names"] = np.array(json.dumps(names))
+    np.savez(buffer, **stored)
     write_bytes_atomic(path, buffer.getvalue())
 
 
-def load_means(path: Path) -> dict[str, np.ndarray] | None:
-    """The means ``save_means`` wrote, or None when the file is missing or unreadable (then recalibrate)."""
+def load_arrays(path: Path) -> dict[str, np.ndarray] | None:
+    """The arrays ``save_arrays`` wrote, or None when the file is missing or unreadable (then recalibrate)."""
     import json
 
     try:
@@ -307,6 +365,26 @@ def load_means(path: Path) -> dict[str, np.ndarray] | None:
             names = json.loads(str(data["names"]))
             return {n: data[f"m{k}"] for k, n in enumerate(names)}
     except (OSError, ValueError, KeyError):
+        return None
+
+
+def save_shifts(path: Path, shifts: dict[str, ChannelShift]) -> None:
+    """The shifts and scales of ``--shift-scale`` (``shift/<tensor>``, ``scale/<tensor>``), atomically."""
+    arrays: dict[str, np.ndarray] = {}
+    for tensor, shift in shifts.items():
+        arrays[f"shift/{tensor}"], arrays[f"scale/{tensor}"] = shift.shift, shift.scale
+    save_arrays(path, arrays)
+
+
+def load_shifts(path: Path) -> dict[str, ChannelShift] | None:
+    """The shifts ``save_shifts`` wrote, or None when the file is missing or unreadable."""
+    arrays = load_arrays(path)
+    if arrays is None:
+        return None
+    tensors = [name[len("shift/") :] for name in arrays if name.startswith("shift/")]
+    try:
+        return {t: ChannelShift(arrays[f"shift/{t}"], arrays[f"scale/{t}"]) for t in tensors}
+    except KeyError:
         return None
 
 
@@ -326,7 +404,12 @@ def file_hashes(cache_path: Path) -> dict[str, str]:
     from workbench.artifacts import sha256_file
 
     out = {}
-    for key, path in (("means", means_path(cache_path)), ("smoothed_graph", smoothed_path(cache_path))):
+    paths = (
+        ("means", means_path(cache_path)),
+        ("smoothed_graph", smoothed_path(cache_path)),
+        ("shifts", shifts_path(cache_path)),
+    )
+    for key, path in paths:
         if path.exists():
             out[key] = sha256_file(path)
     return out
@@ -343,6 +426,8 @@ def source_problem(cache_path: Path, record: dict[str, Any] | None) -> str | Non
         return f"its input means ({means_path(cache_path).name}) are missing"
     if smoothed and "smoothed_graph" not in found:
         return f"its smoothed FP32 graph ({smoothed_path(cache_path).name}) is missing"
+    if record.get("shift_scale", {}).get("changed") and "shifts" not in found:
+        return f"its shifts and scales ({shifts_path(cache_path).name}) are missing"
     for key, digest in files.items():
         if found.get(key) != digest:
             return f"its {key.replace('_', ' ')} file is not the one it was made with"
@@ -363,8 +448,9 @@ def recovered_source(
     record = dict(record or {})
     smoothed = bool(record.get("smoothquant", {}).get("smoothed"))
     graph = onnx.load(str(smoothed_path(cache_path))) if smoothed else None
-    means = load_means(means_path(cache_path)) if (options or {}).get("bias_correction") else None
-    return RecoveredSource(graph, means, record, dict(options or {}), smoothed)
+    means = load_arrays(means_path(cache_path)) if (options or {}).get("bias_correction") else None
+    shifts = load_shifts(shifts_path(cache_path)) if record.get("shift_scale", {}).get("changed") else None
+    return RecoveredSource(graph, means, record, dict(options or {}), smoothed, shifts)
 
 
 def cache_recovered_source(cache_path: Path, cache: Any) -> RecoveredSource | None:

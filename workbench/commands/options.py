@@ -101,6 +101,15 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
         "least KL of the model's logits from FP32 on 32 calibration clips, that conv alone in INT8 (the feature "
         "encoder's long-tailed GELU outputs)" + also,
     )
+    group.add_argument(
+        "--shift-scale",
+        action="store_true",
+        default=None,
+        help="per convolution input, a per-channel shift and scale (folded into the conv's weights and bias, a "
+        "pointwise op before the quantize) that centres every channel and evens their widths, with the shifted "
+        "tensor's threshold, chosen by the KL of the logits on the clipping search's clips ('off' a candidate)"
+        + also,
+    )
 
 
 def recovery_from(args: argparse.Namespace) -> Any:
@@ -112,6 +121,7 @@ def recovery_from(args: argparse.Namespace) -> Any:
         and not args.bias_correction
         and not args.refine_ranges
         and not args.clip_search
+        and not args.shift_scale
     ):
         return None
     return RecoveryOptions(
@@ -119,6 +129,7 @@ def recovery_from(args: argparse.Namespace) -> Any:
         bias_correction=bool(args.bias_correction),
         refine_ranges=bool(args.refine_ranges),
         clip_search=bool(args.clip_search),
+        shift_scale=bool(args.shift_scale),
     )
 
 

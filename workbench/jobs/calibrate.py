@@ -312,7 +312,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         stats: Any  # the pass's statistics (StreamingStats)
         if options.active:
             scoring: list[Any] = []
-            if options.clip_search:  # the clipping search scores on whole calibration clips
+            if options.clip_search or options.shift_scale:  # these searches score on whole calibration clips
                 from workbench.calibration.clip_search import scoring_rows
 
                 scoring = scoring_rows(speech_set.utterances, speech_set.audio, description.prepare)
@@ -331,7 +331,11 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             amax = method_amax = ranges_from_statistics(stats, spec)
         cache = cache_mod.CalibrationCache.from_amax(amax, keys)
         if options.active:
-            rec.save_means(rec.means_path(cache_path), recovered.means)
+            rec.save_arrays(rec.means_path(cache_path), recovered.means)
+            if recovered.shifts:
+                rec.save_shifts(rec.shifts_path(cache_path), recovered.shifts)
+            else:  # shifts left here by an earlier cache of this name are not this one's
+                rec.shifts_path(cache_path).unlink(missing_ok=True)
             cache.recovery = {**recovered.record, "files": rec.file_hashes(cache_path)}
         found = conv.measure(stats, method_amax, spec, pieces.conditions)  # the statistics, not the moves
         cache.convergence = found.to_json() if found else None

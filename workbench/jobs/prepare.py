@@ -130,6 +130,7 @@ def recovery_of(params: dict[str, Any] | None) -> RecoveryOptions | None:
         bias_correction=bool(params.get("bias_correction")),
         refine_ranges=bool(params.get("refine_ranges")),
         clip_search=bool(params.get("clip_search")),
+        shift_scale=bool(params.get("shift_scale")),
     )
 
 
@@ -166,6 +167,8 @@ def describe_recovery(options: RecoveryOptions | None) -> str:
         parts.append("--refine-ranges")
     if options.clip_search:
         parts.append("--clip-search")
+    if options.shift_scale:
+        parts.append("--shift-scale")
     if options.bias_correction:
         parts.append("--bias-correction")
     return " ".join(parts)

@@ -1,11 +1,12 @@
 """The recovered FP32 source: the graph and per-plan corrections every quantized variant of a calibration is built from.
 
-A calibration with accuracy-recovery options (``workbench.calibration.recovery``) leaves two things beside its
-cache: the FP32 graph with SmoothQuant's scales folded in (when any tensor was smoothed; it computes the same
-function as the export) and the per-channel input means bias correction needs. ``RecoveredSource`` holds both
-and the cache's record of what was done; ``for_plan`` gives the graph a plan's variant is built from (bias
-correction applied to the plan's INT8 nodes only, so the corrected graph belongs to that plan) and the record
-the variant's plan file carries (``recovery``). The FP32 baseline is always the export itself.
+A calibration with accuracy-recovery options (``workbench.calibration.recovery``) leaves up to three things
+beside its cache: the FP32 graph with SmoothQuant's scales folded in (when any tensor was smoothed; it computes the
+same function as the export), the per-channel input means bias correction needs, and the conv inputs' shifts
+and scales (``--shift-scale``). ``RecoveredSource`` holds them and the cache's record of what was done;
+``for_plan`` gives the graph a plan's variant is built from (the shift and scale, then bias correction, applied
+to the plan's INT8 nodes only, so the graph belongs to that plan) and the record the variant's plan file carries
+(``recovery``). The FP32 baseline is always the export itself.
 """
 
 from __future__ import annotations
@@ -18,9 +19,17 @@ import onnx
 
 from workbench.quantize.bias_correction import correct_biases
 from workbench.quantize.plan import PrecisionPlan
+from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, shifted_name
 
-TECHNIQUES = ("smoothquant", "refine_ranges", "clip_search", "bias_correction")
+TECHNIQUES = ("smoothquant", "refine_ranges", "clip_search", "shift_scale", "bias_correction")
 RANGE_TECHNIQUES = ("refine_ranges", "clip_search")  # only move ranges: the cache carries what they did
+
+
+def int8_nodes(model: onnx.ModelProto, plan: PrecisionPlan) -> tuple[set[str], bool]:
+    """The nodes ``plan`` puts in INT8 and whether their weight scales are stored as float16 (an FP16 float side)."""
+    placements = plan.placements(model)
+    nodes = {p.node for p in placements if p.precision == "int8"}
+    return nodes, any(p.precision == "int8" and p.compute_type == "fp16" for p in placements)
 
 
 def corrected(
@@ -28,9 +37,7 @@ def corrected(
 ) -> tuple[onnx.ModelProto, dict]:
     """``model`` with bias correction for ``plan``'s INT8 nodes (weight scales stored as the plan's float side
     stores them) and the record: nodes corrected, the largest shift removed, each node's."""
-    placements = plan.placements(model)
-    nodes = {p.node for p in placements if p.precision == "int8"}
-    fp16 = any(p.precision == "int8" and p.compute_type == "fp16" for p in placements)
+    nodes, fp16 = int8_nodes(model, plan)
     graph, shifts = correct_biases(model, means, nodes, np.float16 if fp16 else np.float32)
     record = {
         "nodes": len(shifts),
@@ -45,13 +52,14 @@ def corrected(
 class RecoveredSource:
     """The FP32-side graph of a recovered calibration (the smoothed graph; None: the export itself), bias
     correction's input means (None: bias correction off), the cache's recovery record and the options it was
-    made with (``options``: the cache's ``recovery`` key)."""
+    made with (``options``: the cache's ``recovery`` key), the conv inputs' shifts (None: none)."""
 
     graph: onnx.ModelProto | None
     means: dict[str, np.ndarray] | None
     record: dict[str, Any] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     smoothed: bool = False
+    shifts: dict[str, ChannelShift] | None = None
 
     @property
     def techniques(self) -> list[str]:
@@ -67,9 +75,21 @@ class RecoveredSource:
         opset, with bias correction for the plan's INT8 nodes when it is on) and the recovery record its plan
         file carries."""
         record: dict[str, Any] = {"techniques": self.techniques, **self.record}
-        if self.means is None or plan.is_fp32:
+        if plan.is_fp32:
             return source, record
-        graph_out, bc = corrected(source, self.means, plan)
+        means = self.means
+        if self.shifts:
+            nodes, fp16 = int8_nodes(source, plan)
+            source, moved = apply_shift_scale(source, self.shifts, nodes, np.float16 if fp16 else np.float32)
+            record["shift_scale"] = {**record.get("shift_scale", {}), "convs": moved}
+            if means is not None:  # what the shifted convs read has its own means
+                means = {
+                    **means,
+                    **{shifted_name(t): s.mean(means[t]) for t, s in self.shifts.items() if t in means},
+                }
+        if means is None:
+            return source, record
+        graph_out, bc = corrected(source, means, plan)
         record["bias_correction"] = bc
         return graph_out, record
 

@@ -1,0 +1,184 @@
+"""Per-channel shift and scale of Conv inputs (``calibrate --shift-scale``): the folded graph computes the same
+function, the INT8 conv of an uneven one-sided input loses far less with it, the search takes it only where it
+helps, and a calibration keeps the shifts beside the cache, builds its variants with them and refuses a cache whose
+shifts went missing. Small graphs in code, the tiny random Wav2Vec2 of ``test_recovery_calibrate``."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.test_recovery_wiring import calibrate_tiny
+from workbench.calibration import cache as cache_mod
+from workbench.calibration import recovery as rec
+from workbench.calibration.shift_scale import search_shift_scale
+from workbench.errors import WorkbenchError
+from workbench.jobs.prepare import prepare
+from workbench.quantize.plan import INT8, PrecisionPlan
+from workbench.quantize.qdq import variant_model
+from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, shifted_name
+
+C, V = 8, 5
+SCALES = np.array([0.02, 0.05, 0.1, 0.3, 1.0, 2.0, 4.0, 8.0], np.float32)  # uneven channel widths
+
+
+def relu_conv_model(seed: int = 0, bias: bool = False) -> onnx.ModelProto:
+    """input_values [1, T] -> Conv (1->C, k4 s2) -> Relu (one-sided, channel widths ``SCALES``) -> Conv (C->C, k3,
+    optional bias) -> Transpose -> MatMul -> logits."""
+    rng = np.random.default_rng(seed)
+    w0 = rng.normal(size=(C, 1, 4)).astype(np.float32) * SCALES[:, None, None]
+    inits = [
+        numpy_helper.from_array(np.array([1], np.int64), "axes"),
+        numpy_helper.from_array(w0, "w0"),
+        numpy_helper.from_array(rng.normal(size=(C, C, 3)).astype(np.float32) / 3, "w1"),
+        numpy_helper.from_array(rng.normal(size=(C, V)).astype(np.float32), "head"),
+    ]
+    conv1_inputs = ["r0", "w1"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.normal(size=C).astype(np.float32), "b1"))
+        conv1_inputs.append("b1")
+    nodes = [
+        helper.make_node("Unsqueeze", ["input_values", "axes"], ["u"], name="unsqueeze"),
+        helper.make_node("Conv", ["u", "w0"], ["c0"], name="conv0", kernel_shape=[4], strides=[2]),
+        helper.make_node("Relu", ["c0"], ["r0"], name="act0"),
+        helper.make_node("Conv", conv1_inputs, ["c1"], name="conv1", kernel_shape=[3]),
+        helper.make_node("Transpose", ["c1"], ["t"], name="transpose", perm=[0, 2, 1]),
+        helper.make_node("MatMul", ["t", "head"], ["logits"], name="head_matmul"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "relu-convs",
+        [helper.make_tensor_value_info("input_values", TensorProto.FLOAT, [1, "t"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "f", V])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def clip(seed: int, n: int = 4000) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 1, n).astype(np.float32)
+
+
+def run(model: onnx.ModelProto, x: np.ndarray, outputs: tuple[str, ...] = ("logits",)) -> list[np.ndarray]:
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    for name in outputs:
+        if name not in {o.name for o in probe.graph.output}:
+            probe.graph.output.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, None))
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(list(outputs), {"input_values": x[None]})
+
+
+def relu_range(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
+    values = np.concatenate([run(model, clip(s), ("r0",))[0][0] for s in range(4)], axis=1)
+    return values.min(axis=1), values.max(axis=1)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_folded_graph_computes_the_same_function_without_weight_rounding(bias: bool) -> None:
+    model = relu_conv_model(bias=bias)
+    low, high = relu_range(model)
+    shift = ChannelShift.for_range(low, high, 1.0)
+    moved, changed = apply_shift_scale(model, {"r0": shift}, {"conv1"}, dtype=None)
+    assert changed == ["conv1"]
+    x = clip(9)
+    np.testing.assert_allclose(run(moved, x)[0], run(model, x)[0], rtol=1e-4, atol=1e-4)
+    # on the clips the ranges came from, every channel of what the conv reads spans the same range around zero
+    z = np.concatenate([run(moved, clip(s), (shifted_name("r0"),))[0][0] for s in range(4)], axis=1)
+    spans = z.max(axis=1) - z.min(axis=1)
+    np.testing.assert_allclose(spans, spans[0], rtol=1e-3)
+    np.testing.assert_allclose(z.max(axis=1) + z.min(axis=1), 0, atol=1e-3 * spans[0])
+    weights = {i.name for i in moved.graph.initializer}
+    assert "w1" not in weights and ("b1" in weights) == bias  # the scaled weight replaced the only reader's
+
+
+def test_a_node_outside_the_set_or_a_grouped_conv_is_left_alone() -> None:
+    model = relu_conv_model()
+    low, high = relu_range(model)
+    shift = ChannelShift.for_range(low, high, 1.0)
+    moved, changed = apply_shift_scale(model, {"r0": shift}, {"conv0"}, dtype=None)
+    assert changed == [] and len(moved.graph.node) == len(model.graph.node)
+
+
+def test_the_int8_conv_of_an_uneven_one_sided_input_loses_far_less_with_the_shift() -> None:
+    model = relu_conv_model()
+    low, high = relu_range(model)
+    shift = ChannelShift.for_range(low, high, 0.5)
+    plan = PrecisionPlan("conv1", "fp32", {"conv1": "int8"})
+    x = clip(11)
+    exact = run(model, x)[0]
+    plain = run(variant_model(model, {"r0": float(high.max())}, plan), x)[0]
+    moved, _ = apply_shift_scale(model, {"r0": shift}, {"conv1"}, dtype=np.float32)
+    width = float(np.max((high - low) / 2 / shift.scale))
+    shifted = run(variant_model(moved, {shifted_name("r0"): width}, plan), x)[0]
+    plain_error, shifted_error = np.abs(plain - exact).mean(), np.abs(shifted - exact).mean()
+    assert shifted_error < plain_error / 2, (plain_error, shifted_error)
+
+
+def test_the_search_takes_the_shift_where_it_helps_and_keeps_off_on_ties() -> None:
+    model = relu_conv_model()
+    amax = {"u": 4.0, "r0": float(relu_range(model)[1].max())}
+    choices = search_shift_scale(model, amax, [clip(s) for s in range(6)], progress=False)
+    assert set(choices) == {"u", "r0"}
+    moved = choices["r0"]
+    assert moved.shift is not None and moved.candidate.startswith("alpha-")
+    assert moved.kl < moved.off_kl / 2
+    for choice in choices.values():
+        assert choice.kl <= choice.off_kl and choice.scores["off"] == choice.off_kl
+        assert (choice.candidate == "off") == (choice.shift is None)
+    # given the clipping search's KL of the tensor as it is, "off" is not scored again
+    again = search_shift_scale(
+        model, amax, [clip(s) for s in range(6)], progress=False, off_scores={"r0": 0.0}
+    )
+    assert again["r0"].candidate == "off" and again["r0"].shift is None
+
+
+@pytest.fixture(scope="module")
+def tiny_ss(tmp_path_factory: pytest.TempPathFactory, tiny_sets):
+    return calibrate_tiny(
+        tmp_path_factory, tiny_sets, rec.RecoveryOptions(shift_scale=True, bias_correction=True)
+    )
+
+
+def test_a_calibration_keeps_the_shifts_and_builds_its_variants_with_them(
+    tiny_ss, tiny_sets, tmp_path
+) -> None:
+    model, root, made = tiny_ss
+    assert made.cache.name.endswith("-ss-bc.cache")
+    cache = cache_mod.load(made.cache)
+    record = cache.recovery["shift_scale"]
+    shifts = rec.load_shifts(rec.shifts_path(made.cache))
+    assert record["changed"] > 0 and shifts is not None and len(shifts) == record["changed"]
+    for tensor in shifts:  # the shifted tensor's threshold is in the cache, the original's stays
+        assert cache.amax()[shifted_name(tensor)] == pytest.approx(
+            record["choices"][tensor]["amax"], rel=1e-6
+        )
+        assert tensor in cache.amax()
+    given = prepare(model, str(tiny_sets.calib.path), "percentile", root=root, cache_path=made.cache)
+    assert given.recovered is not None and given.recovered.techniques == ["shift_scale", "bias_correction"]
+    variant = tmp_path / "int8.onnx"
+    out = given.build(INT8, variant)
+    assert out is not None and out["shift_scale"]["convs"] and out["bias_correction"]["nodes"] > 0
+    written = onnx.load(str(variant))
+    assert {shifted_name(t) for t in shifts} <= {o for n in written.graph.node for o in n.output}
+    feed = {"input_values": np.random.default_rng(0).normal(0, 0.1, (1, 16000)).astype(np.float32)}
+    logits = ort.InferenceSession(str(variant), providers=["CPUExecutionProvider"]).run(None, feed)[0]
+    assert np.isfinite(logits).all()
+    # an FP16 plan keeps the export's convolutions as they are
+    fp16_graph, fp16_record = given.recovered.for_plan(
+        PrecisionPlan("fp16", "fp16"), onnx.load(str(made.fp32_onnx))
+    )
+    assert fp16_record["shift_scale"]["convs"] == []
+    assert not any(n.output[0].endswith("_shift_scaled") for n in fp16_graph.graph.node)
+    # the shifts file gone: the cache is refused, saying which file
+    rec.shifts_path(made.cache).rename(tmp_path / "kept.npz")
+    try:
+        with pytest.raises(WorkbenchError, match="shifts and scales"):
+            prepare(model, str(tiny_sets.calib.path), "percentile", root=root, cache_path=made.cache)
+    finally:
+        (tmp_path / "kept.npz").rename(rec.shifts_path(made.cache))

@@ -1,0 +1,181 @@
+"""Per-channel shift and scale of convolution inputs, chosen by the model's output (``calibrate --shift-scale``).
+
+The transform itself (``workbench.quantize.shift_scale``) centres each input channel of a Conv on zero and brings
+the channels' widths together, so one symmetric INT8 scale serves them all. Per Conv input read against a
+constant weight:
+
+- each channel's range comes from the scoring clips the clipping search uses (one FP32 run with the conv inputs
+  as outputs): the minimum and the ``CHANNEL_PERCENTILE`` percentile of its values;
+- candidates: the width exponent ``alpha`` in ``ALPHAS`` (0.5: halfway to equal widths, 1: equal widths), each
+  with the shifted tensor's threshold at the percentiles ``Z_PERCENTILES`` of its magnitudes; and "off", the
+  tensor as it is at its current threshold (the clipping search's choice when that ran);
+- each is scored, as the clipping search scores, by the mean per-frame KL of the logits from FP32's with only
+  that tensor's convolutions in INT8; "off" is kept on ties.
+
+One scoring graph per tensor and ``alpha`` takes the threshold as an input, so its thresholds share one session:
+the demo model's seven convolutions cost 7 x 6 scorings of 32 clips on top of the clipping search.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+from tqdm import tqdm
+
+from workbench.backends.onnxruntime import OnnxRuntimeRunner
+from workbench.calibration.clip_search import (
+    CLIP_SECONDS,
+    conv_inputs,
+    cut_rows,
+    mean_logit_kl,
+    reference_logits,
+    scoring_graph,
+)
+from workbench.model.export import INPUT
+from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, convs_reading, shifted_name
+
+ALPHAS = (0.5, 1.0)
+Z_PERCENTILES = (99.9, 99.99, 99.999)
+CHANNEL_PERCENTILE = 99.99
+MAX_FRAMES = 32768  # values kept per channel for the percentiles (evenly thinned)
+
+
+@dataclass(frozen=True)
+class ShiftChoice:
+    """One Conv input's choice: the candidate (``off`` or ``alpha-A-percentile-P``), the threshold of the tensor
+    the convolution reads, its logit KL, the KL of ``off``, every candidate's KL, and the shift (None: off)."""
+
+    candidate: str
+    amax: float
+    kl: float
+    off_kl: float
+    scores: dict[str, float]
+    shift: ChannelShift | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate,
+            "amax": self.amax,
+            "kl": self.kl,
+            "off_kl": self.off_kl,
+            "scores": self.scores,
+        }
+
+
+def channel_samples(
+    model: onnx.ModelProto, tensors: Sequence[str], rows: Sequence[np.ndarray], threads: int | None
+) -> dict[str, np.ndarray]:
+    """Each tensor's values over ``rows`` as [channels, values] (FP32 run; at most ``MAX_FRAMES`` a channel)."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    known = {o.name for o in probe.graph.output}
+    for name in tensors:
+        if name not in known:
+            probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    parts: dict[str, list[np.ndarray]] = {t: [] for t in tensors}
+    with OnnxRuntimeRunner(probe.SerializeToString(), threads=threads, name="FP32 conv inputs") as run:
+        for out in run.infer_each({INPUT: x} for x in rows):
+            for name in tensors:
+                value = np.asarray(out[name], np.float32)
+                parts[name].append(
+                    value.reshape(value.shape[1], -1) if value.ndim == 3 else value[0][None, :]
+                )
+    samples = {}
+    for name, pieces in parts.items():
+        joined = np.concatenate(pieces, axis=1)
+        step = max(1, -(-joined.shape[1] // MAX_FRAMES))
+        samples[name] = np.ascontiguousarray(joined[:, ::step])
+    return samples
+
+
+def candidate_shifts(values: np.ndarray) -> dict[float, ChannelShift]:
+    """The shift of each ``alpha`` for a tensor's [channels, values] sample (alphas giving the same shift once)."""
+    low = values.min(axis=1)
+    high = np.percentile(values, CHANNEL_PERCENTILE, axis=1)
+    out: dict[float, ChannelShift] = {}
+    for alpha in ALPHAS:
+        shift = ChannelShift.for_range(low, high, alpha)
+        if not any(np.allclose(shift.scale, s.scale) for s in out.values()):
+            out[alpha] = shift
+    return out
+
+
+def search_shift_scale(
+    model: onnx.ModelProto,
+    amax: dict[str, float],
+    inputs: Sequence[np.ndarray],
+    threads: int | None = None,
+    progress: bool = True,
+    off_scores: dict[str, float] | None = None,
+) -> dict[str, ShiftChoice]:
+    """A ``ShiftChoice`` per Conv input of ``model`` with a range (``inputs``: the scoring clips' ``input_values``
+    rows, cut to ``CLIP_SECONDS``; ``off_scores``: the KL of each tensor at its current threshold, when the
+    clipping search measured it on the same rows)."""
+    if not inputs:
+        return {}
+    rows = cut_rows(inputs)
+    targets: dict[str, list[str]] = {}
+    for tensor, nodes in conv_inputs(model).items():
+        usable = [n.name for n in convs_reading(model, tensor, set(nodes))]
+        if tensor in amax and usable == nodes:
+            targets[tensor] = nodes
+    if not targets:
+        return {}
+    samples = channel_samples(model, list(targets), rows, threads)
+    reference = reference_logits(model, rows, threads)
+    shifts = {t: candidate_shifts(samples[t]) for t in targets}
+    total = sum(
+        len(s) * len(Z_PERCENTILES) + (0 if off_scores and t in off_scores else 1) for t, s in shifts.items()
+    )
+    out: dict[str, ShiftChoice] = {}
+    with tqdm(
+        total=total,
+        desc=f"shift and scale ({len(targets)} conv inputs)",
+        unit="variant",
+        disable=not progress,
+    ) as bar:
+        for tensor, nodes in targets.items():
+            scores: dict[str, float] = {}
+            options: dict[str, tuple[float, ChannelShift | None]] = {"off": (amax[tensor], None)}
+            if off_scores is not None and tensor in off_scores:
+                scores["off"] = off_scores[tensor]
+            else:
+                graph = scoring_graph(model, tensor, nodes).SerializeToString()
+                with OnnxRuntimeRunner(graph, threads=threads, name=f"shift-scale {tensor}") as run:
+                    scores["off"] = mean_logit_kl(run, rows, reference, amax[tensor] / 127.0)
+                bar.update()
+            for alpha, shift in shifts[tensor].items():
+                moved, _ = apply_shift_scale(model, {tensor: shift}, set(nodes), dtype=np.float32)
+                graph = scoring_graph(moved, shifted_name(tensor), nodes).SerializeToString()
+                magnitude = np.abs(shift.apply(samples[tensor], axis=0))
+                with OnnxRuntimeRunner(graph, threads=threads, name=f"shift-scale {tensor}") as run:
+                    for p in Z_PERCENTILES:
+                        threshold = float(np.percentile(magnitude, p))
+                        label = f"alpha-{alpha:g}-percentile-{p:g}"
+                        if threshold > 0:
+                            options[label] = (threshold, shift)
+                            scores[label] = mean_logit_kl(run, rows, reference, threshold / 127.0)
+                        bar.update()
+            best = min(scores, key=lambda k: (scores[k], k != "off"))
+            threshold, picked = options[best]
+            out[tensor] = ShiftChoice(best, threshold, scores[best], scores["off"], scores, picked)
+    return out
+
+
+def shift_record(choices: dict[str, ShiftChoice], clips: int) -> dict[str, Any]:
+    """What the cache's recovery record keeps of the search (the shifts themselves go to their own file)."""
+    return {
+        "tensors": len(choices),
+        "changed": sum(c.shift is not None for c in choices.values()),
+        "clips": clips,
+        "clip_seconds": CLIP_SECONDS,
+        "alphas": list(ALPHAS),
+        "percentiles": list(Z_PERCENTILES),
+        "channel_percentile": CHANNEL_PERCENTILE,
+        "choices": {t: c.to_json() for t, c in choices.items()},
+    }
