@@ -182,3 +182,24 @@ def test_a_calibration_keeps_the_shifts_and_builds_its_variants_with_them(
             prepare(model, str(tiny_sets.calib.path), "percentile", root=root, cache_path=made.cache)
     finally:
         (tmp_path / "kept.npz").rename(rec.shifts_path(made.cache))
+
+
+def test_bias_correction_on_top_of_the_shift_removes_the_rounded_weights_mean_error() -> None:
+    from workbench.quantize.recovered import RecoveredSource
+
+    model = relu_conv_model(seed=3)
+    low, high = relu_range(model)
+    shift = ChannelShift.for_range(low, high, 0.5)
+    values = np.concatenate([run(model, clip(s), ("r0",))[0][0] for s in range(4)], axis=1)
+    width = float(np.max((high - low) / 2 / shift.scale))
+    amax = {"u": 4.0, "r0": float(high.max()), shifted_name("r0"): width}
+    plan = PrecisionPlan("conv1", "fp32", {"conv1": "int8"})
+    x = clip(21)
+    exact = run(model, x, ("c1",))[0][0]
+    errors = {}
+    for label, means in (("shift", None), ("shift+bc", {"r0": values.mean(axis=1)})):
+        graph, _ = RecoveredSource(None, means, shifts={"r0": shift}).for_plan(plan, model)
+        out = run(variant_model(graph, amax, plan), x, ("c1",))[0][0]
+        errors[label] = np.abs((out - exact).mean(axis=1)).mean()  # the mean shift per output channel
+    # the mean of z instead of x / s leaves the rounding times c / s: three times the shift-only error here
+    assert errors["shift+bc"] <= errors["shift"] * 1.25, errors

@@ -82,10 +82,16 @@ class RecoveredSource:
             nodes, fp16 = int8_nodes(source, plan)
             source, moved = apply_shift_scale(source, self.shifts, nodes, np.float16 if fp16 else np.float32)
             record["shift_scale"] = {**record.get("shift_scale", {}), "convs": moved}
-            if means is not None:  # what the shifted convs read has its own means
+            if (
+                means is not None
+            ):  # the shifted convs' rounded weights see x / s (ChannelShift.rounded_weights_mean)
                 means = {
                     **means,
-                    **{shifted_name(t): s.mean(means[t]) for t, s in self.shifts.items() if t in means},
+                    **{
+                        shifted_name(t): s.rounded_weights_mean(means[t])
+                        for t, s in self.shifts.items()
+                        if t in means
+                    },
                 }
         if means is None:
             return source, record

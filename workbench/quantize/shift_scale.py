@@ -60,9 +60,11 @@ class ChannelShift:
         shape[axis] = -1
         return (values - self.shift.reshape(shape)) / self.scale.reshape(shape)
 
-    def mean(self, mean: np.ndarray) -> np.ndarray:
-        """The per-channel mean of the shifted, scaled tensor given the original's."""
-        return ((np.asarray(mean, np.float64) - self.shift) / self.scale).astype(np.float32)
+    def rounded_weights_mean(self, mean: np.ndarray) -> np.ndarray:
+        """What bias correction takes as the input mean of a shifted convolution, given the original input's: the
+        conv computes ``Q(W') z + sum Q(W') c / s = Q(W') (x / s)``, so the rounded weights see ``x / s``, whose
+        mean is ``mean / s`` (the mean of ``z`` would leave the weights' rounding times ``c / s`` uncorrected)."""
+        return (np.asarray(mean, np.float64) / self.scale).astype(np.float32)
 
 
 def convs_reading(model: onnx.ModelProto, tensor: str, nodes: set[str]) -> list[onnx.NodeProto]:
