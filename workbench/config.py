@@ -156,9 +156,10 @@ class RecoveryDefaults:
 
 
 # The demo's accuracy recovery, used by its calibration and so by its search and sign-off (docs/recovery.md):
-# bias correction (no extra calibration pass) and the clipping search of the feature encoder's conv inputs
-# (one scoring run per conv and candidate threshold on 32 calibration clips), whose long-tailed GELU outputs
-# are what breaks INT8 on the demo model.
+# bias correction (no extra calibration pass), the clipping search of the feature encoder's conv inputs (one
+# scoring run per conv and candidate threshold on 32 calibration clips), whose long-tailed GELU outputs are what
+# breaks INT8 on the demo model. ``demo --shift-scale`` adds the per-channel shift and scale of those inputs: INT8
+# everywhere loses less, but the plan its search finds has failed the sign-off (docs/recovery.md#measured).
 DEMO_RECOVERY = RecoveryDefaults(bias_correction=True, clip_search=True)
 
 

@@ -69,6 +69,7 @@ class DemoContext:
     reports_root: Path
     quick: bool = False
     full: bool = False  # every step at full size (demo --full)
+    shift_scale: bool = False  # the calibration adds the shift and scale of conv inputs (demo --shift-scale)
     results: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # each step's wall time
     cpu_seconds: dict[str, float] = field(
@@ -113,7 +114,7 @@ def _calibrate(ctx: DemoContext) -> None:
             MethodSpec(DEMO_METHOD, DEMO_PERCENTILE),
             engines=ctx.engines_root,
             calib_root=ctx.calib_root,
-            recovery=RecoveryOptions(**asdict(DEMO_RECOVERY)),
+            recovery=replace(RecoveryOptions(**asdict(DEMO_RECOVERY)), shift_scale=ctx.shift_scale),
         )
     )
     print_lines(result.lines())
@@ -468,6 +469,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"{DEMO_BEAM_UTTERANCES} spread over the set), the overflow check on every calibration clip (default: "
         f"{DEMO_OVERFLOW_CLIPS}), latency at batch 1 and 8 (default: batch 1)",
     )
+    parser.add_argument(
+        "--shift-scale",
+        action="store_true",
+        help="calibrate with the per-channel shift and scale of the convolution inputs too (calibrate "
+        "--shift-scale, docs/recovery.md), and so compare, search and sign off with it",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -496,6 +503,7 @@ def run(args: argparse.Namespace) -> int:
             reports_root=Path(args.reports_root),
             quick=args.quick,
             full=args.full,
+            shift_scale=args.shift_scale,
         )
     )
     print(
