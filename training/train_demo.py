@@ -51,7 +51,11 @@ def load_data(
         d["max_seconds"],
         catalogue=catalogue,
         texts_file=str(d.get("texts_file", "")),
-        pool_shares=tuple(d.get("pool_shares", (0.45, 0.2, 0.35))),
+        pool_shares=tuple(
+            d.get("val_pool_shares", d.get("pool_shares", (0.45, 0.2, 0.35)))
+            if split != "train"
+            else d.get("pool_shares", (0.45, 0.2, 0.35))
+        ),
     )
     data = generate(spec, workers, budget_s)
     data["texts"] = np.array(data["texts"], dtype=object)
@@ -145,9 +149,13 @@ def normalise_padded(y: torch.Tensor, lens: torch.Tensor, mask: torch.Tensor) ->
 
 
 def lr_at(elapsed: float, tcfg: dict) -> float:
+    """Warm-up, then cosine decay to 5 % of the peak at ``total_train_s``; the schedule begins at
+    ``schedule_start_s`` of cumulative training (0: the first stage; a later stage restarts it there)."""
+    start = tcfg.get("schedule_start_s", 0.0)
+    elapsed, total = elapsed - start, tcfg["total_train_s"] - start
     if elapsed < tcfg["warmup_s"]:
         return tcfg["peak_lr"] * max(elapsed, 1.0) / tcfg["warmup_s"]
-    frac = min(1.0, (elapsed - tcfg["warmup_s"]) / max(1.0, tcfg["total_train_s"] - tcfg["warmup_s"]))
+    frac = min(1.0, (elapsed - tcfg["warmup_s"]) / max(1.0, total - tcfg["warmup_s"]))
     return tcfg["peak_lr"] * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
