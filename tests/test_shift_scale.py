@@ -17,6 +17,7 @@ from workbench.calibration import recovery as rec
 from workbench.calibration.shift_scale import search_shift_scale
 from workbench.errors import WorkbenchError
 from workbench.jobs.prepare import prepare
+from workbench.jobs.search import recovery_summary
 from workbench.quantize.plan import INT8, PrecisionPlan
 from workbench.quantize.qdq import variant_model
 from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, shifted_name
@@ -164,6 +165,8 @@ def test_a_calibration_keeps_the_shifts_and_builds_its_variants_with_them(
     variant = tmp_path / "int8.onnx"
     out = given.build(INT8, variant)
     assert out is not None and out["shift_scale"]["convs"] and out["bias_correction"]["nodes"] > 0
+    summary = recovery_summary(out)  # what a search record says of a found plan built so
+    assert summary is not None and summary["shifted_convs"] == out["shift_scale"]["convs"]
     written = onnx.load(str(variant))
     assert {shifted_name(t) for t in shifts} <= {o for n in written.graph.node for o in n.output}
     feed = {"input_values": np.random.default_rng(0).normal(0, 0.1, (1, 16000)).astype(np.float32)}

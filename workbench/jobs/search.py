@@ -549,8 +549,9 @@ def write_found_plan(
 
 
 def recovery_summary(record: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the search record says of a found plan's recovery: the techniques that were on and, with bias
-    correction, how many of its INT8 layers were corrected (each node's shift is in its plan file)."""
+    """What the search record says of a found plan's recovery: the techniques that were on, with the shift and scale
+    the convolutions it shifted, and with bias correction how many of its INT8 layers were corrected (each node's
+    shift is in its plan file)."""
     if record is None:
         return None
     out: dict[str, Any] = {"techniques": record.get("techniques", [])}
@@ -560,6 +561,8 @@ def recovery_summary(record: dict[str, Any] | None) -> dict[str, Any] | None:
         out["ranges_moved"] = record["refine_ranges"].get("changed")
     if "clip_search" in record:
         out["conv_clippings_moved"] = record["clip_search"].get("changed")
+    if "convs" in record.get("shift_scale", {}):
+        out["shifted_convs"] = record["shift_scale"]["convs"]
     if "nodes" in record.get("bias_correction", {}):
         out["bias_corrected_layers"] = record["bias_correction"]["nodes"]
     return out
