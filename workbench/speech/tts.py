@@ -86,10 +86,16 @@ class Voice:
 
 @dataclass(frozen=True)
 class Prosody:
-    """Speaking rate as a multiple of the engine's default, and pitch (0..100 espeak scale)."""
+    """Speaking rate as a multiple of the engine's default, and pitch (0..100 espeak scale; festival's voices keep
+    their own intonation, ``applies_pitch``)."""
 
     rate: float = 1.0
     pitch: float = 50.0
+
+
+def applies_pitch(voice: Voice) -> bool:
+    """Whether ``synthesize`` sets ``Prosody.pitch`` for this voice (espeak-ng and flite do, festival does not)."""
+    return voice.engine != "festival"
 
 
 def _espeak_binary() -> str | None:
@@ -214,8 +220,17 @@ def _command(voice: Voice, text: str, prosody: Prosody, wav: str) -> list[str]:
         ]
     if voice.engine == "festival":
         stretch = 1.0 / max(prosody.rate, 0.1)
-        scheme = f"(voice_{voice.name})(Parameter.set 'Duration_Stretch {stretch:.3f})"
-        return ["text2wave", "-eval", scheme, "-o", wav]
+        # one form per -eval: text2wave reads only the first form of each (both in one left every clip at the
+        # voice's default rate)
+        return [
+            "text2wave",
+            "-eval",
+            f"(voice_{voice.name})",
+            "-eval",
+            f"(Parameter.set 'Duration_Stretch {stretch:.3f})",
+            "-o",
+            wav,
+        ]
     raise WorkbenchError(f"unknown TTS engine {voice.engine!r}")
 
 
