@@ -33,6 +33,8 @@ def test_records_claim_a_pitch_only_where_the_engine_sets_it(tiny_sets) -> None:
         is_festival = u.speaker.startswith("festival:")
         assert (u.extra["pitch"] is None) == is_festival, u.speaker
         assert isinstance(u.extra["rate"], float)
-    assert applies_pitch(Voice("espeak", "en-us", "", "us")) and not applies_pitch(Voice("festival", "x", "", "us"))
+    assert applies_pitch(Voice("espeak", "en-us", "", "us")) and not applies_pitch(
+        Voice("festival", "x", "", "us")
+    )
     if "festival" not in engines:
         pytest.skip("the tiny sets drew no festival voice")
