@@ -15,7 +15,7 @@ from workbench.config import ConditionRanges, EngineProfile
 from workbench.speech.conditions import mix_at_snr, mix_with_noise
 from workbench.speech.noise_files import NoiseBank, NoiseFile
 from workbench.speech.records import Clip, Skipped, Utterance
-from workbench.speech.tts import Prosody, Voice, applies_pitch, synthesize
+from workbench.speech.tts import Prosody, Voice, applies_prosody, synthesize
 
 WORDS_PER_SECOND = 2.7  # espeak/flite at rate 1.0, measured on WordNet sentences
 QUIET_FLOOR_NOISE = "pink"
@@ -120,8 +120,8 @@ def _apply_condition(
         level_dbfs=round(mix.level_dbfs, 3),
         bucket=slot.bucket,
         extra={
-            "rate": round(prosody.rate, 3),
-            "pitch": round(prosody.pitch, 1) if applies_pitch(voice) else None,
+            "rate": round(prosody.rate, 3) if applies_prosody(voice) else None,
+            "pitch": round(prosody.pitch, 1) if applies_prosody(voice) else None,
             "seen_in_training": voice.seen_in_training,
             **extra,
         },

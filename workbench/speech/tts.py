@@ -86,15 +86,16 @@ class Voice:
 
 @dataclass(frozen=True)
 class Prosody:
-    """Speaking rate as a multiple of the engine's default, and pitch (0..100 espeak scale; festival's voices keep
-    their own intonation, ``applies_pitch``)."""
+    """Speaking rate as a multiple of the engine's default, and pitch (0..100 espeak scale); festival's voices keep
+    their own (``applies_prosody``)."""
 
     rate: float = 1.0
     pitch: float = 50.0
 
 
-def applies_pitch(voice: Voice) -> bool:
-    """Whether ``synthesize`` sets ``Prosody.pitch`` for this voice (espeak-ng and flite do, festival does not)."""
+def applies_prosody(voice: Voice) -> bool:
+    """Whether ``synthesize`` sets ``Prosody``'s rate and pitch for this voice: espeak-ng and flite do; festival's
+    voices speak at their own rate and intonation (a clip's record says None for both)."""
     return voice.engine != "festival"
 
 
@@ -218,19 +219,8 @@ def _command(voice: Voice, text: str, prosody: Prosody, wav: str) -> list[str]:
             "-o",
             wav,
         ]
-    if voice.engine == "festival":
-        stretch = 1.0 / max(prosody.rate, 0.1)
-        # one form per -eval: text2wave reads only the first form of each (both in one left every clip at the
-        # voice's default rate)
-        return [
-            "text2wave",
-            "-eval",
-            f"(voice_{voice.name})",
-            "-eval",
-            f"(Parameter.set 'Duration_Stretch {stretch:.3f})",
-            "-o",
-            wav,
-        ]
+    if voice.engine == "festival":  # its voices keep their own rate and intonation (applies_prosody)
+        return ["text2wave", "-eval", f"(voice_{voice.name})", "-o", wav]
     raise WorkbenchError(f"unknown TTS engine {voice.engine!r}")
 
 
