@@ -304,20 +304,14 @@ def _summary(record: dict, bc_record: dict) -> dict:
         for c in rr["changes"].values():
             picked[c["method"]] = picked.get(c["method"], 0) + 1
         out["refine_ranges"] = {"tensors": rr["tensors"], "changed": rr["changed"], "picked": picked}
-    if "clip_search" in record:
-        cs = record["clip_search"]
-        out["clip_search"] = {
-            "tensors": cs["tensors"],
-            "changed": cs["changed"],
-            "picked": {t: c["candidate"] for t, c in cs["choices"].items()},
-        }
-    if "shift_scale" in record:
-        ss = record["shift_scale"]
-        out["shift_scale"] = {
-            "tensors": ss["tensors"],
-            "changed": ss["changed"],
-            "picked": {t: c["candidate"] for t, c in ss["choices"].items()},
-        }
+    for search in ("clip_search", "shift_scale"):  # per-tensor searches: each tensor's pick
+        if search in record:
+            found = record[search]
+            out[search] = {
+                "tensors": found["tensors"],
+                "changed": found["changed"],
+                "picked": {t: c["candidate"] for t, c in found["choices"].items()},
+            }
     if bc_record.get("nodes") is not None:
         out["bias_correction"] = {"nodes": bc_record["nodes"], "max_shift": bc_record["max_shift"]}
     return out

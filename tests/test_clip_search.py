@@ -25,20 +25,32 @@ from workbench.quantize.qdq import variant_model
 C, V = 8, 5
 
 
-def conv_model(seed: int = 0) -> onnx.ModelProto:
-    """input_values [1, T] -> Unsqueeze -> Conv (1->C, k4 s2) -> Relu -> Conv (C->C, k3) -> Transpose -> MatMul -> logits."""
+def conv_model(
+    seed: int = 0, channel_scales: np.ndarray | None = None, bias: bool = False
+) -> onnx.ModelProto:
+    """input_values [1, T] -> Unsqueeze -> Conv (1->C, k4 s2) -> Relu -> Conv (C->C, k3) -> Transpose -> MatMul -> logits.
+
+    ``channel_scales``: each first-conv channel's weights multiplied by one of these (uneven Relu outputs);
+    ``bias``: the second conv has a bias."""
     rng = np.random.default_rng(seed)
+    w0 = rng.normal(size=(C, 1, 4)).astype(np.float32)
+    if channel_scales is not None:
+        w0 = w0 * np.asarray(channel_scales, np.float32)[:, None, None]
     inits = [
         numpy_helper.from_array(np.array([1], np.int64), "axes"),
-        numpy_helper.from_array(rng.normal(size=(C, 1, 4)).astype(np.float32), "w0"),
+        numpy_helper.from_array(w0, "w0"),
         numpy_helper.from_array(rng.normal(size=(C, C, 3)).astype(np.float32) / 3, "w1"),
         numpy_helper.from_array(rng.normal(size=(C, V)).astype(np.float32), "head"),
     ]
+    conv1_inputs = ["r0", "w1"]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.normal(size=C).astype(np.float32), "b1"))
+        conv1_inputs.append("b1")
     nodes = [
         helper.make_node("Unsqueeze", ["input_values", "axes"], ["u"], name="unsqueeze"),
         helper.make_node("Conv", ["u", "w0"], ["c0"], name="conv0", kernel_shape=[4], strides=[2]),
         helper.make_node("Relu", ["c0"], ["r0"], name="act0"),
-        helper.make_node("Conv", ["r0", "w1"], ["c1"], name="conv1", kernel_shape=[3]),
+        helper.make_node("Conv", conv1_inputs, ["c1"], name="conv1", kernel_shape=[3]),
         helper.make_node("Transpose", ["c1"], ["t"], name="transpose", perm=[0, 2, 1]),
         helper.make_node("MatMul", ["t", "head"], ["logits"], name="head_matmul"),
     ]

@@ -9,8 +9,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
+from tests.test_clip_search import conv_model
 from tests.test_recovery_wiring import calibrate_tiny
 from workbench.calibration import cache as cache_mod
 from workbench.calibration import recovery as rec
@@ -22,41 +23,12 @@ from workbench.quantize.plan import INT8, PrecisionPlan
 from workbench.quantize.qdq import variant_model
 from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, shifted_name
 
-C, V = 8, 5
 SCALES = np.array([0.02, 0.05, 0.1, 0.3, 1.0, 2.0, 4.0, 8.0], np.float32)  # uneven channel widths
 
 
 def relu_conv_model(seed: int = 0, bias: bool = False) -> onnx.ModelProto:
-    """input_values [1, T] -> Conv (1->C, k4 s2) -> Relu (one-sided, channel widths ``SCALES``) -> Conv (C->C, k3,
-    optional bias) -> Transpose -> MatMul -> logits."""
-    rng = np.random.default_rng(seed)
-    w0 = rng.normal(size=(C, 1, 4)).astype(np.float32) * SCALES[:, None, None]
-    inits = [
-        numpy_helper.from_array(np.array([1], np.int64), "axes"),
-        numpy_helper.from_array(w0, "w0"),
-        numpy_helper.from_array(rng.normal(size=(C, C, 3)).astype(np.float32) / 3, "w1"),
-        numpy_helper.from_array(rng.normal(size=(C, V)).astype(np.float32), "head"),
-    ]
-    conv1_inputs = ["r0", "w1"]
-    if bias:
-        inits.append(numpy_helper.from_array(rng.normal(size=C).astype(np.float32), "b1"))
-        conv1_inputs.append("b1")
-    nodes = [
-        helper.make_node("Unsqueeze", ["input_values", "axes"], ["u"], name="unsqueeze"),
-        helper.make_node("Conv", ["u", "w0"], ["c0"], name="conv0", kernel_shape=[4], strides=[2]),
-        helper.make_node("Relu", ["c0"], ["r0"], name="act0"),
-        helper.make_node("Conv", conv1_inputs, ["c1"], name="conv1", kernel_shape=[3]),
-        helper.make_node("Transpose", ["c1"], ["t"], name="transpose", perm=[0, 2, 1]),
-        helper.make_node("MatMul", ["t", "head"], ["logits"], name="head_matmul"),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "relu-convs",
-        [helper.make_tensor_value_info("input_values", TensorProto.FLOAT, [1, "t"])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "f", V])],
-        inits,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    """``test_clip_search``'s two-conv model with the Relu's channels ``SCALES`` apart (one-sided and uneven)."""
+    return conv_model(seed, SCALES, bias)
 
 
 def clip(seed: int, n: int = 4000) -> np.ndarray:

@@ -33,11 +33,10 @@ def int8_nodes(model: onnx.ModelProto, plan: PrecisionPlan) -> tuple[set[str], b
 
 
 def corrected(
-    model: onnx.ModelProto, means: dict[str, np.ndarray], plan: PrecisionPlan
+    model: onnx.ModelProto, means: dict[str, np.ndarray], nodes: set[str], fp16: bool
 ) -> tuple[onnx.ModelProto, dict]:
-    """``model`` with bias correction for ``plan``'s INT8 nodes (weight scales stored as the plan's float side
-    stores them) and the record: nodes corrected, the largest shift removed, each node's."""
-    nodes, fp16 = int8_nodes(model, plan)
+    """``model`` with bias correction for a plan's INT8 ``nodes`` (weight scales stored as float16 when ``fp16``,
+    as ``int8_nodes`` says) and the record: nodes corrected, the largest shift removed, each node's."""
     graph, shifts = correct_biases(model, means, nodes, np.float16 if fp16 else np.float32)
     record = {
         "nodes": len(shifts),
@@ -78,25 +77,23 @@ class RecoveredSource:
         if plan.is_fp32:
             return source, record
         means = self.means
+        if not self.shifts and means is None:
+            return source, record
+        nodes, fp16 = int8_nodes(source, plan)  # the shift adds no node the plan places
         if self.shifts:
-            nodes, fp16 = int8_nodes(source, plan)
             source, moved = apply_shift_scale(source, self.shifts, nodes, np.float16 if fp16 else np.float32)
             record["shift_scale"] = {**record.get("shift_scale", {}), "convs": moved}
-            if (
-                means is not None
-            ):  # the shifted convs' rounded weights see x / s (ChannelShift.rounded_weights_mean)
-                means = {
-                    **means,
-                    **{
-                        shifted_name(t): s.rounded_weights_mean(means[t])
-                        for t, s in self.shifts.items()
-                        if t in means
-                    },
+            if means is not None:
+                # the shifted convs' rounded weights see x / s (ChannelShift.rounded_weights_mean)
+                shifted = {
+                    shifted_name(t): s.rounded_weights_mean(means[t])
+                    for t, s in self.shifts.items()
+                    if t in means
                 }
+                means = {**means, **shifted}
         if means is None:
             return source, record
-        graph_out, bc = corrected(source, means, plan)
-        record["bias_correction"] = bc
+        graph_out, record["bias_correction"] = corrected(source, means, nodes, fp16)
         return graph_out, record
 
     def provenance(self) -> dict[str, Any]:
