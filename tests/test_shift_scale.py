@@ -1,6 +1,6 @@
-"""Per-channel shift and scale of Conv inputs (``calibrate --shift-scale``): the folded graph computes the same
-function, the INT8 conv of an uneven one-sided input loses far less with it, the search takes it only where it
-helps, and a calibration keeps the shifts beside the cache, builds its variants with them and refuses a cache whose
+"""Per-channel shift and scale of Conv and MatMul inputs (``calibrate --shift-scale``): the folded graph computes the
+same function, the INT8 conv or MatMul of an uneven one-sided input loses far less with it, the search takes it
+only where it helps (and searches a MatMul input only when it is one-sided), and a calibration keeps the shifts beside the cache, builds its variants with them and refuses a cache whose
 shifts went missing. Small graphs in code, the tiny random Wav2Vec2 of ``test_recovery_calibrate``."""
 
 from __future__ import annotations
@@ -136,9 +136,9 @@ def test_a_calibration_keeps_the_shifts_and_builds_its_variants_with_them(
     assert given.recovered is not None and given.recovered.techniques == ["shift_scale", "bias_correction"]
     variant = tmp_path / "int8.onnx"
     out = given.build(INT8, variant)
-    assert out is not None and out["shift_scale"]["convs"] and out["bias_correction"]["nodes"] > 0
+    assert out is not None and out["shift_scale"]["nodes"] and out["bias_correction"]["nodes"] > 0
     summary = recovery_summary(out)  # what a search record says of a found plan built so
-    assert summary is not None and summary["shifted_convs"] == out["shift_scale"]["convs"]
+    assert summary is not None and summary["shifted_nodes"] == out["shift_scale"]["nodes"]
     written = onnx.load(str(variant))
     assert {shifted_name(t) for t in shifts} <= {o for n in written.graph.node for o in n.output}
     feed = {"input_values": np.random.default_rng(0).normal(0, 0.1, (1, 16000)).astype(np.float32)}
@@ -148,7 +148,7 @@ def test_a_calibration_keeps_the_shifts_and_builds_its_variants_with_them(
     fp16_graph, fp16_record = given.recovered.for_plan(
         PrecisionPlan("fp16", "fp16"), onnx.load(str(made.fp32_onnx))
     )
-    assert fp16_record["shift_scale"]["convs"] == []
+    assert fp16_record["shift_scale"]["nodes"] == []
     assert not any(n.output[0].endswith("_shift_scaled") for n in fp16_graph.graph.node)
     # the shifts file gone: the cache is refused, saying which file
     rec.shifts_path(made.cache).rename(tmp_path / "kept.npz")
@@ -178,3 +178,78 @@ def test_bias_correction_on_top_of_the_shift_removes_the_rounded_weights_mean_er
         errors[label] = np.abs((out - exact).mean(axis=1)).mean()  # the mean shift per output channel
     # the mean of z instead of x / s leaves the rounding times c / s: three times the shift-only error here
     assert errors["shift+bc"] <= errors["shift"] * 1.25, errors
+
+
+def relu_matmul_model(seed: int = 0, bias: bool = True) -> onnx.ModelProto:
+    """input_values [1, 4000] -> frames [1, 500, 8] (centred) -> MatMul -> per-channel ``SCALES`` -> Relu ``r``
+    (one-sided, uneven) -> MatMul ``mm1`` (-> bias Add when ``bias``) -> logits [1, 500, 6]."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        helper.make_tensor("shape", TensorProto.INT64, [3], [1, 500, 8]),
+        onnx.numpy_helper.from_array(rng.normal(0, 0.5, (8, 8)).astype(np.float32), "w0"),
+        onnx.numpy_helper.from_array(SCALES, "channel_scales"),
+        onnx.numpy_helper.from_array(rng.normal(0, 0.5, (8, 6)).astype(np.float32), "w1"),
+    ]
+    nodes = [
+        helper.make_node("Reshape", ["input_values", "shape"], ["x"], name="frames"),
+        helper.make_node("MatMul", ["x", "w0"], ["h"], name="mm0"),
+        helper.make_node("Mul", ["h", "channel_scales"], ["hs"], name="uneven"),
+        helper.make_node("Relu", ["hs"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w1"], ["y" if bias else "logits"], name="mm1"),
+    ]
+    if bias:
+        inits.append(onnx.numpy_helper.from_array(rng.normal(0, 0.1, 6).astype(np.float32), "b1"))
+        nodes.append(helper.make_node("Add", ["y", "b1"], ["logits"], name="bias1"))
+    graph = helper.make_graph(
+        nodes,
+        "relu_matmul",
+        [helper.make_tensor_value_info("input_values", TensorProto.FLOAT, [1, 4000])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 500, 6])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def relu_matmul_range(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
+    values = np.concatenate([run(model, clip(s), ("r",))[0][0] for s in range(4)], axis=0)
+    return values.min(axis=0), values.max(axis=0)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_matmul_reads_its_input_shifted_and_computes_the_same_function(bias: bool) -> None:
+    model = relu_matmul_model(bias=bias)
+    low, high = relu_matmul_range(model)
+    shift = ChannelShift.for_range(low, high, 1.0)
+    moved, changed = apply_shift_scale(model, {"r": shift}, {"mm1"}, dtype=None)
+    assert changed == ["mm1"]
+    x = clip(9)
+    np.testing.assert_allclose(run(moved, x)[0], run(model, x)[0], rtol=1e-4, atol=1e-4)
+    z = np.concatenate([run(moved, clip(s), (shifted_name("r"),))[0][0] for s in range(4)], axis=0)
+    spans = z.max(axis=0) - z.min(axis=0)
+    np.testing.assert_allclose(spans, spans[0], rtol=1e-3)
+    adds = [n for n in moved.graph.node if n.op_type == "Add"]
+    assert len(adds) == 1  # the shift went into the bias Add, or a new one when there was none
+    assert ("b1" in {i.name for i in moved.graph.initializer}) == bias
+
+
+def test_the_int8_matmul_of_an_uneven_one_sided_input_loses_far_less_with_the_shift() -> None:
+    model = relu_matmul_model(seed=2)
+    low, high = relu_matmul_range(model)
+    shift = ChannelShift.for_range(low, high, 0.5)
+    plan = PrecisionPlan("mm1", "fp32", {"mm1": "int8"})
+    x = clip(11)
+    exact = run(model, x)[0]
+    plain = run(variant_model(model, {"r": float(high.max())}, plan), x)[0]
+    moved, _ = apply_shift_scale(model, {"r": shift}, {"mm1"}, dtype=np.float32)
+    width = float(np.max((high - low) / 2 / shift.scale))
+    shifted = run(variant_model(moved, {shifted_name("r"): width}, plan), x)[0]
+    plain_error, shifted_error = np.abs(plain - exact).mean(), np.abs(shifted - exact).mean()
+    assert shifted_error < plain_error / 2, (plain_error, shifted_error)
+
+
+def test_the_search_takes_a_one_sided_matmul_input_and_skips_a_centred_one() -> None:
+    model = relu_matmul_model(seed=1)
+    amax = {"x": 4.0, "r": float(relu_matmul_range(model)[1].max())}
+    choices = search_shift_scale(model, amax, [clip(s) for s in range(6)], progress=False)
+    assert set(choices) == {"r"}  # "x" (mm0's input) is centred: not searched
+    assert choices["r"].shift is not None and choices["r"].kl < choices["r"].off_kl / 2

@@ -36,7 +36,7 @@ from workbench.calibration.collectors import StreamingStats
 from workbench.calibration.methods import MethodSpec, compute_amax
 from workbench.model.export import INPUT, OUTPUT
 from workbench.model.logits import frame_kl_sum
-from workbench.quantize.qdq import dequantized_weight
+from workbench.quantize.qdq import dequantized_weight, weight_channel_axis
 
 PERCENTILES = (99.7, 99.8, 99.9, 99.95, 99.99)
 DEFAULT_CLIPS = 32
@@ -102,8 +102,8 @@ CLIP_SECONDS = 2.5  # scoring clips are cut to this: a conv's clipping shows in 
 
 def scoring_graph(model: onnx.ModelProto, tensor: str, nodes: Sequence[str]) -> onnx.ModelProto:
     """``model`` with ``tensor`` quantized for ``nodes`` only (QuantizeLinear/DequantizeLinear, symmetric INT8,
-    its scale the graph input ``SCALE_INPUT``) and their weights rounded to INT8 per output channel, as the INT8
-    variants quantize them; the rest stays FP32."""
+    its scale the graph input ``SCALE_INPUT``) and their weights (Conv or MatMul) rounded to INT8 per output
+    channel, as the INT8 variants quantize them; the rest stays FP32."""
     graph = onnx.ModelProto()
     graph.CopyFrom(model)
     g = graph.graph
@@ -118,9 +118,9 @@ def scoring_graph(model: onnx.ModelProto, tensor: str, nodes: Sequence[str]) -> 
             first = index if first is None else first
             node.input[0] = dequantized
             weight = inits[node.input[1]]
-            weight.CopyFrom(
-                numpy_helper.from_array(dequantized_weight(numpy_helper.to_array(weight), 0), weight.name)
-            )
+            values = numpy_helper.to_array(weight)
+            axis = weight_channel_axis(node.op_type, 1, values.ndim, {})
+            weight.CopyFrom(numpy_helper.from_array(dequantized_weight(values, axis), weight.name))
     assert first is not None
     qdq = [
         helper.make_node(

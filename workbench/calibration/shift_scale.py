@@ -1,19 +1,23 @@
-"""Per-channel shift and scale of convolution inputs, chosen by the model's output (``calibrate --shift-scale``).
+"""Per-channel shift and scale of conv and MatMul inputs, chosen by the model's output (``calibrate --shift-scale``).
 
-The transform itself (``workbench.quantize.shift_scale``) centres each input channel of a Conv on zero and brings
-the channels' widths together, so one symmetric INT8 scale serves them all. Per Conv input read against a
-constant weight:
+The transform itself (``workbench.quantize.shift_scale``) centres each input channel of a Conv or MatMul on zero
+and brings the channels' widths together, so one symmetric INT8 scale serves them all. The inputs searched: every
+Conv input read against a constant weight, and every MatMul input read against a constant weight whose values
+are one-sided (a GELU's output, such as a feed-forward block's output projection reads: its lowest value above
+``-ONE_SIDED`` times its ``CHANNEL_PERCENTILE`` percentile), since a centred input (a LayerNorm's output) gains
+nothing from a shift and each searched input costs its scorings. Per input:
 
-- each channel's range comes from the scoring clips the clipping search uses (one FP32 run with the conv inputs
+- each channel's range comes from the scoring clips the clipping search uses (one FP32 run with the searched inputs
   as outputs): the minimum and the ``CHANNEL_PERCENTILE`` percentile of its values;
 - candidates: the width exponent ``alpha`` in ``ALPHAS`` (0.5: halfway to equal widths, 1: equal widths), each
   with the shifted tensor's threshold at the percentiles ``Z_PERCENTILES`` of its magnitudes; and "off", the
   tensor as it is at its current threshold (the clipping search's choice when that ran);
 - each is scored, as the clipping search scores, by the mean per-frame KL of the logits from FP32's with only
-  that tensor's convolutions in INT8; "off" is kept on ties.
+  that tensor's readers in INT8; "off" is kept on ties.
 
 One scoring graph per tensor and ``alpha`` takes the threshold as an input, so its thresholds share one session:
-the demo model's seven convolutions cost 7 x 6 scorings of 32 clips on top of the clipping search.
+the demo model's seven convolution inputs and six feed-forward output projections cost 13 x 6 scorings of 32
+clips on top of the clipping search.
 """
 
 from __future__ import annotations
@@ -30,25 +34,25 @@ from tqdm import tqdm
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
 from workbench.calibration.clip_search import (
     CLIP_SECONDS,
-    conv_inputs,
     cut_rows,
     mean_logit_kl,
     reference_logits,
     scoring_graph,
 )
 from workbench.model.export import INPUT
-from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, convs_reading, shifted_name
+from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, shiftable_readers, shifted_name
 
 ALPHAS = (0.5, 1.0)
 Z_PERCENTILES = (99.9, 99.99, 99.999)
 CHANNEL_PERCENTILE = 99.99
 MAX_FRAMES = 32768  # values kept per channel for the percentiles (evenly thinned)
+ONE_SIDED = 0.25  # a MatMul input is searched when its lowest value is above -ONE_SIDED x its high percentile
 
 
 @dataclass(frozen=True)
 class ShiftChoice:
-    """One Conv input's choice: the candidate (``off`` or ``alpha-A-percentile-P``), the threshold of the tensor
-    the convolution reads, its logit KL, the KL of ``off``, every candidate's KL, and the shift (None: off)."""
+    """One searched input's choice: the candidate (``off`` or ``alpha-A-percentile-P``), the threshold of the tensor
+    its readers read, its logit KL, the KL of ``off``, every candidate's KL, and the shift (None: off)."""
 
     candidate: str
     amax: float
@@ -68,9 +72,10 @@ class ShiftChoice:
 
 
 def channel_samples(
-    model: onnx.ModelProto, tensors: Sequence[str], rows: Sequence[np.ndarray], threads: int | None
+    model: onnx.ModelProto, tensors: dict[str, str], rows: Sequence[np.ndarray], threads: int | None
 ) -> dict[str, np.ndarray]:
-    """Each tensor's values over ``rows`` as [channels, values] (FP32 run; at most ``MAX_FRAMES`` a channel)."""
+    """Each tensor's values over ``rows`` as [channels, values] (FP32 run; at most ``MAX_FRAMES`` a channel);
+    ``tensors``: name -> the op type reading it (channels on axis 1 for a Conv's input, last for a MatMul's)."""
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     known = {o.name for o in probe.graph.output}
@@ -78,19 +83,41 @@ def channel_samples(
         if name not in known:
             probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
     parts: dict[str, list[np.ndarray]] = {t: [] for t in tensors}
-    with OnnxRuntimeRunner(probe.SerializeToString(), threads=threads, name="FP32 conv inputs") as run:
+    with OnnxRuntimeRunner(
+        probe.SerializeToString(), threads=threads, name="FP32 inputs of convs and MatMuls"
+    ) as run:
         for out in run.infer_each({INPUT: x} for x in rows):
             for name in tensors:
                 value = np.asarray(out[name], np.float32)
-                parts[name].append(
-                    value.reshape(value.shape[1], -1) if value.ndim == 3 else value[0][None, :]
-                )
+                if tensors[name] == "MatMul":
+                    parts[name].append(value.reshape(-1, value.shape[-1]).T)
+                else:
+                    parts[name].append(
+                        value.reshape(value.shape[1], -1) if value.ndim == 3 else value[0][None, :]
+                    )
     samples = {}
     for name, pieces in parts.items():
         joined = np.concatenate(pieces, axis=1)
         step = max(1, -(-joined.shape[1] // MAX_FRAMES))
         samples[name] = np.ascontiguousarray(joined[:, ::step])
     return samples
+
+
+def weighted_inputs(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Input tensor -> the Conv and MatMul nodes that read it against a constant weight, in graph order."""
+    inits = {i.name for i in model.graph.initializer}
+    out: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        if node.op_type in ("Conv", "MatMul") and len(node.input) > 1 and node.input[1] in inits:
+            out.setdefault(node.input[0], []).append(node.name)
+    return out
+
+
+def one_sided(values: np.ndarray) -> bool:
+    """Whether a [channels, values] sample is one-sided: its lowest value above ``-ONE_SIDED`` times the
+    ``CHANNEL_PERCENTILE`` percentile of its values."""
+    high = float(np.percentile(values, CHANNEL_PERCENTILE))
+    return high > 0 and float(values.min()) > -ONE_SIDED * high
 
 
 def candidate_shifts(values: np.ndarray) -> dict[float, ChannelShift]:
@@ -119,14 +146,19 @@ def search_shift_scale(
     if not inputs:
         return {}
     rows = cut_rows(inputs)
+    readers = weighted_inputs(model)
     targets: dict[str, list[str]] = {}
-    for tensor, nodes in conv_inputs(model).items():
-        usable = [n.name for n in convs_reading(model, tensor, set(nodes))]
-        if tensor in amax and usable == nodes:
-            targets[tensor] = nodes
+    kinds: dict[str, str] = {}
+    for tensor, nodes in readers.items():
+        usable = shiftable_readers(model, tensor, set(nodes))
+        if tensor in amax and [n.name for n in usable] == nodes:
+            targets[tensor], kinds[tensor] = nodes, usable[0].op_type
     if not targets:
         return {}
-    samples = channel_samples(model, list(targets), rows, threads)
+    samples = channel_samples(model, kinds, rows, threads)
+    for tensor in [t for t, kind in kinds.items() if kind == "MatMul"]:
+        if not one_sided(samples[tensor]):
+            del targets[tensor], samples[tensor]
     reference = reference_logits(model, rows, threads)
     shifts = {t: candidate_shifts(samples[t]) for t in targets}
     total = sum(
@@ -135,7 +167,7 @@ def search_shift_scale(
     out: dict[str, ShiftChoice] = {}
     with tqdm(
         total=total,
-        desc=f"shift and scale ({len(targets)} conv inputs)",
+        desc=f"shift and scale ({len(targets)} inputs)",
         unit="variant",
         disable=not progress,
     ) as bar:

@@ -561,8 +561,8 @@ def recovery_summary(record: dict[str, Any] | None) -> dict[str, Any] | None:
         out["ranges_moved"] = record["refine_ranges"].get("changed")
     if "clip_search" in record:
         out["conv_clippings_moved"] = record["clip_search"].get("changed")
-    if "convs" in record.get("shift_scale", {}):
-        out["shifted_convs"] = record["shift_scale"]["convs"]
+    if "nodes" in record.get("shift_scale", {}):
+        out["shifted_nodes"] = record["shift_scale"]["nodes"]
     if "nodes" in record.get("bias_correction", {}):
         out["bias_corrected_layers"] = record["bias_correction"]["nodes"]
     return out

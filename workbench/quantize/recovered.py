@@ -82,7 +82,7 @@ class RecoveredSource:
         nodes, fp16 = int8_nodes(source, plan)  # the shift adds no node the plan places
         if self.shifts:
             source, moved = apply_shift_scale(source, self.shifts, nodes, np.float16 if fp16 else np.float32)
-            record["shift_scale"] = {**record.get("shift_scale", {}), "convs": moved}
+            record["shift_scale"] = {**record.get("shift_scale", {}), "nodes": moved}
             if means is not None:
                 # the shifted convs' rounded weights see x / s (ChannelShift.rounded_weights_mean)
                 shifted = {
