@@ -253,3 +253,14 @@ def test_the_search_takes_a_one_sided_matmul_input_and_skips_a_centred_one() -> 
     choices = search_shift_scale(model, amax, [clip(s) for s in range(6)], progress=False)
     assert set(choices) == {"r"}  # "x" (mm0's input) is centred: not searched
     assert choices["r"].shift is not None and choices["r"].kl < choices["r"].off_kl / 2
+
+
+def test_a_channels_range_reaches_its_calibration_pass_top_where_the_sample_fell_short() -> None:
+    from workbench.calibration.shift_scale import candidate_shifts
+
+    values = np.abs(np.random.default_rng(0).normal(0, 1, (4, 3000))).astype(np.float32)  # [channels, values]
+    top = np.array([10.0, 0.5, 10.0, 0.5], np.float32)  # channels 0 and 2 reached 10 over the whole pass
+    plain, raised = candidate_shifts(values)[1.0], candidate_shifts(values, top)[1.0]
+    high = np.percentile(values, 99.99, axis=1)
+    np.testing.assert_allclose(raised.shift * 2 - values.min(axis=1), np.maximum(high, top), rtol=1e-5)
+    np.testing.assert_allclose(plain.shift * 2 - values.min(axis=1), high, rtol=1e-5)

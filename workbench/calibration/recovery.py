@@ -315,7 +315,8 @@ def recover(
     shifts: dict[str, ChannelShift] = {}
     if options.shift_scale:
         off = {t: c.kl for t, c in clipped.items()} if options.clip_search else None
-        chosen = search_shift_scale(model, amax, scoring_inputs, off_scores=off)
+        tops = {t: top for t in channels.tensors if (top := channels.absmax(t)) is not None}
+        chosen = search_shift_scale(model, amax, scoring_inputs, off_scores=off, channel_tops=tops)
         shifts = {t: c.shift for t, c in chosen.items() if c.shift is not None}
         amax = {**amax, **{shifted_name(t): chosen[t].amax for t in shifts}}
         record["shift_scale"] = shift_record(chosen, len(scoring_inputs))

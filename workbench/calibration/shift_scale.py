@@ -8,7 +8,8 @@ are one-sided (a GELU's output, such as a feed-forward block's output projection
 nothing from a shift and each searched input costs its scorings. Per input:
 
 - each channel's range comes from the scoring clips the clipping search uses (one FP32 run with the searched inputs
-  as outputs): the minimum and the ``CHANNEL_PERCENTILE`` percentile of its values;
+  as outputs): the minimum and the ``CHANNEL_PERCENTILE`` percentile of its values; for a MatMul input (one value
+  a frame, so a thin sample) the high end is at least the channel's largest magnitude over the calibration pass;
 - candidates: the width exponent ``alpha`` in ``ALPHAS`` (0.5: halfway to equal widths, 1: equal widths), each
   with the shifted tensor's threshold at the percentiles ``Z_PERCENTILES`` of its magnitudes; and "off", the
   tensor as it is at its current threshold (the clipping search's choice when that ran);
@@ -120,10 +121,14 @@ def one_sided(values: np.ndarray) -> bool:
     return high > 0 and float(values.min()) > -ONE_SIDED * high
 
 
-def candidate_shifts(values: np.ndarray) -> dict[float, ChannelShift]:
-    """The shift of each ``alpha`` for a tensor's [channels, values] sample (alphas giving the same shift once)."""
+def candidate_shifts(values: np.ndarray, top: np.ndarray | None = None) -> dict[float, ChannelShift]:
+    """The shift of each ``alpha`` for a tensor's [channels, values] sample (alphas giving the same shift once);
+    ``top``: each channel's largest magnitude over the whole calibration pass, which raises a channel's high end
+    where the sample fell short of it."""
     low = values.min(axis=1)
     high = np.percentile(values, CHANNEL_PERCENTILE, axis=1)
+    if top is not None and top.shape == high.shape:
+        high = np.maximum(high, top)
     out: dict[float, ChannelShift] = {}
     for alpha in ALPHAS:
         shift = ChannelShift.for_range(low, high, alpha)
@@ -139,10 +144,13 @@ def search_shift_scale(
     threads: int | None = None,
     progress: bool = True,
     off_scores: dict[str, float] | None = None,
+    channel_tops: dict[str, np.ndarray] | None = None,
 ) -> dict[str, ShiftChoice]:
-    """A ``ShiftChoice`` per Conv input of ``model`` with a range (``inputs``: the scoring clips' ``input_values``
-    rows, cut to ``CLIP_SECONDS``; ``off_scores``: the KL of each tensor at its current threshold, when the
-    clipping search measured it on the same rows)."""
+    """A ``ShiftChoice`` per searched input of ``model`` with a range (``inputs``: the scoring clips'
+    ``input_values`` rows, cut to ``CLIP_SECONDS``; ``off_scores``: the KL of each tensor at its current threshold,
+    when the clipping search measured it on the same rows; ``channel_tops``: per tensor, each channel's largest
+    magnitude over the calibration pass, taken for the MatMul inputs: one value a frame gives their sample a few
+    thousand values a channel, whose top percentile falls short of the channel's range on other speech)."""
     if not inputs:
         return {}
     rows = cut_rows(inputs)
@@ -160,7 +168,8 @@ def search_shift_scale(
         if not one_sided(samples[tensor]):
             del targets[tensor], samples[tensor]
     reference = reference_logits(model, rows, threads)
-    shifts = {t: candidate_shifts(samples[t]) for t in targets}
+    tops = channel_tops or {}
+    shifts = {t: candidate_shifts(samples[t], tops.get(t) if kinds[t] == "MatMul" else None) for t in targets}
     total = sum(
         len(s) * len(Z_PERCENTILES) + (0 if off_scores and t in off_scores else 1) for t, s in shifts.items()
     )
