@@ -1,5 +1,5 @@
 """Accuracy recovery at calibration: SmoothQuant migration, range refinement, the clipping search, the per-channel
-shift and scale of conv inputs, and the statistics bias correction needs.
+shift and scale of conv and MatMul inputs, and the statistics bias correction needs.
 
 ``RecoveryOptions`` are options of ``calibrate`` (``--smoothquant``, ``--refine-ranges``, ``--clip-search``,
 ``--shift-scale``, ``--bias-correction``);
@@ -13,7 +13,8 @@ calibration pass with per-channel statistics and a row sample (``channels.Channe
    the smoothed graph's ranges (a smoothed tensor's histogram cannot be derived from the original's).
 2. Range refinement (``refine``): each tensor's threshold among the methods', by output error.
 3. Clipping search (``clip_search``): each Conv input's threshold by the model's logits on calibration clips.
-4. Shift and scale (``workbench.calibration.shift_scale``): per Conv input, a per-channel shift and scale and the
+4. Shift and scale (``workbench.calibration.shift_scale``): per Conv input and one-sided MatMul input (a GELU's
+   output; a channel's high end at least its largest magnitude in the calibration pass), a per-channel shift and scale and the
    shifted tensor's threshold, by the model's logits on the same clips ("off" is a candidate); the shifts are kept
    beside the cache (``shifts_path``), the thresholds in it (``shift_scale.shifted_name``); the transform belongs
    to a plan and is applied when a variant is built (``workbench.quantize.shift_scale``).
@@ -49,6 +50,7 @@ from workbench.calibration.shift_scale import (
 )
 from workbench.calibration.shift_scale import (
     CHANNEL_PERCENTILE,
+    ONE_SIDED,
     Z_PERCENTILES,
     search_shift_scale,
     shift_record,
@@ -125,6 +127,10 @@ class RecoveryOptions:
                 "channel_percentile": CHANNEL_PERCENTILE,
                 "clips": DEFAULT_CLIPS,
                 "seconds": CLIP_SECONDS,
+                # what is searched, so a cache made when only conv inputs were is not taken for one
+                "inputs": "conv, one-sided matmul",
+                "one_sided": ONE_SIDED,
+                "matmul_high": "at least the calibration pass's channel max",
             }
         return {"recovery": keys}
 
@@ -200,7 +206,7 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
     if "shift_scale" in record:
         ss = record["shift_scale"]
         out.append(
-            f"shift and scale: {ss['changed']} of {ss['tensors']} conv inputs shifted and scaled per channel "
+            f"shift and scale: {ss['changed']} of {ss['tensors']} conv and MatMul inputs shifted and scaled per channel "
             f"(logit KL on {ss['clips']} calibration clips)"
         )
     if "bias_correction" in record:

@@ -17,8 +17,9 @@ nothing from a shift and each searched input costs its scorings. Per input:
   that tensor's readers in INT8; "off" is kept on ties.
 
 One scoring graph per tensor and ``alpha`` takes the threshold as an input, so its thresholds share one session:
-the demo model's seven convolution inputs and six feed-forward output projections cost 13 x 6 scorings of 32
-clips on top of the clipping search.
+the demo model's seven convolution inputs and seven one-sided MatMul inputs (the six feed-forward output
+projections' and the feature projection's, a LayerNorm output that happens to be one-sided) cost 14 x 6 scorings
+of 32 clips on top of the clipping search.
 """
 
 from __future__ import annotations

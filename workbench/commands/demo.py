@@ -69,7 +69,9 @@ class DemoContext:
     reports_root: Path
     quick: bool = False
     full: bool = False  # every step at full size (demo --full)
-    shift_scale: bool = False  # the calibration adds the shift and scale of conv inputs (demo --shift-scale)
+    shift_scale: bool = (
+        False  # the calibration adds the shift and scale of conv and MatMul inputs (demo --shift-scale)
+    )
     results: dict[str, Any] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)  # each step's wall time
     cpu_seconds: dict[str, float] = field(
@@ -472,7 +474,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shift-scale",
         action="store_true",
-        help="calibrate with the per-channel shift and scale of the convolution inputs too (calibrate "
+        help="calibrate with the per-channel shift and scale of the convolution and one-sided MatMul inputs too (calibrate "
         "--shift-scale, docs/recovery.md), and so compare, search and sign off with it",
     )
 
