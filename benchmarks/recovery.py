@@ -356,6 +356,7 @@ def search_rows(args, configs) -> tuple[list[dict], dict]:
                 sensitivity=ranked.files["sensitivity_json"],
                 refine=0,
                 finer=args.finer,
+                confirm=args.confirm,
                 resamples=args.resamples,
             )
         ).data
@@ -405,6 +406,7 @@ def search_rows(args, configs) -> tuple[list[dict], dict]:
                 "recovery": plan.get("recovery"),
             },
             "evaluations": found["evaluations"],
+            "confirmation": found.get("confirmation"),
             "signoff": signed,
             "signoff_line": record["decision"]["line"] if record.get("decision") else None,
         }
@@ -429,6 +431,7 @@ def search_rows(args, configs) -> tuple[list[dict], dict]:
         "search_settings": {
             "refine": 0,
             "finer": args.finer,
+            "confirm": args.confirm,
             "resamples": args.resamples,
             "as": "the demo's",
         },
@@ -542,6 +545,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--dev-set", default="demo-dev", help="the search's dev set (with --search)")
     parser.add_argument("--finer", type=int, default=4, help="search --finer (with --search; the demo's 4)")
+    parser.add_argument(
+        "--confirm", type=float, default=0.0, help="search --confirm SHARE (with --search; default 0: off)"
+    )
     parser.add_argument("--base", action="store_true", help="also the base-size random-weight model")
     parser.add_argument(
         "--base-clips", type=int, default=2, help="calibration clips per condition (base model)"

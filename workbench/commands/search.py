@@ -78,6 +78,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="evaluations after refinement that narrow kept groups to one part in FP16 (q/k/v projections, "
         "FFN in/out, single nodes), least sensitive group first (default 0: off)",
     )
+    parser.add_argument(
+        "--confirm",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="hold back this share of each condition's dev speakers: the search chooses on the rest, then the "
+        "passing plans are judged again on the held-back speakers, best first, and the first that passes there is "
+        "the found plan (default 0: off; workbench/search/confirm.py)",
+    )
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
     parser.add_argument(
         "--resamples",
@@ -144,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         refine=args.refine,
         finer=args.finer,
+        confirm=args.confirm,
         keep=args.keep,
         resamples=args.resamples,
         seed=args.seed,

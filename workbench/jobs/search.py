@@ -34,6 +34,7 @@ from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_s
 from workbench.quantize.macs import NodeMacs, node_macs, opt_samples
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.search import outputs as search_outputs
+from workbench.search.confirm import confirm, split_speakers
 from workbench.search.evaluator import DevEvaluator
 from workbench.search.latency_objective import LatencyChoice, check_latency_target, fastest_passing
 from workbench.search.objective import (
@@ -67,6 +68,9 @@ class SearchInputs(AnalysisInputs):
     strategy: str = "bisect"
     refine: int = 2
     finer: int = 0  # evaluations that narrow kept groups to one part (workbench.search.finer)
+    confirm: float = (
+        0.0  # share of dev speakers held back to confirm the found plan (workbench.search.confirm)
+    )
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
@@ -142,6 +146,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             strategy=inputs.strategy,
             refine=inputs.refine,
             finer=inputs.finer,
+            confirm=inputs.confirm,
             keep=inputs.keep,
             resamples=inputs.resamples,
             seed=inputs.seed,
@@ -286,6 +291,9 @@ class SearchSettings:
     strategy: str = "bisect"
     refine: int = 2
     finer: int = 0  # evaluations that narrow kept groups to one part (workbench.search.finer)
+    confirm: float = (
+        0.0  # share of dev speakers held back to confirm the found plan (workbench.search.confirm)
+    )
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
@@ -329,6 +337,13 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     clips = (
         clips_per_condition(s.dev_set, s.dev_per_condition) if s.dev_per_condition else all_clips(s.dev_set)
     )
+    held: list[Clip] = []
+    if s.confirm:
+        if s.latency_target is not None:
+            raise WorkbenchError(
+                "--confirm and --latency-target do not combine: confirm the plans, then time them"
+            )
+        clips, held = split_speakers(clips, s.confirm)
     macs, goal = search_objective(s, model)
     if s.order == "damage-per-unit":
         damage = {layer["name"]: float(layer["score"]) for layer in data["layers"]}
@@ -352,6 +367,22 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
             strategy=s.strategy,
             objective=goal,
         )
+        confirmation = None
+        if held:
+            logger.info(
+                f"confirming on {len(held)} held-back dev utterances (speakers the choice was not made on)"
+            )
+            checker = dev_evaluator(prepared, s, model, held, stack)
+            confirmation = confirm(result.candidates, checker.evaluate, goal, len(clips), len(held))
+            for cand, ev in confirmation.tried:
+                d, judged = ev.overall.delta, ev.judged.get("overall")
+                logger.info(
+                    f"[confirm] {cand.evaluation.plan.name}: {'PASS' if ev.passed else 'FAIL'}"
+                    + (f" delta {d.estimate * 100:+.2f} pts" if d is not None else "")
+                    + (f", judged {judged:+.2f}" if judged is not None else "")
+                    + f" on {ev.utterances} held-back utterances"
+                )
+            result = replace(result, found=confirmation.found)
     timed = None
     if s.latency_target is not None and result.found is not None:
         timed = fastest_passing(
@@ -385,6 +416,7 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     data_out = search_record(
         prepared, s, evaluator, result, sensitivity, ranking, groups, nodes, found_json, timed, macs, goal
     )
+    data_out["confirmation"] = confirmation.to_json() if confirmation is not None else None
     j, c = outputs.write_with_csv(
         search_outputs.search_path(folder, prepared.tag, s.dev_set.content_hash),
         data_out,
