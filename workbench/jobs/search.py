@@ -68,9 +68,7 @@ class SearchInputs(AnalysisInputs):
     strategy: str = "bisect"
     refine: int = 2
     finer: int = 0  # evaluations that narrow kept groups to one part (workbench.search.finer)
-    confirm: float = (
-        0.0  # share of dev speakers held back to confirm the found plan (workbench.search.confirm)
-    )
+    confirm: float = 0.0  # share of dev speakers held back to confirm the plan (search.confirm)
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
@@ -291,9 +289,7 @@ class SearchSettings:
     strategy: str = "bisect"
     refine: int = 2
     finer: int = 0  # evaluations that narrow kept groups to one part (workbench.search.finer)
-    confirm: float = (
-        0.0  # share of dev speakers held back to confirm the found plan (workbench.search.confirm)
-    )
+    confirm: float = 0.0  # share of dev speakers held back to confirm the plan (search.confirm)
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
