@@ -3,8 +3,8 @@
 For each configuration (``--configs``: ``off``, ``sq`` SmoothQuant with alpha searched per tensor, ``rr`` range
 refinement, ``cs`` clipping search of the conv inputs, ``ss`` per-channel shift and scale of the conv and
 one-sided MatMul inputs, ``bc`` bias correction, ``fp8`` every INT8 node's Q/DQ in FP8 E4M3 instead (run by ONNX
-Runtime's CPU FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``; ``@METHOD`` sets the range method of
-one configuration, e.g. ``bc@percentile:99.999``, else ``--method``) the command, in one process:
+Runtime's CPU FP8 kernels: an emulation of an FP8 target), and combinations joined by ``+``; ``@METHOD`` sets the
+range method of one configuration, e.g. ``bc@percentile:99.999``, else ``--method``) the command, in one process:
 
 - demo model: calibrates on the calibration set with the range method (``workbench.calibration.recovery.recover``:
   one pass, a second one where SmoothQuant changed the graph; passes are shared between configurations),

@@ -1,7 +1,7 @@
 """Per-channel shift and scale of Conv and MatMul inputs (``calibrate --shift-scale``): the folded graph computes the
 same function, the INT8 conv or MatMul of an uneven one-sided input loses far less with it, the search takes it
-only where it helps (and searches a MatMul input only when it is one-sided), and a calibration keeps the shifts beside the cache, builds its variants with them and refuses a cache whose
-shifts went missing. Small graphs in code, the tiny random Wav2Vec2 of ``test_recovery_calibrate``."""
+only where it helps (and searches a MatMul input only when it is one-sided), and a calibration keeps the shifts
+beside the cache, builds its variants with them and refuses a cache whose shifts went missing. Small graphs in code, the tiny random Wav2Vec2 of ``test_recovery_calibrate``."""
 
 from __future__ import annotations
 
@@ -47,24 +47,42 @@ def run(model: onnx.ModelProto, x: np.ndarray, outputs: tuple[str, ...] = ("logi
     return session.run(list(outputs), {"input_values": x[None]})
 
 
-def relu_range(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
-    values = np.concatenate([run(model, clip(s), ("r0",))[0][0] for s in range(4)], axis=1)
+def channel_values(model: onnx.ModelProto, tensor: str, channel_axis: int = 0) -> np.ndarray:
+    """``tensor``'s values on four clips as [channels, values] (``channel_axis``: its channels' axis in one clip's
+    output: 0 for a conv's [channels, time], 1 for a MatMul's [time, channels])."""
+    return np.concatenate(
+        [np.moveaxis(run(model, clip(s), (tensor,))[0][0], channel_axis, 0) for s in range(4)], axis=1
+    )
+
+
+def channel_range(
+    model: onnx.ModelProto, tensor: str = "r0", channel_axis: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    values = channel_values(model, tensor, channel_axis)
     return values.min(axis=1), values.max(axis=1)
+
+
+def assert_even_channels(moved: onnx.ModelProto, tensor: str, channel_axis: int) -> np.ndarray:
+    """On the clips the ranges came from, every channel of what the layer reads spans the same range; returns
+    the shifted values [channels, values]."""
+    z = channel_values(moved, shifted_name(tensor), channel_axis)
+    spans = z.max(axis=1) - z.min(axis=1)
+    np.testing.assert_allclose(spans, spans[0], rtol=1e-3)
+    return z
 
 
 @pytest.mark.parametrize("bias", [False, True])
 def test_the_folded_graph_computes_the_same_function_without_weight_rounding(bias: bool) -> None:
     model = relu_conv_model(bias=bias)
-    low, high = relu_range(model)
+    low, high = channel_range(model)
     shift = ChannelShift.for_range(low, high, 1.0)
     moved, changed = apply_shift_scale(model, {"r0": shift}, {"conv1"}, dtype=None)
     assert changed == ["conv1"]
     x = clip(9)
     np.testing.assert_allclose(run(moved, x)[0], run(model, x)[0], rtol=1e-4, atol=1e-4)
     # on the clips the ranges came from, every channel of what the conv reads spans the same range around zero
-    z = np.concatenate([run(moved, clip(s), (shifted_name("r0"),))[0][0] for s in range(4)], axis=1)
+    z = assert_even_channels(moved, "r0", 0)
     spans = z.max(axis=1) - z.min(axis=1)
-    np.testing.assert_allclose(spans, spans[0], rtol=1e-3)
     np.testing.assert_allclose(z.max(axis=1) + z.min(axis=1), 0, atol=1e-3 * spans[0])
     weights = {i.name for i in moved.graph.initializer}
     assert "w1" not in weights and ("b1" in weights) == bias  # the scaled weight replaced the only reader's
@@ -72,30 +90,37 @@ def test_the_folded_graph_computes_the_same_function_without_weight_rounding(bia
 
 def test_a_node_outside_the_set_or_a_grouped_conv_is_left_alone() -> None:
     model = relu_conv_model()
-    low, high = relu_range(model)
+    low, high = channel_range(model)
     shift = ChannelShift.for_range(low, high, 1.0)
     moved, changed = apply_shift_scale(model, {"r0": shift}, {"conv0"}, dtype=None)
     assert changed == [] and len(moved.graph.node) == len(model.graph.node)
 
 
-def test_the_int8_conv_of_an_uneven_one_sided_input_loses_far_less_with_the_shift() -> None:
-    model = relu_conv_model()
-    low, high = relu_range(model)
+@pytest.mark.parametrize(
+    ("make", "tensor", "channel_axis", "node"),
+    [(relu_conv_model, "r0", 0, "conv1"), (lambda: relu_matmul_model(seed=2), "r", 1, "mm1")],
+    ids=["conv", "matmul"],
+)
+def test_the_int8_layer_of_an_uneven_one_sided_input_loses_far_less_with_the_shift(
+    make, tensor: str, channel_axis: int, node: str
+) -> None:
+    model = make()
+    low, high = channel_range(model, tensor, channel_axis)
     shift = ChannelShift.for_range(low, high, 0.5)
-    plan = PrecisionPlan("conv1", "fp32", {"conv1": "int8"})
+    plan = PrecisionPlan(node, "fp32", {node: "int8"})
     x = clip(11)
     exact = run(model, x)[0]
-    plain = run(variant_model(model, {"r0": float(high.max())}, plan), x)[0]
-    moved, _ = apply_shift_scale(model, {"r0": shift}, {"conv1"}, dtype=np.float32)
+    plain = run(variant_model(model, {tensor: float(high.max())}, plan), x)[0]
+    moved, _ = apply_shift_scale(model, {tensor: shift}, {node}, dtype=np.float32)
     width = float(np.max((high - low) / 2 / shift.scale))
-    shifted = run(variant_model(moved, {shifted_name("r0"): width}, plan), x)[0]
+    shifted = run(variant_model(moved, {shifted_name(tensor): width}, plan), x)[0]
     plain_error, shifted_error = np.abs(plain - exact).mean(), np.abs(shifted - exact).mean()
     assert shifted_error < plain_error / 2, (plain_error, shifted_error)
 
 
 def test_the_search_takes_the_shift_where_it_helps_and_keeps_off_on_ties() -> None:
     model = relu_conv_model()
-    amax = {"u": 4.0, "r0": float(relu_range(model)[1].max())}
+    amax = {"u": 4.0, "r0": float(channel_range(model)[1].max())}
     choices = search_shift_scale(model, amax, [clip(s) for s in range(6)], progress=False)
     assert set(choices) == {"u", "r0"}
     moved = choices["r0"]
@@ -163,9 +188,9 @@ def test_bias_correction_on_top_of_the_shift_removes_the_rounded_weights_mean_er
     from workbench.quantize.recovered import RecoveredSource
 
     model = relu_conv_model(seed=3)
-    low, high = relu_range(model)
+    low, high = channel_range(model)
     shift = ChannelShift.for_range(low, high, 0.5)
-    values = np.concatenate([run(model, clip(s), ("r0",))[0][0] for s in range(4)], axis=1)
+    values = channel_values(model, "r0")
     width = float(np.max((high - low) / 2 / shift.scale))
     amax = {"u": 4.0, "r0": float(high.max()), shifted_name("r0"): width}
     plan = PrecisionPlan("conv1", "fp32", {"conv1": "int8"})
@@ -210,46 +235,24 @@ def relu_matmul_model(seed: int = 0, bias: bool = True) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def relu_matmul_range(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
-    values = np.concatenate([run(model, clip(s), ("r",))[0][0] for s in range(4)], axis=0)
-    return values.min(axis=0), values.max(axis=0)
-
-
 @pytest.mark.parametrize("bias", [False, True])
 def test_a_matmul_reads_its_input_shifted_and_computes_the_same_function(bias: bool) -> None:
     model = relu_matmul_model(bias=bias)
-    low, high = relu_matmul_range(model)
+    low, high = channel_range(model, "r", 1)
     shift = ChannelShift.for_range(low, high, 1.0)
     moved, changed = apply_shift_scale(model, {"r": shift}, {"mm1"}, dtype=None)
     assert changed == ["mm1"]
     x = clip(9)
     np.testing.assert_allclose(run(moved, x)[0], run(model, x)[0], rtol=1e-4, atol=1e-4)
-    z = np.concatenate([run(moved, clip(s), (shifted_name("r"),))[0][0] for s in range(4)], axis=0)
-    spans = z.max(axis=0) - z.min(axis=0)
-    np.testing.assert_allclose(spans, spans[0], rtol=1e-3)
+    assert_even_channels(moved, "r", 1)
     adds = [n for n in moved.graph.node if n.op_type == "Add"]
     assert len(adds) == 1  # the shift went into the bias Add, or a new one when there was none
     assert ("b1" in {i.name for i in moved.graph.initializer}) == bias
 
 
-def test_the_int8_matmul_of_an_uneven_one_sided_input_loses_far_less_with_the_shift() -> None:
-    model = relu_matmul_model(seed=2)
-    low, high = relu_matmul_range(model)
-    shift = ChannelShift.for_range(low, high, 0.5)
-    plan = PrecisionPlan("mm1", "fp32", {"mm1": "int8"})
-    x = clip(11)
-    exact = run(model, x)[0]
-    plain = run(variant_model(model, {"r": float(high.max())}, plan), x)[0]
-    moved, _ = apply_shift_scale(model, {"r": shift}, {"mm1"}, dtype=np.float32)
-    width = float(np.max((high - low) / 2 / shift.scale))
-    shifted = run(variant_model(moved, {shifted_name("r"): width}, plan), x)[0]
-    plain_error, shifted_error = np.abs(plain - exact).mean(), np.abs(shifted - exact).mean()
-    assert shifted_error < plain_error / 2, (plain_error, shifted_error)
-
-
 def test_the_search_takes_a_one_sided_matmul_input_and_skips_a_centred_one() -> None:
     model = relu_matmul_model(seed=1)
-    amax = {"x": 4.0, "r": float(relu_matmul_range(model)[1].max())}
+    amax = {"x": 4.0, "r": float(channel_range(model, "r", 1)[1].max())}
     choices = search_shift_scale(model, amax, [clip(s) for s in range(6)], progress=False)
     assert set(choices) == {"r"}  # "x" (mm0's input) is centred: not searched
     assert choices["r"].shift is not None and choices["r"].kl < choices["r"].off_kl / 2

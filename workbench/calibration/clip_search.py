@@ -56,14 +56,19 @@ class ClipChoice:
         return asdict(self)
 
 
-def conv_inputs(model: onnx.ModelProto) -> dict[str, list[str]]:
-    """Conv input tensor -> the Conv nodes that read it against a constant weight, in graph order."""
+def weight_readers(model: onnx.ModelProto, ops: Sequence[str]) -> dict[str, list[str]]:
+    """Input tensor -> the nodes of the op types ``ops`` that read it against a constant weight, in graph order."""
     inits = {i.name for i in model.graph.initializer}
     out: dict[str, list[str]] = {}
     for node in model.graph.node:
-        if node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in inits:
+        if node.op_type in ops and len(node.input) > 1 and node.input[1] in inits:
             out.setdefault(node.input[0], []).append(node.name)
     return out
+
+
+def conv_inputs(model: onnx.ModelProto) -> dict[str, list[str]]:
+    """Conv input tensor -> the Conv nodes that read it against a constant weight, in graph order."""
+    return weight_readers(model, ("Conv",))
 
 
 def candidates(stats: StreamingStats, tensor: str, own: float) -> dict[str, float]:

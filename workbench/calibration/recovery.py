@@ -14,8 +14,8 @@ calibration pass with per-channel statistics and a row sample (``channels.Channe
 2. Range refinement (``refine``): each tensor's threshold among the methods', by output error.
 3. Clipping search (``clip_search``): each Conv input's threshold by the model's logits on calibration clips.
 4. Shift and scale (``workbench.calibration.shift_scale``): per Conv input and one-sided MatMul input (a GELU's
-   output; a channel's high end at least its largest magnitude in the calibration pass), a per-channel shift and scale and the
-   shifted tensor's threshold, by the model's logits on the same clips ("off" is a candidate); the shifts are kept
+   output; a channel's high end at least its largest magnitude in the calibration pass), a per-channel shift and
+   scale and the shifted tensor's threshold, by the model's logits on the same clips ("off" is a candidate); the shifts are kept
    beside the cache (``shifts_path``), the thresholds in it (``shift_scale.shifted_name``); the transform belongs
    to a plan and is applied when a variant is built (``workbench.quantize.shift_scale``).
 5. Bias correction needs each INT8 layer's input mean per channel: ``Recovered.means``, from the last pass;
@@ -206,8 +206,8 @@ def summary_lines(record: dict[str, Any]) -> list[str]:
     if "shift_scale" in record:
         ss = record["shift_scale"]
         out.append(
-            f"shift and scale: {ss['changed']} of {ss['tensors']} conv and MatMul inputs shifted and scaled per channel "
-            f"(logit KL on {ss['clips']} calibration clips)"
+            f"shift and scale: {ss['changed']} of {ss['tensors']} conv and MatMul inputs shifted and scaled per "
+            f"channel (logit KL on {ss['clips']} calibration clips)"
         )
     if "bias_correction" in record:
         bc = record["bias_correction"]

@@ -40,6 +40,7 @@ from workbench.calibration.clip_search import (
     mean_logit_kl,
     reference_logits,
     scoring_graph,
+    weight_readers,
 )
 from workbench.model.export import INPUT
 from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, shiftable_readers, shifted_name
@@ -105,16 +106,6 @@ def channel_samples(
     return samples
 
 
-def weighted_inputs(model: onnx.ModelProto) -> dict[str, list[str]]:
-    """Input tensor -> the Conv and MatMul nodes that read it against a constant weight, in graph order."""
-    inits = {i.name for i in model.graph.initializer}
-    out: dict[str, list[str]] = {}
-    for node in model.graph.node:
-        if node.op_type in ("Conv", "MatMul") and len(node.input) > 1 and node.input[1] in inits:
-            out.setdefault(node.input[0], []).append(node.name)
-    return out
-
-
 def one_sided(values: np.ndarray) -> bool:
     """Whether a [channels, values] sample is one-sided: its lowest value above ``-ONE_SIDED`` times the
     ``CHANNEL_PERCENTILE`` percentile of its values."""
@@ -155,7 +146,7 @@ def search_shift_scale(
     if not inputs:
         return {}
     rows = cut_rows(inputs)
-    readers = weighted_inputs(model)
+    readers = weight_readers(model, ("Conv", "MatMul"))
     targets: dict[str, list[str]] = {}
     kinds: dict[str, str] = {}
     for tensor, nodes in readers.items():

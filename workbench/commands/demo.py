@@ -474,8 +474,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--shift-scale",
         action="store_true",
-        help="calibrate with the per-channel shift and scale of the convolution and one-sided MatMul inputs too (calibrate "
-        "--shift-scale, docs/recovery.md), and so compare, search and sign off with it",
+        help="calibrate with the per-channel shift and scale of the convolution and one-sided MatMul inputs too "
+        "(calibrate --shift-scale, docs/recovery.md), and so compare, search and sign off with it",
     )
 
 

@@ -105,9 +105,9 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
         "--shift-scale",
         action="store_true",
         default=None,
-        help="per convolution input and one-sided MatMul input (a GELU's output), a per-channel shift and scale (folded "
-        "into the layer's weights and bias, a pointwise op before the quantize) that centres every channel and evens "
-        "their widths, with the shifted "
+        help="per convolution input and one-sided MatMul input (a GELU's output), a per-channel shift and scale "
+        "(folded into the layer's weights and bias, a pointwise op before the quantize) that centres every channel "
+        "and evens their widths, with the shifted "
         "tensor's threshold, chosen by the KL of the logits on the clipping search's clips ('off' a candidate)"
         + also,
     )

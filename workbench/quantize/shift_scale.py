@@ -66,8 +66,8 @@ class ChannelShift:
 
     def rounded_weights_mean(self, mean: np.ndarray) -> np.ndarray:
         """What bias correction takes as the input mean of a shifted convolution or MatMul, given the original
-        input's: the conv computes ``Q(W') z + sum Q(W') c / s = Q(W') (x / s)``, so the rounded weights see ``x / s``, whose
-        mean is ``mean / s`` (the mean of ``z`` would leave the weights' rounding times ``c / s`` uncorrected)."""
+        input's: the layer computes ``Q(W') z + sum Q(W') c / s = Q(W') (x / s)``, so the rounded weights see
+        ``x / s``, whose mean is ``mean / s`` (the mean of ``z`` would leave the weights' rounding times ``c / s`` uncorrected)."""
         return (np.asarray(mean, np.float64) / self.scale).astype(np.float32)
 
 
@@ -169,10 +169,10 @@ def _scaled_weight(
     inits: dict[str, onnx.TensorProto],
     readers: dict[str, list[onnx.NodeProto]],
     dtype: DTypeLike | None,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> np.ndarray:
     """Give ``node`` its weight scaled per input channel (a new initializer; the old one goes when nothing else
-    reads it); returns the scaled weight and what the variant computes with (rounded per output channel in
-    ``dtype``, or the scaled weight itself when ``dtype`` is None)."""
+    reads it); returns what the variant computes with (the scaled weight rounded per output channel in ``dtype``,
+    or the scaled weight itself when ``dtype`` is None)."""
     weight = numpy_helper.to_array(inits[node.input[1]]).astype(np.float32)
     if node.op_type == "Conv":
         channel: tuple[int, ...] = (1, -1) + (1,) * (weight.ndim - 2)
@@ -186,7 +186,24 @@ def _scaled_weight(
     if len(readers.get(node.input[1], [])) == 1:  # the original weight has no other reader: it goes
         graph.initializer.remove(inits.pop(node.input[1]))
     node.input[1] = name
-    return scaled, stored
+    return stored
+
+
+def _constant_with(
+    graph: onnx.GraphProto,
+    inits: dict[str, onnx.TensorProto],
+    readers: dict[str, list[onnx.NodeProto]],
+    name: str,
+    values: np.ndarray,
+    fallback: str,
+) -> str:
+    """Put ``values`` in the constant ``name`` when nothing else reads it, else in a new constant ``fallback``;
+    returns the name the changed node reads."""
+    if len(readers.get(name, [])) == 1:
+        inits[name].CopyFrom(numpy_helper.from_array(values, name))
+        return name
+    graph.initializer.append(numpy_helper.from_array(values, fallback))
+    return fallback
 
 
 def _fold_into_conv(
@@ -199,21 +216,20 @@ def _fold_into_conv(
     dtype: DTypeLike | None,
 ) -> None:
     """``conv`` reads ``target`` with its weight scaled per input channel and the shift added to its bias."""
-    _, stored = _scaled_weight(graph, conv, shift, inits, readers, dtype)
+    stored = _scaled_weight(graph, conv, shift, inits, readers, dtype)
     channel = (1, -1) + (1,) * (stored.ndim - 2)
     offset = (stored.astype(np.float64) * (shift.shift / shift.scale).reshape(channel)).reshape(
         stored.shape[0], -1
     )
     add = offset.sum(axis=1)
     conv.input[0] = target
+    new = f"{conv.name}_bias_shift_scaled"
     bias_name = conv.input[2] if len(conv.input) > 2 and conv.input[2] else None
     if bias_name is not None:  # a constant (shiftable_readers)
         bias = numpy_helper.to_array(inits[bias_name])
-        add = add + bias.astype(np.float64)
-        if len(readers.get(bias_name, [])) == 1:
-            inits[bias_name].CopyFrom(numpy_helper.from_array(add.astype(bias.dtype), bias_name))
-            return
-    new = f"{conv.name}_bias_shift_scaled"
+        moved = (add + bias.astype(np.float64)).astype(bias.dtype)
+        conv.input[2] = _constant_with(graph, inits, readers, bias_name, moved, new)
+        return
     graph.initializer.append(numpy_helper.from_array(add.astype(np.float32), new))
     if len(conv.input) > 2:
         conv.input[2] = new
@@ -233,7 +249,7 @@ def _fold_into_matmul(
     """``matmul`` reads ``target`` with its weight's rows scaled and ``(c / s) @ Q(B')`` added to the bias ``Add``
     that alone reads its output against a constant of the output width; returns the nodes to place after it (a new
     ``Add`` when there is no such bias)."""
-    _, stored = _scaled_weight(graph, matmul, shift, inits, readers, dtype)
+    stored = _scaled_weight(graph, matmul, shift, inits, readers, dtype)
     offset = (shift.shift / shift.scale).astype(np.float64) @ stored.astype(np.float64)
     matmul.input[0] = target
     output = matmul.output[0]
@@ -244,12 +260,10 @@ def _fold_into_matmul(
             bias = numpy_helper.to_array(inits[other[0]])
             if bias.shape == offset.shape:
                 moved = (bias.astype(np.float64) + offset).astype(bias.dtype)
-                if len(readers.get(other[0], [])) == 1:
-                    inits[other[0]].CopyFrom(numpy_helper.from_array(moved, other[0]))
-                else:
-                    new = f"{matmul.name}_bias_shift_scaled"
-                    graph.initializer.append(numpy_helper.from_array(moved, new))
-                    users[0].input[list(users[0].input).index(other[0])] = new
+                name = _constant_with(
+                    graph, inits, readers, other[0], moved, f"{matmul.name}_bias_shift_scaled"
+                )
+                users[0].input[list(users[0].input).index(other[0])] = name
                 return []
     raw, constant = f"{output}_before_shift_bias", f"{matmul.name}_shift_bias"
     matmul.output[0] = raw

@@ -20,7 +20,7 @@ from typing import Any
 from workbench.errors import WorkbenchError
 from workbench.quantize.plan import PrecisionPlan
 from workbench.search.evaluator import Evaluation
-from workbench.search.strategies import Candidate
+from workbench.search.strategies import Candidate, ranked_passing
 from workbench.speech.records import Clip
 
 MAX_CONFIRMATIONS = 3
@@ -97,7 +97,7 @@ def confirm(
 ) -> Confirmation:
     """Judge the passing ``candidates`` on the held-back speakers (``evaluate``), best ``score`` first (the earlier
     of equals), until one passes or ``MAX_CONFIRMATIONS`` were tried."""
-    passing = sorted((c for c in candidates if c.passed), key=lambda c: (-score(c.evaluation.plan), c.step))
+    passing = ranked_passing(candidates, score)
     tried: list[tuple[Candidate, Evaluation]] = []
     for cand in passing[:MAX_CONFIRMATIONS]:
         evaluation = evaluate(cand.evaluation.plan)

@@ -18,7 +18,7 @@ order needs k + 1 evaluations to reach the same k; evaluating every group on its
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from workbench.compare.groups import Group, plan_for
@@ -220,7 +220,12 @@ def best_of(
     """The passing candidate ``objective`` scores highest (the earliest of equals); None without one."""
     if objective is None:
         return None
-    passing = [c for c in candidates if c.passed]
-    if not passing:
-        return None
-    return max(passing, key=lambda c: (objective(c.evaluation.plan), -c.step))
+    ranked = ranked_passing(candidates, objective)
+    return ranked[0] if ranked else None
+
+
+def ranked_passing(
+    candidates: Sequence[Candidate], objective: Callable[[PrecisionPlan], float]
+) -> list[Candidate]:
+    """The passing candidates, the one ``objective`` scores highest first (the earlier of equals first)."""
+    return sorted((c for c in candidates if c.passed), key=lambda c: (-objective(c.evaluation.plan), c.step))
