@@ -3,6 +3,8 @@ latency through a real ONNX Runtime session."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
@@ -10,7 +12,7 @@ from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.bootstrap import blocks_for, paired_delta_interval, wer_interval
-from workbench.evaluate.gates import GateConfig, judge, load_gate_config
+from workbench.evaluate.gates import GateConfig, evidence_needed, judge, load_gate_config
 from workbench.evaluate.latency import (
     LatencyConfig,
     LatencyPoint,
@@ -148,6 +150,44 @@ def test_gate_that_must_fail_does():
     assert any(r.startswith("overall") for r in verdicts["int8"].reasons)
     strict = {v.candidate: v for v in judge(acc, latencies, GateConfig(max_latency_ms=25.0))}
     assert not strict["fp32"].passed and "latency" in strict["fp32"].summary and strict["fp16"].passed
+
+
+def _small_loss(copies: int) -> tuple[list[Utterance], dict[str, list[str]]]:
+    """300 utterances of 10 words, 5 per speaker, repeated ``copies`` times with new speakers; the candidate
+    drops one word in 7 of every 300 (+0.23 points)."""
+    base = _utts(300)
+    utts = [
+        replace(u, id=f"{u.id}-{c}", speaker=f"s{i // 5}-{c}")
+        for c in range(copies)
+        for i, u in enumerate(base)
+    ]
+    good = "one two three four five six seven eight nine ten"
+    lossy = [
+        good.rsplit(" ", 1)[0] if i % 300 in (3, 50, 97, 151, 199, 240, 288) else good
+        for i in range(len(utts))
+    ]
+    return utts, {"fp32": [good] * len(utts), "int8": lossy}
+
+
+def test_inconclusive_gate_says_what_evidence_would_settle_it():
+    utts, hyps = _small_loss(1)
+    acc = compare_accuracy(utts, hyps, "fp32", resamples=2000)
+    overall = {v.candidate: v for v in judge(acc, None, GateConfig())}["int8"].checks[0]
+    delta = acc.candidates["int8"].overall.delta
+    assert delta.estimate * 100 == pytest.approx(7 / 30) and not overall.passed
+    assert overall.needed_utterances == evidence_needed(delta.estimate * 100, delta.high * 100, 0.3, 300)
+    assert overall.needed_utterances > 300 and "inconclusive" in overall.detail
+    assert f"{overall.needed_utterances:,} utterances" in overall.detail
+    # the forecast holds: with that much evidence (same effect, speakers in proportion) the gate passes, with
+    # half of it not
+    enough = -(-overall.needed_utterances // 300)
+    for copies, passes in ((enough, True), (max(1, enough // 2), False)):
+        bigger = compare_accuracy(*_small_loss(copies), "fp32", resamples=2000)
+        assert {v.candidate: v for v in judge(bigger, None, GateConfig())}["int8"].passed is passes
+    # a loss past the limit, a passing check and the search's forecasts get no advice
+    assert evidence_needed(0.4, 0.6, 0.3, 300) is None and evidence_needed(0.1, 0.25, 0.3, 300) is None
+    quiet = {v.candidate: v for v in judge(acc, None, GateConfig(), advise_evidence=False)}["int8"].checks[0]
+    assert quiet.needed_utterances is None and "inconclusive" not in quiet.detail
 
 
 def test_gate_config_file(tmp_path):

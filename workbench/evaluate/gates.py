@@ -6,14 +6,20 @@ Example (TOML)::
     max_condition_wer_delta_points = 1.0  # every condition
     max_latency_ms = 50.0                 # optional: p90 at latency_batch, worst bucket
     latency_batch = 1
+
+A failing error-rate gate whose estimate lies inside the limit is inconclusive rather than a measured loss: its
+check says at about how many utterances the interval's upper end would reach the limit if the estimate held and
+the interval narrowed as one over the square root of the utterances, speakers growing in proportion
+(``evidence_needed``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from workbench.evaluate.accuracy import AccuracyComparison
+from workbench.evaluate.accuracy import AccuracyComparison, GroupScore
 from workbench.evaluate.latency import LatencyResult
 from workbench.inputs.gates import FIX, check_gate_values, read_gate_file
 from workbench.inputs.problem import Where
@@ -49,6 +55,7 @@ class Check:
     limit: float
     passed: bool
     detail: str
+    needed_utterances: int | None = None  # an inconclusive error-rate gate: the evidence that would settle it
 
 
 @dataclass
@@ -82,34 +89,56 @@ class CandidateVerdict:
         }
 
 
-def _delta_check(name: str, delta, limit_points: float, label: str = "WER") -> Check:
+def evidence_needed(
+    estimate_points: float, upper_points: float, limit_points: float, utterances: int
+) -> int | None:
+    """Utterances at which a failing interval's upper end would reach ``limit_points``, were the estimate to hold
+    and the interval's upper half to narrow as ``1/sqrt(n)`` (speakers in proportion); None unless the estimate
+    lies inside the limit and the upper end beyond it."""
+    if not (estimate_points < limit_points < upper_points) or utterances <= 0:
+        return None
+    return math.ceil(utterances * ((upper_points - estimate_points) / (limit_points - estimate_points)) ** 2)
+
+
+def _delta_check(
+    name: str, score: GroupScore, limit_points: float, label: str = "WER", advise: bool = True
+) -> Check:
+    delta = score.delta
     if delta is None:
         return Check(name, 0.0, limit_points, True, f"{name}: baseline")
-    upper = delta.high * 100.0
+    estimate, upper = delta.estimate * 100.0, delta.high * 100.0
     ok = bool(upper == upper and upper <= limit_points)  # NaN fails
-    return Check(
-        name,
-        upper,
-        limit_points,
-        ok,
-        f"{name}: {label} delta {delta.estimate * 100:+.2f} pts, CI upper {upper:+.2f} pts "
-        f"{'<=' if ok else '>'} {limit_points:.2f}",
-    )
+    detail = f"{name}: {label} delta {estimate:+.2f} pts, CI upper {upper:+.2f} pts {'<=' if ok else '>'} {limit_points:.2f}"
+    needed = None if ok or not advise else evidence_needed(estimate, upper, limit_points, score.utterances)
+    if needed is not None:
+        detail += (
+            f" (inconclusive: the estimate is inside the limit; at about {needed:,} utterances, "
+            f"{needed / score.utterances:.1f}x these {score.utterances:,} with speakers in proportion, the upper "
+            "end would reach it if the estimate held)"
+        )
+    return Check(name, upper, limit_points, ok, detail, needed)
 
 
 def judge(
-    accuracy: AccuracyComparison, latencies: dict[str, LatencyResult] | None, gates: GateConfig
+    accuracy: AccuracyComparison,
+    latencies: dict[str, LatencyResult] | None,
+    gates: GateConfig,
+    advise_evidence: bool = True,
 ) -> list[CandidateVerdict]:
     """PASS/FAIL per candidate with one check per gate; the baseline is judged on latency only.
 
-    The error-rate gates apply to the comparison's unit (WER, or CER for character languages)."""
+    The error-rate gates apply to the comparison's unit (WER, or CER for character languages). With
+    ``advise_evidence`` an inconclusive error-rate check says how much evidence would settle it; the search, whose
+    intervals are forecasts of the sign-off's, turns that off."""
     verdicts = []
     label = accuracy.label
     for name, cand in accuracy.candidates.items():
-        checks = [_delta_check("overall", cand.overall.delta, gates.max_wer_delta_points, label)]
+        checks = [_delta_check("overall", cand.overall, gates.max_wer_delta_points, label, advise_evidence)]
         for cond, score in cand.by("condition").items():
             checks.append(
-                _delta_check(f"condition {cond}", score.delta, gates.max_condition_wer_delta_points, label)
+                _delta_check(
+                    f"condition {cond}", score, gates.max_condition_wer_delta_points, label, advise_evidence
+                )
             )
         if gates.max_latency_ms is not None:
             lat = (latencies or {}).get(name)

@@ -350,7 +350,9 @@ class DevEvaluator:
         cand = accuracy.candidates[name]
         forecast = predicted(cand, self._ratios(n), z)
         judged = replace(accuracy, candidates={**accuracy.candidates, name: forecast})
-        verdict = next(v for v in judge(judged, None, self.gates) if v.candidate == name)
+        verdict = next(
+            v for v in judge(judged, None, self.gates, advise_evidence=False) if v.candidate == name
+        )
         if count:
             self.count += 1
         fraction = n / len(self.clips)
