@@ -124,7 +124,6 @@ def run_per_file(args: Any, benchmark: str, measure: Any, argv: list[str] | None
     ``--eval-set`` (the demo model's features): ``measure(args, name, path, clips, texts, model)`` gives each row;
     the load average before and after, the cores other processes used, the machine and packages are recorded, and
     the JSON is written to ``args.out``."""
-    import json
     import sys
 
     from workbench.artifacts import strict_json, write_text_atomic

@@ -162,7 +162,9 @@ def non_finite_key(obj: Any, where: str = "") -> str | None:
         return where or "(the value itself)"
     items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
     for key, value in items:
-        found = non_finite_key(value, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
+        found = non_finite_key(
+            value, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip(".")
+        )
         if found is not None:
             return found
     return None

@@ -123,7 +123,10 @@ def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
     """A failing check when the transcripts themselves say the measurement is broken: this candidate or the
     baseline wrote no text on any utterance, or its error rate is 100 % or more. Equal deltas between broken
     outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when sane."""
-    for who, cand in ((name, accuracy.candidates[name]), (accuracy.baseline, accuracy.candidates[accuracy.baseline])):
+    for who, cand in (
+        (name, accuracy.candidates[name]),
+        (accuracy.baseline, accuracy.candidates[accuracy.baseline]),
+    ):
         role = "the baseline" if who == accuracy.baseline else "it"
         texts = [s.hypothesis for s in cand.scores]
         if texts and not any(t.strip() for t in texts):

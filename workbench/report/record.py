@@ -18,7 +18,14 @@ from typing import Any
 
 from workbench import journal
 from workbench.artifact_paths import AREAS, ENV_VAR, ArtifactRoots, OutsideArtifacts, artifact_roots, resolve
-from workbench.artifacts import SET_INDEX, read_json_artifact, sha256_bytes, sha256_file, sha256_tree, strict_json
+from workbench.artifacts import (
+    SET_INDEX,
+    read_json_artifact,
+    sha256_bytes,
+    sha256_file,
+    sha256_tree,
+    strict_json,
+)
 from workbench.errors import WorkbenchError
 from workbench.inputs.problem import Where
 from workbench.inputs.record import FIX as RECORD_FIX
