@@ -237,7 +237,11 @@ def inference_from(args: argparse.Namespace):
 
 
 def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses)."""
+    """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses); an
+    ``--engines`` inside a speech set's folder is refused (``--out`` is checked with the job's inputs)."""
+    from workbench.inputs.out_folder import refuse_inside_set
+
+    refuse_inside_set(args.engines, "--engines")
     return {
         "model": args.model,
         "calib_set": args.calib_set,
