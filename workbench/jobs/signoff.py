@@ -87,6 +87,7 @@ from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
+from workbench.speech.select import require_calibration_role
 from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import area_path, default_area
 
@@ -373,6 +374,8 @@ def check(
     check_out_folder(inputs.out_dir)
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
+    if calib_set is not None:
+        require_calibration_role(calib_set)
     utts, profile_notes = select_utterances(
         eval_set,
         calib_set,
