@@ -135,6 +135,11 @@ class Workspace:
 
 @pytest.fixture
 def ws(dash_artifacts, tmp_path, monkeypatch) -> Workspace:
+    return make_workspace(dash_artifacts, tmp_path, monkeypatch)
+
+
+def make_workspace(dash_artifacts, tmp_path: Path, monkeypatch) -> Workspace:
+    """A private copy of the session's artifacts under ``tmp_path`` (the workspace ``$WORKBENCH_WORKSPACE`` names)."""
     root = copy_artifacts(dash_artifacts.root, tmp_path / "ws")
     outside = tmp_path / "outside"
     outside.mkdir()
