@@ -8,7 +8,6 @@ given by name, and a profile option that must reach the record.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
