@@ -88,6 +88,7 @@ def build_record(
     compute: dict | None = None,
     inference: dict | None = None,
     decoders: dict | None = None,
+    settings: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
     record: dict[str, Any] = {
@@ -112,6 +113,10 @@ def build_record(
     }
     if compute is not None:  # INT8 share of multiply-accumulates and of compute nodes per candidate
         record["compute"] = compute
+    if (
+        settings is not None
+    ):  # every option that shaped the verdict (profile, limit, resamples, recipe, search, ...)
+        record["settings"] = settings
     record = json.loads(json.dumps(record, default=str, allow_nan=True))
     record["record_sha256"] = record_digest(record)
     return record
