@@ -259,6 +259,19 @@ MIN_RESAMPLES = 100
 
 
 @dataclass(frozen=True)
+class OptionLimits:
+    """Bounds of numeric options beyond their natural domain (``workbench/values.py``): the longest audio length
+    an option may name (a day: anything longer is a typo), and the shortest chunk (25 frames of 20 ms: below it
+    a chunk holds no word)."""
+
+    max_seconds: float = 86_400.0
+    min_chunk_seconds: float = 0.5
+
+
+OPTION_LIMITS = OptionLimits()
+
+
+@dataclass(frozen=True)
 class ConvergenceConfig:
     """When ``calibrate`` calls a run converged (``workbench/calibration/convergence.py``)."""
 

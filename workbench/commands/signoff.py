@@ -37,7 +37,7 @@ from workbench.config import (
 )
 from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
-from workbench.values import parse_positive_ints, whole_number
+from workbench.values import parse_positive_ints, seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -79,10 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
     parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
     parser.add_argument("--batch-sizes", default="1,8,32", help="latency batch sizes, comma separated")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=whole_number(0), default=2, help="untimed runs before timing")
+    parser.add_argument("--repeats", type=whole_number(1), default=10, help="timed runs per batch size")
     parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
-    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--threads", type=whole_number(1), help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
     add_batch_size_argument(parser)
     add_ray_argument(
@@ -103,21 +103,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--resamples",
-        type=whole_number("--resamples", MIN_RESAMPLES),
+        type=whole_number(MIN_RESAMPLES),
         default=2000,
         help=f"bootstrap resamples (at least {MIN_RESAMPLES})",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
+    parser.add_argument("--seed", type=whole_number(0), default=0)
+    parser.add_argument("--limit", type=whole_number(1), help="score only the first N evaluation utterances")
     parser.add_argument(
         "--overflow-clips",
-        type=int,
+        type=whole_number(1),
         help="check candidates' outputs for inf/NaN on N calibration clips (the longest half, the rest spread "
         "over the set; every tensor on 16 of them either way); default: every calibration clip",
     )
     parser.add_argument(
         "--decoder-limit",
-        type=int,
+        type=whole_number(1),
         help="score the further --decoder entries (e.g. beam+lm) on N utterances spread evenly over the set; "
         "the first decoder still judges every utterance (default: all)",
     )
@@ -140,12 +140,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-seconds",
-        type=float,
+        type=seconds(),
         help="deployment profile's shortest clip (default: the calibration set's profile)",
     )
     parser.add_argument(
         "--max-seconds",
-        type=float,
+        type=seconds(),
         help="deployment profile's longest clip (default: the calibration set's profile)",
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
@@ -174,8 +174,6 @@ def run(args: argparse.Namespace) -> int:
 
     candidates = parse_candidates(args.candidate)
     inference, also = inference_from(args)
-    if args.repeats < 1 or args.warmup < 0:
-        raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
     latency = (
         None
         if args.no_latency
