@@ -102,7 +102,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp.add_argument(
         "--disjoint-from",
         metavar="SET",
-        help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)",
+        action="append",
+        default=[],
+        help="drop utterances whose speaker or text is in this set (e.g. the evaluation set); repeat for several "
+        "sets (e.g. a dev set apart from both the calibration and the evaluation set)",
     )
     imp.add_argument(
         "--allow-missing",
@@ -196,7 +199,7 @@ def _import(args: argparse.Namespace) -> list[str]:
         noisy_share=args.noisy_share,
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
-        disjoint_from=args.disjoint_from,
+        disjoint_from=tuple(args.disjoint_from),
         allow_missing=args.allow_missing,
         skip_implausible=args.skip_implausible,
     )

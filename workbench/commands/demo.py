@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 # reference computes it, INT8-everywhere loses +4.13 WER points on demo-eval [95 % CI +2.83, +5.41] and the
 # mixed search keeps 46.6 % of the groups in INT8 (benchmarks/results/calibration_methods_entropy_reference.json;
 # entropy still clips attention-probability ranges to ~0.12), percentile 99.99 loses +0.93 [+0.16, +2.24] and
-# keeps 75.9 % (benchmarks/results/calibration_methods.json). The calibrate verb's default stays entropy.
+# keeps 75.9 % (benchmarks/results/calibration_methods.json). The verbs' default (config.DEFAULT_METHOD) is the same.
 DEMO_METHOD = "percentile"
 DEMO_PERCENTILE = 99.99
 # beam search over the demo's evaluation set with pyctcdecode (pure Python): a beam of 32 keeps the step to

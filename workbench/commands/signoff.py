@@ -53,7 +53,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "FP32/FP16/INT8 are built from --model and --calib-set",
     )
     parser.add_argument(
-        "--method", default=DEFAULT_METHOD, help="calibration method for the built INT8 variant"
+        "--method",
+        help=f"calibration method for the built INT8 variant (default {DEFAULT_METHOD}; with --search: the search's; "
+        "refused when this model's caches and searches on the calibration set were made with another recipe)",
+    )
+    parser.add_argument(
+        "--search",
+        type=Path,
+        metavar="RECORD",
+        help="the search-*.json whose found plan is signed off as 'mixed' (its calibration recipe is taken); "
+        "without it, the one finished search of this export and cache (several are refused, naming them)",
+    )
+    parser.add_argument(
+        "--no-search", action="store_true", help="leave any search's plan out of the built candidates"
     )
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
     parser.add_argument(
@@ -62,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model",
         help="model folder or hub id (default: the model the candidates name in their "
-        "metadata; without --candidate, the demo model)",
+        "metadata; without --candidate, the demo model, refused when the workspace holds other models' artifacts)",
     )
     parser.add_argument("--cache", type=Path, help="calibration cache file (provenance)")
     add_recovery_arguments(parser)
@@ -171,6 +183,20 @@ def run(args: argparse.Namespace) -> int:
         if args.no_latency
         else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
     )
+    if args.search is not None and (args.no_search or candidates):
+        raise WorkbenchError("--search names the plan of built candidates: drop --no-search and --candidate")
+    recovery = recovery_from(args)
+    assumed = []
+    model = args.model
+    if model is None and not candidates:
+        from workbench.jobs.signoff_defaults import check_default_model
+        from workbench.model.description import describe_model
+
+        assumed.append(
+            check_default_model(args.engines, describe_model(demo_model_dir()).model_hash, args.cache)
+        )
+        print(f"note: {assumed[-1]}")
+        model = demo_model_dir()
     out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     refuse_inside_set(args.engines, "--engines")
     refuse_inside_set(out, "--out")
@@ -186,9 +212,13 @@ def run(args: argparse.Namespace) -> int:
         candidates=candidates,
         calib_set=args.calib_set,
         error_unit=args.error_unit,
-        model=args.model or (None if candidates else demo_model_dir()),
-        method=args.method,
-        recovery=recovery_from(args),
+        model=model,
+        method=args.method or DEFAULT_METHOD,
+        recovery=recovery,
+        recipe_given=args.method is not None or recovery is not None,
+        search=args.search,
+        use_search=not args.no_search,
+        assumed=assumed,
         cache=args.cache,
         gates=load_gate_config(args.gates),
         latency=latency,

@@ -95,6 +95,7 @@ def build_record(
     compute: dict | None = None,
     inference: dict | None = None,
     decoders: dict | None = None,
+    settings: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
     record: dict[str, Any] = {
@@ -119,6 +120,9 @@ def build_record(
     }
     if compute is not None:  # INT8 share of multiply-accumulates and of compute nodes per candidate
         record["compute"] = compute
+    # every option that shaped the verdict (profile, limit, resamples, recipe, search, ...)
+    if settings is not None:
+        record["settings"] = settings
     record = json.loads(strict_json(record, default=str))  # no NaN or infinity reaches a record
     record["record_sha256"] = record_digest(record)
     return record
