@@ -68,6 +68,13 @@ def _import_over(ws: Workspace) -> list[str]:
     return _with_root(ws, argv)
 
 
+def _render_over(ws: Workspace) -> list[str]:
+    """``report`` re-rendering a record into a folder that holds another report's Markdown."""
+    other = ws.user("other/report.md")
+    other.write_text("# another sign-off\n")
+    return ["report", "--record", str(ws.record), "--out", str(other.parent)]
+
+
 def _with_root(ws: Workspace, argv: list[str]) -> list[str]:
     return [*argv, "--root", str(ws.sets), "--workers", "1", "--no-progress"]
 
@@ -150,6 +157,7 @@ ROWS = [
         lambda ws: [*ws.signoff()[:-4], "--out", str(ws.record.parent), *ws.signoff()[-2:]],
         "sign-off report",
     ),
+    Row("report-into-another-report", "consent", lambda ws: _render_over(ws), "report "),
     # 3. artifacts written where they do not belong
     Row(
         "out-inside-a-set",

@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench.commands.options import ray_address
 from workbench.config import DASHBOARD
 from workbench.values import whole_number
 
@@ -59,7 +58,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--ray",
         metavar="ADDRESS",
-        type=ray_address,
         help="a Ray cluster (local:N, auto or an address) the Run page may send calibrate, compare, search and "
         "sign-off jobs to (a checkbox on each form; docs/ray.md)",
     )

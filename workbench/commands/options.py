@@ -159,19 +159,10 @@ def add_ray_argument(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--ray",
         metavar="ADDRESS",
-        type=ray_address,
         help=f"spread {what} over a Ray cluster: local:N (a local cluster of N workers, stopped after), auto "
         "(the cluster this machine belongs to) or a cluster address (ray://head:10001); needs "
         "pip install 'workbench[ray]'. Records equal a run without it but for timings (docs/ray.md)",
     )
-
-
-def ray_address(text: str) -> str:
-    """An argparse ``type`` for ``--ray``: the address as given, checked while the arguments are parsed."""
-    from workbench.cluster.address import ClusterAddress
-
-    ClusterAddress.parse(text)
-    return text
 
 
 def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:

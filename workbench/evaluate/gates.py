@@ -121,8 +121,9 @@ def _delta_check(
 
 def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
     """A failing check when the transcripts themselves say the measurement is broken: this candidate or the
-    baseline wrote no text on any utterance, or its error rate is 100 % or more. Equal deltas between broken
-    outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when sane."""
+    baseline wrote no text on any utterance (an error rate of exactly 100 %, all deletions). Equal deltas between
+    broken outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when
+    sane. An error rate above 100 % with text is a bad model, judged by the deltas as usual."""
     for who, cand in (
         (name, accuracy.candidates[name]),
         (accuracy.baseline, accuracy.candidates[accuracy.baseline]),
@@ -138,16 +139,6 @@ def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
                 f"transcripts: {role} ({who}) wrote no text on any of {len(texts):,} utterances; an input outside "
                 "its domain (decoder settings, blank penalty, audio) breaks every candidate alike, so no delta is "
                 "evidence",
-            )
-        rate = cand.overall.wer.estimate
-        if cand.overall.reference_words and rate >= 1.0:
-            return Check(
-                "transcripts",
-                rate * 100.0,
-                100.0,
-                False,
-                f"transcripts: {role} ({who}) has a {accuracy.label} of {rate * 100:.1f} % (100 % or more: nothing "
-                "it wrote matches the references), so no delta is evidence",
             )
     return None
 

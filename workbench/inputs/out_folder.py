@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from workbench.errors import WorkbenchError
+from workbench.inputs.sets import CARD, MANIFEST
 
 
 def check_out_folder(path: Path, flag: str = "--out") -> None:
@@ -46,8 +47,6 @@ def check_out_folder(path: Path, flag: str = "--out") -> None:
 def refuse_inside_set(path: Path, flag: str) -> None:
     """Raise a WorkbenchError when ``path`` is a speech set's folder or lies inside one (a folder holding the
     set's manifest and card): artifacts written there would sit among the set's files and change its content."""
-    from workbench.speech.store import CARD, MANIFEST
-
     folder = Path(path).absolute()
     for place in (folder, *folder.parents):
         if (place / MANIFEST).is_file() and (place / CARD).is_file():
