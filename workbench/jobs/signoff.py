@@ -88,6 +88,7 @@ from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
 from workbench.speech.store import SpeechSet, load_set
+from workbench.speech.unlabelled import require_labelled
 from workbench.workspace import area_path, default_area
 
 logger = logging.getLogger(__name__)
@@ -371,7 +372,7 @@ def check(
     if inputs.also_limit is not None and inputs.also_limit < 1:
         raise WorkbenchError(f"--decoder-limit must be at least 1, got {inputs.also_limit}")
     check_out_folder(inputs.out_dir)
-    eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
+    eval_set = require_labelled(_speech_set(inputs.eval_set, inputs.calib_root), "--eval-set")
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(
         eval_set,
