@@ -72,6 +72,7 @@ from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
 from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
+from workbench.jobs.label_free import UnlabelledSelection, check_unlabelled, gate_checks, label_free
 from workbench.jobs.signoff_memo import Key, SignoffMemo
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
 from workbench.model.loading import check_model_source
@@ -144,6 +145,8 @@ class SignoffInputs:
     # always scores every utterance
     also_limit: int | None = None
     ray: str | None = None  # transcribe on a Ray cluster in utterance shards (``workbench.cluster``)
+    # unlabelled audio every candidate is checked on against FP32 (``workbench.jobs.label_free``)
+    unlabelled_sets: list[SpeechSet | str | Path] = field(default_factory=list)
 
 
 @dataclass
@@ -162,6 +165,7 @@ class SignoffResult:
         return (
             [f"  {v['candidate']:>12}: {v['summary']}" for v in self.record["verdicts"]]
             + [f"  {r}" for r in decision["reasons"]]
+            + (self.record.get("label_free") or {}).get("lines", [])
             + [f"report: {self.paths['html']}", f"verdict: {decision['line']}"]
         )
 
@@ -413,7 +417,24 @@ def check(
             )
         if inputs.also_limit is not None and inputs.also_decoders:
             raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
+    unlabelled_selections(inputs, eval_set, calib_set)
     return eval_set, calib_set, utts, profile_notes, sensitivity
+
+
+def unlabelled_selections(
+    inputs: SignoffInputs, eval_set: SpeechSet, calib_set: SpeechSet | None
+) -> list[UnlabelledSelection]:
+    """The ``--unlabelled-set`` sets, checked (``workbench.jobs.label_free.check_unlabelled``)."""
+    return check_unlabelled(
+        inputs.unlabelled_sets,
+        inputs.calib_root,
+        calib_set,
+        eval_set,
+        inputs.outside_profile,
+        inputs.profile_min_s,
+        inputs.profile_max_s,
+        inputs.inference.check(),
+    )
 
 
 def target_calibration(
@@ -603,6 +624,26 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     )
     verdicts = judge(accuracy, latencies, inputs.gates)
     add_overflow_checks(verdicts, overflow)
+    unlabelled = None
+    if inputs.unlabelled_sets:  # the label-free check on the user's own audio
+        unlabelled = label_free(
+            unlabelled_selections(inputs, eval_set, calib_set),
+            names,
+            runners,
+            model,
+            eval_set,
+            utts,
+            hyps,
+            accuracy,
+            fp32_onnx=Path(candidates[0][1]),
+            amax=amax,
+            calib_set=calib_set,
+            inference=inference,
+            batch=batch,
+            resamples=inputs.resamples,
+            seed=inputs.seed,
+        )
+        gate_checks(unlabelled, inputs.gates, verdicts)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
         engine_checks = {n: inspect_engine_precisions(factory.engine_of(p), p) for n, p in candidates}
@@ -689,6 +730,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         compute=compute,
         inference=inference.to_json(),
         decoders=decoders,
+        label_free=None if unlabelled is None else unlabelled.to_json(),
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
 
