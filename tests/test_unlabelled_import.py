@@ -138,3 +138,50 @@ def test_labelled_and_unlabelled_sets_are_not_interchangeable(tmp_path, speech_l
     ).speech_set
     with pytest.raises(WorkbenchError, match="--unlabelled-set l is an? eval set with transcripts"):
         require_unlabelled(labelled, "--unlabelled-set")
+
+
+def test_signoff_refuses_bad_unlabelled_sets_before_any_model_work(
+    tmp_path, speech_like, write_wav, monkeypatch, capsys
+):
+    from evalkit import constant_ctc_onnx, write_small_set
+
+    from workbench.resources import demo_model_dir
+    from workbench.workspace import ENV_VAR
+
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    sets = tmp_path / "calib_sets"
+    write_small_set(sets, ["HELLO WORLD", "HELLO THERE", "GOODBYE WORLD"], speech_like)
+    (tmp_path / "engines").mkdir()
+    fp32 = constant_ctc_onnx(tmp_path / "engines" / "fp32.onnx", "HELLO WORLD")
+    folder = tmp_path / "long"
+    for i in range(3):
+        write_wav(folder / f"c{i}.wav", speech_like(5.0, seed=i))
+    cfg = ImportConfig(name="long-u", role="unlabelled", workers=1)
+    import_set(open_source("folder", folder), cfg, "t", root=sets, progress=False)
+    out = tmp_path / "reports" / "r"
+    base = [
+        "signoff",
+        "--eval-set",
+        "unit-eval",
+        "--candidate",
+        f"fp32={fp32}",
+        "--model",
+        str(demo_model_dir()),
+    ]
+    base += ["--no-latency", "--min-seconds", "0.5", "--max-seconds", "3", "--out", str(out)]
+    cases = [
+        (
+            ["--unlabelled-set", "long-u"],
+            "3 of 3 clips of unlabelled set long-u fall outside the deployment profile",
+        ),
+        (["--unlabelled-set", "unit-eval"], "--unlabelled-set unit-eval is an? .* set with transcripts"),
+        (["--unlabelled-set", "long-u", "--unlabelled-set", "long-u"], "given twice"),
+    ]
+    for extra, match in cases:
+        assert main([*base, *extra]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: "), err
+        import re
+
+        assert re.search(match, err), err
+        assert not out.exists()

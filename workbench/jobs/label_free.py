@@ -56,7 +56,6 @@ def check_unlabelled(
     names: Sequence[SpeechSet | str | Path],
     root: Path,
     calib_set: SpeechSet | None,
-    eval_set: SpeechSet,
     policy: str = OUTSIDE_PROFILE_DEFAULT,
     min_s: float | None = None,
     max_s: float | None = None,
@@ -72,6 +71,7 @@ def check_unlabelled(
         min_s,
         max_s,
     )
+    loaded = []
     for given in names:
         sset = require_unlabelled(
             given if isinstance(given, SpeechSet) else load_set(given, root=root), "--unlabelled-set"
@@ -84,10 +84,8 @@ def check_unlabelled(
                 f"--unlabelled-set {sset.name} is the calibration set: its ranges were computed on it, so the check "
                 "could not see a shift; give audio the model was not calibrated on"
             )
-        if (
-            sset.content_hash == eval_set.content_hash
-        ):  # an unlabelled eval set is refused earlier; keep it simple
-            raise WorkbenchError(f"--unlabelled-set {sset.name} is the evaluation set")
+        loaded.append(sset)
+    for sset in loaded:  # every set is named and distinct before the profile is applied to any
         utts, notes = select_for_inference(
             sset.utterances, profile, policy, origin, inference, f"clips of unlabelled set {sset.name}"
         )

@@ -417,19 +417,16 @@ def check(
             )
         if inputs.also_limit is not None and inputs.also_decoders:
             raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
-    unlabelled_selections(inputs, eval_set, calib_set)
+    unlabelled_selections(inputs, calib_set)
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
-def unlabelled_selections(
-    inputs: SignoffInputs, eval_set: SpeechSet, calib_set: SpeechSet | None
-) -> list[UnlabelledSelection]:
+def unlabelled_selections(inputs: SignoffInputs, calib_set: SpeechSet | None) -> list[UnlabelledSelection]:
     """The ``--unlabelled-set`` sets, checked (``workbench.jobs.label_free.check_unlabelled``)."""
     return check_unlabelled(
         inputs.unlabelled_sets,
         inputs.calib_root,
         calib_set,
-        eval_set,
         inputs.outside_profile,
         inputs.profile_min_s,
         inputs.profile_max_s,
@@ -627,7 +624,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     unlabelled = None
     if inputs.unlabelled_sets:  # the label-free check on the user's own audio
         unlabelled = label_free(
-            unlabelled_selections(inputs, eval_set, calib_set),
+            unlabelled_selections(inputs, calib_set),
             names,
             runners,
             model,
