@@ -41,8 +41,9 @@ def require_labelled(speech_set: SpeechSet, option: str) -> SpeechSet:
 def require_unlabelled(speech_set: SpeechSet, option: str) -> SpeechSet:
     """Refuse a labelled set given where an unlabelled one is asked for (its transcripts would go unused)."""
     if not is_unlabelled(speech_set):
+        role = role_of(speech_set)
         raise WorkbenchError(
-            f"{option} {speech_set.name} is a {role_of(speech_set)} set with transcripts: give it as --eval-set to "
+            f"{option} {speech_set.name} is {'an' if role[:1] in 'aeiou' else 'a'} {role} set with transcripts: give it as --eval-set to "
             f"score it against them, or import the audio with data import --role {UNLABELLED}"
         )
     return speech_set
