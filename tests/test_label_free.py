@@ -195,3 +195,25 @@ def test_an_unlabelled_set_as_eval_set_is_one_error_line(demo_signoff, tmp_path,
         err.startswith(f"error: --eval-set {unlabelled.name} is an unlabelled set") and err.count("\n") == 1
     )
     assert not out.exists()
+
+
+def test_the_report_and_the_dashboard_show_the_label_free_section(demo_signoff, monkeypatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from workbench.workspace import ENV_VAR
+
+    result, unlabelled = demo_signoff
+    html = result.paths["html"].read_text()
+    assert "Label-free check: agreement with FP32 (no labels)" in html and "Label-free check: shift" in html
+    monkeypatch.setenv(ENV_VAR, str(result.paths["record"].parents[2]))  # the workspace holding reports/r
+    at = AppTest.from_string(
+        "from workbench.dashboard.pages import signoff\nsignoff.render()", default_timeout=60
+    )
+    at = at.run()
+    assert not at.exception
+    shown = "\n".join(str(m.value) for m in at.markdown)
+    assert "**Label-free check: agreement with FP32 (no labels)**" in shown
+    frames = [f.value for f in at.dataframe]
+    assert any(unlabelled.name in str(frame) for frame in frames)
+    lines = result.record["label_free"]["lines"]
+    assert all(line in "\n".join(str(w.value) for w in at.warning) for line in lines)

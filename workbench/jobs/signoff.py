@@ -507,6 +507,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
     shared with other sign-offs of this process (``workbench.jobs.signoff_memo``; the record names each reuse)."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
+    unlabelled_sets = unlabelled_selections(inputs, calib_set)
     reused_before = len(memo.reused) if memo is not None else 0
     assumed = list(inputs.assumed)
     method = inputs.method
@@ -584,7 +585,10 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     )
     batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
-        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
+        inputs.backend,
+        inputs.threads,
+        inputs.engines,
+        engine_settings(utts + [u for sel in unlabelled_sets for u in sel.utterances], inputs.latency, batch),
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
@@ -701,7 +705,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     unlabelled = None
     if inputs.unlabelled_sets:  # the label-free check on the user's own audio
         unlabelled = label_free(
-            unlabelled_selections(inputs, calib_set),
+            unlabelled_sets,
             names,
             runners,
             model,
