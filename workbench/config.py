@@ -331,3 +331,27 @@ RAY_SHARDS_PER_WORKER = 2
 RAY_START_TIMEOUT_S = 120.0  # workers not placed by then (a cluster busy with other work) are left out
 RAY_VERSION = "2.60.0"
 RAY_INSTALL_HINT = f"pip install 'ray=={RAY_VERSION}' (or the workbench's extra: pip install -e '.[ray]')"
+
+
+@dataclass(frozen=True)
+class CoverageRule:
+    """When a calibrated tensor has left its range on new audio (``workbench.calibration.coverage``): its share of
+    values beyond the calibrated amax there is at least ``min_share`` and ``factor`` times its share on the
+    calibration set. ``shown``: the tensors that moved most, listed in the record."""
+
+    factor: float = 3.0
+    min_share: float = 1e-3  # 0.1 % of the tensor's values: ten times what percentile 99.99 leaves out
+    shown: int = 10
+
+
+@dataclass(frozen=True)
+class LabelFreeDefaults:
+    """The sign-off's label-free check (``signoff --unlabelled-set``, ``workbench.jobs.label_free``)."""
+
+    coverage_calib_clips: int = (
+        64  # calibration clips the reference shares are counted on (spread over the set)
+    )
+    coverage: CoverageRule = field(default_factory=CoverageRule)
+
+
+LABEL_FREE = LabelFreeDefaults()

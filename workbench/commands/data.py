@@ -1,7 +1,7 @@
 """``python -m workbench data build|import|show|list|recard``: calibration and evaluation speech sets.
 
 ``build`` makes a balanced calibration/evaluation pair (the sets job); ``import`` stores a whole source
-as one calibration-only or evaluation-only set (the import_set job); ``recard`` accepts a set's files as
+as one calibration-only, evaluation-only or unlabelled set (the import_set job); ``recard`` accepts a set's files as
 they are now (``workbench.speech.recard``); ``list`` says which sets no longer match their cards.
 """
 
@@ -85,7 +85,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     idef = ImportDefaults()
     imp.add_argument("--name", required=True, help="the set is written as calib_sets/NAME")
     imp.add_argument(
-        "--role", choices=["eval", "calib"], default=idef.role, help="evaluation or calibration set"
+        "--role",
+        choices=["eval", "calib", "unlabelled"],
+        default=idef.role,
+        help="evaluation or calibration set, or unlabelled audio (no transcripts: any given are ignored) for the "
+        "sign-off's label-free check (signoff --unlabelled-set)",
     )
     imp.add_argument("--source", required=True, choices=LAYOUTS, help=LAYOUT_HELP)
     _source_arguments(imp)
@@ -179,7 +183,12 @@ def _source_fields(args: argparse.Namespace) -> dict:
     from workbench.speech.layouts import SourceOptions
 
     options = SourceOptions(
-        args.split, args.audio_column, args.text_column, args.speaker_column, args.accent_column
+        args.split,
+        args.audio_column,
+        args.text_column,
+        args.speaker_column,
+        args.accent_column,
+        labelled=getattr(args, "role", "eval") != "unlabelled",
     )
     return {"source": args.source, "path": args.path, "options": options, "root": args.root}
 

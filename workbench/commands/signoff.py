@@ -69,6 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
     parser.add_argument(
+        "--unlabelled-set",
+        action="append",
+        default=[],
+        metavar="SET",
+        help="unlabelled audio (data import --role unlabelled) every candidate is checked on against FP32: "
+        "disagreement, the bound on the WER delta, calibration coverage and the shift check (repeatable)",
+    )
+    parser.add_argument(
         "--calib-set", "--set", dest="calib_set", help="calibration set (recorded in provenance)"
     )
     parser.add_argument(
@@ -208,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
     )
     inputs = signoff.SignoffInputs(
         eval_set=args.eval_set,
+        unlabelled_sets=list(args.unlabelled_set),
         out_dir=out,
         candidates=candidates,
         calib_set=args.calib_set,

@@ -32,6 +32,10 @@ class GateConfig:
     max_latency_ms: float | None = None
     latency_batch: int = 1
     latency_percentile: str = "p90"
+    # the label-free gates (gate file table ``[unlabelled]``): upper CI end of the disagreement with FP32 and of
+    # the bound on the WER delta on every --unlabelled-set, percentage points (``workbench.jobs.label_free``)
+    unlabelled_max_disagreement: float | None = None
+    unlabelled_max_wer_bound: float | None = None
 
     def __post_init__(self) -> None:
         check_gate_values(asdict(self), Where("gates", FIX))
@@ -45,7 +49,10 @@ def load_gate_config(path: Path | None) -> GateConfig:
     the wrong type are errors (``workbench.inputs.gates``)."""
     if path is None:
         return GateConfig()
-    return GateConfig(**read_gate_file(Path(path), [f.name for f in fields(GateConfig)]))
+    flat = [f.name for f in fields(GateConfig) if not f.name.startswith("unlabelled_")]
+    table = read_gate_file(Path(path), [*flat, "unlabelled"])
+    unlabelled = table.pop("unlabelled", {})
+    return GateConfig(**table, **{f"unlabelled_{k}": v for k, v in unlabelled.items()})
 
 
 @dataclass(frozen=True)

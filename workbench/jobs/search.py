@@ -50,6 +50,7 @@ from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.records import Clip
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
 from workbench.speech.store import SpeechSet
+from workbench.speech.unlabelled import require_labelled
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +127,11 @@ def check(inputs: SearchInputs) -> None:
         inputs.calib_set, "calibration", inputs.calib_root
     )
     if dev_set is not None:  # no calibration set named: ``inputs.check`` says so
-        check_dev_apart(dev_set, named_set(inputs.signoff_set, "sign-off", inputs.calib_root))
+        require_labelled(
+            dev_set, "--dev-set" if inputs.dev_set else "--calib-set (the dev set without --dev-set)"
+        )
+        signoff_set = named_set(inputs.signoff_set, "sign-off", inputs.calib_root)
+        check_dev_apart(dev_set, signoff_set and require_labelled(signoff_set, "--signoff-set"))
     inputs.check()
     if inputs.ray is not None:
         ClusterAddress.parse(inputs.ray)

@@ -95,6 +95,7 @@ def build_record(
     compute: dict | None = None,
     inference: dict | None = None,
     decoders: dict | None = None,
+    label_free: dict | None = None,
     settings: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
@@ -120,6 +121,8 @@ def build_record(
     }
     if compute is not None:  # INT8 share of multiply-accumulates and of compute nodes per candidate
         record["compute"] = compute
+    if label_free is not None:  # agreement with FP32 on unlabelled audio (workbench.jobs.label_free)
+        record["label_free"] = label_free
     # every option that shaped the verdict (profile, limit, resamples, recipe, search, ...)
     if settings is not None:
         record["settings"] = settings

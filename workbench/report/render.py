@@ -10,6 +10,7 @@ from typing import Any
 from workbench import journal
 from workbench.artifacts import json_text, write_text_atomic
 from workbench.report import plots
+from workbench.report.label_free import label_free_tables
 
 RECORD_NAME, MARKDOWN_NAME, HTML_NAME = "report.json", "report.md", "report.html"
 
@@ -88,6 +89,7 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             rows,
         )
     )
+    out += label_free_tables(record)  # beside the WER table: agreement with FP32 on unlabelled audio
     if decoder_rows(record):
         out.append(
             (

@@ -322,6 +322,7 @@ def load_set(name_or_path: str | Path, root: Path | None = None, verify: bool = 
     card_where = Where(f"speech set card {path / CARD}", SET_FIX)
     card = check_card(read_json(path / CARD, card_where), card_where)
     where = Where(f"speech set manifest {path / MANIFEST}", SET_FIX)
+    labelled = card["made"].get("role") != "unlabelled"  # an unlabelled set's texts are empty
     utts = []
     first_line: dict[str, int] = {}
     raw = read_bytes(path / MANIFEST, where)
@@ -329,7 +330,7 @@ def load_set(name_or_path: str | Path, root: Path | None = None, verify: bool = 
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             at = where.line(number)
-            utt = Utterance.from_json(check_utterance(parse_json(line, at, name_line=False), at))
+            utt = Utterance.from_json(check_utterance(parse_json(line, at, name_line=False), at, labelled))
             if utt.id in first_line:
                 raise WorkbenchError(
                     f"set {path.name}: utterance {utt.id} is listed twice in {MANIFEST} (lines "
