@@ -192,10 +192,15 @@ class SearchConfig:
     # the order groups go to FP16 in: "damage-per-unit" (the ranking's damage per multiply-accumulate, or per
     # node, of what the objective counts) or "damage" (the sensitivity ranking as it is)
     order: str = "damage-per-unit"
+    # how the choice among the plans read on one dev set is accounted for (workbench.search.selection): "as-read",
+    # "shrink" (winner's-curse correction) or "confirm" (held-back dev speakers, confirm_share of them)
+    selection: str = "as-read"
+    confirm_share: float = 0.33
 
 
 SEARCH = SearchConfig()
 SEARCH_OBJECTIVES: tuple[str, ...] = ("macs", "nodes")
+SEARCH_SELECTIONS: tuple[str, ...] = ("as-read", "shrink", "confirm")
 SEARCH_ORDERS: tuple[str, ...] = ("damage-per-unit", "damage")
 
 
