@@ -81,3 +81,37 @@ def test_each_rule_gives_its_settings() -> None:
     assert select("confirm", 0.9, "bisect", 12, 0, 1, 0.5, SEARCH.confirm_share).confirm == 0.5
     with pytest.raises(WorkbenchError, match="--selection must be one of"):
         select("best", 0.9, "bisect", 12, 0, 1, 0.0, SEARCH.confirm_share)
+
+
+def test_a_signoff_set_short_of_the_evidence_rule_cannot_pass() -> None:
+    """The forecast knows the sign-off's evidence rule: a group with too few speakers (or words, estimated from the
+    dev set's words per utterance) has chance 0, so the plan's chance is 0."""
+    from workbench.search.forecast import evidence_shortfalls
+    from workbench.speech.records import Utterance
+
+    def utts(n: int, speakers: int, condition: str) -> list[Utterance]:
+        return [
+            Utterance(
+                id=f"{condition}{i}",
+                text="a b c",
+                speaker=f"{condition}-s{i % speakers}",
+                voice="v",
+                accent="us",
+                condition=condition,
+                duration_s=2.0,
+                source="unit",
+            )
+            for i in range(n)
+        ]
+
+    small = utts(20, 6, "quiet")
+    short = evidence_shortfalls(small, {"overall": 14.0, "condition quiet": 14.0})
+    assert (
+        set(short) == {"overall", "condition quiet"}
+        and "6 speakers, about 280 reference words" in short["overall"]
+    )
+    large = utts(60, 12, "quiet") + utts(60, 12, "noisy")
+    assert evidence_shortfalls(large, {"overall": 14.0}) == {}
+    deltas = {"overall": _interval(0.0, -0.1, 0.1)}
+    assert forecast(deltas, {}, GateConfig(), short=short).chance == 0.0
+    assert forecast(deltas, {}, GateConfig()).chance > 0.5

@@ -65,16 +65,26 @@ def group_evidence(utterances: Sequence[Utterance], accuracy: AccuracyComparison
         groups.setdefault(f"condition {u.condition or '-'}", []).append(i)
     out = {}
     for check, idx in groups.items():
-        speakers = [utterances[i].speaker for i in idx]
-        known = bool(speakers) and not any((s or "").strip().lower() in UNKNOWN_SPEAKERS for s in speakers)
+        speakers, known = speakers_of([utterances[i] for i in idx])
         out[check] = GroupEvidence(
-            check,
-            len(set(speakers)) if known else len(idx),
-            known,
-            int(sum(base.scores[i].reference_words for i in idx)),
-            len(idx),
+            check, speakers, known, int(sum(base.scores[i].reference_words for i in idx)), len(idx)
         )
     return out
+
+
+def speakers_of(utterances: Sequence[Utterance]) -> tuple[int, bool]:
+    """How many speakers the rule counts in ``utterances`` and whether they are known (else: the utterances)."""
+    speakers = [u.speaker for u in utterances]
+    known = bool(speakers) and not any((s or "").strip().lower() in UNKNOWN_SPEAKERS for s in speakers)
+    return (len(set(speakers)) if known else len(utterances)), known
+
+
+def check_groups(utterances: Sequence[Utterance]) -> dict[str, list[Utterance]]:
+    """The judged groups of a set, named as the gate checks are (``overall``, ``condition <name>``)."""
+    groups: dict[str, list[Utterance]] = {"overall": list(utterances)}
+    for u in utterances:
+        groups.setdefault(f"condition {u.condition or '-'}", []).append(u)
+    return groups
 
 
 def _collapsed(score: GroupScore) -> bool:

@@ -37,7 +37,7 @@ from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.search import outputs as search_outputs
 from workbench.search.confirm import Confirmation, confirm, split_speakers
 from workbench.search.evaluator import DevEvaluator, Evaluation
-from workbench.search.forecast import PassForecast, forecast
+from workbench.search.forecast import PassForecast, evidence_shortfalls, forecast
 from workbench.search.latency_objective import LatencyChoice, check_latency_target, fastest_passing
 from workbench.search.objective import (
     OBJECTIVES,
@@ -470,14 +470,22 @@ def found_forecast(
     if found is None:
         raise ValueError("no found plan to forecast")
     signoff = len(s.signoff_set.utterances) if s.signoff_set is not None else None
+    short = {}
+    if s.signoff_set is not None:
+        base = evaluator.baseline
+        groups = {"overall": base.overall, **{f"condition {c}": g for c, g in base.per_condition.items()}}
+        per_utterance = {
+            check: g.reference_words / g.utterances for check, g in groups.items() if g.utterances
+        }
+        short = evidence_shortfalls(s.signoff_set.utterances, per_utterance)
     if confirmation is not None and checker_ratios is not None:
         for index, (cand, ev) in enumerate(confirmation.tried):
             if cand is found:
-                return forecast(
-                    deltas_of(ev), checker_ratios(ev.utterances), s.gates, index + 1, signoff, "held-back"
-                )
+                ratios = checker_ratios(ev.utterances)
+                return forecast(deltas_of(ev), ratios, s.gates, index + 1, signoff, "held-back", short)
     ev = found.evaluation
-    return forecast(deltas_of(ev), evaluator.ratios_for(ev.utterances), s.gates, result.evaluations, signoff)
+    ratios = evaluator.ratios_for(ev.utterances)
+    return forecast(deltas_of(ev), ratios, s.gates, result.evaluations, signoff, "dev", short)
 
 
 def deltas_of(evaluation: Evaluation) -> dict[str, Interval | None]:

@@ -12,18 +12,22 @@ estimate came out low by about the expected maximum of ``m`` standard normal err
 (``expected_max``: Blom's approximation, 0 for one plan). The plans of one search are nested and their errors
 correlated, so this overstates the bias: the correction is conservative. The whole plan's chance is the product
 over its checks (the checks taken as independent; they are positively correlated, so the product understates it
-and the smallest check's chance is an upper bound, both recorded).
+and the smallest check's chance is an upper bound, both recorded). A check whose sign-off group falls short of the
+evidence rule (``workbench.evaluate.evidence``: too few speakers or reference words) cannot pass: its chance is 0.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 
+from workbench.config import EVIDENCE, EvidenceConfig
 from workbench.evaluate.bootstrap import Interval
+from workbench.evaluate.evidence import check_groups, speakers_of
 from workbench.evaluate.gates import GateConfig
+from workbench.speech.records import Utterance
 
 ASSUMPTIONS = (
     "per check: sign-off estimate ~ Normal(dev estimate + winner's-curse shift, se_dev^2 (1 + r)), sign-off upper "
@@ -53,6 +57,8 @@ class PassForecast:
     shift_se: float = 0.0  # the winner's-curse shift, in dev standard errors
     signoff_utterances: int | None = None
     basis: str = "dev"  # dev: the dev reading the search chose on; held-back: the confirmation's reading
+    # checks whose sign-off group falls short of the evidence rule (workbench.evaluate.evidence): chance 0
+    short_of_evidence: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -63,6 +69,7 @@ class PassForecast:
             "winners_curse_shift_se": self.shift_se,
             "signoff_utterances": self.signoff_utterances,
             "basis": self.basis,
+            "short_of_evidence": dict(self.short_of_evidence),
             "assumptions": ASSUMPTIONS,
         }
 
@@ -91,20 +98,23 @@ def forecast(
     compared: int = 1,
     signoff_utterances: int | None = None,
     basis: str = "dev",
+    short: Mapping[str, str] | None = None,
 ) -> PassForecast:
     """The forecast for a plan whose dev deltas per check (``overall``, ``condition <name>``) are ``deltas``,
-    chosen among ``compared`` plans, judged by ``gates`` on a sign-off set with ``ratios`` per check."""
+    chosen among ``compared`` plans, judged by ``gates`` on a sign-off set with ``ratios`` per check; a check in
+    ``short`` (the sign-off set short of the evidence rule there, ``evidence_shortfalls``) cannot pass."""
     shift = expected_max(compared)
+    short = dict(short or {})
     per_check: dict[str, float] = {}
     for check, delta in deltas.items():
         if delta is None:
             continue
         gate = gates.max_wer_delta_points if check == "overall" else gates.max_condition_wer_delta_points
-        chance = check_chance(delta, ratios.get(check, 1.0), gate, shift)
+        chance = 0.0 if check in short else check_chance(delta, ratios.get(check, 1.0), gate, shift)
         if chance is not None:
             per_check[check] = round(chance, 4)
     if not per_check:
-        return PassForecast(None, None, {}, compared, shift, signoff_utterances, basis)
+        return PassForecast(None, None, {}, compared, shift, signoff_utterances, basis, short)
     return PassForecast(
         round(math.prod(per_check.values()), 4),
         min(per_check.values()),
@@ -113,4 +123,23 @@ def forecast(
         round(shift, 4),
         signoff_utterances,
         basis,
+        short,
     )
+
+
+def evidence_shortfalls(
+    signoff: Sequence[Utterance], words_per_utterance: Mapping[str, float], config: EvidenceConfig = EVIDENCE
+) -> dict[str, str]:
+    """Per check, why the sign-off set falls short of the evidence rule: its speakers (counted) and its reference
+    words, estimated as its utterances times the dev set's words per utterance in that group (the sign-off set's
+    texts are not read)."""
+    out = {}
+    for check, group in check_groups(signoff).items():
+        speakers, known = speakers_of(group)
+        words = len(group) * words_per_utterance.get(check, words_per_utterance.get("overall", 0.0))
+        if speakers < config.min_speakers or words < config.min_reference_words:
+            out[check] = (
+                f"{speakers} {'speakers' if known else 'utterances (no speaker known)'}, about {words:,.0f} "
+                f"reference words (the evidence rule needs {config.min_speakers} and {config.min_reference_words:,})"
+            )
+    return out
