@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from workbench.evaluate.accuracy import AccuracyComparison, GroupScore
 from workbench.evaluate.latency import LatencyResult
@@ -63,6 +64,11 @@ class Check:
     passed: bool
     detail: str
     needed_utterances: int | None = None  # an inconclusive error-rate gate: the evidence that would settle it
+    # an evidence check (workbench.evaluate.evidence) the set did not meet: the verdict is insufficient evidence
+    insufficient: bool = False
+    missing: dict[str, Any] | None = (
+        None  # what an insufficient evidence check lacks (speakers, reference words)
+    )
 
 
 @dataclass
@@ -84,13 +90,22 @@ class CandidateVerdict:
         return [c.detail for c in self.checks if not c.passed]
 
     @property
+    def insufficient(self) -> bool:
+        """Failed only evidence checks: the set cannot tell, so neither PASS nor FAIL."""
+        failed = [c for c in self.checks if not c.passed]
+        return bool(failed) and all(c.insufficient for c in failed)
+
+    @property
     def summary(self) -> str:
-        return "PASS" if self.passed else "FAIL: " + "; ".join(self.reasons)
+        if self.passed:
+            return "PASS"
+        return ("INSUFFICIENT EVIDENCE: " if self.insufficient else "FAIL: ") + "; ".join(self.reasons)
 
     def to_json(self) -> dict:
         return {
             "candidate": self.candidate,
             "passed": self.passed,
+            "insufficient_evidence": self.insufficient,
             "summary": self.summary,
             "checks": [asdict(c) for c in self.checks],
         }
