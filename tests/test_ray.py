@@ -19,6 +19,7 @@ import pytest
 from modelkit import unit_set
 
 from workbench.calibration.collectors import StreamingStats
+from workbench.cluster.records import without_timing as _without_timing
 from workbench.errors import WorkbenchError
 
 CALIB_TEXTS = [
@@ -193,18 +194,6 @@ def test_compare_ranking_on_ray_equals_serial(bench, ray_cluster) -> None:
     assert runs[0].sensitivity and runs[1].sensitivity
     assert _without_timing(runs[0].sensitivity) == _without_timing(runs[1].sensitivity)
     assert len(runs[0].sensitivity["layers"]) > 3
-
-
-TIMING = {"created", "record_sha256", "seconds", "mean_ms_per_utterance"}
-
-
-def _without_timing(record: Any) -> Any:
-    """The record with its timing fields (and the hash over them) left out, at any depth."""
-    if isinstance(record, dict):
-        return {k: _without_timing(v) for k, v in record.items() if k not in TIMING}
-    if isinstance(record, list):
-        return [_without_timing(v) for v in record]
-    return record
 
 
 def test_signoff_on_ray_equals_serial(bench, ray_cluster) -> None:
