@@ -42,7 +42,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,7 +199,7 @@ def killer(clock: Clock, after_s: float, lost: list[str]) -> None:
         lost.extend(pool.lost)
         return result
 
-    WorkerPool.map = map_and_kill  # type: ignore[method-assign]
+    setattr(WorkerPool, "map", map_and_kill)  # noqa: B010
 
 
 def model_folder(name: str, work: Path) -> str:
@@ -269,7 +269,7 @@ def run_child(config: dict[str, Any]) -> dict[str, Any]:
     calib_root, calib_name = Path(config["calib_set"]).parent, Path(config["calib_set"]).name
     eval_root, eval_name = Path(config["eval_set"]).parent, Path(config["eval_set"]).name
     model = config["model"]
-    engines = run / "engines"
+    engines = Path(config.get("engines") or run / "engines")
     from workbench.backends.onnxruntime import available_cores
 
     # the ONNX Runtime threads of a run without Ray, and the cores local:N shares out among its workers
@@ -287,7 +287,7 @@ def run_child(config: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
         record = body()
         wall = time.perf_counter() - start
-        normal = relative(record, run)
+        normal = relative(relative(record, run), engines.parent)
         (run / f"record-{name}.json").write_text(json.dumps(normal, sort_keys=True, indent=1, default=str))
         out["steps"][name] = {"wall_s": round(wall, 4), **clock.taken(), "record_sha256": digest(normal)}
         if config.get("kill_step") == name:
@@ -458,7 +458,10 @@ def compare_records(serial_run: Path, run: Path, step: str) -> str | None:
     return first_difference(a, b)
 
 
-def measure_model(args: argparse.Namespace, name: str, usable: list[int]) -> dict[str, Any]:
+def measure_model(
+    args: argparse.Namespace, name: str, usable: list[int], save: Callable[[dict[str, Any]], None]
+) -> dict[str, Any]:
+    """Every configuration of one model (``save`` keeps the runs so far after each), then the table and the kills."""
     work = args.work / name
     model = model_folder(name, args.work)
     base = {
@@ -477,6 +480,7 @@ def measure_model(args: argparse.Namespace, name: str, usable: list[int]) -> dic
         gpus = gpu_count()
         counts = [n for n in counts if n <= gpus] or [1]
     runs: dict[str, Any] = {}
+    killed: list[dict[str, Any]] = []
     order = [("serial", None, 1)] + [
         (f"local:{n}", f"local:{n}", n) for n in sorted(counts, key=lambda n: -n)
     ]
@@ -496,7 +500,18 @@ def measure_model(args: argparse.Namespace, name: str, usable: list[int]) -> dic
             cores=len(cores) if cores else None, load_before=load_before, load_after=load_averages()
         )
         runs[label] = result
-        print(f"{name} {label}: {result.get('error') or result['process_wall_s']} s", flush=True)
+        print(f"{name} {label}: {json.dumps(result)}", flush=True)
+        if (
+            args.kill
+            and n == max(counts)
+            and n > 1
+            and "error" not in result
+            and "error" not in runs["serial"]
+        ):
+            killed = kill_runs(
+                args, base, work, result, n, cores
+            )  # right after its measured run: it needs its times
+        save({"model": name, "model_path": model, "threads_per_worker": t, "runs": runs, "killed": killed})
     serial = runs["serial"]
     table: list[dict[str, Any]] = []
     if "error" not in serial:
@@ -513,30 +528,6 @@ def measure_model(args: argparse.Namespace, name: str, usable: list[int]) -> dic
                 row["difference"] = compare_records(work / "serial", work / f"local-{n}", step)
                 row["record_equal"] = row["difference"] is None
                 table.append(row)
-    killed: list[dict[str, Any]] = []
-    if args.kill and "error" not in serial and len(counts) and counts[-1] > 1:
-        n = counts[-1]
-        measured = runs.get(f"local:{n}", {})
-        for step in [s for s in KILL_STEPS if s in args.steps]:
-            if args.deadline_s is not None and time.perf_counter() - STARTED > args.deadline_s:
-                killed.append({"step": step, "workers": n, "error": "not run: --deadline-s passed"})
-                continue
-            sharded = measured.get("steps", {}).get(step, {}).get("seconds", {}).get("sharded", 1.0)
-            folder = work / f"kill-{step}"
-            config = {**base, "ray": f"local:{n}", "run": str(folder), "kill_step": step}
-            config["kill_after_s"] = round(0.25 * sharded, 3)
-            config["steps"] = [step]  # signoff alone calibrates without Ray first (untimed)
-            result = run_config(config, None if args.gpu_worker else usable[: n * t])
-            entry: dict[str, Any] = {"step": step, "workers": n, "kill_after_s": config["kill_after_s"]}
-            if "error" in result:
-                entry["error"] = result["error"]
-            else:
-                entry["lost_workers"] = result["steps"][step].get("lost_workers", [])
-                entry["wall_s"] = result["steps"][step]["wall_s"]
-                entry["difference"] = compare_records(work / "serial", folder, step)
-                entry["record_equal"] = entry["difference"] is None
-            killed.append(entry)
-            print(f"{name} killed worker in {step}: {entry}", flush=True)
     return {
         "model": name,
         "model_path": model,
@@ -545,6 +536,42 @@ def measure_model(args: argparse.Namespace, name: str, usable: list[int]) -> dic
         "table": table,
         "killed": killed,
     }
+
+
+def kill_runs(
+    args: argparse.Namespace,
+    base: dict[str, Any],
+    work: Path,
+    measured: dict[str, Any],
+    n: int,
+    cores: list[int] | None,
+) -> list[dict[str, Any]]:
+    """Each of ``KILL_STEPS`` once more at ``n`` workers with one worker killed a quarter of the way into the
+    measured run's sharded time; its record against the serial run's. Signoff reuses the measured run's engines
+    (its cache), so only the killed step's work is redone."""
+    killed: list[dict[str, Any]] = []
+    for step in [s for s in KILL_STEPS if s in args.steps]:
+        if args.deadline_s is not None and time.perf_counter() - STARTED > args.deadline_s:
+            killed.append({"step": step, "workers": n, "error": "not run: --deadline-s passed"})
+            continue
+        sharded = measured.get("steps", {}).get(step, {}).get("seconds", {}).get("sharded", 1.0)
+        folder = work / f"kill-{step}"
+        config = {**base, "ray": f"local:{n}", "run": str(folder), "kill_step": step, "steps": [step]}
+        config["kill_after_s"] = round(0.25 * sharded, 3)
+        if step == "signoff":
+            config["engines"] = str(work / f"local-{n}" / "engines")
+        result = run_config(config, cores)
+        entry: dict[str, Any] = {"step": step, "workers": n, "kill_after_s": config["kill_after_s"]}
+        if "error" in result:
+            entry["error"] = result["error"]
+        else:
+            entry["lost_workers"] = result["steps"][step].get("lost_workers", [])
+            entry["wall_s"] = result["steps"][step]["wall_s"]
+            entry["difference"] = compare_records(work / "serial", folder, step)
+            entry["record_equal"] = entry["difference"] is None
+        killed.append(entry)
+        print(f"killed a worker in {step} at {n} workers: {json.dumps(entry)}", flush=True)
+    return killed
 
 
 def print_table(result: dict[str, Any]) -> None:
@@ -595,8 +622,14 @@ def main(argv: list[str] | None = None) -> int:
         "models": [],
     }
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        result = measure_model(args, name, usable)
-        out["models"].append(result)
+        done = list(out["models"])
+
+        def save(partial: dict[str, Any], done: list[Any] = done) -> None:
+            out["models"] = [*done, partial]
+            write(out, args.out, started)
+
+        result = measure_model(args, name, usable, save)
+        out["models"] = [*done, result]
         print_table(result)
         write(out, args.out, started)  # each model's results kept as soon as they are in
     write(out, args.out, started)

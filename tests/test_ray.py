@@ -376,3 +376,17 @@ def test_the_dashboard_sends_run_page_jobs_to_its_one_cluster(bench) -> None:
         path = bench["root"] / f"job-{k}.json"
         codec.write_job(path, inputs)
         assert codec.read_job(path)[1].ray == "local:2"  # the job file carries the cluster to the job
+
+
+def test_local_workers_of_a_gpu_backend_need_a_gpu(ray_cluster) -> None:
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import worker_count
+
+    assert worker_count(ray_cluster, ClusterAddress(local=3), gpu=False) == 3
+    # one worker holds a whole GPU: local:N on a GPU backend takes at most one per GPU, none without one
+    gpus = int(ray_cluster.cluster_resources().get("GPU", 0))
+    if gpus:
+        assert worker_count(ray_cluster, ClusterAddress(local=gpus + 2), gpu=True) == gpus
+    else:
+        with pytest.raises(WorkbenchError, match="has no GPU to run workers on"):
+            worker_count(ray_cluster, ClusterAddress(local=2), gpu=True)

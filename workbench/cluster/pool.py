@@ -121,10 +121,17 @@ def _started(ray: Any, actors: list[Any], address: ClusterAddress) -> list[Worke
 
 
 def worker_count(ray: Any, address: ClusterAddress, gpu: bool) -> int:
-    """One worker per CPU (per GPU for a GPU backend) of the cluster; ``local:N``: N."""
-    if address.local:
+    """One worker per CPU (per GPU for a GPU backend) of the cluster; ``local:N``: N (at most one per GPU of this
+    machine for a GPU backend: a worker holds a whole GPU, and more would wait out ``RAY_START_TIMEOUT_S``)."""
+    if address.local and not gpu:
         return address.local
     total = ray.cluster_resources().get("GPU" if gpu else "CPU", 0)
+    if address.local and total >= 1:
+        if address.local > total:
+            logger.info(
+                f"ray: {address.local} workers asked for, {int(total)} GPU(s) here: one worker per GPU"
+            )
+        return min(address.local, int(total))
     if total < 1:
         raise WorkbenchError(
             f"{address.describe()} has no {'GPU' if gpu else 'CPU'} to run workers on; "
