@@ -186,6 +186,11 @@ def run(args: argparse.Namespace) -> int:
 
     candidates = parse_candidates(args.candidate)
     inference, also = inference_from(args)
+    if args.decoder_limit is not None and not also:
+        raise WorkbenchError(
+            "--decoder-limit limits the further --decoder entries (e.g. --decoder greedy,beam+lm); with one decoder "
+            "drop it, or use --limit to score fewer utterances"
+        )
     latency = (
         None
         if args.no_latency
