@@ -36,8 +36,10 @@ from workbench.config import (
     OUTSIDE_PROFILE_POLICIES,
 )
 from workbench.errors import WorkbenchError
+from workbench.inputs.out_folder import refuse_inside_set
+from workbench.inputs.replace import add_replace_argument, refuse_replacing
 from workbench.resources import demo_model_dir
-from workbench.values import parse_positive_ints, whole_number
+from workbench.values import parse_positive_ints, seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -67,6 +69,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
     parser.add_argument(
+        "--unlabelled-set",
+        action="append",
+        default=[],
+        metavar="SET",
+        help="unlabelled audio (data import --role unlabelled) every candidate is checked on against FP32: "
+        "disagreement, the bound on the WER delta, calibration coverage and the shift check (repeatable)",
+    )
+    parser.add_argument(
         "--calib-set", "--set", dest="calib_set", help="calibration set (recorded in provenance)"
     )
     parser.add_argument(
@@ -79,10 +89,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
     parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
     parser.add_argument("--batch-sizes", default="1,8,32", help="latency batch sizes, comma separated")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--warmup", type=whole_number(0), default=2, help="untimed runs before timing")
+    parser.add_argument("--repeats", type=whole_number(1), default=10, help="timed runs per batch size")
     parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
-    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--threads", type=whole_number(1), help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
     add_batch_size_argument(parser)
     add_ray_argument(
@@ -103,27 +113,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--resamples",
-        type=whole_number("--resamples", MIN_RESAMPLES),
+        type=whole_number(MIN_RESAMPLES),
         default=2000,
         help=f"bootstrap resamples (at least {MIN_RESAMPLES})",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
+    parser.add_argument("--seed", type=whole_number(0), default=0)
+    parser.add_argument("--limit", type=whole_number(1), help="score only the first N evaluation utterances")
     parser.add_argument(
         "--overflow-clips",
-        type=int,
+        type=whole_number(1),
         help="check candidates' outputs for inf/NaN on N calibration clips (the longest half, the rest spread "
         "over the set; every tensor on 16 of them either way); default: every calibration clip",
     )
     parser.add_argument(
         "--decoder-limit",
-        type=int,
+        type=whole_number(1),
         help="score the further --decoder entries (e.g. beam+lm) on N utterances spread evenly over the set; "
         "the first decoder still judges every utterance (default: all)",
     )
     parser.add_argument(
         "--out", type=Path, help="report folder (default: reports/signoff-<time> of the workspace)"
     )
+    add_replace_argument(parser, "a sign-off report already in --out")
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--engines",
@@ -140,12 +151,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-seconds",
-        type=float,
+        type=seconds(),
         help="deployment profile's shortest clip (default: the calibration set's profile)",
     )
     parser.add_argument(
         "--max-seconds",
-        type=float,
+        type=seconds(),
         help="deployment profile's longest clip (default: the calibration set's profile)",
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
@@ -171,11 +182,10 @@ def run(args: argparse.Namespace) -> int:
     from workbench.evaluate.gates import load_gate_config
     from workbench.evaluate.latency import LatencyConfig
     from workbench.jobs import signoff
+    from workbench.report.render import HTML_NAME, MARKDOWN_NAME, RECORD_NAME
 
     candidates = parse_candidates(args.candidate)
     inference, also = inference_from(args)
-    if args.repeats < 1 or args.warmup < 0:
-        raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
     latency = (
         None
         if args.no_latency
@@ -193,8 +203,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {assumed[-1]}")
         model = demo_model_dir()
     out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    refuse_inside_set(args.engines, "--engines")
+    refuse_inside_set(out, "--out")
+    refuse_replacing(
+        [Path(out) / name for name in (RECORD_NAME, MARKDOWN_NAME, HTML_NAME)],
+        "sign-off report",
+        "give another --out",
+        args.replace,
+    )
     inputs = signoff.SignoffInputs(
         eval_set=args.eval_set,
+        unlabelled_sets=list(args.unlabelled_set),
         out_dir=out,
         candidates=candidates,
         calib_set=args.calib_set,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from workbench.evaluate.accuracy import AccuracyComparison, GroupScore
 from workbench.evaluate.latency import LatencyResult
@@ -32,6 +33,10 @@ class GateConfig:
     max_latency_ms: float | None = None
     latency_batch: int = 1
     latency_percentile: str = "p90"
+    # the label-free gates (gate file table ``[unlabelled]``): upper CI end of the disagreement with FP32 and of
+    # the bound on the WER delta on every --unlabelled-set, percentage points (``workbench.jobs.label_free``)
+    unlabelled_max_disagreement: float | None = None
+    unlabelled_max_wer_bound: float | None = None
 
     def __post_init__(self) -> None:
         check_gate_values(asdict(self), Where("gates", FIX))
@@ -45,7 +50,10 @@ def load_gate_config(path: Path | None) -> GateConfig:
     the wrong type are errors (``workbench.inputs.gates``)."""
     if path is None:
         return GateConfig()
-    return GateConfig(**read_gate_file(Path(path), [f.name for f in fields(GateConfig)]))
+    flat = [f.name for f in fields(GateConfig) if not f.name.startswith("unlabelled_")]
+    table = read_gate_file(Path(path), [*flat, "unlabelled"])
+    unlabelled = table.pop("unlabelled", {})
+    return GateConfig(**table, **{f"unlabelled_{k}": v for k, v in unlabelled.items()})
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,11 @@ class Check:
     passed: bool
     detail: str
     needed_utterances: int | None = None  # an inconclusive error-rate gate: the evidence that would settle it
+    # an evidence check (workbench.evaluate.evidence) the set did not meet: the verdict is insufficient evidence
+    insufficient: bool = False
+    missing: dict[str, Any] | None = (
+        None  # what an insufficient evidence check lacks (speakers, reference words)
+    )
 
 
 @dataclass
@@ -77,13 +90,22 @@ class CandidateVerdict:
         return [c.detail for c in self.checks if not c.passed]
 
     @property
+    def insufficient(self) -> bool:
+        """Failed only evidence checks: the set cannot tell, so neither PASS nor FAIL."""
+        failed = [c for c in self.checks if not c.passed]
+        return bool(failed) and all(c.insufficient for c in failed)
+
+    @property
     def summary(self) -> str:
-        return "PASS" if self.passed else "FAIL: " + "; ".join(self.reasons)
+        if self.passed:
+            return "PASS"
+        return ("INSUFFICIENT EVIDENCE: " if self.insufficient else "FAIL: ") + "; ".join(self.reasons)
 
     def to_json(self) -> dict:
         return {
             "candidate": self.candidate,
             "passed": self.passed,
+            "insufficient_evidence": self.insufficient,
             "summary": self.summary,
             "checks": [asdict(c) for c in self.checks],
         }
@@ -119,6 +141,30 @@ def _delta_check(
     return Check(name, upper, limit_points, ok, detail, needed)
 
 
+def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
+    """A failing check when the transcripts themselves say the measurement is broken: this candidate or the
+    baseline wrote no text on any utterance (an error rate of exactly 100 %, all deletions). Equal deltas between
+    broken outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when
+    sane. An error rate above 100 % with text is a bad model, judged by the deltas as usual."""
+    for who, cand in (
+        (name, accuracy.candidates[name]),
+        (accuracy.baseline, accuracy.candidates[accuracy.baseline]),
+    ):
+        role = "the baseline" if who == accuracy.baseline else "it"
+        texts = [s.hypothesis for s in cand.scores]
+        if texts and not any(t.strip() for t in texts):
+            return Check(
+                "transcripts",
+                None,
+                0.0,
+                False,
+                f"transcripts: {role} ({who}) wrote no text on any of {len(texts):,} utterances; an input outside "
+                "its domain (decoder settings, blank penalty, audio) breaks every candidate alike, so no delta is "
+                "evidence",
+            )
+    return None
+
+
 def judge(
     accuracy: AccuracyComparison,
     latencies: dict[str, LatencyResult] | None,
@@ -134,6 +180,9 @@ def judge(
     label = accuracy.label
     for name, cand in accuracy.candidates.items():
         checks = [_delta_check("overall", cand.overall, gates.max_wer_delta_points, label, advise_evidence)]
+        broken = _output_check(name, accuracy)
+        if broken is not None:
+            checks.append(broken)
         for cond, score in cand.by("condition").items():
             checks.append(
                 _delta_check(

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +52,20 @@ from workbench.config import (
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
     DEFAULT_TARGET,
+    EVIDENCE,
     FP16_GUARD,
     MIN_RESAMPLES,
     ORT_CPU_WEIGHTS,
     OUTSIDE_PROFILE_DEFAULT,
+    EvidenceConfig,
 )
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
 from workbench.evaluate.batching import default_batch_size
 from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
+from workbench.evaluate.evidence import add_evidence_checks
+from workbench.evaluate.evidence import rule_text as evidence_rule
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
@@ -72,6 +76,7 @@ from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
 from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
+from workbench.jobs.label_free import UnlabelledSelection, check_unlabelled, gate_checks, label_free
 from workbench.jobs.signoff_defaults import Recipe, resolve_recipe
 from workbench.jobs.signoff_memo import Key, SignoffMemo
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
@@ -89,7 +94,9 @@ from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
+from workbench.speech.select import require_calibration_role
 from workbench.speech.store import SpeechSet, load_set
+from workbench.speech.unlabelled import require_labelled
 from workbench.workspace import area_path, default_area
 
 logger = logging.getLogger(__name__)
@@ -112,6 +119,7 @@ class SignoffInputs:
     )
     cache: Path | None = None
     gates: GateConfig = field(default_factory=GateConfig)
+    evidence: EvidenceConfig = EVIDENCE  # the least evidence a PASS needs (workbench.evaluate.evidence)
     latency: LatencyConfig | None = field(default_factory=LatencyConfig)
     sensitivity: Path | None = None
     threads: int | None = None
@@ -145,6 +153,8 @@ class SignoffInputs:
     # always scores every utterance
     also_limit: int | None = None
     ray: str | None = None  # transcribe on a Ray cluster in utterance shards (``workbench.cluster``)
+    # unlabelled audio every candidate is checked on against FP32 (``workbench.jobs.label_free``)
+    unlabelled_sets: list[SpeechSet | str | Path] = field(default_factory=list)
     search: Path | None = None  # the search whose plan is signed off (--search); None: the only matching one
     use_search: bool = True  # False: built candidates leave any search's plan out (--no-search)
     # False: method and recovery are the defaults, not asked for: refused when the model's caches and searches on
@@ -186,6 +196,7 @@ class SignoffInputs:
                 "warmup": self.latency.warmup,
                 "repeats": self.latency.repeats,
             },
+            "unlabelled_sets": [str(getattr(u, "path", u)) for u in self.unlabelled_sets],
         }
 
 
@@ -205,6 +216,7 @@ class SignoffResult:
         return (
             [f"  {v['candidate']:>12}: {v['summary']}" for v in self.record["verdicts"]]
             + [f"  {r}" for r in decision["reasons"]]
+            + (self.record.get("label_free") or {}).get("lines", [])
             + [f"report: {self.paths['html']}", f"verdict: {decision['line']}"]
         )
 
@@ -427,8 +439,10 @@ def check(
     if inputs.also_limit is not None and inputs.also_limit < 1:
         raise WorkbenchError(f"--decoder-limit must be at least 1, got {inputs.also_limit}")
     check_out_folder(inputs.out_dir)
-    eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
+    eval_set = require_labelled(_speech_set(inputs.eval_set, inputs.calib_root), "--eval-set")
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
+    if calib_set is not None:
+        require_calibration_role(calib_set)
     utts, profile_notes = select_utterances(
         eval_set,
         calib_set,
@@ -468,7 +482,21 @@ def check(
             )
         if inputs.also_limit is not None and inputs.also_decoders:
             raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
+    unlabelled_selections(inputs, calib_set)
     return eval_set, calib_set, utts, profile_notes, sensitivity
+
+
+def unlabelled_selections(inputs: SignoffInputs, calib_set: SpeechSet | None) -> list[UnlabelledSelection]:
+    """The ``--unlabelled-set`` sets, checked (``workbench.jobs.label_free.check_unlabelled``)."""
+    return check_unlabelled(
+        inputs.unlabelled_sets,
+        inputs.calib_root,
+        calib_set,
+        inputs.outside_profile,
+        inputs.profile_min_s,
+        inputs.profile_max_s,
+        inputs.inference.check(),
+    )
 
 
 def target_calibration(
@@ -487,6 +515,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
     shared with other sign-offs of this process (``workbench.jobs.signoff_memo``; the record names each reuse)."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
+    unlabelled_sets = unlabelled_selections(inputs, calib_set)
     reused_before = len(memo.reused) if memo is not None else 0
     assumed = list(inputs.assumed)
     method = inputs.method
@@ -564,7 +593,10 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     )
     batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
-        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
+        inputs.backend,
+        inputs.threads,
+        inputs.engines,
+        engine_settings(utts + [u for sel in unlabelled_sets for u in sel.utterances], inputs.latency, batch),
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
     hyps: dict[str, list[str]] = {}
@@ -678,6 +710,27 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     )
     verdicts = judge(accuracy, latencies, inputs.gates)
     add_overflow_checks(verdicts, overflow)
+    unlabelled = None
+    if inputs.unlabelled_sets:  # the label-free check on the user's own audio
+        unlabelled = label_free(
+            unlabelled_sets,
+            names,
+            runners,
+            model,
+            eval_set,
+            utts,
+            hyps,
+            accuracy,
+            fp32_onnx=Path(candidates[0][1]),
+            amax=amax,
+            calib_set=calib_set,
+            inference=inference,
+            batch=batch,
+            resamples=inputs.resamples,
+            seed=inputs.seed,
+        )
+        gate_checks(unlabelled, inputs.gates, verdicts)
+    held = add_evidence_checks(verdicts, accuracy, utts, inputs.evidence)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
         engine_checks = {n: inspect_engine_precisions(factory.engine_of(p), p) for n, p in candidates}
@@ -691,6 +744,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         inputs.target,
         inputs.backend if latencies else None,
         inputs.gates.latency_batch,
+        evidence_rule=evidence_rule(inputs.evidence, accuracy.unit),
     )
     artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
     if model.folder is not None:
@@ -753,7 +807,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         latency={n: r.to_json() for n, r in latencies.items()},
         verdicts=[v.to_json() for v in verdicts],
         recommendation=decision.recommendation,
-        decision=decision.to_json(),
+        decision={**decision.to_json(), "evidence": {check: asdict(g) for check, g in held.items()}},
         backend=backend,
         gates=inputs.gates.to_json(),
         artifacts=artifacts,
@@ -765,6 +819,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         compute=compute,
         inference=inference.to_json(),
         decoders=decoders,
+        label_free=None if unlabelled is None else unlabelled.to_json(),
         settings={**inputs.settings(), "method": None if inputs.candidates else method, "assumed": assumed},
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
