@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from workbench.inputs.replace import add_replace_argument
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, required=True, help="a Hugging Face CTC model folder")
@@ -19,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dir", type=Path, default=Path("."), help="where workbench.toml goes (default: here)"
     )
-    parser.add_argument("--replace", action="store_true", help="overwrite an existing workbench.toml")
+    add_replace_argument(parser, "workbench.toml")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -199,6 +199,7 @@ def candidates_of(ctx: Context) -> tuple[list[tuple[str, Path]], list[str]]:
 
 
 def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
+    from workbench.config import EvidenceConfig
     from workbench.evaluate.inference import InferenceConfig, decoders_from_names
     from workbench.jobs import signoff
     from workbench.jobs.signoff_memo import SignoffMemo
@@ -206,10 +207,6 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
     sets, spec = ctx.needs_sets(), ctx.project.signoff
     decoders = decoders_from_names(spec.decoder, spec.beam_width, spec.lm)
     candidates, lines = candidates_of(ctx)
-    if sets.unlabelled:
-        lines.append(
-            f"unlabelled sets {', '.join(s.name for s in sets.unlabelled)}: checked, not yet used by the sign-off"
-        )
     for line in lines:
         print(f"note: {line}")
     out = ctx.reports / f"signoff-{target.name}"
@@ -238,6 +235,8 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
         inference=InferenceConfig(None, decoders[0]).check(),
         also_decoders=decoders[1:],
         search=Path(searched["record"]) if searched and searched["found"] else None,
+        unlabelled_sets=list(sets.unlabelled),
+        evidence=EvidenceConfig(spec.min_speakers, spec.min_reference_words),
         assumed=[f"workbench run {ctx.project.path}", *lines],
     )
     result = signoff.run(inputs, SignoffMemo())

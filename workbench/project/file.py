@@ -8,7 +8,7 @@ folder. What is left out takes the defaults of ``workbench.config`` (the calibra
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from workbench.config import (
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
     DEFAULT_RECOVERY,
+    EVIDENCE,
     LAYOUTS,
     OUTSIDE_PROFILE_DEFAULT,
     OUTSIDE_PROFILE_POLICIES,
@@ -99,6 +100,8 @@ class SignoffSpec:
     seed: int = 0
     overflow_clips: int | None = None
     decoder: str = "greedy"  # comma separated: the first judges, the others are scored beside it
+    min_speakers: int = EVIDENCE.min_speakers  # the least evidence a PASS needs per judged group
+    min_reference_words: int = EVIDENCE.min_reference_words
     beam_width: int | None = None
     lm: Path | None = None
 
@@ -325,4 +328,4 @@ def _signoff(table: dict[str, Any], root: Path, where: Where) -> SignoffSpec:
     )
     if rest.resamples < 100:
         raise at.key("resamples").fail(f"must be at least 100, not {rest.resamples}")
-    return SignoffSpec(rest.resamples, rest.seed, rest.overflow_clips, decoder, rest.beam_width, lm)
+    return replace(rest, decoder=decoder, lm=lm)

@@ -15,6 +15,7 @@ from workbench.artifacts import write_text_atomic
 from workbench.config import DEFAULT_METHOD, DEFAULT_RECOVERY
 from workbench.errors import WorkbenchError
 from workbench.evaluate.gates import GateConfig
+from workbench.inputs.replace import refuse_replacing
 from workbench.project.file import FILE_NAME, RECOVERY_NAMES
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a")
@@ -75,7 +76,7 @@ split = "speaker"                     # calibration, dev and evaluation sets by 
 # calibration = "my-calib"
 # dev = "my-dev"
 # evaluation = "my-eval"
-# unlabelled = []                     # sets without transcripts (the label-free sign-off)
+# unlabelled = []                     # unlabelled sets (data import --role unlabelled): the label-free check
 
 [calibration]
 method = "{DEFAULT_METHOD}"              # entropy, max, percentile, mse (percentile 99.99 is the best measured)
@@ -106,14 +107,15 @@ latency = false                       # time the candidates (a winner by latency
 [signoff]
 # decoder = "greedy"                  # greedy, beam, beam+lm (comma separated: the first judges)
 # resamples = 2000
+# min_speakers = 10                   # the least evidence a PASS needs per judged group (overall, each condition)
+# min_reference_words = 300
 """
 
 
 def write_starter(model: Path, data: Path, folder: Path, replace: bool = False) -> Path:
     """Write ``folder/workbench.toml``; an existing file is kept unless ``replace``."""
     target = Path(folder) / FILE_NAME
-    if target.exists() and not replace:
-        raise WorkbenchError(f"{target} exists; give --replace to overwrite it")
+    refuse_replacing([target], "project file", "run init in another folder (--dir)", replace)
     name = "".join(c if c.isalnum() or c in "-_" else "-" for c in Path(folder).resolve().name) or "project"
     text = starter_text(Path(model), Path(data), Path(folder), name)
     write_text_atomic(target, text)
