@@ -106,15 +106,17 @@ def run_project(
     say: Callable[[str], None] = print,
 ) -> RunResult:
     """Every step of ``project`` in order (reusing finished ones); the outcome per step and per target."""
-    from workbench.model.description import describe_model
+    from workbench.model.folders import model_hash
     from workbench.resources import demo_model_dir
 
     started = time.perf_counter()
     folder = area_path("reports", reports) / project.name
     root = area_path("calib_sets", calib_root)
     state = RunState.load(folder)
-    model = describe_model(demo_model_dir() if project.model == "demo" else project.model)
-    ctx = steps.Context(project, model, area_path("engines", engines), root, folder, progress)
+    model = Path(demo_model_dir() if project.model == "demo" else project.model)
+    ctx = steps.Context(
+        project, model, model_hash(model), area_path("engines", engines), root, folder, progress
+    )
     result = RunResult(project, folder)
     data = project.data
 

@@ -31,13 +31,24 @@ class Context:
     """What every step reads: the project, the model (described once), the sets and earlier results."""
 
     project: Project
-    model: ModelDescription
+    model_path: Path  # the model folder
+    model_hash: str  # its hash (cheap: what the steps' inputs name)
     engines: Path
     calib_root: Path
     reports: Path
     progress: bool = True
     sets: ProjectSets | None = None
     done: dict[str, StepEntry] = field(default_factory=dict)
+    described: ModelDescription | None = None
+
+    @property
+    def model(self) -> ModelDescription:
+        """The model's description, made when a step first runs (a run that reuses every step never loads it)."""
+        if self.described is None:
+            from workbench.model.description import describe_model
+
+            self.described = describe_model(self.model_path)
+        return self.described
 
     def needs_sets(self) -> ProjectSets:
         if self.sets is None:
@@ -56,7 +67,7 @@ def recovery_options(project: Project) -> Any:
 
 def calibrate_inputs(ctx: Context) -> dict[str, Any]:
     return {
-        "model": ctx.model.model_hash,
+        "model": ctx.model_hash,
         "calib": ctx.needs_sets().calib.content_hash,
         "recipe": asdict(ctx.project.recipe),
     }
@@ -93,7 +104,7 @@ def calibrate_run(ctx: Context) -> StepOutput:
 def _analysis(ctx: Context) -> dict[str, Any]:
     calibrated = ctx.result("calibrate")
     return {
-        "model": ctx.project.model if ctx.project.model != "demo" else ctx.model.source,
+        "model": ctx.model_path,
         "calib_set": str(ctx.needs_sets().calib.path),
         "method": ctx.project.recipe.method,
         "cache": Path(calibrated["cache"]),
