@@ -158,7 +158,7 @@ def load_project(path: Path) -> Project:
         if not folder.is_dir():
             raise where.key("model").key("path").fail(f"{folder} is not a model folder")
         model = str(folder)
-    return Project(
+    project = Project(
         path=path.resolve(),
         name=name,
         model=model,
@@ -171,6 +171,12 @@ def load_project(path: Path) -> Project:
         targets=_targets(data.get("target"), where),
         signoff=_signoff(_table(data, "signoff", where, [f.name for f in fields(SignoffSpec)]), root, where),
     )
+    if project.search.enabled and project.data.split == "given" and project.data.dev is None:
+        raise where.key("data").fail(
+            'the search needs a dev set apart from the calibration and evaluation sets: give dev = "<set>", '
+            "or [search] enabled = false"
+        )
+    return project
 
 
 def _table(data: dict[str, Any], name: str, where: Where, known: Any) -> dict[str, Any]:
