@@ -163,6 +163,9 @@ class RecoveryDefaults:
 DEMO_RECOVERY = RecoveryDefaults(bias_correction=True, clip_search=True)
 # A project file's recovery when it names none (``workbench.project``): the demo's, the best measured
 DEFAULT_RECOVERY = DEMO_RECOVERY
+# ``workbench run``'s exit status when some deployment target has no candidate besides the FP32 baseline that passes
+# every gate (0: every target has one; 1: a user error)
+RUN_NOTHING_PASSES = 3
 
 
 @dataclass(frozen=True)

@@ -135,9 +135,14 @@ def check_recipe(asked: Recipe, given: bool, made: list[Made]) -> str | None:
     )
 
 
-def check_default_model(engines: Path, demo_hash: str, cache: Path | None = None) -> str:
-    """A sign-off given no ``--model`` and no candidates would sign off the embedded demo model: refused when the
-    workspace's artifacts (or ``cache``) come from other models, naming them; otherwise the line that says so."""
+def check_default_model(engines: Path, demo_hash: str | None = None, cache: Path | None = None) -> str:
+    """A sign-off given no ``--model`` and no candidates would sign off the embedded demo model (hash ``demo_hash``,
+    None: computed): refused when the workspace's artifacts (or ``cache``) come from other models, naming them;
+    otherwise the line that says so."""
+    if demo_hash is None:
+        from workbench.model.description import describe_model
+
+        demo_hash = describe_model(demo_model_dir()).model_hash
     others: dict[str, str] = {}
     for fp32 in sorted(Path(engines).glob(f"*/{FP32_NAME}")):
         if fp32.parent.name == artifact_folder_name(demo_hash):
