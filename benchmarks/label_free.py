@@ -320,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.remedy:
         left = (by_set.get("shifted-u") or {}).get("tensors_left") or []
         record["remedy"] = remedy(env, ws, shifted, result, fp32, mixed_plan, common, left)
+        record["seconds"] = round(time.perf_counter() - started, 1)  # the remedy included
+        record["cpu_seconds"] = round(cpu_seconds() - cpu0, 1)
+        record["load_average_end"] = load_averages()
     write_json_atomic(args.out, record)
     print(
         json.dumps(
