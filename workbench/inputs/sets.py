@@ -12,6 +12,8 @@ from typing import Any
 from workbench.inputs import shape
 from workbench.inputs.problem import Where
 
+MANIFEST = "manifest.jsonl"  # a stored set's files (``workbench.speech.store`` writes them)
+CARD = "card.json"
 FIX = "rebuild the set with python -m workbench data build (sets are written by the workbench, not by hand)"
 CARD_OBJECTS = ("strata", "accents", "noise_kinds", "made")
 UTTERANCE_STRINGS = ("id", "text", "speaker", "voice", "accent", "condition", "source", "audio")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +52,20 @@ from workbench.config import (
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
     DEFAULT_TARGET,
+    EVIDENCE,
     FP16_GUARD,
     MIN_RESAMPLES,
     ORT_CPU_WEIGHTS,
     OUTSIDE_PROFILE_DEFAULT,
+    EvidenceConfig,
 )
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
 from workbench.evaluate.batching import default_batch_size
 from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
+from workbench.evaluate.evidence import add_evidence_checks
+from workbench.evaluate.evidence import rule_text as evidence_rule
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
@@ -90,6 +94,7 @@ from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
+from workbench.speech.select import require_calibration_role
 from workbench.speech.store import SpeechSet, load_set
 from workbench.speech.unlabelled import require_labelled
 from workbench.workspace import area_path, default_area
@@ -114,6 +119,7 @@ class SignoffInputs:
     )
     cache: Path | None = None
     gates: GateConfig = field(default_factory=GateConfig)
+    evidence: EvidenceConfig = EVIDENCE  # the least evidence a PASS needs (workbench.evaluate.evidence)
     latency: LatencyConfig | None = field(default_factory=LatencyConfig)
     sensitivity: Path | None = None
     threads: int | None = None
@@ -435,6 +441,8 @@ def check(
     check_out_folder(inputs.out_dir)
     eval_set = require_labelled(_speech_set(inputs.eval_set, inputs.calib_root), "--eval-set")
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
+    if calib_set is not None:
+        require_calibration_role(calib_set)
     utts, profile_notes = select_utterances(
         eval_set,
         calib_set,
@@ -722,6 +730,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
             seed=inputs.seed,
         )
         gate_checks(unlabelled, inputs.gates, verdicts)
+    held = add_evidence_checks(verdicts, accuracy, utts, inputs.evidence)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
         engine_checks = {n: inspect_engine_precisions(factory.engine_of(p), p) for n, p in candidates}
@@ -735,6 +744,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         inputs.target,
         inputs.backend if latencies else None,
         inputs.gates.latency_batch,
+        evidence_rule=evidence_rule(inputs.evidence, accuracy.unit),
     )
     artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
     if model.folder is not None:
@@ -797,7 +807,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         latency={n: r.to_json() for n, r in latencies.items()},
         verdicts=[v.to_json() for v in verdicts],
         recommendation=decision.recommendation,
-        decision=decision.to_json(),
+        decision={**decision.to_json(), "evidence": {check: asdict(g) for check, g in held.items()}},
         backend=backend,
         gates=inputs.gates.to_json(),
         artifacts=artifacts,

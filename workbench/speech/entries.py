@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from workbench.config import MAJORITY_ACCENT
-from workbench.speech.audio import AudioProblem, ImplausibleAudio, PreparedAudio, prepare, read_audio
+from workbench.speech.audio import (
+    AudioProblem,
+    ImplausibleAudio,
+    PreparedAudio,
+    UnreadableAudio,
+    prepare,
+    read_audio,
+)
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.speech.text import normalise_text
 
@@ -129,7 +136,12 @@ def load_entry(entry: Entry, labelled: bool = True) -> Item:
     try:
         audio = decode(entry.audio)
     except AudioProblem as exc:
-        return Skipped(where, str(exc), implausible=isinstance(exc, ImplausibleAudio))
+        return Skipped(
+            where,
+            str(exc),
+            implausible=isinstance(exc, ImplausibleAudio),
+            unreadable=isinstance(exc, UnreadableAudio),
+        )
     return make_clip(
         audio,
         entry.text,

@@ -147,7 +147,7 @@ def _process(entry: Entry) -> _Outcome:
     cfg = ctx.cfg
     item = load_entry(entry, labelled=cfg.role != UNLABELLED)
     if isinstance(item, Skipped):
-        return _Outcome(skipped=item, missing=missing.is_missing(entry))
+        return _Outcome(skipped=item, missing=missing.is_missing(entry) or item.unreadable)
     rec = item.utterance
     if cfg.profile is not None and (reason := outside_reason(rec.duration_s, cfg.profile)):
         return _Outcome(

@@ -26,15 +26,13 @@ from workbench.config import CONDITIONS, EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.inputs.problem import Where
 from workbench.inputs.read import decode_utf8, parse_json, read_bytes, read_json
+from workbench.inputs.sets import CARD, MANIFEST, check_card, check_utterance
 from workbench.inputs.sets import FIX as SET_FIX
-from workbench.inputs.sets import check_card, check_utterance
 from workbench.speech.audio import load_flac, write_flac
 from workbench.speech.integrity import content_hash, index_files, recard_hint, refuse_link, verify_content
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.workspace import area_path
 
-MANIFEST = "manifest.jsonl"
-CARD = "card.json"
 CARD_MD = "card.md"
 HIST_BIN_S = 0.5
 
