@@ -378,10 +378,12 @@ class CoverageRule:
 class LabelFreeDefaults:
     """The sign-off's label-free check (``signoff --unlabelled-set``, ``workbench.jobs.label_free``)."""
 
-    coverage_calib_clips: int = (
-        64  # calibration clips the reference shares are counted on (spread over the set)
-    )
+    # calibration clips the reference shares are counted on (spread over the set)
+    coverage_calib_clips: int = 64
     coverage: CoverageRule = field(default_factory=CoverageRule)
+    # a note says FP32 itself is less sure on the audio when its mean max posterior there is this much below the
+    # evaluation set's
+    confidence_drop: float = 0.05
 
 
 LABEL_FREE = LabelFreeDefaults()
