@@ -224,11 +224,13 @@ BACKENDS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt")
 DEFAULT_BACKEND = "ort-cpu"
 DEFAULT_TARGET = "tensorrt"
 
-# Evaluation batches (--batch-size): clips of similar length share a batch (workbench.evaluate.batching). Small on
-# the CPU, where a batch mostly saves per-call overhead, larger on a GPU; a TensorRT engine's profile caps it.
-EVAL_BATCH_BY_BACKEND: dict[str, int] = {"ort-cpu": 8, "ort-cuda": 32, "tensorrt": 32}
-DEFAULT_EVAL_BATCH = 8
-# zero padding allowed in a batch of a model without an attention mask, as a share of its longest clip
+# Evaluation batches (--batch-size): clips of similar length share a batch (workbench.evaluate.batching). Batch 1 on
+# the CPU, where batching buys no speed (batched_eval_ort_cpu.json: batch 8 at 0.95x the speed of batch 1), larger
+# on a GPU; a TensorRT engine's profile caps it. A model without an attention mask batches equal lengths only.
+EVAL_BATCH_BY_BACKEND: dict[str, int] = {"ort-cpu": 1, "ort-cuda": 32, "tensorrt": 32}
+DEFAULT_EVAL_BATCH = 1
+# zero padding allowed in a batch of a model without an attention mask, as a share of its longest clip, when the
+# deployment pads (--pad-batches); without it such a model batches equal lengths only (padding changes its outputs)
 EVAL_MAX_PADDING = 0.1
 # utterances transcribed again at batch 1 to check the batched transcripts (transcripts that differ, WER change)
 BATCH_CHECK_UTTERANCES = 48

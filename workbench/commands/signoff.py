@@ -73,6 +73,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
     add_batch_size_argument(parser)
+    parser.add_argument(
+        "--pad-batches",
+        action="store_true",
+        help="the deployment pads clips of different lengths into one batch: evaluate a model without an "
+        "attention mask padded too (default: such a model batches equal lengths only; the report says so)",
+    )
     add_ray_argument(
         parser, "the transcription (utterance shards per candidate; latency stays on this machine)"
     )
@@ -186,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         backend=args.backend,
         batch_size=args.batch_size,
+        pad_batches=args.pad_batches,
         target=args.target,
         as_given=args.as_given,
         resamples=args.resamples,

@@ -60,7 +60,7 @@ from workbench.config import (
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
-from workbench.evaluate.batching import default_batch_size
+from workbench.evaluate.batching import batching_note, default_batch_size
 from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
@@ -121,6 +121,9 @@ class SignoffInputs:
     seed: int = 0
     limit: int | None = None
     batch_size: int | None = None  # evaluation batch (default: per backend; a TensorRT profile caps it)
+    pad_batches: bool = (
+        False  # the deployment pads: a model without an attention mask is zero-padded in batches
+    )
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     outside_profile: str = (
@@ -412,6 +415,8 @@ def check(
             )
         if inputs.also_limit is not None and inputs.also_decoders:
             raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
+        if inputs.pad_batches:
+            raise WorkbenchError("--pad-batches is not spread over Ray: drop --ray or --pad-batches")
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
 
@@ -560,6 +565,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
                 inference=inference,
                 also=also,
                 also_on=also_on,
+                pad=inputs.pad_batches,
             )
     for name, _ in pending:
         key = keys[name]
@@ -670,6 +676,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         "batching": {**policy, "batch_check": [c.to_json() for c in batch_checks.values()]},
     }
     notes += [f"batched transcription, {c.summary()}" for c in batch_checks.values()]
+    notes += [n for n in [batching_note(policy)] if n]
     compute = compute_of(candidates, utts)
     record = build_record(
         accuracy=accuracy.to_json(),
