@@ -314,3 +314,24 @@ RAY_SHARDS_PER_WORKER = 2
 RAY_START_TIMEOUT_S = 120.0  # workers not placed by then (a cluster busy with other work) are left out
 RAY_VERSION = "2.60.0"
 RAY_INSTALL_HINT = f"pip install 'ray=={RAY_VERSION}' (or the workbench's extra: pip install -e '.[ray]')"
+
+
+@dataclass(frozen=True)
+class ServingDefaults:
+    """The serving benchmark's settings when the gate file's ``[serving]`` table leaves them out
+    (``workbench.serving``): a dynamic batcher like Triton's in front of the model, an open-loop Poisson load."""
+
+    max_batch: int = 8  # largest batch the batcher forms
+    max_queue_delay_ms: float = 5.0  # how long the oldest request may wait for a batch to fill
+    instances: int = 1  # model instances (sessions) serving in parallel
+    seconds_per_rate: float = 4.0  # each offered load runs this long (arrivals), then drains
+    budget_s: float = 60.0  # wall-clock budget of one candidate's sweep; the sweep stops when spent
+    max_rates: int = 8  # offered loads per sweep at most
+    # automatic sweep: these multiples of the instances' batch-1 throughput (1 / single-request latency)
+    rate_factors: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+    max_offered_qps: float = 2000.0  # above this a Python load generator cannot keep its schedule
+    max_lag_ms: float = 20.0  # a load whose releases fall further behind schedule (p99) was not generated
+    seed: int = 0
+
+
+SERVING = ServingDefaults()
