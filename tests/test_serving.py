@@ -173,3 +173,15 @@ def test_serving_table_of_the_gate_file(tmp_path) -> None:
         path.write_text(body)
         with pytest.raises(WorkbenchError, match=message):
             load_gate_config(path)
+
+
+def test_capacity_is_the_top_of_the_unbroken_run_of_loads_that_meet_the_target() -> None:
+    from workbench.serving.capacity import LoadPoint
+
+    def point(qps: float, ok: bool) -> LoadPoint:
+        return LoadPoint(qps, qps, 10, 10, 1.0, 2.0, 3.0 if ok else 999.0, 1.0, 0.0, ok)
+
+    result = Sweep(100.0, [point(1.0, True), point(2.0, True), point(3.0, False), point(4.0, True)])
+    assert result.capacity_qps == 2.0  # the pass at 4 QPS above a failure at 3 is noise
+    assert result.at(3.0) is result.points[2] and result.at(5.0) is None
+    assert Sweep(100.0, [point(1.0, False), point(2.0, True)]).capacity_qps is None

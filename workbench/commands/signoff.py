@@ -74,6 +74,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_backend_argument(parser, "transcription and timing")
     add_batch_size_argument(parser)
     parser.add_argument(
+        "--serving",
+        action="store_true",
+        help="also run the serving benchmark: Poisson load through a dynamic batcher, p50/p95/p99 against "
+        "offered load, capacity under the gate file's [serving] p99_ms (docs/serving.md)",
+    )
+    parser.add_argument(
         "--pad-batches",
         action="store_true",
         help="the deployment pads clips of different lengths into one batch: evaluate a model without an "
@@ -193,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         backend=args.backend,
         batch_size=args.batch_size,
         pad_batches=args.pad_batches,
+        serving=args.serving,
         target=args.target,
         as_given=args.as_given,
         resamples=args.resamples,

@@ -11,7 +11,7 @@ Example (TOML)::
     p99_ms = 200.0                        # p99 of every request under load
     qps = 20.0                            # at this offered load (omitted: the highest load meeting p99_ms)
 
-The ``[serving]`` table (``workbench.serving.settings``) also sets the dynamic batcher and the load.
+The ``[serving]`` table (``workbench.inputs.serving``) also sets the dynamic batcher and the load.
 
 A failing error-rate gate whose estimate lies inside the limit is inconclusive rather than a measured loss: its
 check says at about how many utterances the interval's upper end would reach the limit if the estimate held and
@@ -29,7 +29,7 @@ from workbench.evaluate.accuracy import AccuracyComparison, GroupScore
 from workbench.evaluate.latency import LatencyResult
 from workbench.inputs.gates import FIX, check_gate_values, read_gate_file
 from workbench.inputs.problem import Where
-from workbench.serving.settings import ServingConfig, serving_config
+from workbench.inputs.serving import ServingConfig, serving_config
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,7 @@ from workbench.config import (
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
-from workbench.evaluate.batching import batching_note, default_batch_size
+from workbench.evaluate.batching import BatchPolicy, batching_note, default_batch_size
 from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
@@ -83,6 +84,8 @@ from workbench.quantize.targets import CPU_TARGET, candidates_for_target, check_
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import matching_search
+from workbench.serving.choose import add_serving_checks, decide_by_capacity
+from workbench.serving.measure import CandidateServing, RequestSet, measure_serving, serving_record
 from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
@@ -146,6 +149,9 @@ class SignoffInputs:
     # always scores every utterance
     also_limit: int | None = None
     ray: str | None = None  # transcribe on a Ray cluster in utterance shards (``workbench.cluster``)
+    serving: bool = (
+        False  # the serving benchmark (``workbench.serving``) under the gate file's [serving] table
+    )
 
 
 @dataclass
@@ -374,6 +380,11 @@ def check(
     if inputs.also_limit is not None and inputs.also_limit < 1:
         raise WorkbenchError(f"--decoder-limit must be at least 1, got {inputs.also_limit}")
     check_out_folder(inputs.out_dir)
+    if inputs.serving and inputs.gates.serving is None:
+        raise WorkbenchError(
+            "--serving needs a [serving] table in the gate file (--gates), at least p99_ms = <target>; "
+            "see docs/serving.md"
+        )
     eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     utts, profile_notes = select_utterances(
@@ -606,7 +617,12 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         inputs.seed,
         total=len(utts),
     )
+    serving = (
+        measure_serving_of(inputs, factory, candidates, eval_set, utts, model) if inputs.serving else None
+    )
     verdicts = judge(accuracy, latencies, inputs.gates)
+    if serving is not None and inputs.gates.serving is not None:
+        add_serving_checks(verdicts, serving[0], inputs.gates.serving)
     add_overflow_checks(verdicts, overflow)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
@@ -617,11 +633,13 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         verdicts,
         latencies,
         names[0],
-        [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
+        tie_info := [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
         inputs.target,
         inputs.backend if latencies else None,
         inputs.gates.latency_batch,
     )
+    if serving is not None:
+        decision = decide_by_capacity(decision, serving[0], tie_info, inputs.backend)
     artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
     if model.folder is not None:
         artifacts.insert(0, artifact_entry("model", model.folder, "model"))
@@ -677,6 +695,8 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     }
     notes += [f"batched transcription, {c.summary()}" for c in batch_checks.values()]
     notes += [n for n in [batching_note(policy)] if n]
+    if serving is not None:
+        notes.append(f"serving on {inputs.backend}: {serving[1]['summary']}; {serving[1]['requests']}")
     compute = compute_of(candidates, utts)
     record = build_record(
         accuracy=accuracy.to_json(),
@@ -695,8 +715,34 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         compute=compute,
         inference=inference.to_json(),
         decoders=decoders,
+        serving=serving[1] if serving is not None else None,
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
+
+
+def measure_serving_of(
+    inputs: SignoffInputs,
+    factory: RunnerFactory,
+    candidates: list[tuple[str, Path]],
+    eval_set: SpeechSet,
+    utts: list[Utterance],
+    model: ModelDescription,
+) -> tuple[dict[str, CandidateServing], dict[str, Any]]:
+    """The serving benchmark of every candidate on ``inputs.backend`` (``workbench.serving``): fresh runners behind
+    the dynamic batcher, the judged clips (or ``request_s`` requests) as the load; the results and their record."""
+    config = inputs.gates.serving
+    if config is None:  # ``check`` refused this already
+        raise WorkbenchError("--serving needs a [serving] table in the gate file")
+    requests = RequestSet.of([eval_set.audio(u) for u in utts], model.prepare, config.request_s)
+    logger.info(f"serving benchmark on {inputs.backend}: {config.summary()}; {requests.description}")
+    results = measure_serving(
+        [(n, partial(factory.runner, p, n)) for n, p in candidates],
+        lambda runner: BatchPolicy.for_runner(runner, model, config.max_batch, inputs.pad_batches),
+        requests,
+        config,
+        logger.info,
+    )
+    return results, serving_record(results, config, inputs.backend, requests)
 
 
 def compute_of(candidates: list[tuple[str, Path]], utts: list[Utterance]) -> dict[str, Any]:

@@ -88,6 +88,7 @@ def build_record(
     compute: dict | None = None,
     inference: dict | None = None,
     decoders: dict | None = None,
+    serving: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
     record: dict[str, Any] = {
@@ -112,6 +113,8 @@ def build_record(
     }
     if compute is not None:  # INT8 share of multiply-accumulates and of compute nodes per candidate
         record["compute"] = compute
+    if serving is not None:  # the serving benchmark (workbench.serving): latency against load, capacity
+        record["serving"] = serving
     record = json.loads(json.dumps(record, default=str, allow_nan=True))
     record["record_sha256"] = record_digest(record)
     return record

@@ -2,6 +2,7 @@
 
 ``load`` makes the arrivals (Poisson, seeded), ``batcher`` decides and runs the batches (Triton-like: max
 batch, max queue delay, preferred sizes, instances), ``capacity`` sweeps offered loads and finds the highest
-whose p99 meets the target, ``model`` runs a candidate behind it (memory per batch, load time), ``settings``
-reads the gate file's ``[serving]`` table and ``choose`` picks a winner by capacity.
+whose p99 meets the target, ``measure`` runs a candidate behind it (load time, memory per batch),
+``choose`` judges the serving gate and picks a winner by capacity. The gate file's ``[serving]`` table is
+read by ``workbench.inputs.serving``.
 """

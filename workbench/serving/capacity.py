@@ -115,9 +115,14 @@ class Sweep:
 
     @property
     def capacity_qps(self) -> float | None:
-        """The highest offered load whose p99 met the target (None: none did)."""
-        met = [p.offered_qps for p in self.points if p.meets_target]
-        return max(met) if met else None
+        """The highest offered load whose p99 met the target with every lower load meeting it too (None: the
+        lowest did not): a load that passes above one that failed is noise, not capacity."""
+        capacity = None
+        for point in sorted(self.points, key=lambda p: p.offered_qps):
+            if not point.meets_target:
+                break
+            capacity = point.offered_qps
+        return capacity
 
     def at(self, qps: float) -> LoadPoint | None:
         return next((p for p in self.points if math.isclose(p.offered_qps, qps, rel_tol=1e-6)), None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,10 +23,10 @@ from workbench.backends.base import Runner
 from workbench.errors import WorkbenchError
 from workbench.evaluate.batching import BatchPolicy, logits_of, padded_batch
 from workbench.evaluate.latency import PeakRss, make_batch
+from workbench.inputs.serving import ServingConfig
 from workbench.serving.batcher import BatcherSettings
 from workbench.serving.capacity import Sweep, sweep, sweep_rates
 from workbench.serving.load import Request
-from workbench.serving.settings import ServingConfig
 
 SAMPLE_RATE = 16_000
 SINGLE_REPEATS = 5
@@ -176,8 +176,10 @@ def release(models: Sequence[ServingModel]) -> None:
         model.runner.deactivate()
 
 
-def run_sweep(prepared: CandidateServing, requests: RequestSet, config: ServingConfig) -> None:
-    """Sweep the offered loads of ``prepared`` behind the batcher (its runners released after)."""
+def run_sweep(
+    prepared: CandidateServing, requests: RequestSet, config: ServingConfig, rates: Sequence[float]
+) -> None:
+    """Sweep the offered ``rates`` of ``prepared`` behind the batcher (its runners released after)."""
     batcher = BatcherSettings(
         config.max_batch,
         config.max_queue_delay_ms / 1000.0,
@@ -185,7 +187,6 @@ def run_sweep(prepared: CandidateServing, requests: RequestSet, config: ServingC
         config.instances,
         pad=prepared.models[0].policy.max_padding > 0.0,
     )
-    rates = sweep_rates(prepared.single_ms, config.instances, config.rates, config.qps)
     try:
         prepared.sweep = sweep(
             prepared.models,
@@ -210,7 +211,8 @@ def measure_serving(
     config: ServingConfig,
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, CandidateServing]:
-    """Every candidate prepared (load time, memory, single request), then swept. A p99 target below every
+    """Every candidate prepared (load time, memory, single request), then swept over the same offered loads
+    (``serving.rates``, else multiples of the fastest candidate's batch-1 throughput). A p99 target below every
     candidate's single-request latency is refused before any sweep; a candidate slower than the target alone
     is not swept (capacity none)."""
     prepared: dict[str, CandidateServing] = {}
@@ -231,6 +233,7 @@ def measure_serving(
         for c in prepared.values():
             release(c.models)
         raise
+    rates = sweep_rates(fastest.single_ms, config.instances, config.rates, config.qps)
     for name, cand in prepared.items():
         if cand.single_ms > config.p99_ms:
             cand.note = (
@@ -240,7 +243,7 @@ def measure_serving(
             cand.models = []
             continue
         log(f"[{name}] serving sweep (budget {config.budget_s:g} s)")
-        run_sweep(cand, requests, config)
+        run_sweep(cand, requests, config, rates)
     return prepared
 
 
@@ -250,3 +253,17 @@ def load_average() -> list[float] | None:
         return [round(v, 2) for v in os.getloadavg()]
     except OSError:
         return None
+
+
+def serving_record(
+    results: Mapping[str, CandidateServing], config: ServingConfig, backend: str, requests: RequestSet
+) -> dict[str, Any]:
+    """The record's ``serving`` section: settings, where it ran, the requests, the load average, per candidate."""
+    return {
+        "settings": config.to_json(),
+        "summary": config.summary(),
+        "backend": backend,
+        "requests": requests.description,
+        "load_average": load_average(),
+        "candidates": {n: r.to_json() for n, r in results.items()},
+    }

@@ -1,4 +1,4 @@
-"""The serving benchmark's settings: the gate file's ``[serving]`` table, checked before anything runs.
+"""The serving benchmark's settings (``workbench.serving``): the gate file's ``[serving]`` table, checked before anything runs.
 
 Example (TOML)::
 
