@@ -325,6 +325,7 @@ class ServingDefaults:
     max_queue_delay_ms: float = 5.0  # how long the oldest request may wait for a batch to fill
     instances: int = 1  # model instances (sessions) serving in parallel
     seconds_per_rate: float = 4.0  # each offered load runs this long (arrivals), then drains
+    min_requests: int = 10  # ... or longer, until this many requests are expected at its rate
     budget_s: float = 60.0  # wall-clock budget of one candidate's sweep; the sweep stops when spent
     max_rates: int = 8  # offered loads per sweep at most
     # automatic sweep: these multiples of the instances' batch-1 throughput (1 / single-request latency)

@@ -105,6 +105,13 @@ def check_serving(values: dict[str, Any], where: Where) -> None:
     for key, check in _CHECKS.items():
         if key in values:
             check(values[key], where.key(key))
+    fast = [r for r in [values.get("qps"), *(values.get("rates") or ())] if r and r > SERVING.max_offered_qps]
+    if fast:
+        key = "qps" if values.get("qps") in fast else "rates"
+        raise where.key(key).fail(
+            f"an offered load of {max(fast):g} QPS is more than this load generator can release on schedule "
+            f"(at most {SERVING.max_offered_qps:g} QPS from one Python thread)"
+        )
     too_big = [
         p for p in values.get("preferred_batch") or () if p > values.get("max_batch", SERVING.max_batch)
     ]

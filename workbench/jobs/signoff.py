@@ -507,6 +507,11 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
+    # the serving benchmark first: its bad input (a target below one request, a batch over the profile or the
+    # memory limit, a load this machine cannot generate) stops the sign-off before any transcription
+    serving = (
+        measure_serving_of(inputs, factory, candidates, eval_set, utts, model) if inputs.serving else None
+    )
     hyps: dict[str, list[str]] = {}
     batch_checks: dict[str, BatchCheck] = {}
     policy: dict[str, Any] = {}
@@ -616,9 +621,6 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         inputs.resamples,
         inputs.seed,
         total=len(utts),
-    )
-    serving = (
-        measure_serving_of(inputs, factory, candidates, eval_set, utts, model) if inputs.serving else None
     )
     verdicts = judge(accuracy, latencies, inputs.gates)
     if serving is not None and inputs.gates.serving is not None:

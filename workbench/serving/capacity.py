@@ -72,6 +72,11 @@ def summarise(result: ServeResult, offered_qps: float, target_ms: float) -> Load
     )
 
 
+def run_seconds(rate_qps: float, seconds: float) -> float:
+    """How long arrivals run at ``rate_qps``: ``seconds``, or long enough to expect ``SERVING.min_requests``."""
+    return max(seconds, SERVING.min_requests / rate_qps)
+
+
 def run_load(
     computes: Sequence[Compute],
     lengths: Sequence[int],
@@ -81,9 +86,10 @@ def run_load(
     target_ms: float,
     seed: int = 0,
 ) -> LoadPoint:
-    """Serve Poisson arrivals at ``rate_qps`` for ``seconds`` and summarise them; requests unanswered two
-    targets (at least half a second) after the last arrival count as beyond the target."""
-    requests = poisson_arrivals(rate_qps, seconds, lengths, seed)
+    """Serve Poisson arrivals at ``rate_qps`` for ``seconds`` (longer when fewer than ``SERVING.min_requests``
+    would be expected) and summarise them; requests unanswered two targets (at least half a second) after the
+    last arrival count as beyond the target."""
+    requests = poisson_arrivals(rate_qps, run_seconds(rate_qps, seconds), lengths, seed)
     drain = max(0.5, 2.0 * target_ms / 1000.0)
     point = summarise(serve(requests, computes, batcher, drain), rate_qps, target_ms)
     if point.meets_target and point.lag_p99_ms > SERVING.max_lag_ms:
@@ -147,12 +153,13 @@ def sweep(
     qps: float | None = None,
     seed: int = 0,
 ) -> Sweep:
-    """Run ``rates`` in ascending order (each for ``seconds``) until the budget is spent or a load at or beyond
-    ``qps`` overwhelms the server."""
+    """Run ``rates`` in ascending order (each for ``seconds``) until the budget is spent (a load starts only
+    when its arrivals fit what is left) or a load at or beyond ``qps`` overwhelms the server."""
     result = Sweep(target_ms)
     began = time.perf_counter()
-    per_run = seconds + max(0.5, 2.0 * target_ms / 1000.0)
     for i, rate in enumerate(sorted(rates)):
+        # a load starts only when its arrivals fit the budget left (its drain may overrun it by up to 2 targets)
+        per_run = run_seconds(rate, seconds)
         if result.points and time.perf_counter() - began + per_run > budget_s:
             result.stopped = f"budget of {budget_s:g} s spent before {rate:g} QPS"
             break
