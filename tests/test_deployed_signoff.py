@@ -109,7 +109,7 @@ def test_profile_that_cannot_hold_the_chunk_is_refused(workspace, capsys) -> Non
         (["--decoder", "beam+lm"], "needs a language model"),
         (["--decoder", "greedy,viterbi"], "--decoder takes"),
         (["--stride-seconds", "1"], "needs --chunk-seconds"),
-        (["--chunk-seconds", "2", "--stride-seconds", "a,b"], "--stride-seconds takes seconds"),
+        (["--chunk-seconds", "2", "--stride-seconds", "a,b"], "--stride-seconds: takes seconds"),
     ],
 )
 def test_bad_inference_options_are_one_line(workspace, capsys, extra, match) -> None:

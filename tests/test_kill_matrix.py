@@ -132,6 +132,8 @@ def test_calibrate_killed_at_any_write_leaves_each_file_old_or_new_and_no_temp_f
         str(ws / "models" / "tiny"),
         "--set",
         str(ws / "calib_sets" / "unit-calib"),
+        "--method",
+        "entropy",
     ]
     argv += ["--engines", str(engines)]
     ops = zygote.ops(argv, ws)

@@ -161,6 +161,8 @@ class RecoveryDefaults:
 # breaks INT8 on the demo model. ``demo --shift-scale`` adds the per-channel shift and scale of those inputs: INT8
 # everywhere loses less, but the plan its search finds has failed the sign-off (docs/recovery.md#measured).
 DEMO_RECOVERY = RecoveryDefaults(bias_correction=True, clip_search=True)
+# A project file's recovery when it names none (``workbench.project``): the demo's, the best measured
+DEFAULT_RECOVERY = DEMO_RECOVERY
 
 
 @dataclass(frozen=True)
@@ -234,8 +236,12 @@ DEFAULT_EVAL_BATCH = 1
 EVAL_MAX_PADDING = 0.1
 # utterances transcribed again at batch 1 to check the batched transcripts (transcripts that differ, WER change)
 BATCH_CHECK_UTTERANCES = 48
-# The calibration method when none is given: TensorRT's entropy (KL divergence) calibration.
-DEFAULT_METHOD = "entropy"
+# The calibration method when none is given: the best measured on the demo model, percentile 99.99 (INT8 everywhere
+# +0.93 WER points [+0.16, +2.24], the searched plan 75.9 % INT8; TensorRT's entropy +4.13 [+2.83, +5.41] and 46.6 %:
+# benchmarks/results/calibration_methods.json, calibration_methods_entropy_reference.json; docs/calibration.md).
+# The verbs' accuracy recovery stays off unless asked for (it costs scoring runs); a project file's recipe
+# (``workbench run``) defaults to DEFAULT_RECOVERY, the demo's.
+DEFAULT_METHOD = "percentile"
 
 
 @dataclass(frozen=True)
@@ -252,6 +258,19 @@ VERDICT = VerdictConfig()
 
 # fewest bootstrap resamples sign-off and search accept (fewer give no usable percentile interval)
 MIN_RESAMPLES = 100
+
+
+@dataclass(frozen=True)
+class OptionLimits:
+    """Bounds of numeric options beyond their natural domain (``workbench/values.py``): the longest audio length
+    an option may name (a day: anything longer is a typo), and the shortest chunk (25 frames of 20 ms: below it
+    a chunk holds no word)."""
+
+    max_seconds: float = 86_400.0
+    min_chunk_seconds: float = 0.5
+
+
+OPTION_LIMITS = OptionLimits()
 
 
 @dataclass(frozen=True)

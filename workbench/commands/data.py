@@ -13,6 +13,7 @@ from pathlib import Path
 from workbench.commands.options import print_lines
 from workbench.config import LAYOUTS, ImportDefaults, SetBuildConfig
 from workbench.errors import WorkbenchError
+from workbench.values import number_in, seconds, whole_number
 from workbench.workspace import area_default
 
 LAYOUT_HELP = (
@@ -38,14 +39,14 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
 def _profile_and_noise_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-seconds",
-        type=float,
+        type=seconds(),
         help="fix the engine profile's shortest clip (default: derived from the data)",
     )
     parser.add_argument(
-        "--opt-seconds", type=float, help="fix the profile's typical clip (default: the median)"
+        "--opt-seconds", type=seconds(), help="fix the profile's typical clip (default: the median)"
     )
     parser.add_argument(
-        "--max-seconds", type=float, help="fix the profile's longest clip (default: the longest)"
+        "--max-seconds", type=seconds(), help="fix the profile's longest clip (default: the longest)"
     )
     parser.add_argument(
         "--noise-dir",
@@ -72,11 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="synthetic speech, or " + LAYOUT_HELP,
     )
     _source_arguments(build)
-    build.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition)
-    build.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition)
+    build.add_argument("--calib-per-condition", type=whole_number(1), default=defaults.calib_per_condition)
+    build.add_argument("--eval-per-condition", type=whole_number(1), default=defaults.eval_per_condition)
     _profile_and_noise_arguments(build)
-    build.add_argument("--seed", type=int, default=defaults.seed)
-    build.add_argument("--workers", type=int, default=defaults.workers)
+    build.add_argument("--seed", type=whole_number(0), default=defaults.seed)
+    build.add_argument("--workers", type=whole_number(1), default=defaults.workers)
     build.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     imp = sub.add_parser("import", help="store a whole source as one evaluation or calibration set")
     idef = ImportDefaults()
@@ -89,19 +90,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _profile_and_noise_arguments(imp)
     imp.add_argument(
         "--noisy-share",
-        type=float,
+        type=number_in(0.0, 1.0),
         default=idef.noisy_share,
         help="share of quiet clips that also get a noisy copy (and a reverberant one with --rir-dir)",
     )
-    imp.add_argument("--take", type=int, help="keep a seeded sample of N usable utterances (default: all)")
+    imp.add_argument(
+        "--take", type=whole_number(1), help="keep a seeded sample of N usable utterances (default: all)"
+    )
     imp.add_argument(
         "--disjoint-from",
         metavar="SET",
-        help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)",
+        action="append",
+        default=[],
+        help="drop utterances whose speaker or text is in this set (e.g. the evaluation set); repeat for several "
+        "sets (e.g. a dev set apart from both the calibration and the evaluation set)",
     )
     imp.add_argument(
         "--allow-missing",
-        type=int,
+        type=whole_number(0),
         default=0,
         metavar="N",
         help="an evaluation set imported whole is refused when its source lists audio files or transcripts "
@@ -113,8 +119,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="evaluation sets: leave out clips that are no plausible utterance (a sample rate no recording has, "
         "longer than 10 minutes) instead of refusing the import; calibration imports always skip them",
     )
-    imp.add_argument("--seed", type=int, default=0)
-    imp.add_argument("--workers", type=int, default=idef.workers, help="decoding processes")
+    imp.add_argument("--seed", type=whole_number(0), default=0)
+    imp.add_argument("--workers", type=whole_number(1), default=idef.workers, help="decoding processes")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
     imp.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     show = sub.add_parser("show", help="print a set's balance table and card summary")
@@ -125,9 +131,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     longform.add_argument("source", help="set name under calib_sets/ or a path")
     longform.add_argument("--name", required=True, help="name of the long-form set to write")
-    longform.add_argument("--min-seconds", type=float, default=30.0, help="shortest recording (default 30)")
-    longform.add_argument("--max-seconds", type=float, default=120.0, help="longest recording (default 120)")
-    longform.add_argument("--seed", type=int, default=0, help="seed of the pauses between utterances")
+    longform.add_argument(
+        "--min-seconds", type=seconds(), default=30.0, help="shortest recording (default 30)"
+    )
+    longform.add_argument(
+        "--max-seconds", type=seconds(), default=120.0, help="longest recording (default 120)"
+    )
+    longform.add_argument(
+        "--seed", type=whole_number(0), default=0, help="seed of the pauses between utterances"
+    )
     longform.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     listing = sub.add_parser("list", help="list the sets under calib_sets/")
     listing.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
@@ -146,8 +158,6 @@ def _check_set_name(name: str) -> None:
 def _config(args: argparse.Namespace) -> SetBuildConfig:
     from workbench.speech.profiles import fixed_profile
 
-    if args.calib_per_condition < 1 or args.eval_per_condition < 1:
-        raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
     _check_set_name(args.name)
     return SetBuildConfig(
         name=args.name,
@@ -155,7 +165,7 @@ def _config(args: argparse.Namespace) -> SetBuildConfig:
         eval_per_condition=args.eval_per_condition,
         seed=args.seed,
         profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
-        workers=max(1, args.workers),
+        workers=args.workers,
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
     )
@@ -185,7 +195,7 @@ def _import(args: argparse.Namespace) -> list[str]:
         noisy_share=args.noisy_share,
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
-        disjoint_from=args.disjoint_from,
+        disjoint_from=tuple(args.disjoint_from),
         allow_missing=args.allow_missing,
         skip_implausible=args.skip_implausible,
     )

@@ -130,6 +130,39 @@ def _delta_check(
     return Check(name, upper, limit_points, ok, detail, needed)
 
 
+def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
+    """A failing check when the transcripts themselves say the measurement is broken: this candidate or the
+    baseline wrote no text on any utterance, or its error rate is 100 % or more. Equal deltas between broken
+    outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when sane."""
+    for who, cand in (
+        (name, accuracy.candidates[name]),
+        (accuracy.baseline, accuracy.candidates[accuracy.baseline]),
+    ):
+        role = "the baseline" if who == accuracy.baseline else "it"
+        texts = [s.hypothesis for s in cand.scores]
+        if texts and not any(t.strip() for t in texts):
+            return Check(
+                "transcripts",
+                None,
+                0.0,
+                False,
+                f"transcripts: {role} ({who}) wrote no text on any of {len(texts):,} utterances; an input outside "
+                "its domain (decoder settings, blank penalty, audio) breaks every candidate alike, so no delta is "
+                "evidence",
+            )
+        rate = cand.overall.wer.estimate
+        if cand.overall.reference_words and rate >= 1.0:
+            return Check(
+                "transcripts",
+                rate * 100.0,
+                100.0,
+                False,
+                f"transcripts: {role} ({who}) has a {accuracy.label} of {rate * 100:.1f} % (100 % or more: nothing "
+                "it wrote matches the references), so no delta is evidence",
+            )
+    return None
+
+
 def judge(
     accuracy: AccuracyComparison,
     latencies: dict[str, LatencyResult] | None,
@@ -145,6 +178,9 @@ def judge(
     label = accuracy.label
     for name, cand in accuracy.candidates.items():
         checks = [_delta_check("overall", cand.overall, gates.max_wer_delta_points, label, advise_evidence)]
+        broken = _output_check(name, accuracy)
+        if broken is not None:
+            checks.append(broken)
         for cond, score in cand.by("condition").items():
             checks.append(
                 _delta_check(

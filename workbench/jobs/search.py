@@ -53,6 +53,12 @@ from workbench.speech.store import SpeechSet
 
 logger = logging.getLogger(__name__)
 
+# said on one line and written into the record when the search selects on the calibration set (no --dev-set)
+CALIBRATION_AS_DEV = (
+    "no --dev-set: the search selects on the calibration set {name}, whose clips set the scales it judges; "
+    "give --dev-set (a held-out set, e.g. data import --disjoint-from CALIB --disjoint-from EVAL)"
+)
+
 
 @dataclass(frozen=True)
 class SearchInputs(AnalysisInputs):
@@ -322,6 +328,8 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     refuse_ray_with_recovery(s.ray, prepared)
     require_utterances(s.dev_set, "dev")
     folder = compare.analysis_folder(prepared, s.out)
+    if s.dev_set.content_hash == prepared.calib_set.content_hash:
+        logger.warning(f"warning: {CALIBRATION_AS_DEV.format(name=s.dev_set.name)}")
     if s.dev_set.name.endswith("-eval"):
         logger.warning(
             f"warning: dev set {s.dev_set.name} looks like an evaluation set; judging the found plan on the same set "
@@ -649,6 +657,10 @@ def search_record(
             "path": str(s.dev_set.path),
             "content_hash": s.dev_set.content_hash,
             "utterances": len(evaluator.utterances),
+            "is_calibration_set": s.dev_set.content_hash == prepared.calib_set.content_hash,
+            "warning": CALIBRATION_AS_DEV.format(name=s.dev_set.name)
+            if s.dev_set.content_hash == prepared.calib_set.content_hash
+            else None,
         },
         "inference": s.inference.to_json(),
         "strategy": describe(s.strategy, s.keep, s.refine, s.finer),

@@ -73,8 +73,10 @@ from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
 from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
+from workbench.jobs.signoff_defaults import Recipe, resolve_recipe
 from workbench.jobs.signoff_memo import Key, SignoffMemo
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
+from workbench.model.folders import artifact_folder_name
 from workbench.model.loading import check_model_source
 from workbench.quantize.macs import compute_shares, node_macs, opt_samples
 from workbench.quantize.overflow import OverflowReport, check_overflow, every_tensor_sample
@@ -83,7 +85,7 @@ from workbench.quantize.recovered import RecoveredSource
 from workbench.quantize.targets import CPU_TARGET, candidates_for_target, check_target_inputs
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
-from workbench.search.found import matching_search
+from workbench.search.found import chosen_search
 from workbench.serving.choose import add_serving_checks, decide_by_capacity
 from workbench.serving.measure import CandidateServing, RequestSet, measure_serving, serving_record
 from workbench.speech import missing
@@ -152,6 +154,50 @@ class SignoffInputs:
     serving: bool = (
         False  # the serving benchmark (``workbench.serving``) under the gate file's [serving] table
     )
+    search: Path | None = None  # the search whose plan is signed off (--search); None: the only matching one
+    use_search: bool = True  # False: built candidates leave any search's plan out (--no-search)
+    # False: method and recovery are the defaults, not asked for: refused when the model's caches and searches on
+    # this calibration set were made with other recipes (``workbench.jobs.signoff_defaults``)
+    recipe_given: bool = True
+    assumed: list[str] = field(
+        default_factory=list
+    )  # what the verb assumed for a left-out option (the record says)
+
+    def settings(self) -> dict[str, Any]:
+        """Every option that shapes the verdict beside the gates, the inference and the candidates (the record's
+        ``settings``)."""
+        return {
+            "target": self.target,
+            "as_given": self.as_given,
+            "backend": self.backend,
+            "outside_profile": self.outside_profile,
+            "profile_min_s": self.profile_min_s,
+            "profile_max_s": self.profile_max_s,
+            "limit": self.limit,
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "error_unit": self.error_unit,
+            "batch_size": self.batch_size,
+            "pad_batches": self.pad_batches,
+            "serving": self.serving,
+            "overflow_check": self.overflow_check,
+            "overflow_clips": self.overflow_clips,
+            "also_limit": self.also_limit,
+            "ort_cpu_weights": self.ort_cpu_weights,
+            "method": None if self.candidates else self.method,
+            "recovery": None
+            if self.candidates or self.recovery is None
+            else self.recovery.params().get("recovery"),
+            "search": str(self.search) if self.search is not None else None,
+            "use_search": self.use_search,
+            "latency": None
+            if self.latency is None
+            else {
+                "batch_sizes": list(self.latency.batch_sizes),
+                "warmup": self.latency.warmup,
+                "repeats": self.latency.repeats,
+            },
+        }
 
 
 @dataclass
@@ -180,6 +226,7 @@ class DefaultVariants:
     cache: Path
     sensitivity: Path | None = None  # the ranking the mixed plan's search used, when there is one
     mixed_note: str | None = None
+    search_note: str | None = None  # which search the mixed plan came from, and its dev set (for the record)
 
 
 def build_default_variants(
@@ -190,10 +237,13 @@ def build_default_variants(
     eval_hash: str | None = None,
     calib_root: Path | None = None,
     recovery: RecoveryOptions | None = None,
+    search: Path | None = None,
+    use_search: bool = True,
 ) -> DefaultVariants:
     """Export/calibrate (reusing a matching cache; with the accuracy-recovery options ``recovery``) and write FP16
-    beside FP32 and INT8; add the mixed plan of a finished ``search`` on this export, cache and recovery options
-    (not searched on the evaluation set ``eval_hash``)."""
+    beside FP32 and INT8; add the mixed plan of the finished ``search`` given, else of the one search on this export,
+    cache and recovery options (not searched on the evaluation set ``eval_hash``; several are refused,
+    ``workbench.search.found.chosen_search``); ``use_search`` False: no mixed plan."""
     result = calibrate.run(
         calibrate.CalibrateInputs(
             model,
@@ -208,11 +258,19 @@ def build_default_variants(
     if result.fp16_onnx is not None:
         candidates.append(("fp16", result.fp16_onnx))
     candidates.append((f"int8-{method}", result.int8_onnx))
-    found = matching_search(result.fp32_onnx, result.cache, eval_hash)
+    found = chosen_search(result.fp32_onnx, result.cache, eval_hash, search) if use_search else None
     if found is None:
-        return DefaultVariants(candidates, result.cache)
+        return DefaultVariants(
+            candidates, result.cache, search_note=None if use_search else "no mixed plan: --no-search"
+        )
     note = f"mixed = {found.name}: {found.int8_share * 100:.1f}% INT8, from {found.search}"
-    return DefaultVariants(candidates + [("mixed", found.onnx)], result.cache, found.sensitivity, note)
+    return DefaultVariants(
+        candidates + [("mixed", found.onnx)],
+        result.cache,
+        found.sensitivity,
+        note,
+        f"mixed plan from the search {found.line()}",
+    )
 
 
 def engine_settings(
@@ -448,6 +506,8 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     shared with other sign-offs of this process (``workbench.jobs.signoff_memo``; the record names each reuse)."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
     reused_before = len(memo.reused) if memo is not None else 0
+    assumed = list(inputs.assumed)
+    method = inputs.method
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
         logger.info(f"note: {note}")
@@ -460,18 +520,36 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         if given is None or inputs.calib_set is None:  # ``check`` refused this already
             raise WorkbenchError("give --model and --calib-set to build FP32/FP16/INT8 variants")
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
+        if calib_set is None:  # ``check`` loaded it
+            raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants")
+        recipe, recipe_notes = resolve_recipe(
+            Recipe.asked(inputs.method, inputs.recovery),
+            inputs.recipe_given,
+            inputs.search if inputs.use_search else None,
+            area_path("engines", inputs.engines) / artifact_folder_name(given.model_hash),
+            calib_set.content_hash,
+            eval_set.content_hash,
+        )
+        for line in recipe_notes:
+            logger.info(f"note: {line}")
+        assumed += recipe_notes
+        method = recipe.method
         logger.info(
-            f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({inputs.method})"
+            f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({method})"
         )
         built = build_default_variants(
             given,
             calib_source,
-            inputs.method,
+            method,
             root=inputs.engines,
             eval_hash=eval_set.content_hash,
             calib_root=inputs.calib_root,
-            recovery=inputs.recovery,
+            recovery=recipe.options(),
+            search=inputs.search,
+            use_search=inputs.use_search,
         )
+        if built.search_note:
+            assumed.append(built.search_note)
         candidates, cache = built.candidates, cache or built.cache
         if built.mixed_note:
             logger.info(built.mixed_note)
@@ -656,6 +734,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     if lacking:
         artifacts[[a["role"] for a in artifacts].index("evaluation set")]["missing"] = lacking
     notes = [
+        *assumed,
         f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
         *([lacking] if lacking else []),
         f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}",
@@ -718,6 +797,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         inference=inference.to_json(),
         decoders=decoders,
         serving=serving[1] if serving is not None else None,
+        settings={**inputs.settings(), "method": None if inputs.candidates else method, "assumed": assumed},
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
 

@@ -61,7 +61,8 @@ class ImportConfig:
     noisy_share: float = _DEFAULTS.noisy_share
     noise_dir: Path | None = None
     rir_dir: Path | None = None
-    disjoint_from: str | None = None  # a stored set whose speakers and texts this set must not have
+    # stored sets whose speakers and texts this set must not have (``--disjoint-from``, repeatable: all of them)
+    disjoint_from: tuple[str, ...] = ()
     allow_missing: int = 0  # an evaluation set imported whole may lack this many listed inputs (``missing``)
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
     skip_implausible: bool = False  # evaluation imports: skip implausible clips instead of refusing
@@ -232,14 +233,14 @@ def _plan(cfg: ImportConfig) -> NoisePlan:
 def _context(folder: Path, cfg: ImportConfig, root: Path) -> _Context:
     if not cfg.disjoint_from:
         return _Context(folder, cfg, _plan(cfg))
-    other = load_set(cfg.disjoint_from, root)
+    others = [load_set(name, root) for name in cfg.disjoint_from]
     return _Context(
         folder,
         cfg,
         _plan(cfg),
-        other.name,
-        frozenset(u.speaker for u in other.utterances),
-        frozenset(u.text for u in other.utterances),
+        " or ".join(other.name for other in others),
+        frozenset(u.speaker for other in others for u in other.utterances),
+        frozenset(u.text for other in others for u in other.utterances),
     )
 
 
@@ -262,8 +263,9 @@ def import_set(
     calib_sets/); an existing set of that name is replaced only when the new one is complete."""
     root = area_path("calib_sets", root)
     final = root / cfg.name
-    if cfg.disjoint_from and load_set(cfg.disjoint_from, root).path.resolve() == final.resolve():
-        raise WorkbenchError(f"--disjoint-from {cfg.disjoint_from} names the set being imported")
+    for name in cfg.disjoint_from:
+        if load_set(name, root).path.resolve() == final.resolve():
+            raise WorkbenchError(f"--disjoint-from {name} names the set being imported")
     entries, total = _ordered_entries(source.entries(), cfg, getattr(source, "light_entries", True))
     whole = missing.must_be_whole(cfg.role, cfg.take)
     if whole and isinstance(entries, list):  # listed up front: refuse before decoding anything
