@@ -185,3 +185,11 @@ def test_capacity_is_the_top_of_the_unbroken_run_of_loads_that_meet_the_target()
     assert result.capacity_qps == 2.0  # the pass at 4 QPS above a failure at 3 is noise
     assert result.at(3.0) is result.points[2] and result.at(5.0) is None
     assert Sweep(100.0, [point(1.0, False), point(2.0, True)]).capacity_qps is None
+
+
+def test_a_load_released_behind_schedule_was_not_generated() -> None:
+    from workbench.serving.load import check_generated
+
+    check_generated(30.0, 2.0)  # 30 ms late against 500 ms gaps: the offered load holds
+    with pytest.raises(WorkbenchError, match="could not generate 1000 QPS.*behind schedule"):
+        check_generated(30.0, 1000.0)

@@ -4,7 +4,7 @@
 (their real lengths) picked at random, or all of one fixed length. ``release`` hands each request to the
 server at its arrival time from its own thread and records how far behind schedule each release was; a load
 the machine cannot generate (an offered rate beyond ``max_offered_qps``, or releases late by more than
-``max_lag_ms`` at the 99th percentile) is a user error rather than a latency measurement.
+``max_lag_ms`` or half a mean gap at the 99th percentile) is a user error rather than a latency measurement.
 """
 
 from __future__ import annotations
@@ -87,13 +87,19 @@ def release(requests: Sequence[Request], submit: Callable[[Request, float], None
     return Released(at, lag)
 
 
-def check_generated(released: Released, rate_qps: float, limit_ms: float = SERVING.max_lag_ms) -> None:
+def lag_limit_ms(rate_qps: float) -> float:
+    """How late releases may be (p99) at ``rate_qps``: ``SERVING.max_lag_ms`` or half a mean gap, the larger."""
+    return max(SERVING.max_lag_ms, 500.0 / rate_qps)
+
+
+def check_generated(lag_p99_ms: float, rate_qps: float) -> None:
     """Refuse a run whose releases fell behind schedule: its latencies would not be those of the offered load."""
-    if released.lag_p99_ms > limit_ms:
+    limit = lag_limit_ms(rate_qps)
+    if lag_p99_ms > limit:
         raise WorkbenchError(
-            f"this machine could not generate {rate_qps:g} QPS: requests were released "
-            f"{released.lag_p99_ms:.1f} ms behind schedule at the 99th percentile (limit {limit_ms:g} ms); "
-            "lower serving.qps or serving.rates, or run on a less loaded machine"
+            f"this machine could not generate {rate_qps:g} QPS: requests were released {lag_p99_ms:.1f} ms "
+            f"behind schedule at the 99th percentile (limit {limit:g} ms); lower serving.qps or serving.rates, "
+            "or run on a less loaded machine"
         )
 
 
