@@ -198,7 +198,8 @@ def measure(
             "largest_batch_fitting": min((r[n]["largest_batch_fitting"] or 0) for r in repeats),
         }
     accuracy = wer_deltas(args, pairs, description, clips, references) if references is not None else None
-    winner = max(summary, key=lambda n: (summary[n]["capacity_qps_median"], -list(summary).index(n)))
+    best = max(s["capacity_qps_median"] for s in summary.values())
+    tied = [n for n, s in summary.items() if s["capacity_qps_median"] == best]
     return {
         "model": name,
         "description": description.summary(),
@@ -206,7 +207,8 @@ def measure(
         "settings": config.to_json(),
         "requests": requests.description,
         "summary": summary,
-        "winner_by_capacity": winner,
+        "winner_by_capacity": tied[0] if len(tied) == 1 else None,  # None: a tie on the median
+        "highest_capacity": tied,
         "accuracy": accuracy,
         "repeats": repeats,
     }
@@ -259,8 +261,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{s['peak_rss_mb_max']:>7.0f} {cap:>32} "
                 + (f"{delta:>+8.2f}" if delta is not None else f"{'n/a':>8}")
             )
+        tied = result["highest_capacity"]
         print(
-            f"{result['model']}: winner by capacity at p99 <= {args.p99_ms:g} ms: {result['winner_by_capacity']}"
+            f"{result['model']}: at p99 <= {args.p99_ms:g} ms "
+            + (
+                f"winner by capacity: {tied[0]}"
+                if len(tied) == 1
+                else f"equal median capacity: {', '.join(tied)}"
+            )
         )
     print(
         f"cpu flags {' '.join(out['cpu_flags']) or 'unknown'}; load average before {load_before}, after "
