@@ -75,6 +75,7 @@ def test_data_import_killed_anywhere_leaves_the_old_set_or_the_new_one(
         "--no-progress",
         "--workers",
         "1",
+        "--replace",
     ]
     argv += ["--path", str(_tiny_source(tmp_path / "src", speech_like)), "--root", str(sets)]
     saved = tmp_path / "saved"
@@ -181,6 +182,7 @@ def test_signoff_killed_anywhere_leaves_the_old_report_or_the_new_one(zygote, ws
     argv = ["signoff", "--eval-set", str(ws / "calib_sets" / "unit-eval"), "--candidate"]
     argv += [f"fp32={run / 'model.fp32.onnx'}", "--no-latency", "--threads", "1", "--resamples", "100"]
     argv += ["--root", str(ws / "calib_sets"), "--out", str(folder), "--model", str(ws / "models" / "tiny")]
+    argv += ["--replace"]
     argv += [
         "--target",
         "ort-cpu",

@@ -19,6 +19,7 @@ import pytest
 from modelkit import unit_set
 
 from workbench.calibration.collectors import StreamingStats
+from workbench.cluster.records import without_timing as _without_timing
 from workbench.errors import WorkbenchError
 
 CALIB_TEXTS = [
@@ -193,18 +194,6 @@ def test_compare_ranking_on_ray_equals_serial(bench, ray_cluster) -> None:
     assert runs[0].sensitivity and runs[1].sensitivity
     assert _without_timing(runs[0].sensitivity) == _without_timing(runs[1].sensitivity)
     assert len(runs[0].sensitivity["layers"]) > 3
-
-
-TIMING = {"created", "record_sha256", "seconds", "mean_ms_per_utterance"}
-
-
-def _without_timing(record: Any) -> Any:
-    """The record with its timing fields (and the hash over them) left out, at any depth."""
-    if isinstance(record, dict):
-        return {k: _without_timing(v) for k, v in record.items() if k not in TIMING}
-    if isinstance(record, list):
-        return [_without_timing(v) for v in record]
-    return record
 
 
 def test_signoff_on_ray_equals_serial(bench, ray_cluster) -> None:
@@ -387,3 +376,17 @@ def test_the_dashboard_sends_run_page_jobs_to_its_one_cluster(bench) -> None:
         path = bench["root"] / f"job-{k}.json"
         codec.write_job(path, inputs)
         assert codec.read_job(path)[1].ray == "local:2"  # the job file carries the cluster to the job
+
+
+def test_local_workers_of_a_gpu_backend_need_a_gpu(ray_cluster) -> None:
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import worker_count
+
+    assert worker_count(ray_cluster, ClusterAddress(local=3), gpu=False) == 3
+    # one worker holds a whole GPU: local:N on a GPU backend takes at most one per GPU, none without one
+    gpus = int(ray_cluster.cluster_resources().get("GPU", 0))
+    if gpus:
+        assert worker_count(ray_cluster, ClusterAddress(local=gpus + 2), gpu=True) == gpus
+    else:
+        with pytest.raises(WorkbenchError, match="has no GPU to run workers on"):
+            worker_count(ray_cluster, ClusterAddress(local=2), gpu=True)

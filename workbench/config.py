@@ -194,10 +194,15 @@ class SearchConfig:
     # the order groups go to FP16 in: "damage-per-unit" (the ranking's damage per multiply-accumulate, or per
     # node, of what the objective counts) or "damage" (the sensitivity ranking as it is)
     order: str = "damage-per-unit"
+    # how the choice among the plans read on one dev set is accounted for (workbench.search.selection): "as-read",
+    # "shrink" (winner's-curse correction) or "confirm" (held-back dev speakers, confirm_share of them)
+    selection: str = "as-read"
+    confirm_share: float = 0.33
 
 
 SEARCH = SearchConfig()
 SEARCH_OBJECTIVES: tuple[str, ...] = ("macs", "nodes")
+SEARCH_SELECTIONS: tuple[str, ...] = ("as-read", "shrink", "confirm")
 SEARCH_ORDERS: tuple[str, ...] = ("damage-per-unit", "damage")
 
 
@@ -255,6 +260,28 @@ class VerdictConfig:
 
 
 VERDICT = VerdictConfig()
+
+
+@dataclass(frozen=True)
+class EvidenceConfig:
+    """The least evidence a PASS needs (``workbench.evaluate.evidence``): per judged group (overall and each
+    condition) at least ``min_speakers`` speakers and ``min_reference_words`` reference words (characters for CER).
+
+    Speakers: the paired interval resamples whole speakers, so speakers are its sample size. With n speakers the
+    bootstrap sees at most C(2n-1, n) distinct resamples (462 at 6 speakers, 92,378 at 10) and its 2.5 % tail rests
+    on a dozen of them at 6; a speaker whose transcripts did not change sits out of about (1 - 1/n)^n = a third of
+    the resamples whatever n is, so with few speakers that changed anything one end of the interval lands on 0.00
+    (a 20-utterance, 6-speaker set read INT8 everywhere at -1.10 [-2.02, 0.00] after the dev set had read +2.87).
+    Cluster bootstraps are known to cover too little below about ten clusters, so ten is a floor, not a guarantee.
+    Words: at 300 reference words one changed word moves the delta by 0.33 points, a third of the 1-point condition
+    gate; with fewer, one or two words decide the condition gate and a single word outweighs the 0.3-point overall
+    gate."""
+
+    min_speakers: int = 10
+    min_reference_words: int = 300
+
+
+EVIDENCE = EvidenceConfig()
 
 # fewest bootstrap resamples sign-off and search accept (fewer give no usable percentile interval)
 MIN_RESAMPLES = 100
@@ -355,3 +382,27 @@ class ServingDefaults:
 
 
 SERVING = ServingDefaults()
+
+
+@dataclass(frozen=True)
+class CoverageRule:
+    """When a calibrated tensor has left its range on new audio (``workbench.calibration.coverage``): its share of
+    values beyond the calibrated amax there is at least ``min_share`` and ``factor`` times its share on the
+    calibration set. ``shown``: the tensors that moved most, listed in the record."""
+
+    factor: float = 3.0
+    min_share: float = 1e-3  # 0.1 % of the tensor's values: ten times what percentile 99.99 leaves out
+    shown: int = 10
+
+
+@dataclass(frozen=True)
+class LabelFreeDefaults:
+    """The sign-off's label-free check (``signoff --unlabelled-set``, ``workbench.jobs.label_free``)."""
+
+    coverage_calib_clips: int = (
+        64  # calibration clips the reference shares are counted on (spread over the set)
+    )
+    coverage: CoverageRule = field(default_factory=CoverageRule)
+
+
+LABEL_FREE = LabelFreeDefaults()

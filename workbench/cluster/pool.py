@@ -4,13 +4,13 @@ retried on another; results come back in task order, so merges do not depend on 
 from __future__ import annotations
 
 import logging
-import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.backends.onnxruntime import available_cores
 from workbench.cluster.address import ClusterAddress, connected
 from workbench.cluster.check import CheckSet
 from workbench.cluster.worker import Task, WorkerBody
@@ -121,10 +121,17 @@ def _started(ray: Any, actors: list[Any], address: ClusterAddress) -> list[Worke
 
 
 def worker_count(ray: Any, address: ClusterAddress, gpu: bool) -> int:
-    """One worker per CPU (per GPU for a GPU backend) of the cluster; ``local:N``: N."""
-    if address.local:
+    """One worker per CPU (per GPU for a GPU backend) of the cluster; ``local:N``: N (at most one per GPU of this
+    machine for a GPU backend: a worker holds a whole GPU, and more would wait out ``RAY_START_TIMEOUT_S``)."""
+    if address.local and not gpu:
         return address.local
     total = ray.cluster_resources().get("GPU" if gpu else "CPU", 0)
+    if address.local and total >= 1:
+        if address.local > total:
+            logger.info(
+                f"ray: {address.local} workers asked for, {int(total)} GPU(s) here: one worker per GPU"
+            )
+        return min(address.local, int(total))
     if total < 1:
         raise WorkbenchError(
             f"{address.describe()} has no {'GPU' if gpu else 'CPU'} to run workers on; "
@@ -136,7 +143,8 @@ def worker_count(ray: Any, address: ClusterAddress, gpu: bool) -> int:
 @contextmanager
 def open_pool(address: ClusterAddress, check: CheckSet, gpu: bool = False) -> Iterator[WorkerPool]:
     """Connect, start the workers (one CPU each, or one GPU each for ``gpu``; ONNX Runtime threads: one per
-    worker, or this machine's cores shared out among ``local:N`` workers),
+    worker, or the cores this process may run on (``available_cores``: its CPU affinity, at most one per physical
+    core, as a run without Ray uses) shared out among ``local:N`` workers),
     run the check set on every one, refuse those whose logits differ from the reference by more than its
     tolerance, and yield the pool of the rest; the workers are stopped after the block."""
     from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
@@ -144,7 +152,7 @@ def open_pool(address: ClusterAddress, check: CheckSet, gpu: bool = False) -> It
     with connected(address) as ray:
         count = worker_count(ray, address, gpu)
         resources: dict[str, float] = {"num_gpus": 1, "num_cpus": 1} if gpu else {"num_cpus": 1}
-        threads = None if gpu else max(1, (os.cpu_count() or 1) // count) if address.local else 1
+        threads = None if gpu else max(1, available_cores() // count) if address.local else 1
         actors = _start(ray, count, resources, threads)
         model_ref = ray.put(check.model)
         check_ref = ray.put(check.for_workers(model_ref))

@@ -64,8 +64,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.inputs.out_folder import refuse_inside_set
     from workbench.jobs import build
 
+    refuse_inside_set(args.engines_dir, "--engines-dir")
     batches = parse_positive_ints(args.batch, "--batch")
     seconds = EngineProfile()
     if not args.calib_set:

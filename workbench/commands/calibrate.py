@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.calibration.recovery import RecoveryOptions
     from workbench.errors import WorkbenchError
     from workbench.evaluate.inference import ChunkSettings
+    from workbench.inputs.out_folder import refuse_inside_set
     from workbench.jobs import calibrate
 
     if args.ort_cpu_weights and not args.ort_cpu:
@@ -80,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.stride_seconds is not None and args.chunk_seconds is None:
         raise WorkbenchError("--stride-seconds needs --chunk-seconds")
+    refuse_inside_set(args.engines, "--engines")
     chunks = (
         ChunkSettings.of(args.chunk_seconds, args.stride_seconds) if args.chunk_seconds is not None else None
     )

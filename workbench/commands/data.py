@@ -1,7 +1,7 @@
 """``python -m workbench data build|import|show|list|recard``: calibration and evaluation speech sets.
 
 ``build`` makes a balanced calibration/evaluation pair (the sets job); ``import`` stores a whole source
-as one calibration-only or evaluation-only set (the import_set job); ``recard`` accepts a set's files as
+as one calibration-only, evaluation-only or unlabelled set (the import_set job); ``recard`` accepts a set's files as
 they are now (``workbench.speech.recard``); ``list`` says which sets no longer match their cards.
 """
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from workbench.commands.options import print_lines
 from workbench.config import LAYOUTS, ImportDefaults, SetBuildConfig
 from workbench.errors import WorkbenchError
+from workbench.inputs.replace import add_replace_argument, refuse_replacing
 from workbench.values import number_in, seconds, whole_number
 from workbench.workspace import area_default
 
@@ -79,11 +80,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--seed", type=whole_number(0), default=defaults.seed)
     build.add_argument("--workers", type=whole_number(1), default=defaults.workers)
     build.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    add_replace_argument(build, "the pair NAME-calib / NAME-eval")
     imp = sub.add_parser("import", help="store a whole source as one evaluation or calibration set")
     idef = ImportDefaults()
     imp.add_argument("--name", required=True, help="the set is written as calib_sets/NAME")
     imp.add_argument(
-        "--role", choices=["eval", "calib"], default=idef.role, help="evaluation or calibration set"
+        "--role",
+        choices=["eval", "calib", "unlabelled"],
+        default=idef.role,
+        help="evaluation or calibration set, or unlabelled audio (no transcripts: any given are ignored) for the "
+        "sign-off's label-free check (signoff --unlabelled-set)",
     )
     imp.add_argument("--source", required=True, choices=LAYOUTS, help=LAYOUT_HELP)
     _source_arguments(imp)
@@ -123,6 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp.add_argument("--workers", type=whole_number(1), default=idef.workers, help="decoding processes")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
     imp.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    add_replace_argument(imp, "the set NAME")
     show = sub.add_parser("show", help="print a set's balance table and card summary")
     show.add_argument("name", help="set name under calib_sets/ or a path")
     show.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
@@ -141,6 +148,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--seed", type=whole_number(0), default=0, help="seed of the pauses between utterances"
     )
     longform.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    add_replace_argument(longform, "the long-form set NAME")
     listing = sub.add_parser("list", help="list the sets under calib_sets/")
     listing.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     recard = sub.add_parser(
@@ -175,7 +183,12 @@ def _source_fields(args: argparse.Namespace) -> dict:
     from workbench.speech.layouts import SourceOptions
 
     options = SourceOptions(
-        args.split, args.audio_column, args.text_column, args.speaker_column, args.accent_column
+        args.split,
+        args.audio_column,
+        args.text_column,
+        args.speaker_column,
+        args.accent_column,
+        labelled=getattr(args, "role", "eval") != "unlabelled",
     )
     return {"source": args.source, "path": args.path, "options": options, "root": args.root}
 
@@ -209,15 +222,21 @@ def run(args: argparse.Namespace) -> int:
     from workbench.speech.store import load_set, set_names
 
     if args.data_command == "build":
+        _check_set_name(args.name)
+        names = [Path(args.root) / f"{args.name}-{role}" for role in ("calib", "eval")]
+        refuse_replacing(names, "set", "give another --name", args.replace)
         print_lines(sets.run(sets.SetsInputs(_config(args), **_source_fields(args))).lines())
         return 0
     if args.data_command == "import":
+        _check_set_name(args.name)
+        refuse_replacing([Path(args.root) / args.name], "set", "give another --name", args.replace)
         print_lines(_import(args))
         return 0
     if args.data_command == "long-form":
         from workbench.speech.longform import LongFormConfig, build_long_form
 
         _check_set_name(args.name)
+        refuse_replacing([Path(args.root) / args.name], "set", "give another --name", args.replace)
         config = LongFormConfig(args.min_seconds, args.max_seconds, seed=args.seed)
         built = build_long_form(load_set(args.source, root=args.root), Path(args.root) / args.name, config)
         print_lines(sets.set_lines(built))

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from workbench.commands.options import print_lines
 from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION, SetBuildConfig
-from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.values import whole_number
 from workbench.workspace import area_default
@@ -459,7 +458,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dev-per-condition",
-        type=whole_number(1),
+        type=whole_number(0),
         default=DEMO_DEV_PER_CONDITION,
         help=f"held-out dev utterances per condition, what the search judges on (default {DEMO_DEV_PER_CONDITION})",
     )
@@ -486,11 +485,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.calib_per_condition < 1 or args.eval_per_condition < 1 or args.dev_per_condition < 0:
-        raise WorkbenchError(
-            "--calib-per-condition and --eval-per-condition must be at least 1, "
-            "--dev-per-condition at least 0"
-        )
     sets = replace(
         SetBuildConfig(),
         calib_per_condition=args.calib_per_condition,

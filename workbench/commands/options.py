@@ -8,7 +8,7 @@ from typing import Any
 
 from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD
 from workbench.resources import demo_model_dir
-from workbench.values import chunk_seconds, finite_number, stride_seconds, whole_number
+from workbench.values import chunk_seconds, finite_number, number_in, stride_seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -76,6 +76,7 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
     group.add_argument(
         "--smoothquant",
         metavar="auto|ALPHA",
+        type=smoothquant_strength,
         help="SmoothQuant: migrate activation outliers of MatMul/Gemm inputs into the weights (scales folded "
         "into the FP32 graph); 'auto' searches the strength per tensor by output error on the calibration "
         "clips, a number in [0, 1] fixes it. Costs a second calibration pass" + also,
@@ -112,6 +113,13 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
         "tensor's threshold, chosen by the KL of the logits on the clipping search's clips ('off' a candidate)"
         + also,
     )
+
+
+def smoothquant_strength(text: str) -> str:
+    """An argparse ``type`` for ``--smoothquant``: ``auto`` or a strength in [0, 1], kept as typed."""
+    if text != "auto":
+        number_in(0.0, 1.0)(text)
+    return text
 
 
 def recovery_from(args: argparse.Namespace) -> Any:
@@ -238,7 +246,11 @@ def inference_from(args: argparse.Namespace):
 
 
 def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses)."""
+    """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses); an
+    ``--engines`` inside a speech set's folder is refused (``--out`` is checked with the job's inputs)."""
+    from workbench.inputs.out_folder import refuse_inside_set
+
+    refuse_inside_set(args.engines, "--engines")
     return {
         "model": args.model,
         "calib_set": args.calib_set,

@@ -23,7 +23,7 @@ from workbench.commands.options import (
     inference_from,
     print_lines,
 )
-from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES, SEARCH_ORDERS
+from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES, SEARCH_ORDERS, SEARCH_SELECTIONS
 from workbench.values import number_in, whole_number
 
 
@@ -88,6 +88,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="hold back this share of each condition's dev speakers: the search chooses on the rest, then the "
         "passing plans are judged again on the held-back speakers, best first, and the first that passes there is "
         "the found plan (default 0: off; workbench/search/confirm.py)",
+    )
+    parser.add_argument(
+        "--selection",
+        choices=SEARCH_SELECTIONS,
+        default=SEARCH.selection,
+        help="how the choice among the plans read on one dev set is accounted for: as-read (each plan judged on "
+        "its dev reading), shrink (a winner's-curse correction: each dev estimate moved up by the expected maximum "
+        "of the planned evaluations' errors) or confirm (chosen on part of the dev speakers, confirmed on the "
+        f"held-back rest, --confirm SHARE, default {SEARCH.confirm_share:g}); default {SEARCH.selection} "
+        "(workbench/search/selection.py)",
     )
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
     parser.add_argument(
@@ -156,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
         refine=args.refine,
         finer=args.finer,
         confirm=args.confirm,
+        selection=args.selection,
         keep=args.keep,
         resamples=args.resamples,
         seed=args.seed,

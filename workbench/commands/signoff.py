@@ -36,6 +36,8 @@ from workbench.config import (
     OUTSIDE_PROFILE_POLICIES,
 )
 from workbench.errors import WorkbenchError
+from workbench.inputs.out_folder import refuse_inside_set
+from workbench.inputs.replace import add_replace_argument, refuse_replacing
 from workbench.resources import demo_model_dir
 from workbench.values import parse_positive_ints, seconds, whole_number
 from workbench.workspace import area_default
@@ -66,6 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-search", action="store_true", help="leave any search's plan out of the built candidates"
     )
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
+    parser.add_argument(
+        "--unlabelled-set",
+        action="append",
+        default=[],
+        metavar="SET",
+        help="unlabelled audio (data import --role unlabelled) every candidate is checked on against FP32: "
+        "disagreement, the bound on the WER delta, calibration coverage and the shift check (repeatable)",
+    )
     parser.add_argument(
         "--calib-set", "--set", dest="calib_set", help="calibration set (recorded in provenance)"
     )
@@ -136,6 +146,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, help="report folder (default: reports/signoff-<time> of the workspace)"
     )
+    add_replace_argument(parser, "a sign-off report already in --out")
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--engines",
@@ -183,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.evaluate.gates import load_gate_config
     from workbench.evaluate.latency import LatencyConfig
     from workbench.jobs import signoff
+    from workbench.report.render import HTML_NAME, MARKDOWN_NAME, RECORD_NAME
 
     candidates = parse_candidates(args.candidate)
     inference, also = inference_from(args)
@@ -206,8 +218,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {assumed[-1]}")
         model = demo_model_dir()
     out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    refuse_inside_set(args.engines, "--engines")
+    refuse_inside_set(out, "--out")
+    refuse_replacing(
+        [Path(out) / name for name in (RECORD_NAME, MARKDOWN_NAME, HTML_NAME)],
+        "sign-off report",
+        "give another --out",
+        args.replace,
+    )
     inputs = signoff.SignoffInputs(
         eval_set=args.eval_set,
+        unlabelled_sets=list(args.unlabelled_set),
         out_dir=out,
         candidates=candidates,
         calib_set=args.calib_set,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from workbench.evaluate.accuracy import AccuracyComparison, GroupScore
 from workbench.evaluate.latency import LatencyResult
@@ -40,6 +41,10 @@ class GateConfig:
     latency_batch: int = 1
     latency_percentile: str = "p90"
     serving: ServingConfig | None = None  # the [serving] table: latency target under load, batcher, load
+    # the label-free gates (gate file table ``[unlabelled]``): upper CI end of the disagreement with FP32 and of
+    # the bound on the WER delta on every --unlabelled-set, percentage points (``workbench.jobs.label_free``)
+    unlabelled_max_disagreement: float | None = None
+    unlabelled_max_wer_bound: float | None = None
 
     def __post_init__(self) -> None:
         check_gate_values({k: v for k, v in asdict(self).items() if k != "serving"}, Where("gates", FIX))
@@ -53,10 +58,12 @@ def load_gate_config(path: Path | None) -> GateConfig:
     the wrong type are errors (``workbench.inputs.gates``)."""
     if path is None:
         return GateConfig()
-    table = read_gate_file(Path(path), [f.name for f in fields(GateConfig)])
+    flat = [f.name for f in fields(GateConfig) if not f.name.startswith("unlabelled_")]
+    table = read_gate_file(Path(path), [*flat, "unlabelled"])
+    unlabelled = table.pop("unlabelled", {})
     if "serving" in table:
         table["serving"] = serving_config(table["serving"], Where(f"gate file {path}", FIX).key("serving"))
-    return GateConfig(**table)
+    return GateConfig(**table, **{f"unlabelled_{k}": v for k, v in unlabelled.items()})
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,11 @@ class Check:
     passed: bool
     detail: str
     needed_utterances: int | None = None  # an inconclusive error-rate gate: the evidence that would settle it
+    # an evidence check (workbench.evaluate.evidence) the set did not meet: the verdict is insufficient evidence
+    insufficient: bool = False
+    missing: dict[str, Any] | None = (
+        None  # what an insufficient evidence check lacks (speakers, reference words)
+    )
 
 
 @dataclass
@@ -88,13 +100,22 @@ class CandidateVerdict:
         return [c.detail for c in self.checks if not c.passed]
 
     @property
+    def insufficient(self) -> bool:
+        """Failed only evidence checks: the set cannot tell, so neither PASS nor FAIL."""
+        failed = [c for c in self.checks if not c.passed]
+        return bool(failed) and all(c.insufficient for c in failed)
+
+    @property
     def summary(self) -> str:
-        return "PASS" if self.passed else "FAIL: " + "; ".join(self.reasons)
+        if self.passed:
+            return "PASS"
+        return ("INSUFFICIENT EVIDENCE: " if self.insufficient else "FAIL: ") + "; ".join(self.reasons)
 
     def to_json(self) -> dict:
         return {
             "candidate": self.candidate,
             "passed": self.passed,
+            "insufficient_evidence": self.insufficient,
             "summary": self.summary,
             "checks": [asdict(c) for c in self.checks],
         }
@@ -132,8 +153,9 @@ def _delta_check(
 
 def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
     """A failing check when the transcripts themselves say the measurement is broken: this candidate or the
-    baseline wrote no text on any utterance, or its error rate is 100 % or more. Equal deltas between broken
-    outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when sane."""
+    baseline wrote no text on any utterance (an error rate of exactly 100 %, all deletions). Equal deltas between
+    broken outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when
+    sane. An error rate above 100 % with text is a bad model, judged by the deltas as usual."""
     for who, cand in (
         (name, accuracy.candidates[name]),
         (accuracy.baseline, accuracy.candidates[accuracy.baseline]),
@@ -149,16 +171,6 @@ def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
                 f"transcripts: {role} ({who}) wrote no text on any of {len(texts):,} utterances; an input outside "
                 "its domain (decoder settings, blank penalty, audio) breaks every candidate alike, so no delta is "
                 "evidence",
-            )
-        rate = cand.overall.wer.estimate
-        if cand.overall.reference_words and rate >= 1.0:
-            return Check(
-                "transcripts",
-                rate * 100.0,
-                100.0,
-                False,
-                f"transcripts: {role} ({who}) has a {accuracy.label} of {rate * 100:.1f} % (100 % or more: nothing "
-                "it wrote matches the references), so no delta is evidence",
             )
     return None
 

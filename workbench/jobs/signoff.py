@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -53,16 +53,20 @@ from workbench.config import (
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
     DEFAULT_TARGET,
+    EVIDENCE,
     FP16_GUARD,
     MIN_RESAMPLES,
     ORT_CPU_WEIGHTS,
     OUTSIDE_PROFILE_DEFAULT,
+    EvidenceConfig,
 )
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
 from workbench.evaluate.batching import BatchPolicy, batching_note, default_batch_size
 from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
+from workbench.evaluate.evidence import add_evidence_checks
+from workbench.evaluate.evidence import rule_text as evidence_rule
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
@@ -73,6 +77,7 @@ from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
 from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
+from workbench.jobs.label_free import UnlabelledSelection, check_unlabelled, gate_checks, label_free
 from workbench.jobs.signoff_defaults import Recipe, resolve_recipe
 from workbench.jobs.signoff_memo import Key, SignoffMemo
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
@@ -92,7 +97,9 @@ from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
+from workbench.speech.select import require_calibration_role
 from workbench.speech.store import SpeechSet, load_set
+from workbench.speech.unlabelled import require_labelled
 from workbench.workspace import area_path, default_area
 
 logger = logging.getLogger(__name__)
@@ -115,6 +122,7 @@ class SignoffInputs:
     )
     cache: Path | None = None
     gates: GateConfig = field(default_factory=GateConfig)
+    evidence: EvidenceConfig = EVIDENCE  # the least evidence a PASS needs (workbench.evaluate.evidence)
     latency: LatencyConfig | None = field(default_factory=LatencyConfig)
     sensitivity: Path | None = None
     threads: int | None = None
@@ -154,6 +162,8 @@ class SignoffInputs:
     serving: bool = (
         False  # the serving benchmark (``workbench.serving``) under the gate file's [serving] table
     )
+    # unlabelled audio every candidate is checked on against FP32 (``workbench.jobs.label_free``)
+    unlabelled_sets: list[SpeechSet | str | Path] = field(default_factory=list)
     search: Path | None = None  # the search whose plan is signed off (--search); None: the only matching one
     use_search: bool = True  # False: built candidates leave any search's plan out (--no-search)
     # False: method and recovery are the defaults, not asked for: refused when the model's caches and searches on
@@ -197,6 +207,7 @@ class SignoffInputs:
                 "warmup": self.latency.warmup,
                 "repeats": self.latency.repeats,
             },
+            "unlabelled_sets": [str(getattr(u, "path", u)) for u in self.unlabelled_sets],
         }
 
 
@@ -216,6 +227,7 @@ class SignoffResult:
         return (
             [f"  {v['candidate']:>12}: {v['summary']}" for v in self.record["verdicts"]]
             + [f"  {r}" for r in decision["reasons"]]
+            + (self.record.get("label_free") or {}).get("lines", [])
             + [f"report: {self.paths['html']}", f"verdict: {decision['line']}"]
         )
 
@@ -443,8 +455,10 @@ def check(
             "--serving needs a [serving] table in the gate file (--gates), at least p99_ms = <target>; "
             "see docs/serving.md"
         )
-    eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
+    eval_set = require_labelled(_speech_set(inputs.eval_set, inputs.calib_root), "--eval-set")
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
+    if calib_set is not None:
+        require_calibration_role(calib_set)
     utts, profile_notes = select_utterances(
         eval_set,
         calib_set,
@@ -486,7 +500,21 @@ def check(
             raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
         if inputs.pad_batches:
             raise WorkbenchError("--pad-batches is not spread over Ray: drop --ray or --pad-batches")
+    unlabelled_selections(inputs, calib_set)
     return eval_set, calib_set, utts, profile_notes, sensitivity
+
+
+def unlabelled_selections(inputs: SignoffInputs, calib_set: SpeechSet | None) -> list[UnlabelledSelection]:
+    """The ``--unlabelled-set`` sets, checked (``workbench.jobs.label_free.check_unlabelled``)."""
+    return check_unlabelled(
+        inputs.unlabelled_sets,
+        inputs.calib_root,
+        calib_set,
+        inputs.outside_profile,
+        inputs.profile_min_s,
+        inputs.profile_max_s,
+        inputs.inference.check(),
+    )
 
 
 def target_calibration(
@@ -505,6 +533,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
     shared with other sign-offs of this process (``workbench.jobs.signoff_memo``; the record names each reuse)."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
+    unlabelled_sets = unlabelled_selections(inputs, calib_set)
     reused_before = len(memo.reused) if memo is not None else 0
     assumed = list(inputs.assumed)
     method = inputs.method
@@ -582,7 +611,10 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     )
     batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
-        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
+        inputs.backend,
+        inputs.threads,
+        inputs.engines,
+        engine_settings(utts + [u for sel in unlabelled_sets for u in sel.utterances], inputs.latency, batch),
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
     # the serving benchmark first: its bad input (a target below one request, a batch over the profile or the
@@ -704,6 +736,27 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     if serving is not None and inputs.gates.serving is not None:
         add_serving_checks(verdicts, serving[0], inputs.gates.serving)
     add_overflow_checks(verdicts, overflow)
+    unlabelled = None
+    if inputs.unlabelled_sets:  # the label-free check on the user's own audio
+        unlabelled = label_free(
+            unlabelled_sets,
+            names,
+            runners,
+            model,
+            eval_set,
+            utts,
+            hyps,
+            accuracy,
+            fp32_onnx=Path(candidates[0][1]),
+            amax=amax,
+            calib_set=calib_set,
+            inference=inference,
+            batch=batch,
+            resamples=inputs.resamples,
+            seed=inputs.seed,
+        )
+        gate_checks(unlabelled, inputs.gates, verdicts)
+    held = add_evidence_checks(verdicts, accuracy, utts, inputs.evidence)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
         engine_checks = {n: inspect_engine_precisions(factory.engine_of(p), p) for n, p in candidates}
@@ -717,6 +770,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         inputs.target,
         inputs.backend if latencies else None,
         inputs.gates.latency_batch,
+        evidence_rule=evidence_rule(inputs.evidence, accuracy.unit),
     )
     if serving is not None:
         decision = decide_by_capacity(decision, serving[0], tie_info, inputs.backend)
@@ -784,7 +838,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         latency={n: r.to_json() for n, r in latencies.items()},
         verdicts=[v.to_json() for v in verdicts],
         recommendation=decision.recommendation,
-        decision=decision.to_json(),
+        decision={**decision.to_json(), "evidence": {check: asdict(g) for check, g in held.items()}},
         backend=backend,
         gates=inputs.gates.to_json(),
         artifacts=artifacts,
@@ -797,6 +851,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         inference=inference.to_json(),
         decoders=decoders,
         serving=serving[1] if serving is not None else None,
+        label_free=None if unlabelled is None else unlabelled.to_json(),
         settings={**inputs.settings(), "method": None if inputs.candidates else method, "assumed": assumed},
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))

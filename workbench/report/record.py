@@ -96,6 +96,7 @@ def build_record(
     inference: dict | None = None,
     decoders: dict | None = None,
     serving: dict | None = None,
+    label_free: dict | None = None,
     settings: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
@@ -123,6 +124,8 @@ def build_record(
         record["compute"] = compute
     if serving is not None:  # the serving benchmark (workbench.serving): latency against load, capacity
         record["serving"] = serving
+    if label_free is not None:  # agreement with FP32 on unlabelled audio (workbench.jobs.label_free)
+        record["label_free"] = label_free
     # every option that shaped the verdict (profile, limit, resamples, recipe, search, ...)
     if settings is not None:
         record["settings"] = settings
