@@ -862,7 +862,7 @@ def test_tradeoff_page_draws_the_serving_benchmark_of_a_record(artifacts, tmp_pa
         p99_ms=5000.0, rates=(20.0, 40.0), seconds_per_rate=0.5, max_batch=2, budget_s=10.0
     )
     requests = RequestSet.of(
-        [artifacts.evaluation.audio(u) for u in artifacts.evaluation.utterances], model.prepare, None
+        [artifacts.eval.audio(u) for u in artifacts.eval.utterances], model.prepare, None
     )
     paths = {"fp32": artifacts.calibrated.fp32_onnx, "int8-entropy": artifacts.calibrated.int8_onnx}
     results = measure_serving(
