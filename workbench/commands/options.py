@@ -174,7 +174,8 @@ def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:
         "--batch-size",
         type=whole_number(1),
         help=f"utterances per evaluation batch, length-bucketed (default per backend: {defaults}; "
-        "a TensorRT engine's profile caps it; 1: one clip at a time)",
+        "a TensorRT engine's profile caps it; 1: one clip at a time); a model without an attention mask "
+        "batches clips of equal length only",
     )
 
 

@@ -97,6 +97,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=whole_number(1), help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
     add_batch_size_argument(parser)
+    parser.add_argument(
+        "--serving",
+        action="store_true",
+        help="also run the serving benchmark: Poisson load through a dynamic batcher, p50/p95/p99 against "
+        "offered load, capacity under the gate file's [serving] p99_ms (docs/serving.md)",
+    )
+    parser.add_argument(
+        "--pad-batches",
+        action="store_true",
+        help="the deployment pads clips of different lengths into one batch: evaluate a model without an "
+        "attention mask padded too (default: such a model batches equal lengths only; the report says so)",
+    )
     add_ray_argument(
         parser, "the transcription (utterance shards per candidate; latency stays on this machine)"
     )
@@ -231,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         backend=args.backend,
         batch_size=args.batch_size,
+        pad_batches=args.pad_batches,
+        serving=args.serving,
         target=args.target,
         as_given=args.as_given,
         resamples=args.resamples,
