@@ -220,7 +220,9 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
     candidates, lines = candidates_of(ctx)
     for line in lines:
         print(f"note: {line}")
-    out = ctx.reports / f"signoff-{target.name}"
+    out = (
+        ctx.reports.parent / f"{ctx.project.name}-signoff-{target.name}"
+    )  # beside the others: the dashboard lists it
     searched = ctx.result("search") if "search" in ctx.done else None
     inputs = signoff.SignoffInputs(
         eval_set=sets.eval,
