@@ -238,7 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     ]
     cli(env, "data", "build", "--name", "lf", *size, "--seed", str(args.seed))
     shifted = ws / "shifted-audio"
-    counts = synthesise_shifted(shifted, args.per_slice, args.seed) if not shifted.exists() else {}
+    if shifted.exists():  # made by an earlier run in this workspace: count what it holds
+        counts = {d.name: len(list(d.glob("*.wav"))) for d in sorted(shifted.iterdir()) if d.is_dir()}
+    else:
+        counts = synthesise_shifted(shifted, args.per_slice, args.seed)
     for role, name in (("unlabelled", "shifted-u"), ("eval", "shifted-e")):
         cli(env, "data", "import", "--name", name, "--role", role, "--source", "folder", "--path", str(shifted),
             "--no-progress", "--skip-implausible")  # fmt: skip
@@ -289,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             "calib_per_condition": args.calib_per_condition,
             "eval_per_condition": args.eval_per_condition,
             "shifted_per_slice": args.per_slice,
-            "shifted_slices": counts or "reused",
+            "shifted_slices": counts,
             "draws": args.draws,
             "resamples": args.resamples,
         },
@@ -317,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.remedy:
         left = (by_set.get("shifted-u") or {}).get("tensors_left") or []
         record["remedy"] = remedy(env, ws, shifted, result, fp32, mixed_plan, common, left)
+        record["seconds"] = round(time.perf_counter() - started, 1)  # the remedy included
+        record["cpu_seconds"] = round(cpu_seconds() - cpu0, 1)
+        record["load_average_end"] = load_averages()
     write_json_atomic(args.out, record)
     print(
         json.dumps(

@@ -140,3 +140,25 @@ def test_rule_text_names_the_minimums():
 
     assert "10 speakers" in rule_text() and "300 reference words" in rule_text()
     assert "300 reference characters" in rule_text(unit="cer")
+
+
+def test_other_words_with_the_same_errors_are_no_collapse():
+    """A candidate whose transcripts differ from FP32's but whose errors are the same on every utterance has a
+    zero-width interval for a reason: with enough speakers and words it passes."""
+    utts = _utterances(216, 36)
+    accuracy = compare_accuracy(
+        utts,
+        {
+            "fp32": [u.text.replace("quick", "quack") for u in utts],
+            "int8": [u.text.replace("quick", "quirk") for u in utts],
+        },
+        "fp32",
+        resamples=300,
+    )
+    verdicts = judge(accuracy, None, GateConfig())
+    add_evidence_checks(verdicts, accuracy, utts)
+    int8 = next(v for v in verdicts if v.candidate == "int8")
+    assert (
+        accuracy.candidates["int8"].overall.delta.high == accuracy.candidates["int8"].overall.delta.low == 0.0
+    )
+    assert int8.passed, int8.summary

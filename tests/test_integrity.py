@@ -138,6 +138,18 @@ ROWS = [
         lambda ws: ws.signoff("--stride-seconds", "1"),
         "--stride-seconds needs --chunk-seconds",
     ),
+    Row(
+        "beam-width-with-greedy",
+        "domain",
+        lambda ws: ws.signoff("--beam-width", "8"),
+        "--beam-width sets the beam decoder's width",
+    ),
+    Row(
+        "decoder-limit-with-one-decoder",
+        "domain",
+        lambda ws: ws.signoff("--decoder-limit", "3"),
+        "--decoder-limit limits the further --decoder entries",
+    ),
     # 2. artifacts replaced without consent
     Row(
         "import-over-an-existing-set",

@@ -234,11 +234,13 @@ BACKENDS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt")
 DEFAULT_BACKEND = "ort-cpu"
 DEFAULT_TARGET = "tensorrt"
 
-# Evaluation batches (--batch-size): clips of similar length share a batch (workbench.evaluate.batching). Small on
-# the CPU, where a batch mostly saves per-call overhead, larger on a GPU; a TensorRT engine's profile caps it.
-EVAL_BATCH_BY_BACKEND: dict[str, int] = {"ort-cpu": 8, "ort-cuda": 32, "tensorrt": 32}
-DEFAULT_EVAL_BATCH = 8
-# zero padding allowed in a batch of a model without an attention mask, as a share of its longest clip
+# Evaluation batches (--batch-size): clips of similar length share a batch (workbench.evaluate.batching). Batch 1 on
+# the CPU, where batching buys no speed (batched_eval_ort_cpu.json: batch 8 at 0.95x the speed of batch 1), larger
+# on a GPU; a TensorRT engine's profile caps it. A model without an attention mask batches equal lengths only.
+EVAL_BATCH_BY_BACKEND: dict[str, int] = {"ort-cpu": 1, "ort-cuda": 32, "tensorrt": 32}
+DEFAULT_EVAL_BATCH = 1
+# zero padding allowed in a batch of a model without an attention mask, as a share of its longest clip, when the
+# deployment pads (--pad-batches); without it such a model batches equal lengths only (padding changes its outputs)
 EVAL_MAX_PADDING = 0.1
 # utterances transcribed again at batch 1 to check the batched transcripts (transcripts that differ, WER change)
 BATCH_CHECK_UTTERANCES = 48
@@ -364,6 +366,28 @@ RAY_INSTALL_HINT = f"pip install 'ray=={RAY_VERSION}' (or the workbench's extra:
 
 
 @dataclass(frozen=True)
+class ServingDefaults:
+    """The serving benchmark's settings when the gate file's ``[serving]`` table leaves them out
+    (``workbench.serving``): a dynamic batcher like Triton's in front of the model, an open-loop Poisson load."""
+
+    max_batch: int = 8  # largest batch the batcher forms
+    max_queue_delay_ms: float = 5.0  # how long the oldest request may wait for a batch to fill
+    instances: int = 1  # model instances (sessions) serving in parallel
+    seconds_per_rate: float = 4.0  # each offered load runs this long (arrivals), then drains
+    min_requests: int = 10  # ... or longer, until this many requests are expected at its rate
+    budget_s: float = 60.0  # wall-clock budget of one candidate's sweep; the sweep stops when spent
+    max_rates: int = 8  # offered loads per sweep at most
+    # automatic sweep: these multiples of the instances' batch-1 throughput (1 / single-request latency)
+    rate_factors: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+    max_offered_qps: float = 2000.0  # above this a Python load generator cannot keep its schedule
+    max_lag_ms: float = 20.0  # a load whose releases fall further behind schedule (p99) was not generated
+    seed: int = 0
+
+
+SERVING = ServingDefaults()
+
+
+@dataclass(frozen=True)
 class CoverageRule:
     """When a calibrated tensor has left its range on new audio (``workbench.calibration.coverage``): its share of
     values beyond the calibrated amax there is at least ``min_share`` and ``factor`` times its share on the
@@ -378,10 +402,12 @@ class CoverageRule:
 class LabelFreeDefaults:
     """The sign-off's label-free check (``signoff --unlabelled-set``, ``workbench.jobs.label_free``)."""
 
-    coverage_calib_clips: int = (
-        64  # calibration clips the reference shares are counted on (spread over the set)
-    )
+    # calibration clips the reference shares are counted on (spread over the set)
+    coverage_calib_clips: int = 64
     coverage: CoverageRule = field(default_factory=CoverageRule)
+    # a note says FP32 itself is less sure on the audio when its mean max posterior there is this much below the
+    # evaluation set's
+    confidence_drop: float = 0.05
 
 
 LABEL_FREE = LabelFreeDefaults()

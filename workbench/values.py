@@ -147,3 +147,30 @@ class SecondsPair(Number):
 
 def stride_seconds() -> SecondsPair:
     return SecondsPair(low=0.0, high=OPTION_LIMITS.max_seconds, unit="seconds")
+
+
+@dataclass(frozen=True)
+class WholeNumbers(Number):
+    """Comma-separated whole numbers (``1,8,32``), each within the domain: batch sizes."""
+
+    whole: bool = True
+
+    def describe(self) -> str:
+        return f"{Number.describe(self).replace('a whole number', 'whole numbers', 1)}, comma separated like 1,8,32"
+
+    def __call__(self, text: str) -> tuple[int, ...]:  # type: ignore[override]
+        parts = [p.strip() for p in str(text).split(",") if p.strip()]
+        if not parts:
+            raise argparse.ArgumentTypeError(f"takes {self.describe()}, got {text!r}")
+        values = []
+        for part in parts:
+            try:
+                values.append(int(Number.__call__(self, part)))
+            except argparse.ArgumentTypeError:
+                raise argparse.ArgumentTypeError(f"takes {self.describe()}, got {text!r}") from None
+        return tuple(values)
+
+
+def batch_sizes() -> WholeNumbers:
+    """``--batch-sizes`` / ``--batch``: whole numbers >= 1."""
+    return WholeNumbers(low=1)

@@ -13,7 +13,7 @@ from pathlib import Path
 from workbench.commands.options import print_lines
 from workbench.config import EngineProfile
 from workbench.errors import WorkbenchError
-from workbench.values import parse_positive_ints, seconds, whole_number
+from workbench.values import batch_sizes, seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -30,7 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="calibration set whose engine profile (or durations) gives min/opt/max length",
     )
     parser.add_argument(
-        "--batch", default="1,8,32", help="batch sizes, comma separated (min/opt/max of them)"
+        "--batch",
+        type=batch_sizes(),
+        default="1,8,32",
+        help="batch sizes, comma separated (min/opt/max of them)",
     )
     parser.add_argument(
         "--min-seconds", type=seconds(), default=defaults.min_s, help="shortest audio (without --calib-set)"
@@ -68,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.jobs import build
 
     refuse_inside_set(args.engines_dir, "--engines-dir")
-    batches = parse_positive_ints(args.batch, "--batch")
+    batches = args.batch
     seconds = EngineProfile()
     if not args.calib_set:
         try:

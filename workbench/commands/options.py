@@ -174,7 +174,8 @@ def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:
         "--batch-size",
         type=whole_number(1),
         help=f"utterances per evaluation batch, length-bucketed (default per backend: {defaults}; "
-        "a TensorRT engine's profile caps it; 1: one clip at a time)",
+        "a TensorRT engine's profile caps it; 1: one clip at a time); a model without an attention mask "
+        "batches clips of equal length only",
     )
 
 
@@ -232,6 +233,7 @@ def inference_from(args: argparse.Namespace):
     """The ``InferenceConfig`` the inference options describe (its decoder: the first of ``--decoder``) and
     the further decoders named there; checked, so bad values are one error line."""
     from workbench.errors import WorkbenchError
+    from workbench.evaluate.decoders import require_decoder_packages
     from workbench.evaluate.inference import ChunkSettings, InferenceConfig, decoders_from_names
 
     stride: float | tuple[float, float] | None = args.stride_seconds
@@ -241,6 +243,8 @@ def inference_from(args: argparse.Namespace):
         args.decoder, args.beam_width, args.lm, args.lm_alpha, args.lm_beta, args.hotword, args.blank_penalty
     )
     chunks = ChunkSettings.of(args.chunk_seconds, stride) if args.chunk_seconds is not None else None
+    for decoder in decoders:  # a missing pyctcdecode/kenlm is refused before any model work, not after it
+        require_decoder_packages(decoder)
     return InferenceConfig(chunks, decoders[0]).check(), decoders[1:]
 
 

@@ -39,7 +39,7 @@ from workbench.errors import WorkbenchError
 from workbench.inputs.out_folder import refuse_inside_set
 from workbench.inputs.replace import add_replace_argument, refuse_replacing
 from workbench.resources import demo_model_dir
-from workbench.values import parse_positive_ints, seconds, whole_number
+from workbench.values import batch_sizes, seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -88,13 +88,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_recovery_arguments(parser)
     parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
     parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
-    parser.add_argument("--batch-sizes", default="1,8,32", help="latency batch sizes, comma separated")
+    parser.add_argument(
+        "--batch-sizes", type=batch_sizes(), default="1,8,32", help="latency batch sizes, comma separated"
+    )
     parser.add_argument("--warmup", type=whole_number(0), default=2, help="untimed runs before timing")
     parser.add_argument("--repeats", type=whole_number(1), default=10, help="timed runs per batch size")
     parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
     parser.add_argument("--threads", type=whole_number(1), help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
     add_batch_size_argument(parser)
+    parser.add_argument(
+        "--serving",
+        action="store_true",
+        help="also run the serving benchmark: Poisson load through a dynamic batcher, p50/p95/p99 against "
+        "offered load, capacity under the gate file's [serving] p99_ms (docs/serving.md)",
+    )
+    parser.add_argument(
+        "--pad-batches",
+        action="store_true",
+        help="the deployment pads clips of different lengths into one batch: evaluate a model without an "
+        "attention mask padded too (default: such a model batches equal lengths only; the report says so)",
+    )
     add_ray_argument(
         parser, "the transcription (utterance shards per candidate; latency stays on this machine)"
     )
@@ -174,10 +188,6 @@ def parse_candidates(values: list[str]) -> list[tuple[str, Path]]:
     return out
 
 
-def parse_batch_sizes(value: str) -> tuple[int, ...]:
-    return parse_positive_ints(value, "--batch-sizes")
-
-
 def run(args: argparse.Namespace) -> int:
     from workbench.evaluate.gates import load_gate_config
     from workbench.evaluate.latency import LatencyConfig
@@ -186,11 +196,12 @@ def run(args: argparse.Namespace) -> int:
 
     candidates = parse_candidates(args.candidate)
     inference, also = inference_from(args)
-    latency = (
-        None
-        if args.no_latency
-        else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
-    )
+    if args.decoder_limit is not None and not also:
+        raise WorkbenchError(
+            "--decoder-limit limits the further --decoder entries (e.g. --decoder greedy,beam+lm); with one decoder "
+            "drop it, or use --limit to score fewer utterances"
+        )
+    latency = None if args.no_latency else LatencyConfig(args.batch_sizes, args.warmup, args.repeats)
     if args.search is not None and (args.no_search or candidates):
         raise WorkbenchError("--search names the plan of built candidates: drop --no-search and --candidate")
     recovery = recovery_from(args)
@@ -232,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         backend=args.backend,
         batch_size=args.batch_size,
+        pad_batches=args.pad_batches,
+        serving=args.serving,
         target=args.target,
         as_given=args.as_given,
         resamples=args.resamples,

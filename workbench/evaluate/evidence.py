@@ -4,7 +4,7 @@ The error-rate gates judge the upper end of a speaker-block bootstrap interval. 
 interval collapses (a third of the resamples leave out any one speaker, so one end lands on 0.00) and a plan passes
 on no evidence. So a candidate passes only where each judged group (overall and every condition) holds at least
 ``EvidenceConfig.min_speakers`` speakers and ``EvidenceConfig.min_reference_words`` reference words, and where its
-paired interval did not collapse to zero width while its transcripts differ from the baseline's. A candidate that
+paired interval did not collapse to zero width while its errors differ from the baseline's on some utterance. A candidate that
 fails nothing but this rule is ``insufficient evidence`` (never PASS); its checks say how many speakers and words
 are missing. With no speaker known the bootstrap resamples utterances, and the rule counts utterances in their place
 (the record says so).
@@ -25,7 +25,7 @@ from workbench.speech.records import Utterance
 RULE = (
     "a PASS needs, overall and in every condition, at least {speakers} speakers and {words} reference {unit} "
     "(utterances count as speakers where none is known), and a paired interval that did not collapse to zero width "
-    "while the candidate's transcripts differ from the baseline's; below that the verdict is insufficient evidence"
+    "while the candidate's errors differ from the baseline's; below that the verdict is insufficient evidence"
 )
 
 
@@ -96,7 +96,7 @@ def _differs(accuracy: AccuracyComparison, name: str, utterances: Sequence[Utter
     base, cand = accuracy.candidates[accuracy.baseline].scores, accuracy.candidates[name].scores
     return any(
         (check == "overall" or check == f"condition {u.condition or '-'}")
-        and (cand[i].hypothesis != base[i].hypothesis or cand[i].errors != base[i].errors)
+        and cand[i].errors != base[i].errors
         for i, u in enumerate(utterances)
     )
 
@@ -126,7 +126,7 @@ def evidence_check(
         more = f" (about {math.ceil(words_short / per):,} more utterances)" if per > 0 else ""
         needs.append(f"{words_short:,} more reference {words}{more}")
     if collapsed:
-        needs.append("speakers whose transcripts change, so the interval has width (it collapsed to zero)")
+        needs.append("more speakers (the interval collapsed to zero width although the errors differ)")
     needed = None
     if words_short and evidence.utterances:
         needed = evidence.utterances + math.ceil(

@@ -7,6 +7,12 @@ Example (TOML)::
     max_latency_ms = 50.0                 # optional: p90 at latency_batch, worst bucket
     latency_batch = 1
 
+    [serving]                             # optional: the serving benchmark (signoff --serving)
+    p99_ms = 200.0                        # p99 of every request under load
+    qps = 20.0                            # at this offered load (omitted: the highest load meeting p99_ms)
+
+The ``[serving]`` table (``workbench.inputs.serving``) also sets the dynamic batcher and the load.
+
 A failing error-rate gate whose estimate lies inside the limit is inconclusive rather than a measured loss: its
 check says at about how many utterances the interval's upper end would reach the limit if the estimate held and
 the interval narrowed as one over the square root of the utterances, speakers growing in proportion
@@ -24,6 +30,7 @@ from workbench.evaluate.accuracy import AccuracyComparison, GroupScore
 from workbench.evaluate.latency import LatencyResult
 from workbench.inputs.gates import FIX, check_gate_values, read_gate_file
 from workbench.inputs.problem import Where
+from workbench.inputs.serving import ServingConfig, serving_config
 
 
 @dataclass(frozen=True)
@@ -33,13 +40,14 @@ class GateConfig:
     max_latency_ms: float | None = None
     latency_batch: int = 1
     latency_percentile: str = "p90"
+    serving: ServingConfig | None = None  # the [serving] table: latency target under load, batcher, load
     # the label-free gates (gate file table ``[unlabelled]``): upper CI end of the disagreement with FP32 and of
     # the bound on the WER delta on every --unlabelled-set, percentage points (``workbench.jobs.label_free``)
     unlabelled_max_disagreement: float | None = None
     unlabelled_max_wer_bound: float | None = None
 
     def __post_init__(self) -> None:
-        check_gate_values(asdict(self), Where("gates", FIX))
+        check_gate_values({k: v for k, v in asdict(self).items() if k != "serving"}, Where("gates", FIX))
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -53,6 +61,8 @@ def load_gate_config(path: Path | None) -> GateConfig:
     flat = [f.name for f in fields(GateConfig) if not f.name.startswith("unlabelled_")]
     table = read_gate_file(Path(path), [*flat, "unlabelled"])
     unlabelled = table.pop("unlabelled", {})
+    if "serving" in table:
+        table["serving"] = serving_config(table["serving"], Where(f"gate file {path}", FIX).key("serving"))
     return GateConfig(**table, **{f"unlabelled_{k}": v for k, v in unlabelled.items()})
 
 

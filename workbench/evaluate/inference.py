@@ -230,6 +230,10 @@ def decoders_from_names(
             "--lm-alpha and --lm-beta weigh a language model's scores: pass --lm model.arpa with --decoder beam+lm, "
             "or drop them"
         )
+    if beam_width is not None and not any(n.startswith("beam") for n in wanted):
+        raise WorkbenchError(
+            "--beam-width sets the beam decoder's width: pass --decoder beam (or drop --beam-width)"
+        )
     words = tuple(w.strip() for w in hotwords if w.strip())
     if words and not any(n.startswith("beam") for n in wanted):
         raise WorkbenchError("hotwords need a beam decoder; pass --decoder beam or beam+lm with --hotword")

@@ -322,7 +322,7 @@ def label_free(
         if (
             conf is not None
             and eval_conf is not None
-            and conf.mean_max_posterior < eval_conf.mean_max_posterior - 0.05
+            and conf.mean_max_posterior < eval_conf.mean_max_posterior - LABEL_FREE.confidence_drop
         ):
             set_notes.append(
                 f"FP32 itself is less sure on {sset.name} (mean max posterior {conf.mean_max_posterior:.3f} against "

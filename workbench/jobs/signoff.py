@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ from workbench.config import (
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
-from workbench.evaluate.batching import default_batch_size
+from workbench.evaluate.batching import BatchPolicy, batching_note, default_batch_size
 from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
 from workbench.evaluate.evidence import add_evidence_checks
 from workbench.evaluate.evidence import rule_text as evidence_rule
@@ -90,6 +91,8 @@ from workbench.quantize.targets import CPU_TARGET, candidates_for_target, check_
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
 from workbench.search.found import chosen_search
+from workbench.serving.choose import add_serving_checks, decide_by_capacity
+from workbench.serving.measure import CandidateServing, RequestSet, measure_serving, serving_record
 from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
@@ -131,6 +134,9 @@ class SignoffInputs:
     seed: int = 0
     limit: int | None = None
     batch_size: int | None = None  # evaluation batch (default: per backend; a TensorRT profile caps it)
+    pad_batches: bool = (
+        False  # the deployment pads: a model without an attention mask is zero-padded in batches
+    )
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     outside_profile: str = (
@@ -153,6 +159,9 @@ class SignoffInputs:
     # always scores every utterance
     also_limit: int | None = None
     ray: str | None = None  # transcribe on a Ray cluster in utterance shards (``workbench.cluster``)
+    serving: bool = (
+        False  # the serving benchmark (``workbench.serving``) under the gate file's [serving] table
+    )
     # unlabelled audio every candidate is checked on against FP32 (``workbench.jobs.label_free``)
     unlabelled_sets: list[SpeechSet | str | Path] = field(default_factory=list)
     search: Path | None = None  # the search whose plan is signed off (--search); None: the only matching one
@@ -179,6 +188,8 @@ class SignoffInputs:
             "seed": self.seed,
             "error_unit": self.error_unit,
             "batch_size": self.batch_size,
+            "pad_batches": self.pad_batches,
+            "serving": self.serving,
             "overflow_check": self.overflow_check,
             "overflow_clips": self.overflow_clips,
             "also_limit": self.also_limit,
@@ -439,6 +450,11 @@ def check(
     if inputs.also_limit is not None and inputs.also_limit < 1:
         raise WorkbenchError(f"--decoder-limit must be at least 1, got {inputs.also_limit}")
     check_out_folder(inputs.out_dir)
+    if inputs.serving and inputs.gates.serving is None:
+        raise WorkbenchError(
+            "--serving needs a [serving] table in the gate file (--gates), at least p99_ms = <target>; "
+            "see docs/serving.md"
+        )
     eval_set = require_labelled(_speech_set(inputs.eval_set, inputs.calib_root), "--eval-set")
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
     if calib_set is not None:
@@ -482,6 +498,8 @@ def check(
             )
         if inputs.also_limit is not None and inputs.also_decoders:
             raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
+        if inputs.pad_batches:
+            raise WorkbenchError("--pad-batches is not spread over Ray: drop --ray or --pad-batches")
     unlabelled_selections(inputs, calib_set)
     return eval_set, calib_set, utts, profile_notes, sensitivity
 
@@ -599,6 +617,11 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         engine_settings(utts + [u for sel in unlabelled_sets for u in sel.utterances], inputs.latency, batch),
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
+    # the serving benchmark first: its bad input (a target below one request, a batch over the profile or the
+    # memory limit, a load this machine cannot generate) stops the sign-off before any transcription
+    serving = (
+        measure_serving_of(inputs, factory, candidates, eval_set, utts, model) if inputs.serving else None
+    )
     hyps: dict[str, list[str]] = {}
     batch_checks: dict[str, BatchCheck] = {}
     policy: dict[str, Any] = {}
@@ -668,6 +691,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
                 inference=inference,
                 also=also,
                 also_on=also_on,
+                pad=inputs.pad_batches,
             )
     for name, _ in pending:
         key = keys[name]
@@ -709,6 +733,8 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         total=len(utts),
     )
     verdicts = judge(accuracy, latencies, inputs.gates)
+    if serving is not None and inputs.gates.serving is not None:
+        add_serving_checks(verdicts, serving[0], inputs.gates.serving)
     add_overflow_checks(verdicts, overflow)
     unlabelled = None
     if inputs.unlabelled_sets:  # the label-free check on the user's own audio
@@ -740,12 +766,14 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         verdicts,
         latencies,
         names[0],
-        [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
+        tie_info := [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
         inputs.target,
         inputs.backend if latencies else None,
         inputs.gates.latency_batch,
         evidence_rule=evidence_rule(inputs.evidence, accuracy.unit),
     )
+    if serving is not None:
+        decision = decide_by_capacity(decision, serving[0], tie_info, inputs.backend)
     artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
     if model.folder is not None:
         artifacts.insert(0, artifact_entry("model", model.folder, "model"))
@@ -801,6 +829,9 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         "batching": {**policy, "batch_check": [c.to_json() for c in batch_checks.values()]},
     }
     notes += [f"batched transcription, {c.summary()}" for c in batch_checks.values()]
+    notes += [n for n in [batching_note(policy)] if n]
+    if serving is not None:
+        notes.append(f"serving on {inputs.backend}: {serving[1]['summary']}; {serving[1]['requests']}")
     compute = compute_of(candidates, utts)
     record = build_record(
         accuracy=accuracy.to_json(),
@@ -819,10 +850,36 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         compute=compute,
         inference=inference.to_json(),
         decoders=decoders,
+        serving=serving[1] if serving is not None else None,
         label_free=None if unlabelled is None else unlabelled.to_json(),
         settings={**inputs.settings(), "method": None if inputs.candidates else method, "assumed": assumed},
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
+
+
+def measure_serving_of(
+    inputs: SignoffInputs,
+    factory: RunnerFactory,
+    candidates: list[tuple[str, Path]],
+    eval_set: SpeechSet,
+    utts: list[Utterance],
+    model: ModelDescription,
+) -> tuple[dict[str, CandidateServing], dict[str, Any]]:
+    """The serving benchmark of every candidate on ``inputs.backend`` (``workbench.serving``): fresh runners behind
+    the dynamic batcher, the judged clips (or ``request_s`` requests) as the load; the results and their record."""
+    config = inputs.gates.serving
+    if config is None:  # ``check`` refused this already
+        raise WorkbenchError("--serving needs a [serving] table in the gate file")
+    requests = RequestSet.of([eval_set.audio(u) for u in utts], model.prepare, config.request_s)
+    logger.info(f"serving benchmark on {inputs.backend}: {config.summary()}; {requests.description}")
+    results = measure_serving(
+        [(n, partial(factory.runner, p, n)) for n, p in candidates],
+        lambda runner: BatchPolicy.for_runner(runner, model, config.max_batch, inputs.pad_batches),
+        requests,
+        config,
+        logger.info,
+    )
+    return results, serving_record(results, config, inputs.backend, requests)
 
 
 def compute_of(candidates: list[tuple[str, Path]], utts: list[Utterance]) -> dict[str, Any]:

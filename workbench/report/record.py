@@ -95,6 +95,7 @@ def build_record(
     compute: dict | None = None,
     inference: dict | None = None,
     decoders: dict | None = None,
+    serving: dict | None = None,
     label_free: dict | None = None,
     settings: dict | None = None,
 ) -> dict[str, Any]:
@@ -121,6 +122,8 @@ def build_record(
     }
     if compute is not None:  # INT8 share of multiply-accumulates and of compute nodes per candidate
         record["compute"] = compute
+    if serving is not None:  # the serving benchmark (workbench.serving): latency against load, capacity
+        record["serving"] = serving
     if label_free is not None:  # agreement with FP32 on unlabelled audio (workbench.jobs.label_free)
         record["label_free"] = label_free
     # every option that shaped the verdict (profile, limit, resamples, recipe, search, ...)

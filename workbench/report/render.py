@@ -11,6 +11,7 @@ from workbench import journal
 from workbench.artifacts import json_text, write_text_atomic
 from workbench.report import plots
 from workbench.report.label_free import label_free_tables
+from workbench.report.serving import serving_tables
 
 RECORD_NAME, MARKDOWN_NAME, HTML_NAME = "report.json", "report.md", "report.html"
 
@@ -106,6 +107,7 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             )
         )
     out += compute_tables(record)
+    out += serving_tables(record)
     for kind in ("condition", "accent", "voice"):
         rows = []
         for name in record["candidates"]:
@@ -348,6 +350,8 @@ def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
         (f"{label} vs latency", plots.wer_vs_latency(record)),
         (f"{label} per condition", plots.condition_bars(record)),
     ]
+    if record.get("serving"):
+        figs.append(("Serving: latency against offered load", plots.serving_curves(record)))
     if record.get("sensitivity"):
         figs.append(("Per-layer sensitivity", plots.sensitivity_bars(record["sensitivity"])))
     return [(t, f) for t, f in figs if f]
