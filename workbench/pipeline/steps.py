@@ -40,6 +40,9 @@ class Context:
     sets: ProjectSets | None = None
     done: dict[str, StepEntry] = field(default_factory=dict)
     described: ModelDescription | None = None
+    memo: Any = (
+        None  # the sign-offs' shared overflow checks and transcripts (``jobs.signoff_memo.SignoffMemo``)
+    )
 
     @property
     def model(self) -> ModelDescription:
@@ -252,7 +255,9 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
         evidence=EvidenceConfig(spec.min_speakers, spec.min_reference_words),
         assumed=[f"workbench run {ctx.project.path}", *lines],
     )
-    result = signoff.run(inputs, SignoffMemo())
+    if ctx.memo is None:
+        ctx.memo = SignoffMemo()
+    result = signoff.run(inputs, ctx.memo)
     print_lines(result.lines())
     record = result.record
     baseline = record["baseline"]
