@@ -17,7 +17,7 @@ from workbench.calibration.runner import accumulate, open_statistics_session
 from workbench.cluster.address import ClusterAddress
 from workbench.cluster.check import CheckSet
 from workbench.cluster.pool import open_pool
-from workbench.cluster.shards import balanced
+from workbench.cluster.shards import balanced, shard_weights
 from workbench.cluster.worker import WorkerContext
 from workbench.config import RAY_CHECK_CLIPS, RAY_SHARDS_PER_WORKER
 from workbench.errors import WorkbenchError
@@ -128,5 +128,5 @@ def spread_statistics(
             )
             for shard in shards
         ]
-        results = pool.map(tasks, "calibration statistics")
+        results = pool.map(tasks, "calibration statistics", shard_weights(shards, durations))
     return merge_statistics(results, names, checkpoint)
