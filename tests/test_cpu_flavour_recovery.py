@@ -62,9 +62,11 @@ def test_the_cpu_flavour_of_a_bias_corrected_candidate_carries_the_corrected_bia
         flavour.name == "int8-cpu"
         and "with the candidate's accuracy recovery (bias_correction)" in flavour.how
     )
-    assert "without" not in flavour.how and made_of(flavour.path)[1]["recovery"]["techniques"] == [
-        "bias_correction"
-    ]
+    # the weight type's reason names the host's CPU ("x86 CPU without VNNI" on an AVX2 host), so only the recovery's
+    # own wording is checked for absence
+    assert "without the candidate's accuracy recovery" not in flavour.how
+    assert "made without accuracy recovery" not in flavour.how
+    assert made_of(flavour.path)[1]["recovery"]["techniques"] == ["bias_correction"]
     # q's bias Add constant is lowered by E[x] @ dW, dW from the float32 weight scales the flavour stores
     wq = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "wq"))
     bq = numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == "bq"))

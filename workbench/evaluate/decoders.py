@@ -99,11 +99,23 @@ def collapse_blank_runs(scores: np.ndarray, blank_id: int, floor: float = TOKEN_
     return scores[~repeat]
 
 
+def _beam_modules(with_lm: bool):
+    """pyctcdecode (and kenlm for a language model), or one error line saying how to install them."""
+    pyctcdecode = import_optional("pyctcdecode", "pip install pyctcdecode kenlm (setup.sh installs both)")
+    if with_lm:
+        import_optional("kenlm", "pip install kenlm (it builds from source: setup.sh installs what it needs)")
+    return pyctcdecode
+
+
+def require_decoder_packages(settings: DecoderSettings) -> None:
+    """Import now what ``decoder_for`` needs for ``settings``, so a missing package is refused before any work."""
+    if settings.kind != "greedy":
+        _beam_modules(settings.lm is not None)
+
+
 @lru_cache(maxsize=8)
 def _pyctcdecode_decoder(labels: tuple[str, ...], lm: str | None, alpha: float, beta: float):
-    pyctcdecode = import_optional("pyctcdecode", "pip install pyctcdecode kenlm (setup.sh installs both)")
-    if lm is not None:
-        import_optional("kenlm", "pip install kenlm (it builds from source: setup.sh installs what it needs)")
+    pyctcdecode = _beam_modules(lm is not None)
     try:
         return pyctcdecode.build_ctcdecoder(list(labels), kenlm_model_path=lm, alpha=alpha, beta=beta)
     except (OSError, ValueError, RuntimeError) as exc:
