@@ -612,7 +612,7 @@ def print_table(result: dict[str, Any]) -> None:
         print(
             f"| {r['step']} | {r['workers']} | {r['serial_s']:.2f} | {r['wall_s']:.2f} | {r['speedup']:.2f} | "
             f"{r['efficiency']:.0%} | {r['sharded_s']:.2f} | {r.get('sharded_speedup', 0):.2f} | "
-            f"{r.get('sharded_efficiency', 0):.0%} | {r['balance_bound'] or 0:.0%} | {r['serial_fraction_kept']:.0%} | "
+            f"{r.get('sharded_efficiency', 0):.0%} | {'-' if r['balance_bound'] is None else format(r['balance_bound'], '.0%')} | {r['serial_fraction_kept']:.0%} | "
             f"{r['pool_start_s']:.2f} | "
             f"{'yes' if r['record_equal'] else 'NO: ' + str(r['difference'])} |"
         )

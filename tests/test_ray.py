@@ -436,3 +436,34 @@ def test_the_pool_hands_out_heaviest_first_and_returns_in_task_order(bench, ray_
         int(p.name.split("-")[1]) for p in sorted(tmp_path.iterdir(), key=lambda p: int(p.name.split("-")[0]))
     ]
     assert set(started[:2]) == {1, 3} and set(started[2:4]) == {4, 2} and started[4] == 0
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """Whether this worker has started compiling the histogram kernel."""
+
+    def run(self, context: Any) -> bool:
+        from workbench.calibration import kernels
+
+        return kernels._warming is not None or kernels._tried
+
+
+def test_workers_of_a_histogram_pass_compile_the_kernel_during_the_check(bench, ray_cluster) -> None:
+    from dataclasses import replace
+
+    from ray import cloudpickle
+
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import open_pool
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        states = []
+        for histograms in (False, True):
+            with open_pool(
+                ClusterAddress(local=2), replace(_check_set(bench), histograms=histograms)
+            ) as pool:
+                states.append(pool.map([KernelState(), KernelState()], "kernel state"))
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert states == [[False, False], [True, True]]

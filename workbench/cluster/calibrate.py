@@ -6,7 +6,7 @@ equal one pass over every clip."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -112,6 +112,7 @@ def spread_statistics(
 ) -> StreamingStats:
     """The statistics pass over ``pieces`` on the cluster (see the module docstring)."""
     check = CheckSet.of(fp32, [prepare(p) for p in pieces[:RAY_CHECK_CLIPS]], providers, "the FP32 model")
+    check = replace(check, histograms=with_histograms)
     with open_pool(address, check, gpu="CUDAExecutionProvider" in providers) as pool:
         pieces_ref = pool.put(pieces)
         shards = balanced(durations, RAY_SHARDS_PER_WORKER * len(pool.workers))
