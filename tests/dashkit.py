@@ -132,6 +132,8 @@ def build_artifacts(root: Path, speech_like: Callable[..., np.ndarray]) -> DashA
         str(model),
         "--calib-set",
         str(calib.path),
+        "--method",
+        "entropy",  # the cache calibrated above
         "--engines",
         str(root / "engines"),
         "--per-condition",

@@ -365,6 +365,7 @@ def test_overlapping_pair_is_refused_with_counts(pair, capsys):
                 "import",
                 "--name",
                 "ls-train",
+                "--replace",
                 "--role",
                 "calib",
                 "--source",
@@ -478,7 +479,10 @@ def test_bad_import_input_is_one_error_line(tmp_path, capsys, libri):
             ["--source", "librispeech", "--path", str(split), "--noise-dir", str(tmp_path)],
             "also give --noisy-share",
         ),
-        (["--source", "librispeech", "--path", str(split), "--noisy-share", "1.5"], "between 0 and 1"),
+        (
+            ["--source", "librispeech", "--path", str(split), "--noisy-share", "1.5"],
+            "takes a finite number in [0, 1]",
+        ),
         (["--source", "librispeech", "--path", str(split), "--disjoint-from", "nothing"], "no speech set"),
         (["--source", "manifest"], "needs --path"),
     ]
@@ -537,6 +541,7 @@ def test_interrupted_import_leaves_existing_sets_byte_identical(tmp_path, speech
             "import",
             "--name",
             "victim",
+            "--replace",
             "--source",
             "librispeech",
             "--path",

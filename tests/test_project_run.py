@@ -89,7 +89,7 @@ def test_init_then_run_then_rerun_reuses_every_step(workspace, capsys, monkeypat
     for step in ("sets", "calibrate", "compare", "search", "signoff-tensorrt"):
         assert f"] {step}: ran" in first, step
     assert "target tensorrt: PASS" in first
-    report = root / "ws" / "reports" / "project0" / "signoff-tensorrt" / "report.json"
+    report = root / "ws" / "reports" / "project0-signoff-tensorrt" / "report.json"
     record = json.loads(report.read_text())
     assert any(n.startswith("workbench run ") for n in record["notes"])
     assert record["settings"]["resamples"] == 100 and record["gates"]["max_wer_delta_points"] == 100.0

@@ -185,3 +185,18 @@ def test_signoff_refuses_bad_unlabelled_sets_before_any_model_work(
 
         assert re.search(match, err), err
         assert not out.exists()
+
+
+def test_long_form_of_an_unlabelled_set_stays_unlabelled(tmp_path, speech_like, write_wav):
+    from workbench.speech.longform import LongFormConfig, build_long_form
+
+    folder = tmp_path / "prod"
+    for i in range(4):
+        write_wav(folder / "spk0" / f"c{i}.wav", speech_like(1.5, seed=i))
+    cfg = ImportConfig(name="u", role="unlabelled", workers=1)
+    source = import_set(
+        open_source("folder", folder), cfg, "t", root=tmp_path / "sets", progress=False
+    ).speech_set
+    joined = build_long_form(source, tmp_path / "sets" / "u-long", LongFormConfig(3.0, 8.0))
+    again = load_set(joined.path)
+    assert is_unlabelled(again) and again.utterances and all(u.text == "" for u in again.utterances)

@@ -3,7 +3,8 @@
 The steps: ``sets``, ``calibrate``, ``compare`` and ``search`` (when the project's search is on), then
 ``signoff-<target>`` per deployment target. Progress is one line as each step starts and one as it ends (ran or
 reused, seconds). The run state lives in ``<reports>/<project>/run-state.json`` (``workbench.pipeline.state``),
-the reports under ``<reports>/<project>/signoff-<target>/``, and ``summary.md`` beside them.
+``summary.md`` beside it, and the reports in ``<reports>/<project>-signoff-<target>/`` (where the dashboard lists
+reports).
 """
 
 from __future__ import annotations

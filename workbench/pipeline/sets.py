@@ -97,7 +97,8 @@ def inputs_of(data: DataSpec, root: Path) -> dict[str, Any]:
     content hashes (loaded and checked)."""
     if data.split == "given":
         return {"split": "given", "sets": given_sets(data, root).hashes()}
-    assert data.source is not None  # the project file requires it
+    if data.source is None:
+        raise WorkbenchError('split = "speaker" needs a source')
     unlabelled = [load_set(n, root).content_hash for n in data.unlabelled]
     listing = source_listing(data.source)
     return {"split": asdict(data), "listing": listing, "scheme": SPLIT_SCHEME, "unlabelled": unlabelled}
@@ -122,7 +123,8 @@ def split_sets(name: str, data: DataSpec, root: Path, progress: bool = True) -> 
     from workbench.jobs import import_set
     from workbench.speech.importer import ImportConfig
 
-    assert data.source is not None and data.layout is not None  # the project file requires them
+    if data.source is None or data.layout is None:
+        raise WorkbenchError('split = "speaker" needs a source and its layout')
     whole = import_set.run(
         import_set.ImportInputs(
             ImportConfig(name=f"{name}-all", role="eval"),

@@ -40,6 +40,9 @@ class Context:
     sets: ProjectSets | None = None
     done: dict[str, StepEntry] = field(default_factory=dict)
     described: ModelDescription | None = None
+    memo: Any = (
+        None  # the sign-offs' shared overflow checks and transcripts (``jobs.signoff_memo.SignoffMemo``)
+    )
 
     @property
     def model(self) -> ModelDescription:
@@ -220,7 +223,9 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
     candidates, lines = candidates_of(ctx)
     for line in lines:
         print(f"note: {line}")
-    out = ctx.reports / f"signoff-{target.name}"
+    out = (
+        ctx.reports.parent / f"{ctx.project.name}-signoff-{target.name}"
+    )  # beside the others: the dashboard lists it
     searched = ctx.result("search") if "search" in ctx.done else None
     inputs = signoff.SignoffInputs(
         eval_set=sets.eval,
@@ -250,7 +255,9 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
         evidence=EvidenceConfig(spec.min_speakers, spec.min_reference_words),
         assumed=[f"workbench run {ctx.project.path}", *lines],
     )
-    result = signoff.run(inputs, SignoffMemo())
+    if ctx.memo is None:
+        ctx.memo = SignoffMemo()
+    result = signoff.run(inputs, ctx.memo)
     print_lines(result.lines())
     record = result.record
     baseline = record["baseline"]
