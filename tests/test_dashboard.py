@@ -583,7 +583,7 @@ def test_run_page_job_inputs_survive_the_job_file_and_stay_in_the_artifact_root(
         codec.read_job(tmp_path / "not-a-job.json")
     page_at = page("run")
     tabs = [t.label for t in page_at.tabs]
-    assert tabs == ["Calibrate", "Compare layers", "Search", "Sign-off"]
+    assert tabs == ["Project (workbench run)", "Calibrate", "Compare layers", "Search", "Sign-off"]
     assert [b.label for b in page_at.form_submit_button] == [
         "Start calibration",
         "Start compare",
