@@ -118,6 +118,7 @@ class Clock:
 
     seconds: dict[str, float] = field(default_factory=dict)
     calls: dict[str, int] = field(default_factory=dict)
+    bounds: list[dict[str, Any]] = field(default_factory=list)  # per weighted map: the balance bound
 
     def add(self, phase: str, seconds: float) -> None:
         self.seconds[phase] = self.seconds.get(phase, 0.0) + seconds
@@ -154,7 +155,10 @@ class Clock:
 
     def taken(self) -> dict[str, Any]:
         out = {"seconds": {k: round(v, 4) for k, v in self.seconds.items()}, "calls": dict(self.calls)}
-        self.seconds, self.calls = {}, {}
+        if self.bounds:
+            out["balance_bound"] = min(b["bound"] for b in self.bounds)
+            out["maps"] = self.bounds
+        self.seconds, self.calls, self.bounds = {}, {}, []
         return out
 
 
@@ -173,6 +177,7 @@ def instrument(clock: Clock) -> None:
     for module in (ccal, ccmp, csea, csig):
         clock.wrap_pool(module)
     clock.wrap(WorkerPool, "map", "sharded")
+    bound_of_maps(clock)
     clock.wrap(WorkerPool, "put", "put")
     clock.wrap(jcal, "collect_statistics", "work")
     clock.wrap(jcal, "spread_pass", "work")
@@ -182,6 +187,29 @@ def instrument(clock: Clock) -> None:
     clock.wrap(csig, "spread_transcription", "work")
 
 
+def bound_of_maps(clock: Clock) -> None:
+    """Record, for each ``WorkerPool.map`` with weights, the efficiency its shard plan allows on its workers
+    (``dispatch_bound``, weights in audio samples): the ceiling that balance, not speed, puts on the step."""
+    from workbench.cluster.pool import WorkerPool
+    from workbench.cluster.shards import dispatch_bound
+
+    real = WorkerPool.map
+
+    def map_with_bound(pool: Any, tasks: Any, what: str, weights: Any = None) -> Any:
+        if weights is not None and len(pool.workers):
+            clock.bounds.append(
+                {
+                    "what": what,
+                    "tasks": len(tasks),
+                    "workers": len(pool.workers),
+                    "bound": round(dispatch_bound(weights, len(pool.workers)), 3),
+                }
+            )
+        return real(pool, tasks, what, weights)
+
+    setattr(WorkerPool, "map", map_with_bound)  # noqa: B010
+
+
 def killer(clock: Clock, after_s: float, lost: list[str]) -> None:
     """Kill one worker ``after_s`` into the step's first ``WorkerPool.map`` (SIGKILL of its process)."""
     from workbench.cluster.pool import WorkerPool
@@ -189,13 +217,13 @@ def killer(clock: Clock, after_s: float, lost: list[str]) -> None:
     real = WorkerPool.map
     fired: list[int] = []
 
-    def map_and_kill(pool: Any, tasks: Any, what: str) -> Any:
+    def map_and_kill(pool: Any, tasks: Any, what: str, weights: Any = None) -> Any:
         if not fired and len(pool.workers) > 1:
             pid = pool.workers[-1].pid
             fired.append(pid)
             timer = threading.Timer(after_s, lambda: os.kill(pid, signal.SIGKILL))
             timer.start()
-        result = real(pool, tasks, what)
+        result = real(pool, tasks, what, weights)
         lost.extend(pool.lost)
         return result
 
@@ -525,6 +553,7 @@ def measure_model(
                 row.update(derived(serial["steps"][step], spread["steps"][step], n))
                 row["pool_start_s"] = spread["steps"][step]["seconds"].get("pool_start", 0.0)
                 row["sharded_s"] = spread["steps"][step]["seconds"].get("sharded", 0.0)
+                row["balance_bound"] = spread["steps"][step].get("balance_bound")
                 row["difference"] = compare_records(work / "serial", work / f"local-{n}", step)
                 row["record_equal"] = row["difference"] is None
                 table.append(row)
@@ -576,14 +605,15 @@ def kill_runs(
 
 def print_table(result: dict[str, Any]) -> None:
     print(f"\n{result['model']}: {result['threads_per_worker']} threads per worker")
-    head = "| step | N | serial s | wall s | speed-up | eff. | sharded s | sharded speed-up | sharded eff. | serial fraction kept | start s | equal |"
+    head = "| step | N | serial s | wall s | speed-up | eff. | sharded s | sharded speed-up | sharded eff. | balance bound | serial fraction kept | start s | equal |"
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for r in result["table"]:
         print(
             f"| {r['step']} | {r['workers']} | {r['serial_s']:.2f} | {r['wall_s']:.2f} | {r['speedup']:.2f} | "
             f"{r['efficiency']:.0%} | {r['sharded_s']:.2f} | {r.get('sharded_speedup', 0):.2f} | "
-            f"{r.get('sharded_efficiency', 0):.0%} | {r['serial_fraction_kept']:.0%} | {r['pool_start_s']:.2f} | "
+            f"{r.get('sharded_efficiency', 0):.0%} | {'-' if r['balance_bound'] is None else format(r['balance_bound'], '.0%')} | {r['serial_fraction_kept']:.0%} | "
+            f"{r['pool_start_s']:.2f} | "
             f"{'yes' if r['record_equal'] else 'NO: ' + str(r['difference'])} |"
         )
 

@@ -130,6 +130,8 @@ class Workspace:
             str(self.calib),
             "--engines",
             str(self.engines),
+            "--method",
+            "entropy",  # the method the artifacts were calibrated with (dashkit)
         ]
 
 

@@ -69,9 +69,9 @@ def _import_over(ws: Workspace) -> list[str]:
 
 
 def _render_over(ws: Workspace) -> list[str]:
-    """``report`` re-rendering a record into a folder that holds another report's Markdown."""
-    other = ws.user("other/report.md")
-    other.write_text("# another sign-off\n")
+    """``report`` re-rendering a record into the folder of another sign-off (its own record there)."""
+    other = ws.user("other/report.json")
+    shutil.copy(ws.record, other)
     return ["report", "--record", str(ws.record), "--out", str(other.parent)]
 
 
@@ -169,7 +169,7 @@ ROWS = [
         lambda ws: [*ws.signoff()[:-4], "--out", str(ws.record.parent), *ws.signoff()[-2:]],
         "sign-off report",
     ),
-    Row("report-into-another-report", "consent", lambda ws: _render_over(ws), "report "),
+    Row("report-into-another-report", "consent", lambda ws: _render_over(ws), "sign-off report "),
     # 3. artifacts written where they do not belong
     Row(
         "out-inside-a-set",

@@ -390,3 +390,80 @@ def test_local_workers_of_a_gpu_backend_need_a_gpu(ray_cluster) -> None:
     else:
         with pytest.raises(WorkbenchError, match="has no GPU to run workers on"):
             worker_count(ray_cluster, ClusterAddress(local=2), gpu=True)
+
+
+def test_shards_go_out_heaviest_first() -> None:
+    from workbench.cluster.shards import dispatch_bound, heaviest_first, shard_weights
+
+    assert heaviest_first([1.0, 5.0, 3.0, 5.0, 0.5]) == [1, 3, 2, 0, 4]
+    assert shard_weights([[0, 2], [1]], [1.0, 4.0, 2.5]) == [3.5, 4.0]
+    # 2 workers: in task order the heavy last task runs alone at the end; heaviest first the light ones fill in
+    weights = [1.0, 1.0, 1.0, 1.0, 4.0]
+    assert dispatch_bound(weights, 2, order=range(5)) == pytest.approx(8 / (2 * 6))
+    assert dispatch_bound(weights, 2) == pytest.approx(1.0)
+    assert dispatch_bound([3.0], 4) == pytest.approx(0.25)
+
+
+@dataclass(frozen=True)
+class StampTask:
+    """Writes when it started (its index in the name) and sleeps a little."""
+
+    folder: str
+    index: int
+
+    def run(self, context: Any) -> int:
+        Path(self.folder, f"{time.monotonic_ns()}-{self.index}").write_text("started")
+        time.sleep(0.4)
+        return self.index
+
+
+def test_the_pool_hands_out_heaviest_first_and_returns_in_task_order(bench, ray_cluster, tmp_path) -> None:
+    from ray import cloudpickle
+
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import open_pool
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with open_pool(ClusterAddress(local=2), _check_set(bench)) as pool:
+            tasks = [StampTask(str(tmp_path), i) for i in range(5)]
+            assert pool.map(tasks, "stamps", weights=[1.0, 5.0, 2.0, 4.0, 3.0]) == [0, 1, 2, 3, 4]
+            with pytest.raises(ValueError, match="2 weights for 5 tasks"):
+                pool.map(tasks, "stamps", weights=[1.0, 2.0])
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    started = [
+        int(p.name.split("-")[1]) for p in sorted(tmp_path.iterdir(), key=lambda p: int(p.name.split("-")[0]))
+    ]
+    assert set(started[:2]) == {1, 3} and set(started[2:4]) == {4, 2} and started[4] == 0
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """Whether this worker has started compiling the histogram kernel."""
+
+    def run(self, context: Any) -> bool:
+        from workbench.calibration import kernels
+
+        return kernels._warming is not None or kernels._tried
+
+
+def test_workers_of_a_histogram_pass_compile_the_kernel_during_the_check(bench, ray_cluster) -> None:
+    from dataclasses import replace
+
+    from ray import cloudpickle
+
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import open_pool
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        states = []
+        for histograms in (False, True):
+            with open_pool(
+                ClusterAddress(local=2), replace(_check_set(bench), histograms=histograms)
+            ) as pool:
+                states.append(pool.map([KernelState(), KernelState()], "kernel state"))
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert states == [[False, False], [True, True]]

@@ -13,6 +13,7 @@ from typing import Any
 from workbench.backends.onnxruntime import available_cores
 from workbench.cluster.address import ClusterAddress, connected
 from workbench.cluster.check import CheckSet
+from workbench.cluster.shards import heaviest_first
 from workbench.cluster.worker import Task, WorkerBody
 from workbench.config import RAY_START_TIMEOUT_S
 from workbench.errors import WorkbenchError
@@ -41,13 +42,16 @@ class WorkerPool:
         """Put ``value`` into the object store once; tasks carry the reference."""
         return self.ray.put(value)
 
-    def map(self, tasks: Sequence[Task], what: str) -> list[Any]:
-        """Every task's result, in task order. A worker lost mid-task is dropped and its task runs on another;
-        with no worker left the job fails with one line (nothing has been written: results merge after)."""
+    def map(self, tasks: Sequence[Task], what: str, weights: Sequence[float] | None = None) -> list[Any]:
+        """Every task's result, in task order. Tasks go to whichever worker is free, heaviest ``weights`` first
+        (given), else in task order. A worker lost mid-task is dropped and its task runs on another; with no
+        worker left the job fails with one line (nothing has been written: results merge after)."""
         from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
+        if weights is not None and len(weights) != len(tasks):
+            raise ValueError(f"{len(weights)} weights for {len(tasks)} tasks")
         results: list[Any] = [None] * len(tasks)
-        pending = deque(range(len(tasks)))
+        pending = deque(heaviest_first(weights) if weights is not None else range(len(tasks)))
         idle = list(self.workers)
         running: dict[Any, tuple[Worker, int]] = {}
         while pending or running:

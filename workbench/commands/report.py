@@ -16,17 +16,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", type=Path, help="folder for report.md/report.html (default: the record's folder)"
     )
-    add_replace_argument(parser, "a report already in another --out folder")
+    add_replace_argument(parser, "another sign-off's report (a report.json) in --out")
 
 
 def run(args: argparse.Namespace) -> int:
     check_out_folder(
         args.out or args.record.parent, "--out" if args.out else "the record's folder"
     )  # before the record's inputs are hashed and plots drawn
-    if args.out is not None and Path(args.out).resolve() != Path(args.record).parent.resolve():
-        existing = [Path(args.out) / name for name in (RECORD_NAME, MARKDOWN_NAME, HTML_NAME)]
+    elsewhere = args.out is not None and Path(args.out).resolve() != Path(args.record).parent.resolve()
+    if (
+        elsewhere and (Path(args.out) / RECORD_NAME).exists()
+    ):  # another sign-off: its renders match its record
         refuse_replacing(
-            existing, "report", "give another --out (or none: the record's own folder)", args.replace
+            [Path(args.out) / name for name in (RECORD_NAME, MARKDOWN_NAME, HTML_NAME)],
+            "sign-off report",
+            "give another --out (or none: the record's own folder)",
+            args.replace,
         )
     record = load_record(args.record)
     require_unchanged_inputs(record)
