@@ -137,12 +137,16 @@ def test_verbs_read_and_write_in_the_workspace_given_on_the_command_line(
     assert not (tmp_path / "calib_sets").exists()
 
 
-def test_demo_model_is_package_data_found_through_importlib_resources() -> None:
+def test_demo_model_is_package_data_found_through_importlib_resources(tmp_path: Path) -> None:
+    from workbench.commands.options import model_or_demo
+
     folder = demo_model_dir()
     assert folder == Path(resources.files("workbench") / "demo_model")
     assert folder.resolve().is_relative_to(PACKAGE_DIR)
     assert {"config.json", "vocab.json", "model.safetensors"} <= {p.name for p in folder.iterdir()}
-    args = parse_args(["calibrate"])
+    args = parse_args(["calibrate", "--engines", str(tmp_path)])
+    assert args.model is None  # a left-out --model is the demo model, said at run time
+    assert model_or_demo(args, "calibrated")[0].startswith("no --model: the embedded demo model (")
     assert Path(args.model) == folder
 
 
