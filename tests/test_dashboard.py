@@ -897,6 +897,7 @@ def test_run_page_starts_a_project_run_and_shows_its_summary_and_exit_status(tmp
     from conftest import _speech_like
     from test_project_run import loosen, write_corpus
 
+    from workbench.config import RUN_NOTHING_PASSES
     from workbench.model.synthetic import save_random_wav2vec2
     from workbench.project.file import load_project
     from workbench.project.starter import write_starter
@@ -938,3 +939,17 @@ def test_run_page_starts_a_project_run_and_shows_its_summary_and_exit_status(tmp
     )
     assert f"$ python -m workbench run --config {config}" in texts(at.code)
     assert (root / "reports" / name / "summary.md").is_file()
+    # the same project timed on ONNX Runtime CPU against a latency gate no run meets: nothing passes (exit 3)
+    text = config.read_text().replace("[gates]", "[gates]\nmax_latency_ms = 0.001")
+    text = text.replace("latency = false", "latency = true").replace('name = "tensorrt"', 'name = "ort-cpu"')
+    text = text.replace("# latency_batch_sizes = [1, 8, 32]", "latency_batch_sizes = [1]")
+    config.write_text(text.replace("# latency_repeats = 10", "latency_repeats = 3"))
+    at.selectbox(key="run-project").select("project/workbench.toml")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    job = jobs.wait(jobs.list_jobs(roots)[0], roots, timeout_s=500)
+    assert job.returncode == RUN_NOTHING_PASSES, jobs.tail(job)
+    assert "] calibrate: reused" in jobs.tail(job)
+    at = page("run", job=job.id)
+    assert f"exit status {RUN_NOTHING_PASSES}: on a target no candidate" in texts(at.warning)
+    assert "| signoff-ort-cpu | ran |" in texts(at.markdown)
