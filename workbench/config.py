@@ -292,7 +292,8 @@ FP16_GUARD = Fp16GuardConfig()
 
 @dataclass(frozen=True)
 class InferenceDefaults:
-    """Beam-search defaults (``workbench/evaluate/inference.py``): pyctcdecode's own width and LM weights."""
+    """Beam-search defaults (``workbench/evaluate/inference.py``): pyctcdecode's width and LM weights, which the
+    flashlight-text beam keeps (``workbench/evaluate/word_scorer.py``: the same alpha and beta mean the same)."""
 
     beam_width: int = 100
     alpha: float = 0.5  # language model weight

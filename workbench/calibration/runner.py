@@ -109,7 +109,6 @@ def calibration_session(
 
     options = session_options(threads, optimization="extended")
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-    options.add_session_config_entry("session.force_spinning_stop", "1")
     providers = list(providers)
     if isinstance(model, Path):
         with tempfile.TemporaryDirectory(prefix="workbench-calib-") as tmp:

@@ -198,14 +198,14 @@ def add_inference_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--decoder",
         default="greedy",
-        help="greedy, beam or beam+lm (pyctcdecode; beam+lm needs --lm); comma separated to score several "
+        help="greedy, beam or beam+lm (flashlight-text; beam+lm needs --lm); comma separated to score several "
         "on the same logits where the verb reports them, the first judging (default greedy)",
     )
     group.add_argument("--beam-width", type=int, help="beam width (default 100)")
     group.add_argument("--lm", type=Path, help="n-gram language model for beam search (ARPA or KenLM binary)")
     group.add_argument("--lm-alpha", type=float, help="language model weight (default 0.5)")
     group.add_argument("--lm-beta", type=float, help="word insertion bonus (default 1.0)")
-    group.add_argument("--hotword", action="append", default=[], help="a word to favour (repeatable)")
+    group.add_argument("--hotword", action="append", default=[], help="a word to favour (repeatable; single words)")
     group.add_argument(
         "--blank-penalty",
         type=float,

@@ -102,7 +102,7 @@ class DecoderSettings:
         hot = (
             f", hotwords {', '.join(self.hotwords)} (weight {self.hotword_weight:g})" if self.hotwords else ""
         )
-        return f"beam search width {self.beam_width}{lm}{hot}{penalty} (pyctcdecode)"
+        return f"beam search width {self.beam_width}{lm}{hot}{penalty} (flashlight-text)"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "name": self.name, "blank_penalty": self.blank_penalty}
