@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything the workbench needs on a fresh Debian machine (run as root):
-# system packages (TTS voices, sox, WordNet text, libsndfile, Chromium for browser tests, a C++ compiler and
+# system packages (TTS voices, sox, WordNet text, libsndfile, Chromium for browser tests),
 # the CPU build of PyTorch, and the workbench with its extras (Ray for --ray, and flashlight-text, the beam-search
 # decoder with KenLM inside, as binary wheels: nothing is compiled).
 set -euo pipefail
