@@ -248,6 +248,9 @@ class VerdictConfig:
 
 VERDICT = VerdictConfig()
 
+# an inconclusive error-rate gate whose settling evidence would be more than this many times the evaluation set
+# says "more data will not settle this" (its estimate sits at the limit) instead of an utterance count
+EVIDENCE_MAX_FACTOR = 20.0
 # fewest bootstrap resamples sign-off and search accept (fewer give no usable percentile interval)
 MIN_RESAMPLES = 100
 
