@@ -52,6 +52,22 @@ def quiet_console() -> None:
         transformers_quiet()
 
 
+_BARS = {"on": True}
+
+
+def progress_bars(on: bool) -> None:
+    """Progress bars on or off for this process (a verb's ``--no-progress``): the workbench's bars read
+    ``bars_on()``, transformers' loading bar is switched off with them."""
+    _BARS["on"] = on
+    if not on:
+        transformers_quiet()
+
+
+def bars_on() -> bool:
+    """Whether this process shows progress bars (``progress_bars``)."""
+    return _BARS["on"]
+
+
 def transformers_quiet() -> None:
     """transformers' own logger at errors only and its progress bars off ("Loading weights")."""
     try:

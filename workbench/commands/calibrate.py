@@ -55,9 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--stride-seconds", type=float, help="each chunk's overlap on either side (default: chunk / 6)"
     )
     add_ray_argument(parser, "the statistics pass (clip shards; histograms add exactly)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.quiet import progress_bars
+
+    progress_bars(not args.no_progress)
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.recovery import RecoveryOptions
     from workbench.errors import WorkbenchError

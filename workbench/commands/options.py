@@ -205,7 +205,9 @@ def add_inference_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lm", type=Path, help="n-gram language model for beam search (ARPA or KenLM binary)")
     group.add_argument("--lm-alpha", type=float, help="language model weight (default 0.5)")
     group.add_argument("--lm-beta", type=float, help="word insertion bonus (default 1.0)")
-    group.add_argument("--hotword", action="append", default=[], help="a word to favour (repeatable; single words)")
+    group.add_argument(
+        "--hotword", action="append", default=[], help="a word to favour (repeatable; single words)"
+    )
     group.add_argument(
         "--blank-penalty",
         type=float,

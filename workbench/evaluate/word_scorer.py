@@ -104,7 +104,9 @@ def make_word_scorer(labels: list[str], delimiter: int, scoring: WordScoring) ->
     """A flashlight-text ``LM`` scoring the words the beam writes (``labels``: what each token id writes)."""
     from flashlight.lib.text.decoder import LM, LMState
 
-    kenlm, word_ids, unigrams = None, {}, frozenset()
+    kenlm: Any = None
+    word_ids: dict[str, int] = {}
+    unigrams: frozenset[str] = frozenset()
     if scoring.lm is not None:
         from flashlight.lib.text.decoder.kenlm import KenLM
         from flashlight.lib.text.dictionary import Dictionary
@@ -138,7 +140,7 @@ def make_word_scorer(labels: list[str], delimiter: int, scoring: WordScoring) ->
         scale = len(prefix) / AVG_WORD_CHARS if len(prefix) > AVG_WORD_CHARS else 1.0
         return UNK_LOGP_OFFSET * scale
 
-    class WordScorer(LM):  # type: ignore[misc]
+    class WordScorer(LM):
         """Per state: (KenLM state of the words so far, the word being written, that prefix's score)."""
 
         def __init__(self) -> None:
