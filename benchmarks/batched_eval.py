@@ -49,6 +49,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, help="only the first N utterances of the set")
     parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
     parser.add_argument(
+        "--pad-batches",
+        action="store_true",
+        help="zero-pad clips of different lengths into a batch for a model without an attention mask, as a "
+        "deployment that pads does (the sign-off's --pad-batches); without it such a model batches equal lengths",
+    )
+    parser.add_argument(
         "--work", type=Path, default=Path("/tmp/workbench-batched-eval"), help="exports go here"
     )
     parser.add_argument(
@@ -106,10 +112,10 @@ def measure(args: argparse.Namespace, name: str, clips: list[Any], references: l
         runner = OnnxRuntimeRunner(onnx_path, providers=ORT_PROVIDERS[args.backend], threads=args.threads)
         with runner:
             transcribe(
-                runner, clips[: max(1, batch)], description, name, batch_size=batch
+                runner, clips[: max(1, batch)], description, name, batch_size=batch, pad=args.pad_batches
             )  # warm-up, untimed
             started = time.perf_counter()
-            result = transcribe(runner, clips, description, name, batch_size=batch)
+            result = transcribe(runner, clips, description, name, batch_size=batch, pad=args.pad_batches)
             seconds = time.perf_counter() - started
         if reference_texts is None:
             reference_texts = result.texts

@@ -124,10 +124,9 @@ def run_per_file(args: Any, benchmark: str, measure: Any, argv: list[str] | None
     ``--eval-set`` (the demo model's features): ``measure(args, name, path, clips, texts, model)`` gives each row;
     the load average before and after, the cores other processes used, the machine and packages are recorded, and
     the JSON is written to ``args.out``."""
-    import json
     import sys
 
-    from workbench.artifacts import write_text_atomic
+    from workbench.artifacts import strict_json, write_text_atomic
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.model.description import describe_model
     from workbench.resources import demo_model_dir
@@ -160,7 +159,7 @@ def run_per_file(args: Any, benchmark: str, measure: Any, argv: list[str] | None
         "packages": package_versions(),
         "rows": rows,
     }
-    write_text_atomic(args.out, json.dumps(out, indent=2, default=str) + "\n")
+    write_text_atomic(args.out, strict_json(out, indent=2, default=str) + "\n")
     return out
 
 

@@ -341,6 +341,7 @@ def step_signoff(args: argparse.Namespace) -> None:
             "1000",
             "--out",
             str(p["report"]),
+            "--replace",  # a rerun of the step replaces its report
         ]
     )
 

@@ -61,8 +61,8 @@ def constant_ctc_onnx(path: Path, text: str) -> Path:
     return Path(path)
 
 
-def write_small_set(root: Path, texts: list[str], speech_like, name: str = "unit-eval"):
-    """A stored SpeechSet with one clip per text; conditions and speakers cycle deterministically."""
+def write_small_set(root: Path, texts: list[str], speech_like, name: str = "unit-eval", speakers: int = 4):
+    """A stored SpeechSet with one clip per text; conditions and ``speakers`` speakers cycle deterministically."""
     from workbench.speech.store import write_set
 
     conditions = ("quiet", "noisy", "accented")
@@ -73,8 +73,8 @@ def write_small_set(root: Path, texts: list[str], speech_like, name: str = "unit
         utt = Utterance(
             id=f"u{i:03d}",
             text=text,
-            speaker=f"spk{i % 4}",
-            voice=f"voice{i % 4}",
+            speaker=f"spk{i % speakers}",
+            voice=f"voice{i % speakers}",
             accent="us" if cond != "accented" else "gb",
             condition=cond,
             duration_s=seconds,

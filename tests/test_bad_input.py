@@ -130,11 +130,18 @@ class Workspace:
             str(self.calib),
             "--engines",
             str(self.engines),
+            "--method",
+            "entropy",  # the method the artifacts were calibrated with (dashkit)
         ]
 
 
 @pytest.fixture
 def ws(dash_artifacts, tmp_path, monkeypatch) -> Workspace:
+    return make_workspace(dash_artifacts, tmp_path, monkeypatch)
+
+
+def make_workspace(dash_artifacts, tmp_path: Path, monkeypatch) -> Workspace:
+    """A private copy of the session's artifacts under ``tmp_path`` (the workspace ``$WORKBENCH_WORKSPACE`` names)."""
     root = copy_artifacts(dash_artifacts.root, tmp_path / "ws")
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -207,7 +214,9 @@ def write_manifest(folder: Path, lines: list[str] | None = None) -> Path:
     return path
 
 
-def build_args(manifest: Path, root: Path, name: str = "pair", seed: int = 0) -> list[str]:
+def build_args(
+    manifest: Path, root: Path, name: str = "pair", seed: int = 0, replace: bool = False
+) -> list[str]:
     return [
         "data",
         "build",
@@ -227,6 +236,7 @@ def build_args(manifest: Path, root: Path, name: str = "pair", seed: int = 0) ->
         "1",
         "--seed",
         str(seed),
+        *(["--replace"] if replace else []),
     ]
 
 
@@ -1082,7 +1092,7 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
         root = tmp_path / f"run{k}"
         shutil.copytree(pristine, root)
         proc = subprocess.run(
-            [sys.executable, "-m", "workbench", *build_args(manifest, root, seed=1)],
+            [sys.executable, "-m", "workbench", *build_args(manifest, root, seed=1, replace=True)],
             env={**env, "WORKBENCH_KILL_AT_STEP": str(k)},
             capture_output=True,
             text=True,

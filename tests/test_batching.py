@@ -137,20 +137,24 @@ def test_masked_model_without_a_mask_input_batches_equal_lengths_only(masked_mod
     assert texts.texts == transcribe(OnnxRuntimeRunner(without), clips, description).texts
 
 
-def test_group_norm_model_gets_no_mask_and_bounded_zero_padding(group_norm_model) -> None:
+def test_group_norm_model_gets_no_mask_and_bounded_zero_padding_when_the_deployment_pads(
+    group_norm_model,
+) -> None:
     path, description = group_norm_model
     clips = _clips([2.0, 2.05, 2.1, 2.15, 3.0], seed=1)
     rows = [description.prepare(c) for c in clips]
     alone = _alone(path, description, clips)
     with OnnxRuntimeRunner(path) as runner:
-        policy = BatchPolicy.for_runner(runner, description, 8)
+        assert BatchPolicy.for_runner(runner, description, 8).max_padding == 0.0  # equal lengths by default
+        policy = BatchPolicy.for_runner(runner, description, 8, pad=True)
         assert not policy.mask and 0.0 < policy.max_padding < 1.0
         got = dict(utterance_logits(runner, rows, policy, ConvGeometry.of_model(description), 32))
     # the 3 s clip is not padded with the 2 s ones; every clip keeps its own frame count
     for i, ref in enumerate(alone):
         assert got[i].shape == ref.shape
     np.testing.assert_allclose(got[4], alone[4], atol=1e-4)  # alone in its batch
-    batched = transcribe(OnnxRuntimeRunner(path), clips, description, batch_size=8)
+    batched = transcribe(OnnxRuntimeRunner(path), clips, description, batch_size=8, pad=True)
+    assert batched.batching["padded"] is True
     check = batch_check(OnnxRuntimeRunner(path), clips, batched.texts, description, 8, references=["A"] * 5)
     assert check.utterances == 5 and 0 <= check.differing <= 5
     assert check.wer_batched is not None and check.wer_batch1 is not None

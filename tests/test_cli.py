@@ -104,15 +104,15 @@ def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
 @pytest.mark.parametrize(
     "argv,message",
     [
-        (["data", "build", "--calib-per-condition", "0"], "at least 1"),
+        (["data", "build", "--calib-per-condition", "0"], "--calib-per-condition: takes a whole number >= 1"),
         (["data", "build", "--source", "folder"], "needs --path"),
         (["data", "build", "--name", "bad name!"], "may hold only"),
         (["data", "build", "--min-seconds", "5", "--max-seconds", "2"], "min <= opt <= max"),
         (["data", "build", "--source", "folder", "--path", "/nonexistent/folder"], "does not exist"),
-        (["demo", "--calib-per-condition", "0"], "at least 1"),
-        (["demo", "--dev-per-condition", "-1"], "at least 0"),
-        (["search", "--margin", "1"], "--margin is a share of each gate"),
-        (["search", "--confidence", "0.3"], "--confidence is the probability that the sign-off passes"),
+        (["demo", "--calib-per-condition", "0"], "--calib-per-condition: takes a whole number >= 1"),
+        (["demo", "--dev-per-condition", "-1"], "--dev-per-condition: takes a whole number >= 0"),
+        (["search", "--margin", "1"], "--margin: takes a finite number in [0, 1)"),
+        (["search", "--confidence", "0.3"], "--confidence: takes a finite number in [0.5, 1)"),
     ],
 )
 def test_user_errors_exit_1(argv, message, capsys, tmp_path):

@@ -360,7 +360,9 @@ def test_search_keeps_the_planted_layer_out_of_int8(planted, tiny_sets) -> None:
         plan_for("only-head", groups, "fp16", "int8", {g.name for g in groups} - {"lm_head"})
     )
     assert not only_head.passed
-    assert only_head.failure.startswith(("overall: ", "condition ")) and "exceeds the limit" in only_head.failure
+    assert (
+        only_head.failure.startswith(("overall: ", "condition ")) and "exceeds the limit" in only_head.failure
+    )
     assert result.found.evaluation.failure == ""
 
 
@@ -456,11 +458,11 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
     assert first["phase"] == "int8-everywhere" and first["int8_share"] == 1.0
     assert set(first["delta"]["per_condition"]) == {"quiet", "noisy", "accented"}
     found = search["found"]
-    assert (
-        found is not None and Path(found["onnx_path"]).is_file()
-    )  # 100-point budget: INT8 everywhere passes
+    assert found is not None and Path(found["onnx_path"]).is_file()  # 100-point budget: a plan passes
     assert PrecisionPlan.load(Path(found["plan_path"])).to_json() == found["plan"]
-    assert search["int8_everywhere_passes"] and found["int8_share"] == 1.0
+    # the tiny random-weight model's INT8 everywhere writes no text at all: never a pass, whatever the budget
+    assert not search["int8_everywhere_passes"] and "wrote no text" in first["reasons"][0]
+    assert 0.0 < found["int8_share"] < 1.0
     csv_text = (out / next(out.glob("search-max-*.json")).with_suffix(".csv").name).read_text()
     assert csv_text.startswith("step,phase") and csv_text.splitlines()[0].endswith(",wer_delta_high_judged")
     sensitivity = next(out.glob("sensitivity-max-*-rest-fp32.json"))

@@ -21,6 +21,7 @@ import pytest
 
 from workbench.artifacts import sha256_file
 from workbench.backends.cpu_int8 import int8_weight_type
+from workbench.config import EvidenceConfig
 from workbench.errors import WorkbenchError
 from workbench.quantize.metadata import made_of
 from workbench.quantize.plan import (
@@ -60,6 +61,10 @@ def tiny_candidates(tmp_path_factory: pytest.TempPathFactory):
     }
     candidates = [("fp32", fp32), ("fp16", built["fp16"]), ("int8", built["int8"]), ("mixed", built["mixed"])]
     return work, candidates, amax, matmuls
+
+
+# the sign-off's latency verdict on tiny sets, where no candidate could meet the evidence rule
+TINY_SET_EVIDENCE = EvidenceConfig(min_speakers=0, min_reference_words=0)
 
 
 def test_tensorrt_judges_the_candidates_as_given(tiny_candidates) -> None:
@@ -179,6 +184,7 @@ def test_signoff_for_the_cpu_target_judges_the_cpu_flavours_and_ships_on_its_lat
             calib_root=tiny_sets.calib.path.parent,
             # a random model transcribes noise: wide gates, so the verdict is decided by latency
             gates=GateConfig(max_wer_delta_points=100.0, max_condition_wer_delta_points=100.0),
+            evidence=TINY_SET_EVIDENCE,  # a tiny set: the evidence rule would call every candidate insufficient
             latency=LatencyConfig((1,), warmup=1, repeats=5),
             threads=1,
             resamples=200,

@@ -863,3 +863,50 @@ def test_oidc_login_fails_closed_without_provider_settings_and_otherwise_offers_
     at.run()
     _assert_locked(at)
     assert [b.label for b in at.button] == ["Log in"] and not at.error
+
+
+def test_tradeoff_page_draws_the_serving_benchmark_of_a_record(artifacts, tmp_path, monkeypatch) -> None:
+    """A record with a serving section (measured here by the real serving benchmark on the fixture's FP32 and
+    INT8 candidates) gets the p99-against-load chart and the capacity table; numbers equal the record's."""
+    from functools import partial
+
+    from workbench.backends.onnxruntime import OnnxRuntimeRunner
+    from workbench.evaluate.batching import BatchPolicy
+    from workbench.inputs.serving import ServingConfig
+    from workbench.model.description import describe_model
+    from workbench.report.record import record_digest
+    from workbench.serving.measure import RequestSet, measure_serving, serving_record
+
+    root = copy_artifacts(artifacts.root, tmp_path / "art")
+    model = describe_model(artifacts.model)
+    config = ServingConfig(
+        p99_ms=5000.0, rates=(20.0, 40.0), seconds_per_rate=0.5, max_batch=2, budget_s=10.0
+    )
+    requests = RequestSet.of(
+        [artifacts.eval.audio(u) for u in artifacts.eval.utterances], model.prepare, None
+    )
+    paths = {"fp32": artifacts.calibrated.fp32_onnx, "int8-entropy": artifacts.calibrated.int8_onnx}
+    results = measure_serving(
+        [(n, partial(OnnxRuntimeRunner, p, threads=1)) for n, p in paths.items()],
+        lambda runner: BatchPolicy.for_runner(runner, model, 2),
+        requests,
+        config,
+    )
+    record_path = root / "reports" / "unit-signoff" / "report.json"
+    record = json.loads(record_path.read_text())
+    record["serving"] = serving_record(results, config, "ort-cpu", requests)
+    record["record_sha256"] = record_digest(record)
+    record_path.write_text(json.dumps(record))
+    monkeypatch.setenv(ENV_VAR, str(root))
+    at = page("tradeoff")
+    assert not at.exception
+    assert "Serving: latency against offered load" in texts(at.subheader)
+    assert "capacity picks the winner" in texts(at.caption)
+    summary = next(d.value for d in at.dataframe if "capacity QPS" in d.value.columns)
+    for name, cand in record["serving"]["candidates"].items():
+        row = summary.set_index("candidate").loc[name]
+        assert (
+            row["capacity QPS"] == cand["capacity_qps"] and row["one request ms"] == cand["single_request_ms"]
+        )
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert any("p99 against offered load" in json.dumps(s.get("title", "")) for s in specs)

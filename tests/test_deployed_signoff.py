@@ -37,7 +37,8 @@ def workspace(tmp_path, speech_like, monkeypatch):
 
 
 @pytest.mark.skipif(
-    not has_module("flashlight.lib.text.decoder"), reason="flashlight-text is not installed (setup.sh installs it)"
+    not has_module("flashlight.lib.text.decoder"),
+    reason="flashlight-text is not installed (setup.sh installs it)",
 )
 def test_decoders_and_chunking_reach_the_record_and_report(workspace, capsys) -> None:
     tmp_path, args = workspace
@@ -60,7 +61,8 @@ def test_decoders_and_chunking_reach_the_record_and_report(workspace, capsys) ->
 
 
 @pytest.mark.skipif(
-    not has_module("flashlight.lib.text.decoder"), reason="flashlight-text is not installed (setup.sh installs it)"
+    not has_module("flashlight.lib.text.decoder"),
+    reason="flashlight-text is not installed (setup.sh installs it)",
 )
 def test_decoder_limit_scores_the_further_decoders_on_a_spread_and_the_verdict_on_all(
     workspace, capsys
@@ -89,7 +91,7 @@ def test_decoder_limit_scores_the_further_decoders_on_a_spread_and_the_verdict_o
     assert any("scored on 3 of 6 utterances" in n for n in b["notes"])
     assert "| beam (3 of 6 utt.) | int8 |" in (limited / "report.md").read_text()
     assert main(args + ["--out", str(tmp_path / "bad"), *decoders, "--decoder-limit", "0"]) == 1
-    assert "--decoder-limit must be at least 1" in capsys.readouterr().err
+    assert "argument --decoder-limit: takes a whole number >= 1" in capsys.readouterr().err
 
 
 def test_profile_that_cannot_hold_the_chunk_is_refused(workspace, capsys) -> None:
@@ -109,7 +111,7 @@ def test_profile_that_cannot_hold_the_chunk_is_refused(workspace, capsys) -> Non
         (["--decoder", "beam+lm"], "needs a language model"),
         (["--decoder", "greedy,viterbi"], "--decoder takes"),
         (["--stride-seconds", "1"], "needs --chunk-seconds"),
-        (["--chunk-seconds", "2", "--stride-seconds", "a,b"], "--stride-seconds takes seconds"),
+        (["--chunk-seconds", "2", "--stride-seconds", "a,b"], "--stride-seconds: takes seconds"),
     ],
 )
 def test_bad_inference_options_are_one_line(workspace, capsys, extra, match) -> None:

@@ -365,6 +365,7 @@ def test_overlapping_pair_is_refused_with_counts(pair, capsys):
                 "import",
                 "--name",
                 "ls-train",
+                "--replace",
                 "--role",
                 "calib",
                 "--source",
@@ -431,7 +432,7 @@ def test_signoff_report_says_what_it_did_with_outside_clips(pair, tmp_path):
     import_set(
         open_source("librispeech", train_split),
         ImportConfig(
-            name="ls-train", role="calib", workers=1, profile=EngineProfile(), disjoint_from="ls-test"
+            name="ls-train", role="calib", workers=1, profile=EngineProfile(), disjoint_from=("ls-test",)
         ),
         "train",
         root=root,
@@ -478,7 +479,10 @@ def test_bad_import_input_is_one_error_line(tmp_path, capsys, libri):
             ["--source", "librispeech", "--path", str(split), "--noise-dir", str(tmp_path)],
             "also give --noisy-share",
         ),
-        (["--source", "librispeech", "--path", str(split), "--noisy-share", "1.5"], "between 0 and 1"),
+        (
+            ["--source", "librispeech", "--path", str(split), "--noisy-share", "1.5"],
+            "takes a finite number in [0, 1]",
+        ),
         (["--source", "librispeech", "--path", str(split), "--disjoint-from", "nothing"], "no speech set"),
         (["--source", "manifest"], "needs --path"),
     ]
@@ -537,6 +541,7 @@ def test_interrupted_import_leaves_existing_sets_byte_identical(tmp_path, speech
             "import",
             "--name",
             "victim",
+            "--replace",
             "--source",
             "librispeech",
             "--path",
@@ -580,3 +585,30 @@ def test_interrupted_import_leaves_existing_sets_byte_identical(tmp_path, speech
         leftovers = [p.name for p in root.iterdir() if p.name not in ("bystander", "victim")]
         assert all(n.startswith(".") and n.endswith(SUFFIX) for n in leftovers)  # hidden, never listed
         assert main(["data", "list", "--root", str(root)]) == 0
+
+
+def test_repeated_disjoint_from_drops_what_every_set_holds(tmp_path, speech_like):
+    """``--disjoint-from A --disjoint-from B`` keeps only what neither set holds (the last one alone kept more)."""
+    corpus = tmp_path / "corpus"
+    root = tmp_path / "sets"
+    train_split, _ = write_librispeech(
+        corpus, "train-clean-100", ("40", "41", "26"), 1, 2, lambda i: 2.0, speech_like
+    )
+    for name, split, speaker, first in (("set-a", "test-clean", "41", 50), ("set-b", "test-other", "26", 60)):
+        folder, _ = write_librispeech(
+            corpus, split, (speaker,), 1, 2, lambda i: 2.0, speech_like, first_text=first
+        )
+        import_set(
+            open_source("librispeech", folder),
+            ImportConfig(name=name, role="eval", workers=1, profile=EngineProfile()),
+            name,
+            root=root,
+            progress=False,
+        )
+    argv = ["data", "import", "--name", "dev", "--role", "eval", "--source", "librispeech", "--path"]
+    argv += [str(train_split), "--disjoint-from", "set-a", "--disjoint-from", "set-b", "--no-progress"]
+    assert main(argv + ["--root", str(root)]) == 0
+    dev = load_set(root / "dev")
+    assert {u.speaker.split(":")[-1] for u in dev.utterances} == {"40"}
+    assert dev.card["checks"]["disjoint_from"]["set"] == "set-a or set-b"
+    assert dev.card["checks"]["disjoint_from"]["dropped_for_speaker"] == 4

@@ -26,7 +26,8 @@ from workbench.model.vocab import DEFAULT_VOCABULARY, VOCAB
 from workbench.optional import has_module
 
 flashlight_missing = pytest.mark.skipif(
-    not has_module("flashlight.lib.text.decoder"), reason="flashlight-text is not installed (setup.sh installs it)"
+    not has_module("flashlight.lib.text.decoder"),
+    reason="flashlight-text is not installed (setup.sh installs it)",
 )
 
 
@@ -141,7 +142,7 @@ def test_profile_that_cannot_hold_the_chunk_is_refused_in_one_line() -> None:
         (dict(stride_s=1.0), "needs a chunk length"),
         (dict(decoder="viterbi"), "--decoder takes"),
         (dict(hotwords=["hello"]), "need the beam decoder"),
-        (dict(decoder="beam", lm="/nonexistent/lm.arpa"), "is not a file"),
+        (dict(decoder="beam", lm="/nonexistent/lm.arpa"), "does not exist"),
         (dict(decoder="beam", beam_width=0), "at least 1"),
     ],
 )

@@ -75,6 +75,7 @@ def test_data_import_killed_anywhere_leaves_the_old_set_or_the_new_one(
         "--no-progress",
         "--workers",
         "1",
+        "--replace",
     ]
     argv += ["--path", str(_tiny_source(tmp_path / "src", speech_like)), "--root", str(sets)]
     saved = tmp_path / "saved"
@@ -132,6 +133,8 @@ def test_calibrate_killed_at_any_write_leaves_each_file_old_or_new_and_no_temp_f
         str(ws / "models" / "tiny"),
         "--set",
         str(ws / "calib_sets" / "unit-calib"),
+        "--method",
+        "entropy",
     ]
     argv += ["--engines", str(engines)]
     ops = zygote.ops(argv, ws)
@@ -179,6 +182,7 @@ def test_signoff_killed_anywhere_leaves_the_old_report_or_the_new_one(zygote, ws
     argv = ["signoff", "--eval-set", str(ws / "calib_sets" / "unit-eval"), "--candidate"]
     argv += [f"fp32={run / 'model.fp32.onnx'}", "--no-latency", "--threads", "1", "--resamples", "100"]
     argv += ["--root", str(ws / "calib_sets"), "--out", str(folder), "--model", str(ws / "models" / "tiny")]
+    argv += ["--replace"]
     argv += [
         "--target",
         "ort-cpu",

@@ -19,6 +19,7 @@ import pytest
 from modelkit import unit_set
 
 from workbench.calibration.collectors import StreamingStats
+from workbench.cluster.records import without_timing as _without_timing
 from workbench.errors import WorkbenchError
 
 CALIB_TEXTS = [
@@ -193,18 +194,6 @@ def test_compare_ranking_on_ray_equals_serial(bench, ray_cluster) -> None:
     assert runs[0].sensitivity and runs[1].sensitivity
     assert _without_timing(runs[0].sensitivity) == _without_timing(runs[1].sensitivity)
     assert len(runs[0].sensitivity["layers"]) > 3
-
-
-TIMING = {"created", "record_sha256", "seconds", "mean_ms_per_utterance"}
-
-
-def _without_timing(record: Any) -> Any:
-    """The record with its timing fields (and the hash over them) left out, at any depth."""
-    if isinstance(record, dict):
-        return {k: _without_timing(v) for k, v in record.items() if k not in TIMING}
-    if isinstance(record, list):
-        return [_without_timing(v) for v in record]
-    return record
 
 
 def test_signoff_on_ray_equals_serial(bench, ray_cluster) -> None:
@@ -387,3 +376,94 @@ def test_the_dashboard_sends_run_page_jobs_to_its_one_cluster(bench) -> None:
         path = bench["root"] / f"job-{k}.json"
         codec.write_job(path, inputs)
         assert codec.read_job(path)[1].ray == "local:2"  # the job file carries the cluster to the job
+
+
+def test_local_workers_of_a_gpu_backend_need_a_gpu(ray_cluster) -> None:
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import worker_count
+
+    assert worker_count(ray_cluster, ClusterAddress(local=3), gpu=False) == 3
+    # one worker holds a whole GPU: local:N on a GPU backend takes at most one per GPU, none without one
+    gpus = int(ray_cluster.cluster_resources().get("GPU", 0))
+    if gpus:
+        assert worker_count(ray_cluster, ClusterAddress(local=gpus + 2), gpu=True) == gpus
+    else:
+        with pytest.raises(WorkbenchError, match="has no GPU to run workers on"):
+            worker_count(ray_cluster, ClusterAddress(local=2), gpu=True)
+
+
+def test_shards_go_out_heaviest_first() -> None:
+    from workbench.cluster.shards import dispatch_bound, heaviest_first, shard_weights
+
+    assert heaviest_first([1.0, 5.0, 3.0, 5.0, 0.5]) == [1, 3, 2, 0, 4]
+    assert shard_weights([[0, 2], [1]], [1.0, 4.0, 2.5]) == [3.5, 4.0]
+    # 2 workers: in task order the heavy last task runs alone at the end; heaviest first the light ones fill in
+    weights = [1.0, 1.0, 1.0, 1.0, 4.0]
+    assert dispatch_bound(weights, 2, order=range(5)) == pytest.approx(8 / (2 * 6))
+    assert dispatch_bound(weights, 2) == pytest.approx(1.0)
+    assert dispatch_bound([3.0], 4) == pytest.approx(0.25)
+
+
+@dataclass(frozen=True)
+class StampTask:
+    """Writes when it started (its index in the name) and sleeps a little."""
+
+    folder: str
+    index: int
+
+    def run(self, context: Any) -> int:
+        Path(self.folder, f"{time.monotonic_ns()}-{self.index}").write_text("started")
+        time.sleep(0.4)
+        return self.index
+
+
+def test_the_pool_hands_out_heaviest_first_and_returns_in_task_order(bench, ray_cluster, tmp_path) -> None:
+    from ray import cloudpickle
+
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import open_pool
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with open_pool(ClusterAddress(local=2), _check_set(bench)) as pool:
+            tasks = [StampTask(str(tmp_path), i) for i in range(5)]
+            assert pool.map(tasks, "stamps", weights=[1.0, 5.0, 2.0, 4.0, 3.0]) == [0, 1, 2, 3, 4]
+            with pytest.raises(ValueError, match="2 weights for 5 tasks"):
+                pool.map(tasks, "stamps", weights=[1.0, 2.0])
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    started = [
+        int(p.name.split("-")[1]) for p in sorted(tmp_path.iterdir(), key=lambda p: int(p.name.split("-")[0]))
+    ]
+    assert set(started[:2]) == {1, 3} and set(started[2:4]) == {4, 2} and started[4] == 0
+
+
+@dataclass(frozen=True)
+class KernelState:
+    """Whether this worker has started compiling the histogram kernel."""
+
+    def run(self, context: Any) -> bool:
+        from workbench.calibration import kernels
+
+        return kernels._warming is not None or kernels._tried
+
+
+def test_workers_of_a_histogram_pass_compile_the_kernel_during_the_check(bench, ray_cluster) -> None:
+    from dataclasses import replace
+
+    from ray import cloudpickle
+
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import open_pool
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        states = []
+        for histograms in (False, True):
+            with open_pool(
+                ClusterAddress(local=2), replace(_check_set(bench), histograms=histograms)
+            ) as pool:
+                states.append(pool.map([KernelState(), KernelState()], "kernel state"))
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert states == [[False, False], [True, True]]

@@ -49,7 +49,7 @@ def test_whole_speakers_are_held_back_per_condition_the_same_on_every_run() -> N
 @pytest.mark.slow
 def test_the_search_confirms_its_plan_on_the_held_back_speakers(tiny_sets, tmp_path) -> None:
     from workbench.evaluate.gates import GateConfig
-    from workbench.jobs.search import SearchInputs, run
+    from workbench.jobs.search import SearchInputs, run, summary_lines
     from workbench.model.synthetic import save_random_wav2vec2
 
     model = save_random_wav2vec2(tmp_path / "tiny", "tiny", seed=0)
@@ -75,5 +75,15 @@ def test_the_search_confirms_its_plan_on_the_held_back_speakers(tiny_sets, tmp_p
     picked = next(c for c in data["candidates"] if c["name"] == record["found"])
     assert data["found"] is not None and data["found"]["int8_macs_share"] == picked["int8_macs_share"]
     assert all(c["evidence"]["utterances"] <= record["chosen_on_utterances"] for c in data["candidates"])
+    # the record states the rule and the found plan's forecast, from its held-back reading
+    assert data["selection"]["rule"] == "as-read" and data["selection"]["confirm_share"] == 0.5
+    forecast = data["signoff_forecast"]
+    assert forecast["basis"] == "held-back" and forecast["plans_compared"] == 1
+    assert 0.0 <= forecast["pass_chance"] <= forecast["pass_chance_upper"] <= 1.0
+    assert any("predicted chance that the sign-off" in line for line in summary_lines(data))
+    shrunk = run(SearchInputs(**common, gates=wide, selection="shrink")).data
+    assert shrunk["selection"]["judged_confidence"] > 0.9 and shrunk["budget"]["confidence"] > 0.9
+    assert shrunk["signoff_forecast"]["basis"] == "dev"
+    assert shrunk["signoff_forecast"]["plans_compared"] == shrunk["evaluations"]
     with pytest.raises(WorkbenchError, match="do not combine"):
         run(SearchInputs(**common, gates=wide, confirm=0.5, latency_target="ort-cpu"))

@@ -116,6 +116,7 @@ def test_latency_off_the_target_picks_no_winner() -> None:
 def tiny_signoff(tmp_path, speech_like, monkeypatch):
     """The sign-off on the tiny-model path, runnable twice: three constant CTC candidates that all transcribe
     the same (identical WER), timed interleaved on ONNX Runtime CPU."""
+    from workbench.config import EvidenceConfig
     from workbench.jobs.signoff import SignoffInputs, run
     from workbench.workspace import ENV_VAR
 
@@ -136,7 +137,8 @@ def tiny_signoff(tmp_path, speech_like, monkeypatch):
             latency=LatencyConfig((1,), 1, 5),
             threads=1,
             resamples=200,
-            **overrides,
+            # six utterances: the evidence rule would call every candidate insufficient
+            **{"evidence": EvidenceConfig(min_speakers=0, min_reference_words=0), **overrides},
         )
         return run(inputs)
 

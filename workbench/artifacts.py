@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import math
 import os
 import re
 import tempfile
@@ -155,9 +156,38 @@ def write_text_atomic(path: Path, text: str) -> None:
     write_bytes_atomic(path, text.encode("utf-8"))
 
 
+def non_finite_key(obj: Any, where: str = "") -> str | None:
+    """The key path (``accuracy.candidates[0].wer``) of the first NaN or infinity in ``obj``; None when all finite."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return where or "(the value itself)"
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, (list, tuple)) else ()
+    for key, value in items:
+        found = non_finite_key(
+            value, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip(".")
+        )
+        if found is not None:
+            return found
+    return None
+
+
+def strict_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` that refuses NaN and infinities (strict JSON: no record holds one); the error names the key,
+    so a bug that lets a non-finite number through fails loudly where it is written, not where it is read."""
+    try:
+        return json.dumps(obj, allow_nan=False, **kwargs)
+    except ValueError as exc:
+        key = non_finite_key(obj)
+        if key is None:
+            raise
+        raise WorkbenchError(
+            f"refusing to write a record with a non-finite number at {key} (strict JSON has no NaN or "
+            "infinity): an input outside its domain got through; please report it with the command line"
+        ) from exc
+
+
 def json_text(obj: Any) -> str:
-    """How the workbench writes a JSON artifact: indented, keys sorted, one final newline."""
-    return json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n"
+    """How the workbench writes a JSON artifact: indented, keys sorted, one final newline; strict (``strict_json``)."""
+    return strict_json(obj, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def write_json_atomic(path: Path, obj: Any) -> None:

@@ -26,6 +26,8 @@ from workbench.workspace import active, add_workspace_option, fill_defaults, res
 # and optional back-ends (TensorRT, Streamlit) are never needed to start the CLI.
 COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("workbench.commands.demo", "run the whole job on the embedded defaults"),
+    "init": ("workbench.commands.init", "write a commented starter workbench.toml for a model and data"),
+    "run": ("workbench.commands.run", "run the project in workbench.toml, reusing every unchanged step"),
     "data": ("workbench.commands.data", "build and inspect balanced calibration/evaluation speech sets"),
     "calibrate": (
         "workbench.commands.calibrate",

@@ -161,6 +161,11 @@ class RecoveryDefaults:
 # breaks INT8 on the demo model. ``demo --shift-scale`` adds the per-channel shift and scale of those inputs: INT8
 # everywhere loses less, but the plan its search finds has failed the sign-off (docs/recovery.md#measured).
 DEMO_RECOVERY = RecoveryDefaults(bias_correction=True, clip_search=True)
+# A project file's recovery when it names none (``workbench.project``): the demo's, the best measured
+DEFAULT_RECOVERY = DEMO_RECOVERY
+# ``workbench run``'s exit status when some deployment target has no candidate besides the FP32 baseline that passes
+# every gate (0: every target has one; 1: a user error)
+RUN_NOTHING_PASSES = 3
 
 
 @dataclass(frozen=True)
@@ -192,10 +197,15 @@ class SearchConfig:
     # the order groups go to FP16 in: "damage-per-unit" (the ranking's damage per multiply-accumulate, or per
     # node, of what the objective counts) or "damage" (the sensitivity ranking as it is)
     order: str = "damage-per-unit"
+    # how the choice among the plans read on one dev set is accounted for (workbench.search.selection): "as-read",
+    # "shrink" (winner's-curse correction) or "confirm" (held-back dev speakers, confirm_share of them)
+    selection: str = "as-read"
+    confirm_share: float = 0.33
 
 
 SEARCH = SearchConfig()
 SEARCH_OBJECTIVES: tuple[str, ...] = ("macs", "nodes")
+SEARCH_SELECTIONS: tuple[str, ...] = ("as-read", "shrink", "confirm")
 SEARCH_ORDERS: tuple[str, ...] = ("damage-per-unit", "damage")
 
 
@@ -224,16 +234,22 @@ BACKENDS: tuple[str, ...] = ("ort-cpu", "ort-cuda", "tensorrt")
 DEFAULT_BACKEND = "ort-cpu"
 DEFAULT_TARGET = "tensorrt"
 
-# Evaluation batches (--batch-size): clips of similar length share a batch (workbench.evaluate.batching). Small on
-# the CPU, where a batch mostly saves per-call overhead, larger on a GPU; a TensorRT engine's profile caps it.
-EVAL_BATCH_BY_BACKEND: dict[str, int] = {"ort-cpu": 8, "ort-cuda": 32, "tensorrt": 32}
-DEFAULT_EVAL_BATCH = 8
-# zero padding allowed in a batch of a model without an attention mask, as a share of its longest clip
+# Evaluation batches (--batch-size): clips of similar length share a batch (workbench.evaluate.batching). Batch 1 on
+# the CPU, where batching buys no speed (batched_eval_ort_cpu.json: batch 8 at 0.95x the speed of batch 1), larger
+# on a GPU; a TensorRT engine's profile caps it. A model without an attention mask batches equal lengths only.
+EVAL_BATCH_BY_BACKEND: dict[str, int] = {"ort-cpu": 1, "ort-cuda": 32, "tensorrt": 32}
+DEFAULT_EVAL_BATCH = 1
+# zero padding allowed in a batch of a model without an attention mask, as a share of its longest clip, when the
+# deployment pads (--pad-batches); without it such a model batches equal lengths only (padding changes its outputs)
 EVAL_MAX_PADDING = 0.1
 # utterances transcribed again at batch 1 to check the batched transcripts (transcripts that differ, WER change)
 BATCH_CHECK_UTTERANCES = 48
-# The calibration method when none is given: TensorRT's entropy (KL divergence) calibration.
-DEFAULT_METHOD = "entropy"
+# The calibration method when none is given: the best measured on the demo model, percentile 99.99 (INT8 everywhere
+# +0.93 WER points [+0.16, +2.24], the searched plan 75.9 % INT8; TensorRT's entropy +4.13 [+2.83, +5.41] and 46.6 %:
+# benchmarks/results/calibration_methods.json, calibration_methods_entropy_reference.json; docs/calibration.md).
+# The verbs' accuracy recovery stays off unless asked for (it costs scoring runs); a project file's recipe
+# (``workbench run``) defaults to DEFAULT_RECOVERY, the demo's.
+DEFAULT_METHOD = "percentile"
 
 
 @dataclass(frozen=True)
@@ -251,8 +267,44 @@ VERDICT = VerdictConfig()
 # an inconclusive error-rate gate whose settling evidence would be more than this many times the evaluation set
 # says "more data will not settle this" (its estimate sits at the limit) instead of an utterance count
 EVIDENCE_MAX_FACTOR = 20.0
+
+
+@dataclass(frozen=True)
+class EvidenceConfig:
+    """The least evidence a PASS needs (``workbench.evaluate.evidence``): per judged group (overall and each
+    condition) at least ``min_speakers`` speakers and ``min_reference_words`` reference words (characters for CER).
+
+    Speakers: the paired interval resamples whole speakers, so speakers are its sample size. With n speakers the
+    bootstrap sees at most C(2n-1, n) distinct resamples (462 at 6 speakers, 92,378 at 10) and its 2.5 % tail rests
+    on a dozen of them at 6; a speaker whose transcripts did not change sits out of about (1 - 1/n)^n = a third of
+    the resamples whatever n is, so with few speakers that changed anything one end of the interval lands on 0.00
+    (a 20-utterance, 6-speaker set read INT8 everywhere at -1.10 [-2.02, 0.00] after the dev set had read +2.87).
+    Cluster bootstraps are known to cover too little below about ten clusters, so ten is a floor, not a guarantee.
+    Words: at 300 reference words one changed word moves the delta by 0.33 points, a third of the 1-point condition
+    gate; with fewer, one or two words decide the condition gate and a single word outweighs the 0.3-point overall
+    gate."""
+
+    min_speakers: int = 10
+    min_reference_words: int = 300
+
+
+EVIDENCE = EvidenceConfig()
+
 # fewest bootstrap resamples sign-off and search accept (fewer give no usable percentile interval)
 MIN_RESAMPLES = 100
+
+
+@dataclass(frozen=True)
+class OptionLimits:
+    """Bounds of numeric options beyond their natural domain (``workbench/values.py``): the longest audio length
+    an option may name (a day: anything longer is a typo), and the shortest chunk (25 frames of 20 ms: below it
+    a chunk holds no word)."""
+
+    max_seconds: float = 86_400.0
+    min_chunk_seconds: float = 0.5
+
+
+OPTION_LIMITS = OptionLimits()
 
 
 @dataclass(frozen=True)
@@ -316,3 +368,51 @@ RAY_SHARDS_PER_WORKER = 2
 RAY_START_TIMEOUT_S = 120.0  # workers not placed by then (a cluster busy with other work) are left out
 RAY_VERSION = "2.60.0"
 RAY_INSTALL_HINT = f"pip install 'ray=={RAY_VERSION}' (or the workbench's extra: pip install -e '.[ray]')"
+
+
+@dataclass(frozen=True)
+class ServingDefaults:
+    """The serving benchmark's settings when the gate file's ``[serving]`` table leaves them out
+    (``workbench.serving``): a dynamic batcher like Triton's in front of the model, an open-loop Poisson load."""
+
+    max_batch: int = 8  # largest batch the batcher forms
+    max_queue_delay_ms: float = 5.0  # how long the oldest request may wait for a batch to fill
+    instances: int = 1  # model instances (sessions) serving in parallel
+    seconds_per_rate: float = 4.0  # each offered load runs this long (arrivals), then drains
+    min_requests: int = 10  # ... or longer, until this many requests are expected at its rate
+    budget_s: float = 60.0  # wall-clock budget of one candidate's sweep; the sweep stops when spent
+    max_rates: int = 8  # offered loads per sweep at most
+    # automatic sweep: these multiples of the instances' batch-1 throughput (1 / single-request latency)
+    rate_factors: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+    max_offered_qps: float = 2000.0  # above this a Python load generator cannot keep its schedule
+    max_lag_ms: float = 20.0  # a load whose releases fall further behind schedule (p99) was not generated
+    seed: int = 0
+
+
+SERVING = ServingDefaults()
+
+
+@dataclass(frozen=True)
+class CoverageRule:
+    """When a calibrated tensor has left its range on new audio (``workbench.calibration.coverage``): its share of
+    values beyond the calibrated amax there is at least ``min_share`` and ``factor`` times its share on the
+    calibration set. ``shown``: the tensors that moved most, listed in the record."""
+
+    factor: float = 3.0
+    min_share: float = 1e-3  # 0.1 % of the tensor's values: ten times what percentile 99.99 leaves out
+    shown: int = 10
+
+
+@dataclass(frozen=True)
+class LabelFreeDefaults:
+    """The sign-off's label-free check (``signoff --unlabelled-set``, ``workbench.jobs.label_free``)."""
+
+    # calibration clips the reference shares are counted on (spread over the set)
+    coverage_calib_clips: int = 64
+    coverage: CoverageRule = field(default_factory=CoverageRule)
+    # a note says FP32 itself is less sure on the audio when its mean max posterior there is this much below the
+    # evaluation set's
+    confidence_drop: float = 0.05
+
+
+LABEL_FREE = LabelFreeDefaults()

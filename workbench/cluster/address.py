@@ -32,6 +32,12 @@ class ClusterAddress:
                     f"--ray {text!r}: local:N takes a whole number of workers of at least 1, e.g. local:4"
                 )
             return cls(local=int(count))
+        scheme, sep, rest = value.partition("://")
+        if sep and not rest.strip("/"):
+            raise WorkbenchError(
+                f"--ray {text!r}: the address after {scheme}:// is empty; give the head's host and port, e.g. "
+                "ray://head:10001"
+            )
         if not value or any(c.isspace() for c in value):
             raise WorkbenchError(
                 f"--ray {text!r}: give local:N (a local cluster of N workers), auto (the cluster this "

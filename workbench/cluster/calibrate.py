@@ -6,7 +6,7 @@ equal one pass over every clip."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from workbench.calibration.runner import accumulate, open_statistics_session
 from workbench.cluster.address import ClusterAddress
 from workbench.cluster.check import CheckSet
 from workbench.cluster.pool import open_pool
-from workbench.cluster.shards import balanced
+from workbench.cluster.shards import balanced, shard_weights
 from workbench.cluster.worker import WorkerContext
 from workbench.config import RAY_CHECK_CLIPS, RAY_SHARDS_PER_WORKER
 from workbench.errors import WorkbenchError
@@ -112,6 +112,7 @@ def spread_statistics(
 ) -> StreamingStats:
     """The statistics pass over ``pieces`` on the cluster (see the module docstring)."""
     check = CheckSet.of(fp32, [prepare(p) for p in pieces[:RAY_CHECK_CLIPS]], providers, "the FP32 model")
+    check = replace(check, histograms=with_histograms)
     with open_pool(address, check, gpu="CUDAExecutionProvider" in providers) as pool:
         pieces_ref = pool.put(pieces)
         shards = balanced(durations, RAY_SHARDS_PER_WORKER * len(pool.workers))
@@ -128,5 +129,5 @@ def spread_statistics(
             )
             for shard in shards
         ]
-        results = pool.map(tasks, "calibration statistics")
+        results = pool.map(tasks, "calibration statistics", shard_weights(shards, durations))
     return merge_statistics(results, names, checkpoint)

@@ -31,6 +31,7 @@ class CheckSet:
     providers: tuple[str, ...]
     label: str
     atol: float = RAY_CHECK_ATOL
+    histograms: bool = False  # the job counts histograms: workers compile the kernel while they run the check
 
     @classmethod
     def of(
@@ -48,7 +49,9 @@ class CheckSet:
         return cls(model, rows, reference, tuple(providers), label, atol)
 
     def for_workers(self, model_ref: Any) -> WorkerCheck:
-        return WorkerCheck(model_ref, self.inputs, self.reference, self.atol, self.providers, self.label)
+        return WorkerCheck(
+            model_ref, self.inputs, self.reference, self.atol, self.providers, self.label, self.histograms
+        )
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ class WorkerCheck:
     atol: float
     providers: tuple[str, ...]
     label: str
+    histograms: bool = False
 
 
 def worker_difference(check: WorkerCheck, runner: Runner) -> float:

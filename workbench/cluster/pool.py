@@ -4,15 +4,16 @@ retried on another; results come back in task order, so merges do not depend on 
 from __future__ import annotations
 
 import logging
-import os
 from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from workbench.backends.onnxruntime import available_cores
 from workbench.cluster.address import ClusterAddress, connected
 from workbench.cluster.check import CheckSet
+from workbench.cluster.shards import heaviest_first
 from workbench.cluster.worker import Task, WorkerBody
 from workbench.config import RAY_START_TIMEOUT_S
 from workbench.errors import WorkbenchError
@@ -41,13 +42,16 @@ class WorkerPool:
         """Put ``value`` into the object store once; tasks carry the reference."""
         return self.ray.put(value)
 
-    def map(self, tasks: Sequence[Task], what: str) -> list[Any]:
-        """Every task's result, in task order. A worker lost mid-task is dropped and its task runs on another;
-        with no worker left the job fails with one line (nothing has been written: results merge after)."""
+    def map(self, tasks: Sequence[Task], what: str, weights: Sequence[float] | None = None) -> list[Any]:
+        """Every task's result, in task order. Tasks go to whichever worker is free, heaviest ``weights`` first
+        (given), else in task order. A worker lost mid-task is dropped and its task runs on another; with no
+        worker left the job fails with one line (nothing has been written: results merge after)."""
         from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
 
+        if weights is not None and len(weights) != len(tasks):
+            raise ValueError(f"{len(weights)} weights for {len(tasks)} tasks")
         results: list[Any] = [None] * len(tasks)
-        pending = deque(range(len(tasks)))
+        pending = deque(heaviest_first(weights) if weights is not None else range(len(tasks)))
         idle = list(self.workers)
         running: dict[Any, tuple[Worker, int]] = {}
         while pending or running:
@@ -121,10 +125,17 @@ def _started(ray: Any, actors: list[Any], address: ClusterAddress) -> list[Worke
 
 
 def worker_count(ray: Any, address: ClusterAddress, gpu: bool) -> int:
-    """One worker per CPU (per GPU for a GPU backend) of the cluster; ``local:N``: N."""
-    if address.local:
+    """One worker per CPU (per GPU for a GPU backend) of the cluster; ``local:N``: N (at most one per GPU of this
+    machine for a GPU backend: a worker holds a whole GPU, and more would wait out ``RAY_START_TIMEOUT_S``)."""
+    if address.local and not gpu:
         return address.local
     total = ray.cluster_resources().get("GPU" if gpu else "CPU", 0)
+    if address.local and total >= 1:
+        if address.local > total:
+            logger.info(
+                f"ray: {address.local} workers asked for, {int(total)} GPU(s) here: one worker per GPU"
+            )
+        return min(address.local, int(total))
     if total < 1:
         raise WorkbenchError(
             f"{address.describe()} has no {'GPU' if gpu else 'CPU'} to run workers on; "
@@ -136,7 +147,8 @@ def worker_count(ray: Any, address: ClusterAddress, gpu: bool) -> int:
 @contextmanager
 def open_pool(address: ClusterAddress, check: CheckSet, gpu: bool = False) -> Iterator[WorkerPool]:
     """Connect, start the workers (one CPU each, or one GPU each for ``gpu``; ONNX Runtime threads: one per
-    worker, or this machine's cores shared out among ``local:N`` workers),
+    worker, or the cores this process may run on (``available_cores``: its CPU affinity, at most one per physical
+    core, as a run without Ray uses) shared out among ``local:N`` workers),
     run the check set on every one, refuse those whose logits differ from the reference by more than its
     tolerance, and yield the pool of the rest; the workers are stopped after the block."""
     from ray.exceptions import RayActorError, RayTaskError, WorkerCrashedError
@@ -144,7 +156,7 @@ def open_pool(address: ClusterAddress, check: CheckSet, gpu: bool = False) -> It
     with connected(address) as ray:
         count = worker_count(ray, address, gpu)
         resources: dict[str, float] = {"num_gpus": 1, "num_cpus": 1} if gpu else {"num_cpus": 1}
-        threads = None if gpu else max(1, (os.cpu_count() or 1) // count) if address.local else 1
+        threads = None if gpu else max(1, available_cores() // count) if address.local else 1
         actors = _start(ray, count, resources, threads)
         model_ref = ray.put(check.model)
         check_ref = ray.put(check.for_workers(model_ref))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from workbench.cluster.address import ClusterAddress
 from workbench.cluster.compare import VariantSetup, check_set
 from workbench.cluster.pool import open_pool
-from workbench.cluster.shards import balanced_groups
+from workbench.cluster.shards import balanced_groups, shard_weights
 from workbench.cluster.worker import WorkerContext
 from workbench.compare.sensitivity import VariantRunner
 from workbench.config import RAY_SHARDS_PER_WORKER
@@ -96,7 +96,8 @@ def spread_plans(
                 for shard in shards
             ]
             texts = [""] * len(indices)
-            for shard, found in zip(shards, pool.map(tasks, f"WER of {plan.name}")):
+            found_texts = pool.map(tasks, f"WER of {plan.name}", shard_weights(shards, local))
+            for shard, found in zip(shards, found_texts):
                 for k, text in zip(shard, found):
                     texts[k] = text
             return texts

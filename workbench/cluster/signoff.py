@@ -17,7 +17,7 @@ from workbench.backends.base import Runner
 from workbench.cluster.address import ClusterAddress
 from workbench.cluster.check import CheckSet
 from workbench.cluster.pool import open_pool
-from workbench.cluster.shards import balanced_groups
+from workbench.cluster.shards import balanced_groups, shard_weights
 from workbench.cluster.worker import WorkerContext
 from workbench.config import BATCH_CHECK_UTTERANCES, RAY_CHECK_CLIPS, RAY_SHARDS_PER_WORKER
 from workbench.errors import WorkbenchError
@@ -127,7 +127,8 @@ def spread_transcription(
                         name, refs[name], audio_ref, shard, 1, model, inference, (), tuple(providers), True
                     )
                 )
-        results = pool.map(tasks, "transcription")
+        weights = shard_weights([t.indices for t in tasks], lengths)
+        results = pool.map(tasks, "transcription", weights)
     return _merged(candidates, tasks, results, len(audios), sample, model, batch_size, references)
 
 

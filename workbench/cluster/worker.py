@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
+from workbench.calibration import kernels
 from workbench.cluster.check import WorkerCheck, worker_difference
 
 T = TypeVar("T")
@@ -77,6 +78,8 @@ class WorkerBody:
         return os.getpid()
 
     def check(self, check: WorkerCheck) -> float:
+        if check.histograms:  # numba's import and the kernel's compile (about a second) overlap the check
+            kernels.warm_up()
         return worker_difference(check, self.context.runner(check.model, check.providers, check.label))
 
     def run(self, task: Task) -> Any:

@@ -13,7 +13,7 @@ from pathlib import Path
 from workbench.commands.options import print_lines
 from workbench.config import EngineProfile
 from workbench.errors import WorkbenchError
-from workbench.values import parse_positive_ints
+from workbench.values import batch_sizes, seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -30,16 +30,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="calibration set whose engine profile (or durations) gives min/opt/max length",
     )
     parser.add_argument(
-        "--batch", default="1,8,32", help="batch sizes, comma separated (min/opt/max of them)"
+        "--batch",
+        type=batch_sizes(),
+        default="1,8,32",
+        help="batch sizes, comma separated (min/opt/max of them)",
     )
     parser.add_argument(
-        "--min-seconds", type=float, default=defaults.min_s, help="shortest audio (without --calib-set)"
+        "--min-seconds", type=seconds(), default=defaults.min_s, help="shortest audio (without --calib-set)"
     )
     parser.add_argument(
-        "--opt-seconds", type=float, default=defaults.opt_s, help="typical audio (without --calib-set)"
+        "--opt-seconds", type=seconds(), default=defaults.opt_s, help="typical audio (without --calib-set)"
     )
     parser.add_argument(
-        "--max-seconds", type=float, default=defaults.max_s, help="longest audio (without --calib-set)"
+        "--max-seconds", type=seconds(), default=defaults.max_s, help="longest audio (without --calib-set)"
     )
     parser.add_argument(
         "--flavour",
@@ -52,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="TensorRT <= 10 only: implicit INT8 from this calibration cache (FP32 ONNX)",
     )
-    parser.add_argument("--opt-level", type=int, help="builder optimisation level (0-5)")
+    parser.add_argument("--opt-level", type=whole_number(0, 5), help="builder optimisation level (0-5)")
     parser.add_argument(
         "--engines-dir",
         type=Path,
@@ -64,9 +67,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.inputs.out_folder import refuse_inside_set
     from workbench.jobs import build
 
-    batches = parse_positive_ints(args.batch, "--batch")
+    refuse_inside_set(args.engines_dir, "--engines-dir")
+    batches = args.batch
     seconds = EngineProfile()
     if not args.calib_set:
         try:

@@ -15,6 +15,7 @@ from workbench.commands.options import (
     recovery_from,
 )
 from workbench.config import DEFAULT_METHOD, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
+from workbench.values import chunk_seconds, number_in, stride_seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -22,8 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_and_calib_set(parser)
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     parser.add_argument("--method", default=DEFAULT_METHOD, choices=METHODS)
-    parser.add_argument("--percentile", type=float, default=99.99)
-    parser.add_argument("--bins", type=int, default=2048, help="histogram bins (TensorRT uses 2048)")
+    parser.add_argument(
+        "--percentile",
+        type=number_in(50.0, 100.0, low_open=True),
+        default=99.99,
+        help="percentile method's cut",
+    )
+    parser.add_argument(
+        "--bins", type=whole_number(128), default=2048, help="histogram bins (TensorRT uses 2048)"
+    )
     parser.add_argument(
         "--engines",
         type=Path,
@@ -48,11 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_backend_argument(parser, "the statistics pass")
     parser.add_argument(
         "--chunk-seconds",
-        type=float,
+        type=chunk_seconds(),
         help="deployment feeds long audio in chunks of this length: calibrate on the chunks (default: whole clips)",
     )
     parser.add_argument(
-        "--stride-seconds", type=float, help="each chunk's overlap on either side (default: chunk / 6)"
+        "--stride-seconds",
+        type=stride_seconds(),
+        help="left,right (or one value for both) seconds of each chunk whose outputs are dropped (default: chunk / 6)",
     )
     add_ray_argument(parser, "the statistics pass (clip shards; histograms add exactly)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -66,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.calibration.recovery import RecoveryOptions
     from workbench.errors import WorkbenchError
     from workbench.evaluate.inference import ChunkSettings
+    from workbench.inputs.out_folder import refuse_inside_set
     from workbench.jobs import calibrate
 
     if args.ort_cpu_weights and not args.ort_cpu:
@@ -74,7 +85,10 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.stride_seconds is not None and args.chunk_seconds is None:
         raise WorkbenchError("--stride-seconds needs --chunk-seconds")
-    chunks = ChunkSettings.of(args.chunk_seconds, args.stride_seconds) if args.chunk_seconds else None
+    refuse_inside_set(args.engines, "--engines")
+    chunks = (
+        ChunkSettings.of(args.chunk_seconds, args.stride_seconds) if args.chunk_seconds is not None else None
+    )
     result = calibrate.run(
         calibrate.CalibrateInputs(
             args.model,

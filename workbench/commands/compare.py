@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from workbench.commands.options import add_model_arguments, add_ray_argument, analysis_fields, print_lines
+from workbench.values import Number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,8 +32,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--inverse", action="store_true", help="also run all-INT8-except-the-group variants")
     parser.add_argument("--no-layers", action="store_true", help="skip the layer-by-layer table")
     parser.add_argument("--no-sensitivity", action="store_true", help="skip the sensitivity ranking")
-    parser.add_argument("--atol", type=float, default=1e-2, help="Polygraphy absolute tolerance per tensor")
-    parser.add_argument("--rtol", type=float, default=1e-2, help="Polygraphy relative tolerance per tensor")
+    parser.add_argument(
+        "--atol", type=Number(low=0.0), default=1e-2, help="Polygraphy absolute tolerance per tensor"
+    )
+    parser.add_argument(
+        "--rtol", type=Number(low=0.0), default=1e-2, help="Polygraphy relative tolerance per tensor"
+    )
     add_ray_argument(parser, "the sensitivity ranking (one task per variant)")
 
 

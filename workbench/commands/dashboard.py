@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from workbench.config import DASHBOARD
+from workbench.values import whole_number
 
 if TYPE_CHECKING:
     from workbench.dashboard.server import Launch
@@ -29,7 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "needs --token-file or --oidc",
     )
     parser.add_argument(
-        "--port", type=int, default=defaults["server.port"], help="port (default %(default)s)"
+        "--port",
+        type=whole_number(1, 65535),
+        default=defaults["server.port"],
+        help="port (default %(default)s)",
     )
     parser.add_argument("--read-only", action="store_true", help="no Run page and no download buttons")
     parser.add_argument(
@@ -47,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allowed-users", help="with --oidc: comma-separated e-mail addresses and @domains")
     parser.add_argument(
         "--max-jobs",
-        type=int,
+        type=whole_number(1),
         default=None,
         help=f"Run-page jobs running at once (default {DASHBOARD.max_jobs})",
     )

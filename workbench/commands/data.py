@@ -1,7 +1,7 @@
 """``python -m workbench data build|import|show|list|recard``: calibration and evaluation speech sets.
 
 ``build`` makes a balanced calibration/evaluation pair (the sets job); ``import`` stores a whole source
-as one calibration-only or evaluation-only set (the import_set job); ``recard`` accepts a set's files as
+as one calibration-only, evaluation-only or unlabelled set (the import_set job); ``recard`` accepts a set's files as
 they are now (``workbench.speech.recard``); ``list`` says which sets no longer match their cards.
 """
 
@@ -13,6 +13,8 @@ from pathlib import Path
 from workbench.commands.options import print_lines
 from workbench.config import LAYOUTS, ImportDefaults, SetBuildConfig
 from workbench.errors import WorkbenchError
+from workbench.inputs.replace import add_replace_argument, refuse_replacing
+from workbench.values import number_in, seconds, whole_number
 from workbench.workspace import area_default
 
 LAYOUT_HELP = (
@@ -38,14 +40,14 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
 def _profile_and_noise_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--min-seconds",
-        type=float,
+        type=seconds(),
         help="fix the engine profile's shortest clip (default: derived from the data)",
     )
     parser.add_argument(
-        "--opt-seconds", type=float, help="fix the profile's typical clip (default: the median)"
+        "--opt-seconds", type=seconds(), help="fix the profile's typical clip (default: the median)"
     )
     parser.add_argument(
-        "--max-seconds", type=float, help="fix the profile's longest clip (default: the longest)"
+        "--max-seconds", type=seconds(), help="fix the profile's longest clip (default: the longest)"
     )
     parser.add_argument(
         "--noise-dir",
@@ -72,36 +74,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="synthetic speech, or " + LAYOUT_HELP,
     )
     _source_arguments(build)
-    build.add_argument("--calib-per-condition", type=int, default=defaults.calib_per_condition)
-    build.add_argument("--eval-per-condition", type=int, default=defaults.eval_per_condition)
+    build.add_argument("--calib-per-condition", type=whole_number(1), default=defaults.calib_per_condition)
+    build.add_argument("--eval-per-condition", type=whole_number(1), default=defaults.eval_per_condition)
     _profile_and_noise_arguments(build)
-    build.add_argument("--seed", type=int, default=defaults.seed)
-    build.add_argument("--workers", type=int, default=defaults.workers)
+    build.add_argument("--seed", type=whole_number(0), default=defaults.seed)
+    build.add_argument("--workers", type=whole_number(1), default=defaults.workers)
     build.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    add_replace_argument(build, "the pair NAME-calib / NAME-eval")
     imp = sub.add_parser("import", help="store a whole source as one evaluation or calibration set")
     idef = ImportDefaults()
     imp.add_argument("--name", required=True, help="the set is written as calib_sets/NAME")
     imp.add_argument(
-        "--role", choices=["eval", "calib"], default=idef.role, help="evaluation or calibration set"
+        "--role",
+        choices=["eval", "calib", "unlabelled"],
+        default=idef.role,
+        help="evaluation or calibration set, or unlabelled audio (no transcripts: any given are ignored) for the "
+        "sign-off's label-free check (signoff --unlabelled-set)",
     )
     imp.add_argument("--source", required=True, choices=LAYOUTS, help=LAYOUT_HELP)
     _source_arguments(imp)
     _profile_and_noise_arguments(imp)
     imp.add_argument(
         "--noisy-share",
-        type=float,
+        type=number_in(0.0, 1.0),
         default=idef.noisy_share,
         help="share of quiet clips that also get a noisy copy (and a reverberant one with --rir-dir)",
     )
-    imp.add_argument("--take", type=int, help="keep a seeded sample of N usable utterances (default: all)")
+    imp.add_argument(
+        "--take", type=whole_number(1), help="keep a seeded sample of N usable utterances (default: all)"
+    )
     imp.add_argument(
         "--disjoint-from",
         metavar="SET",
-        help="drop utterances whose speaker or text is in this set (e.g. the evaluation set)",
+        action="append",
+        default=[],
+        help="drop utterances whose speaker or text is in this set (e.g. the evaluation set); repeat for several "
+        "sets (e.g. a dev set apart from both the calibration and the evaluation set)",
     )
     imp.add_argument(
         "--allow-missing",
-        type=int,
+        type=whole_number(0),
         default=0,
         metavar="N",
         help="an evaluation set imported whole is refused when its source lists audio files or transcripts "
@@ -113,10 +125,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="evaluation sets: leave out clips that are no plausible utterance (a sample rate no recording has, "
         "longer than 10 minutes) instead of refusing the import; calibration imports always skip them",
     )
-    imp.add_argument("--seed", type=int, default=0)
-    imp.add_argument("--workers", type=int, default=idef.workers, help="decoding processes")
+    imp.add_argument("--seed", type=whole_number(0), default=0)
+    imp.add_argument("--workers", type=whole_number(1), default=idef.workers, help="decoding processes")
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
     imp.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    add_replace_argument(imp, "the set NAME")
     show = sub.add_parser("show", help="print a set's balance table and card summary")
     show.add_argument("name", help="set name under calib_sets/ or a path")
     show.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
@@ -125,10 +138,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     longform.add_argument("source", help="set name under calib_sets/ or a path")
     longform.add_argument("--name", required=True, help="name of the long-form set to write")
-    longform.add_argument("--min-seconds", type=float, default=30.0, help="shortest recording (default 30)")
-    longform.add_argument("--max-seconds", type=float, default=120.0, help="longest recording (default 120)")
-    longform.add_argument("--seed", type=int, default=0, help="seed of the pauses between utterances")
+    longform.add_argument(
+        "--min-seconds", type=seconds(), default=30.0, help="shortest recording (default 30)"
+    )
+    longform.add_argument(
+        "--max-seconds", type=seconds(), default=120.0, help="longest recording (default 120)"
+    )
+    longform.add_argument(
+        "--seed", type=whole_number(0), default=0, help="seed of the pauses between utterances"
+    )
     longform.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
+    add_replace_argument(longform, "the long-form set NAME")
     listing = sub.add_parser("list", help="list the sets under calib_sets/")
     listing.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     recard = sub.add_parser(
@@ -146,8 +166,6 @@ def _check_set_name(name: str) -> None:
 def _config(args: argparse.Namespace) -> SetBuildConfig:
     from workbench.speech.profiles import fixed_profile
 
-    if args.calib_per_condition < 1 or args.eval_per_condition < 1:
-        raise WorkbenchError("--calib-per-condition and --eval-per-condition must be at least 1")
     _check_set_name(args.name)
     return SetBuildConfig(
         name=args.name,
@@ -155,7 +173,7 @@ def _config(args: argparse.Namespace) -> SetBuildConfig:
         eval_per_condition=args.eval_per_condition,
         seed=args.seed,
         profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
-        workers=max(1, args.workers),
+        workers=args.workers,
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
     )
@@ -165,7 +183,12 @@ def _source_fields(args: argparse.Namespace) -> dict:
     from workbench.speech.layouts import SourceOptions
 
     options = SourceOptions(
-        args.split, args.audio_column, args.text_column, args.speaker_column, args.accent_column
+        args.split,
+        args.audio_column,
+        args.text_column,
+        args.speaker_column,
+        args.accent_column,
+        labelled=getattr(args, "role", "eval") != "unlabelled",
     )
     return {"source": args.source, "path": args.path, "options": options, "root": args.root}
 
@@ -185,7 +208,7 @@ def _import(args: argparse.Namespace) -> list[str]:
         noisy_share=args.noisy_share,
         noise_dir=args.noise_dir,
         rir_dir=args.rir_dir,
-        disjoint_from=args.disjoint_from,
+        disjoint_from=tuple(args.disjoint_from),
         allow_missing=args.allow_missing,
         skip_implausible=args.skip_implausible,
     )
@@ -199,15 +222,21 @@ def run(args: argparse.Namespace) -> int:
     from workbench.speech.store import load_set, set_names
 
     if args.data_command == "build":
+        _check_set_name(args.name)
+        names = [Path(args.root) / f"{args.name}-{role}" for role in ("calib", "eval")]
+        refuse_replacing(names, "set", "give another --name", args.replace)
         print_lines(sets.run(sets.SetsInputs(_config(args), **_source_fields(args))).lines())
         return 0
     if args.data_command == "import":
+        _check_set_name(args.name)
+        refuse_replacing([Path(args.root) / args.name], "set", "give another --name", args.replace)
         print_lines(_import(args))
         return 0
     if args.data_command == "long-form":
         from workbench.speech.longform import LongFormConfig, build_long_form
 
         _check_set_name(args.name)
+        refuse_replacing([Path(args.root) / args.name], "set", "give another --name", args.replace)
         config = LongFormConfig(args.min_seconds, args.max_seconds, seed=args.seed)
         built = build_long_form(load_set(args.source, root=args.root), Path(args.root) / args.name, config)
         print_lines(sets.set_lines(built))

@@ -8,6 +8,7 @@ from typing import Any
 
 from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD
 from workbench.resources import demo_model_dir
+from workbench.values import chunk_seconds, finite_number, number_in, stride_seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -37,7 +38,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", type=Path, help="calibration cache to use (checked against the model)")
     parser.add_argument(
         "--per-condition",
-        type=int,
+        type=whole_number(1),
         default=2,
         help="clips per speech condition for the layer table and the sensitivity ranking",
     )
@@ -47,7 +48,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         default="group",
         help="rank layer groups (conv layer, q/k/v, FFN, ...) or single MatMul/Conv nodes",
     )
-    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--threads", type=whole_number(1), help="ONNX Runtime intra-op threads")
     parser.add_argument("--out", type=Path, help="output folder (default engines/<model hash>/compare)")
     parser.add_argument(
         "--engines",
@@ -75,6 +76,7 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
     group.add_argument(
         "--smoothquant",
         metavar="auto|ALPHA",
+        type=smoothquant_strength,
         help="SmoothQuant: migrate activation outliers of MatMul/Gemm inputs into the weights (scales folded "
         "into the FP32 graph); 'auto' searches the strength per tensor by output error on the calibration "
         "clips, a number in [0, 1] fixes it. Costs a second calibration pass" + also,
@@ -111,6 +113,13 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
         "tensor's threshold, chosen by the KL of the logits on the clipping search's clips ('off' a candidate)"
         + also,
     )
+
+
+def smoothquant_strength(text: str) -> str:
+    """An argparse ``type`` for ``--smoothquant``: ``auto`` or a strength in [0, 1], kept as typed."""
+    if text != "auto":
+        number_in(0.0, 1.0)(text)
+    return text
 
 
 def recovery_from(args: argparse.Namespace) -> Any:
@@ -163,9 +172,10 @@ def add_batch_size_argument(parser: argparse.ArgumentParser) -> None:
     defaults = ", ".join(f"{b} {n}" for b, n in EVAL_BATCH_BY_BACKEND.items())
     parser.add_argument(
         "--batch-size",
-        type=int,
+        type=whole_number(1),
         help=f"utterances per evaluation batch, length-bucketed (default per backend: {defaults}; "
-        "a TensorRT engine's profile caps it; 1: one clip at a time)",
+        "a TensorRT engine's profile caps it; 1: one clip at a time); a model without an attention mask "
+        "batches clips of equal length only",
     )
 
 
@@ -186,12 +196,13 @@ def add_inference_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("inference as deployed")
     group.add_argument(
         "--chunk-seconds",
-        type=float,
+        type=chunk_seconds(),
         help="feed long audio in chunks of this many seconds (transformers' pipeline chunk_length_s); "
         "default: every clip whole",
     )
     group.add_argument(
         "--stride-seconds",
+        type=stride_seconds(),
         help="left,right (or one value for both) seconds of each chunk whose logits are dropped "
         "(default: chunk / 6)",
     )
@@ -201,16 +212,20 @@ def add_inference_arguments(parser: argparse.ArgumentParser) -> None:
         help="greedy, beam or beam+lm (flashlight-text; beam+lm needs --lm); comma separated to score several "
         "on the same logits where the verb reports them, the first judging (default greedy)",
     )
-    group.add_argument("--beam-width", type=int, help="beam width (default 100)")
+    group.add_argument("--beam-width", type=whole_number(1), help="beam width (default 100)")
     group.add_argument("--lm", type=Path, help="n-gram language model for beam search (ARPA or KenLM binary)")
-    group.add_argument("--lm-alpha", type=float, help="language model weight (default 0.5)")
-    group.add_argument("--lm-beta", type=float, help="word insertion bonus (default 1.0)")
+    group.add_argument(
+        "--lm-alpha", type=finite_number(), help="language model weight (default 0.5; needs --lm)"
+    )
+    group.add_argument(
+        "--lm-beta", type=finite_number(), help="word insertion bonus (default 1.0; needs --lm)"
+    )
     group.add_argument(
         "--hotword", action="append", default=[], help="a word to favour (repeatable; single words)"
     )
     group.add_argument(
         "--blank-penalty",
-        type=float,
+        type=finite_number(),
         default=0.0,
         help="subtracted from the CTC blank's logit before decoding (default 0)",
     )
@@ -220,30 +235,27 @@ def inference_from(args: argparse.Namespace):
     """The ``InferenceConfig`` the inference options describe (its decoder: the first of ``--decoder``) and
     the further decoders named there; checked, so bad values are one error line."""
     from workbench.errors import WorkbenchError
+    from workbench.evaluate.decoders import require_decoder_packages
     from workbench.evaluate.inference import ChunkSettings, InferenceConfig, decoders_from_names
 
-    stride: float | tuple[float, float] | None = None
-    if args.stride_seconds:
-        try:
-            parts = [float(p) for p in str(args.stride_seconds).split(",")]
-        except ValueError as exc:
-            raise WorkbenchError(
-                f"--stride-seconds takes seconds (one value, or left,right), not {args.stride_seconds!r}"
-            ) from exc
-        if len(parts) not in (1, 2):
-            raise WorkbenchError(f"--stride-seconds takes one or two values, not {args.stride_seconds!r}")
-        stride = parts[0] if len(parts) == 1 else (parts[0], parts[1])
+    stride: float | tuple[float, float] | None = args.stride_seconds
     if stride is not None and args.chunk_seconds is None:
         raise WorkbenchError("--stride-seconds needs --chunk-seconds")
     decoders = decoders_from_names(
         args.decoder, args.beam_width, args.lm, args.lm_alpha, args.lm_beta, args.hotword, args.blank_penalty
     )
     chunks = ChunkSettings.of(args.chunk_seconds, stride) if args.chunk_seconds is not None else None
+    for decoder in decoders:  # a missing pyctcdecode/kenlm is refused before any model work, not after it
+        require_decoder_packages(decoder)
     return InferenceConfig(chunks, decoders[0]).check(), decoders[1:]
 
 
 def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses)."""
+    """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses); an
+    ``--engines`` inside a speech set's folder is refused (``--out`` is checked with the job's inputs)."""
+    from workbench.inputs.out_folder import refuse_inside_set
+
+    refuse_inside_set(args.engines, "--engines")
     return {
         "model": args.model,
         "calib_set": args.calib_set,

@@ -23,8 +23,8 @@ from workbench.commands.options import (
     inference_from,
     print_lines,
 )
-from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES, SEARCH_ORDERS
-from workbench.values import whole_number
+from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES, SEARCH_ORDERS, SEARCH_SELECTIONS
+from workbench.values import number_in, whole_number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dev-per-condition",
-        type=int,
+        type=whole_number(1),
         help="use only the first N utterances per condition of the dev set (default: all)",
     )
     parser.add_argument("--gates", type=Path, help="gate file (JSON/TOML) with the WER budget")
@@ -49,14 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--confidence",
-        type=float,
+        type=number_in(0.5, 1.0, high_open=True),
         default=SEARCH.confidence,
         help="keep only plans whose sign-off the dev set predicts to pass with this probability "
         f"(0.5-0.99; higher keeps more in FP16; default {SEARCH.confidence:g})",
     )
     parser.add_argument(
         "--margin",
-        type=float,
+        type=number_in(0.0, 1.0, high_open=True),
         default=SEARCH.margin,
         help="share of each gate held back on top: a candidate passes when its predicted upper end "
         f"is within (1 - margin) x the gate (default {SEARCH.margin:g})",
@@ -70,41 +70,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="bisect",
         help="how k (groups kept in FP16) is searched",
     )
-    parser.add_argument("--refine", type=int, default=2, help="greedy refinement evaluations after bisection")
+    parser.add_argument(
+        "--refine", type=whole_number(0), default=2, help="greedy refinement evaluations after bisection"
+    )
     parser.add_argument(
         "--finer",
-        type=int,
+        type=whole_number(0),
         default=0,
         help="evaluations after refinement that narrow kept groups to one part in FP16 (q/k/v projections, "
         "FFN in/out, single nodes), least sensitive group first (default 0: off)",
     )
     parser.add_argument(
         "--confirm",
-        type=float,
+        type=number_in(0.0, 1.0, high_open=True),
         default=0.0,
         metavar="SHARE",
         help="hold back this share of each condition's dev speakers: the search chooses on the rest, then the "
         "passing plans are judged again on the held-back speakers, best first, and the first that passes there is "
         "the found plan (default 0: off; workbench/search/confirm.py)",
     )
+    parser.add_argument(
+        "--selection",
+        choices=SEARCH_SELECTIONS,
+        default=SEARCH.selection,
+        help="how the choice among the plans read on one dev set is accounted for: as-read (each plan judged on "
+        "its dev reading), shrink (a winner's-curse correction: each dev estimate moved up by the expected maximum "
+        "of the planned evaluations' errors) or confirm (chosen on part of the dev speakers, confirmed on the "
+        f"held-back rest, --confirm SHARE, default {SEARCH.confirm_share:g}); default {SEARCH.selection} "
+        "(workbench/search/selection.py)",
+    )
     parser.add_argument("--keep", choices=("fp16", "fp32"), default="fp16", help="precision of kept groups")
     parser.add_argument(
         "--resamples",
-        type=whole_number("--resamples", MIN_RESAMPLES),
+        type=whole_number(MIN_RESAMPLES),
         default=1000,
         help=f"bootstrap resamples per evaluation (at least {MIN_RESAMPLES})",
     )
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=whole_number(0), default=0)
     parser.add_argument(
         "--dev-blocks",
-        type=int,
+        type=whole_number(1),
         default=SEARCH.dev_blocks,
         help="buy the dev set in this many blocks: more are transcribed only while a candidate's judged "
         f"interval straddles the gate (default {SEARCH.dev_blocks}; 1: the whole dev set for every candidate)",
     )
     parser.add_argument(
         "--futility",
-        type=float,
+        type=number_in(0.0, 0.5, high_open=True),
         default=SEARCH.futility,
         help="give a candidate up after an earlier block when the predictive chance that the whole dev set "
         f"passes it is below this, e.g. 0.05 (default {SEARCH.futility:g}: never)",
@@ -154,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
         refine=args.refine,
         finer=args.finer,
         confirm=args.confirm,
+        selection=args.selection,
         keep=args.keep,
         resamples=args.resamples,
         seed=args.seed,

@@ -36,8 +36,10 @@ from workbench.config import (
     OUTSIDE_PROFILE_POLICIES,
 )
 from workbench.errors import WorkbenchError
+from workbench.inputs.out_folder import refuse_inside_set
+from workbench.inputs.replace import add_replace_argument, refuse_replacing
 from workbench.resources import demo_model_dir
-from workbench.values import parse_positive_ints, whole_number
+from workbench.values import batch_sizes, seconds, whole_number
 from workbench.workspace import area_default
 
 
@@ -51,28 +53,62 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "FP32/FP16/INT8 are built from --model and --calib-set",
     )
     parser.add_argument(
-        "--method", default=DEFAULT_METHOD, help="calibration method for the built INT8 variant"
+        "--method",
+        help=f"calibration method for the built INT8 variant (default {DEFAULT_METHOD}; with --search: the search's; "
+        "refused when this model's caches and searches on the calibration set were made with another recipe)",
+    )
+    parser.add_argument(
+        "--search",
+        type=Path,
+        metavar="RECORD",
+        help="the search-*.json whose found plan is signed off as 'mixed' (its calibration recipe is taken); "
+        "without it, the one finished search of this export and cache (several are refused, naming them)",
+    )
+    parser.add_argument(
+        "--no-search", action="store_true", help="leave any search's plan out of the built candidates"
     )
     parser.add_argument("--eval-set", required=True, help="evaluation set name under calib_sets/ or a path")
+    parser.add_argument(
+        "--unlabelled-set",
+        action="append",
+        default=[],
+        metavar="SET",
+        help="unlabelled audio (data import --role unlabelled) every candidate is checked on against FP32: "
+        "disagreement, the bound on the WER delta, calibration coverage and the shift check (repeatable)",
+    )
     parser.add_argument(
         "--calib-set", "--set", dest="calib_set", help="calibration set (recorded in provenance)"
     )
     parser.add_argument(
         "--model",
         help="model folder or hub id (default: the model the candidates name in their "
-        "metadata; without --candidate, the demo model)",
+        "metadata; without --candidate, the demo model, refused when the workspace holds other models' artifacts)",
     )
     parser.add_argument("--cache", type=Path, help="calibration cache file (provenance)")
     add_recovery_arguments(parser)
     parser.add_argument("--gates", type=Path, help="gate limits, JSON or TOML")
     parser.add_argument("--sensitivity", type=Path, help="per-layer sensitivity JSON to plot")
-    parser.add_argument("--batch-sizes", default="1,8,32", help="latency batch sizes, comma separated")
-    parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument(
+        "--batch-sizes", type=batch_sizes(), default="1,8,32", help="latency batch sizes, comma separated"
+    )
+    parser.add_argument("--warmup", type=whole_number(0), default=2, help="untimed runs before timing")
+    parser.add_argument("--repeats", type=whole_number(1), default=10, help="timed runs per batch size")
     parser.add_argument("--no-latency", action="store_true", help="skip timing (accuracy only)")
-    parser.add_argument("--threads", type=int, help="ONNX Runtime intra-op threads")
+    parser.add_argument("--threads", type=whole_number(1), help="ONNX Runtime intra-op threads")
     add_backend_argument(parser, "transcription and timing")
     add_batch_size_argument(parser)
+    parser.add_argument(
+        "--serving",
+        action="store_true",
+        help="also run the serving benchmark: Poisson load through a dynamic batcher, p50/p95/p99 against "
+        "offered load, capacity under the gate file's [serving] p99_ms (docs/serving.md)",
+    )
+    parser.add_argument(
+        "--pad-batches",
+        action="store_true",
+        help="the deployment pads clips of different lengths into one batch: evaluate a model without an "
+        "attention mask padded too (default: such a model batches equal lengths only; the report says so)",
+    )
     add_ray_argument(
         parser, "the transcription (utterance shards per candidate; latency stays on this machine)"
     )
@@ -91,27 +127,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--resamples",
-        type=whole_number("--resamples", MIN_RESAMPLES),
+        type=whole_number(MIN_RESAMPLES),
         default=2000,
         help=f"bootstrap resamples (at least {MIN_RESAMPLES})",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--limit", type=int, help="score only the first N evaluation utterances")
+    parser.add_argument("--seed", type=whole_number(0), default=0)
+    parser.add_argument("--limit", type=whole_number(1), help="score only the first N evaluation utterances")
     parser.add_argument(
         "--overflow-clips",
-        type=int,
+        type=whole_number(1),
         help="check candidates' outputs for inf/NaN on N calibration clips (the longest half, the rest spread "
         "over the set; every tensor on 16 of them either way); default: every calibration clip",
     )
     parser.add_argument(
         "--decoder-limit",
-        type=int,
+        type=whole_number(1),
         help="score the further --decoder entries (e.g. beam+lm) on N utterances spread evenly over the set; "
         "the first decoder still judges every utterance (default: all)",
     )
     parser.add_argument(
         "--out", type=Path, help="report folder (default: reports/signoff-<time> of the workspace)"
     )
+    add_replace_argument(parser, "a sign-off report already in --out")
     parser.add_argument("--reports-root", type=Path, default=area_default("reports"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--engines",
@@ -128,12 +165,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--min-seconds",
-        type=float,
+        type=seconds(),
         help="deployment profile's shortest clip (default: the calibration set's profile)",
     )
     parser.add_argument(
         "--max-seconds",
-        type=float,
+        type=seconds(),
         help="deployment profile's longest clip (default: the calibration set's profile)",
     )
     parser.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
@@ -151,34 +188,54 @@ def parse_candidates(values: list[str]) -> list[tuple[str, Path]]:
     return out
 
 
-def parse_batch_sizes(value: str) -> tuple[int, ...]:
-    return parse_positive_ints(value, "--batch-sizes")
-
-
 def run(args: argparse.Namespace) -> int:
     from workbench.evaluate.gates import load_gate_config
     from workbench.evaluate.latency import LatencyConfig
     from workbench.jobs import signoff
+    from workbench.report.render import HTML_NAME, MARKDOWN_NAME, RECORD_NAME
 
     candidates = parse_candidates(args.candidate)
     inference, also = inference_from(args)
-    if args.repeats < 1 or args.warmup < 0:
-        raise WorkbenchError("--repeats must be >= 1 and --warmup >= 0")
-    latency = (
-        None
-        if args.no_latency
-        else LatencyConfig(parse_batch_sizes(args.batch_sizes), args.warmup, args.repeats)
-    )
+    if args.decoder_limit is not None and not also:
+        raise WorkbenchError(
+            "--decoder-limit limits the further --decoder entries (e.g. --decoder greedy,beam+lm); with one decoder "
+            "drop it, or use --limit to score fewer utterances"
+        )
+    latency = None if args.no_latency else LatencyConfig(args.batch_sizes, args.warmup, args.repeats)
+    if args.search is not None and (args.no_search or candidates):
+        raise WorkbenchError("--search names the plan of built candidates: drop --no-search and --candidate")
+    recovery = recovery_from(args)
+    assumed = []
+    model = args.model
+    if model is None and not candidates:
+        from workbench.jobs.signoff_defaults import check_default_model
+
+        assumed.append(check_default_model(args.engines, None, args.cache))
+        print(f"note: {assumed[-1]}")
+        model = demo_model_dir()
     out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    refuse_inside_set(args.engines, "--engines")
+    refuse_inside_set(out, "--out")
+    refuse_replacing(
+        [Path(out) / name for name in (RECORD_NAME, MARKDOWN_NAME, HTML_NAME)],
+        "sign-off report",
+        "give another --out",
+        args.replace,
+    )
     inputs = signoff.SignoffInputs(
         eval_set=args.eval_set,
+        unlabelled_sets=list(args.unlabelled_set),
         out_dir=out,
         candidates=candidates,
         calib_set=args.calib_set,
         error_unit=args.error_unit,
-        model=args.model or (None if candidates else demo_model_dir()),
-        method=args.method,
-        recovery=recovery_from(args),
+        model=model,
+        method=args.method or DEFAULT_METHOD,
+        recovery=recovery,
+        recipe_given=args.method is not None or recovery is not None,
+        search=args.search,
+        use_search=not args.no_search,
+        assumed=assumed,
         cache=args.cache,
         gates=load_gate_config(args.gates),
         latency=latency,
@@ -186,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
         threads=args.threads,
         backend=args.backend,
         batch_size=args.batch_size,
+        pad_batches=args.pad_batches,
+        serving=args.serving,
         target=args.target,
         as_given=args.as_given,
         resamples=args.resamples,

@@ -243,3 +243,28 @@ def layer_heatmap(
         height=40 * max(1, len(metrics)) + 30,
         title="Per-layer error and sensitivity (click a cell to open its node)",
     )
+
+
+def serving_chart(frame: pd.DataFrame, target_ms: float) -> alt.LayerChart | alt.FacetChart:
+    """p99 latency against offered load per candidate (points that meet the target filled), the target drawn."""
+    data = frame.dropna(subset=["p99 ms"])
+    base = alt.Chart(data).encode(
+        x=alt.X("offered QPS:Q", title="offered load (requests per second, Poisson)"),
+        y=alt.Y("p99 ms:Q", title="p99 latency (ms)"),
+        color=alt.Color("candidate:N", legend=alt.Legend(orient="top")),
+    )
+    lines = base.mark_line()
+    points = base.mark_point(size=80).encode(
+        fill=alt.condition(alt.datum["meets target"], alt.Color("candidate:N"), alt.value("white")),
+        tooltip=["candidate:N", "offered QPS:Q", "achieved QPS:Q", "p50 ms:Q", "p95 ms:Q", "p99 ms:Q"],
+    )
+    target = (
+        alt.Chart(pd.DataFrame([{"y": target_ms, "label": f"p99 target {target_ms:g} ms"}]))
+        .mark_rule(color="#c62828", strokeDash=[8, 4])
+        .encode(y="y:Q", tooltip=["label:N"])
+    )
+    return (
+        alt.layer(lines, points, target)
+        .properties(height=320, title="Serving: p99 against offered load (hollow: over the target)")
+        .interactive()
+    )

@@ -6,12 +6,13 @@ normalisation), and each utterance's logits are cut back to the frames its own l
 feature encoder's output-length formula, when it explains the batch's frame count; a graph whose frames it
 does not explain keeps them all). How a model may be padded depends on it:
 
-- a model whose feature extractor returns an attention mask (``return_attention_mask``) gets one when its
-  graph takes an ``attention_mask`` input; when the graph has no such input, only clips of the same
-  length share a batch (padding without the mask would change what the model computes);
-- the other models (GroupNorm feature encoders such as wav2vec2-base-960h) must not get a mask: they are
-  zero-padded, and a batch is closed before its padding exceeds ``max_padding`` of its longest clip, so
-  heavy padding (reported to push the blank probability up) never happens.
+- a model that takes an attention mask (its feature extractor returns one, ``return_attention_mask``, and its
+  feature encoder does not normalise over time, ``feat_extract_norm != "group"``) gets one when its graph
+  takes an ``attention_mask`` input: padded batches give its unbatched outputs;
+- every other model (GroupNorm feature encoders such as wav2vec2-base-960h, HuBERT-base, the demo model;
+  a masked model whose graph lacks the mask input) batches clips of equal length only, since padding changes
+  what it computes; only when the deployment pads (``pad=True``, ``--pad-batches``) is it zero-padded, a
+  batch closed before its padding exceeds ``max_padding`` of its longest clip, and the report says so.
 
 ``BatchPolicy.for_runner`` decides which applies and bounds the batch by what the runner accepts (a
 TensorRT engine's optimisation profile). ``utterance_logits`` is the batching layer; decoding stays per
@@ -44,6 +45,13 @@ DEFAULT_CONV_STRIDE = (5, 2, 2, 2, 2, 2, 2)
 def default_batch_size(backend: str) -> int:
     """The evaluation batch a backend gets without ``--batch-size`` (small on the CPU, larger on a GPU)."""
     return EVAL_BATCH_BY_BACKEND.get(backend, DEFAULT_EVAL_BATCH)
+
+
+def takes_mask(model: ModelDescription) -> bool:
+    """Whether padded batches (with the attention mask) give ``model``'s unbatched outputs: its feature extractor
+    returns a mask and its feature encoder does not normalise over time (GroupNorm encoders take no mask)."""
+    group_norm = model.structure.get("feat_extract_norm") == "group"
+    return bool(model.features.return_attention_mask) and not group_norm
 
 
 def check_batch_size(value: int) -> int:
@@ -95,29 +103,51 @@ class BatchPolicy:
         runner: Runner,
         model: ModelDescription,
         batch_size: int,
+        pad: bool = False,
         max_padding: float = EVAL_MAX_PADDING,
     ) -> BatchPolicy:
-        """The policy for ``runner`` (activated): the mask when the model and graph both have one, equal lengths
-        only when the model wants a mask the graph lacks, bounded zero padding otherwise; the batch capped at
-        what the runner accepts."""
+        """The policy for ``runner`` (activated): the mask when the model takes one and the graph has it; otherwise
+        equal lengths only, or, when the deployment pads (``pad``), zero padding up to ``max_padding`` of a batch's
+        longest clip; the batch capped at what the runner accepts."""
         size = check_batch_size(batch_size)
         limit = runner.batch_limit()
         if limit is not None:
             size = min(size, limit)
-        wants_mask = bool(model.features.return_attention_mask)
-        has_mask = MASK_INPUT in runner.graph_inputs()
-        if wants_mask and has_mask:
+        if takes_mask(model) and MASK_INPUT in runner.graph_inputs():
             return cls(size, True, float("inf"), model.features.padding_value)
-        if wants_mask:
-            return cls(size, False, 0.0, model.features.padding_value)
-        return cls(size, False, max_padding, model.features.padding_value)
+        return cls(size, False, max_padding if pad else 0.0, model.features.padding_value)
+
+    @property
+    def padded(self) -> bool:
+        """Whether clips of different lengths may share a batch."""
+        return self.batch_size > 1 and self.max_padding > 0.0
 
     def describe(self) -> dict[str, object]:
         return {
             "batch_size": self.batch_size,
             "attention_mask": self.mask,
             "max_padding": None if self.max_padding == float("inf") else self.max_padding,
+            "padded": self.padded,
         }
+
+
+def batching_note(described: dict[str, object]) -> str | None:
+    """The report's line for a batch policy (``BatchPolicy.describe``) that pads (None when every batch is
+    exact: batch 1, or clips of equal length)."""
+    if not described.get("padded"):
+        return None
+    if described.get("attention_mask"):
+        return (
+            f"evaluation batches of up to {described['batch_size']} clips are padded to their longest clip, with "
+            "the attention mask the model takes"
+        )
+    share = described.get("max_padding")
+    share = float(share) if isinstance(share, (int, float)) else 0.0
+    return (
+        f"evaluation batches of up to {described['batch_size']} clips are zero-padded (up to {share:.0%} of their "
+        "longest clip, no attention mask) because the deployment pads (--pad-batches): this model's outputs "
+        "change with padding, so its transcripts are those of the padded deployment"
+    )
 
 
 def plan_batches(lengths: Sequence[int], batch_size: int, max_padding: float) -> list[list[int]]:

@@ -55,7 +55,7 @@ def penalised(logits: np.ndarray, blank_id: int, penalty: float) -> np.ndarray:
 
 
 def beam_alphabet(vocabulary: Vocabulary) -> tuple[list[str], list[int]]:
-    """pyctcdecode labels in id order and the ids of silent special tokens (folded into the blank)."""
+    """The beam's labels in id order and the ids of silent special tokens (folded into the blank)."""
     by_id = {i: t for t, i in vocabulary.token_to_id.items()}
     labels, silent = [], []
     for i in range(vocabulary.size):
@@ -135,6 +135,17 @@ def floored(scores: np.ndarray, floor: float = TOKEN_MIN_LOGP) -> np.ndarray:
     best = scores.argmax(axis=1)
     out[rows, best] = scores[rows, best]
     return np.ascontiguousarray(out)
+
+
+def require_decoder_packages(settings: DecoderSettings) -> None:
+    """Import now what ``decoder_for`` needs for ``settings``, so a missing package is refused before any work."""
+    if settings.kind != "greedy":
+        _flashlight_decoder()
+        if settings.lm is not None:
+            import_optional(
+                "flashlight.lib.text.decoder.kenlm",
+                "pip install flashlight-text (binary wheels with KenLM; setup.sh installs it)",
+            )
 
 
 def decoder_for(settings: DecoderSettings, vocabulary: Vocabulary, collapse_blanks: bool = True) -> Decode:

@@ -30,13 +30,14 @@ def select_for_inference(
     policy: str,
     origin: str,
     inference: InferenceConfig,
+    what: str = "evaluation clips",
 ) -> tuple[list[Utterance], list[str]]:
     """``select_in_profile`` on what the engine is fed: whole clips, or chunks when the configuration chunks."""
     if inference.chunks is None:
-        return select_in_profile(utts, profile, policy, origin)
+        return select_in_profile(utts, profile, policy, origin, what)
     check_profile_holds(profile, inference, origin)
     fed = [replace(u, duration_s=fed_duration(u.duration_s, inference)) for u in utts]
-    kept, notes = select_in_profile(fed, profile, policy, origin)
+    kept, notes = select_in_profile(fed, profile, policy, origin, what)
     ids = {u.id for u in kept}
     longer = sum(1 for u in utts if u.duration_s > inference.chunks.length_s)
     notes = [*notes, f"{longer} of {len(utts)} clips are longer than one chunk and were fed in chunks"]

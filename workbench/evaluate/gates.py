@@ -7,6 +7,12 @@ Example (TOML)::
     max_latency_ms = 50.0                 # optional: p90 at latency_batch, worst bucket
     latency_batch = 1
 
+    [serving]                             # optional: the serving benchmark (signoff --serving)
+    p99_ms = 200.0                        # p99 of every request under load
+    qps = 20.0                            # at this offered load (omitted: the highest load meeting p99_ms)
+
+The ``[serving]`` table (``workbench.inputs.serving``) also sets the dynamic batcher and the load.
+
 A failing error-rate gate whose estimate lies inside the limit is inconclusive rather than a measured loss: its
 check says at about how many utterances the interval's upper end would reach the limit if the estimate held and
 the interval narrowed as one over the square root of the utterances, speakers growing in proportion
@@ -20,12 +26,14 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from workbench.config import EVIDENCE_MAX_FACTOR
 from workbench.evaluate.accuracy import AccuracyComparison, GroupScore
 from workbench.evaluate.latency import LatencyResult
 from workbench.inputs.gates import FIX, check_gate_values, read_gate_file
 from workbench.inputs.problem import Where
+from workbench.inputs.serving import ServingConfig, serving_config
 
 
 @dataclass(frozen=True)
@@ -35,9 +43,14 @@ class GateConfig:
     max_latency_ms: float | None = None
     latency_batch: int = 1
     latency_percentile: str = "p90"
+    serving: ServingConfig | None = None  # the [serving] table: latency target under load, batcher, load
+    # the label-free gates (gate file table ``[unlabelled]``): upper CI end of the disagreement with FP32 and of
+    # the bound on the WER delta on every --unlabelled-set, percentage points (``workbench.jobs.label_free``)
+    unlabelled_max_disagreement: float | None = None
+    unlabelled_max_wer_bound: float | None = None
 
     def __post_init__(self) -> None:
-        check_gate_values(asdict(self), Where("gates", FIX))
+        check_gate_values({k: v for k, v in asdict(self).items() if k != "serving"}, Where("gates", FIX))
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -48,7 +61,12 @@ def load_gate_config(path: Path | None) -> GateConfig:
     the wrong type are errors (``workbench.inputs.gates``)."""
     if path is None:
         return GateConfig()
-    return GateConfig(**read_gate_file(Path(path), [f.name for f in fields(GateConfig)]))
+    flat = [f.name for f in fields(GateConfig) if not f.name.startswith("unlabelled_")]
+    table = read_gate_file(Path(path), [*flat, "unlabelled"])
+    unlabelled = table.pop("unlabelled", {})
+    if "serving" in table:
+        table["serving"] = serving_config(table["serving"], Where(f"gate file {path}", FIX).key("serving"))
+    return GateConfig(**table, **{f"unlabelled_{k}": v for k, v in unlabelled.items()})
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,11 @@ class Check:
     passed: bool
     detail: str
     needed_utterances: int | None = None  # an inconclusive error-rate gate: the evidence that would settle it
+    # an evidence check (workbench.evaluate.evidence) the set did not meet: the verdict is insufficient evidence
+    insufficient: bool = False
+    missing: dict[str, Any] | None = (
+        None  # what an insufficient evidence check lacks (speakers, reference words)
+    )
 
 
 @dataclass
@@ -80,13 +103,22 @@ class CandidateVerdict:
         return [c.detail for c in self.checks if not c.passed]
 
     @property
+    def insufficient(self) -> bool:
+        """Failed only evidence checks: the set cannot tell, so neither PASS nor FAIL."""
+        failed = [c for c in self.checks if not c.passed]
+        return bool(failed) and all(c.insufficient for c in failed)
+
+    @property
     def summary(self) -> str:
-        return "PASS" if self.passed else "FAIL: " + "; ".join(self.reasons)
+        if self.passed:
+            return "PASS"
+        return ("INSUFFICIENT EVIDENCE: " if self.insufficient else "FAIL: ") + "; ".join(self.reasons)
 
     def to_json(self) -> dict:
         return {
             "candidate": self.candidate,
             "passed": self.passed,
+            "insufficient_evidence": self.insufficient,
             "summary": self.summary,
             "checks": [asdict(c) for c in self.checks],
         }
@@ -129,6 +161,30 @@ def _delta_check(
     return Check(name, upper, limit_points, ok, detail, needed)
 
 
+def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
+    """A failing check when the transcripts themselves say the measurement is broken: this candidate or the
+    baseline wrote no text on any utterance (an error rate of exactly 100 %, all deletions). Equal deltas between
+    broken outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when
+    sane. An error rate above 100 % with text is a bad model, judged by the deltas as usual."""
+    for who, cand in (
+        (name, accuracy.candidates[name]),
+        (accuracy.baseline, accuracy.candidates[accuracy.baseline]),
+    ):
+        role = "the baseline" if who == accuracy.baseline else "it"
+        texts = [s.hypothesis for s in cand.scores]
+        if texts and not any(t.strip() for t in texts):
+            return Check(
+                "transcripts",
+                None,
+                0.0,
+                False,
+                f"transcripts: {role} ({who}) wrote no text on any of {len(texts):,} utterances; an input outside "
+                "its domain (decoder settings, blank penalty, audio) breaks every candidate alike, so no delta is "
+                "evidence",
+            )
+    return None
+
+
 def judge(
     accuracy: AccuracyComparison,
     latencies: dict[str, LatencyResult] | None,
@@ -144,6 +200,9 @@ def judge(
     label = accuracy.label
     for name, cand in accuracy.candidates.items():
         checks = [_delta_check("overall", cand.overall, gates.max_wer_delta_points, label, advise_evidence)]
+        broken = _output_check(name, accuracy)
+        if broken is not None:
+            checks.append(broken)
         for cond, score in cand.by("condition").items():
             checks.append(
                 _delta_check(

@@ -14,12 +14,14 @@ file (``check_profile_holds``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workbench.config import INFERENCE, EngineProfile
+from workbench.config import INFERENCE, OPTION_LIMITS, EngineProfile
 from workbench.errors import WorkbenchError
+from workbench.inputs.lm import check_lm_file
 
 DECODERS = ("greedy", "beam")
 #: what ``--decoder`` takes, comma separated: the first judges the verdict, the others are scored beside it
@@ -45,8 +47,16 @@ class ChunkSettings:
         return settings
 
     def check(self) -> None:
-        if not self.length_s > 0:
-            raise WorkbenchError(f"the chunk length must be positive seconds, not {self.length_s:g}")
+        if not all(math.isfinite(v) for v in (self.length_s, self.left_s, self.right_s)):
+            raise WorkbenchError(
+                f"chunk length and strides must be finite seconds, not {self.length_s:g}/{self.left_s:g}/"
+                f"{self.right_s:g}"
+            )
+        if self.length_s < OPTION_LIMITS.min_chunk_seconds:
+            raise WorkbenchError(
+                f"the chunk length must be at least {OPTION_LIMITS.min_chunk_seconds:g} seconds (a shorter chunk "
+                f"holds no word), not {self.length_s:g}; leave --chunk-seconds out to feed whole clips"
+            )
         if self.left_s < 0 or self.right_s < 0:
             raise WorkbenchError(f"chunk strides must be >= 0 seconds, not {self.left_s:g}/{self.right_s:g}")
         if self.left_s + self.right_s >= self.length_s:
@@ -81,11 +91,19 @@ class DecoderSettings:
             )
         if self.beam_width < 1:
             raise WorkbenchError(f"the beam width must be at least 1, not {self.beam_width}")
-        if self.lm is not None and not Path(self.lm).is_file():
-            raise WorkbenchError(
-                f"language model {self.lm} is not a file; pass an ARPA file or a KenLM binary "
-                "(`python -m workbench lm` writes one)"
-            )
+        weights = {
+            "--lm-alpha": self.alpha,
+            "--lm-beta": self.beta,
+            "the hotword weight": self.hotword_weight,
+            "--blank-penalty": self.blank_penalty,
+        }
+        for flag, value in weights.items():
+            if not math.isfinite(value):
+                raise WorkbenchError(f"{flag} must be a finite number, not {value:g}")
+        if any(not word.strip() for word in self.hotwords):
+            raise WorkbenchError("--hotword takes a word, not an empty text")
+        if self.lm is not None:
+            check_lm_file(Path(self.lm))
 
     @property
     def name(self) -> str:
@@ -205,6 +223,17 @@ def decoders_from_names(
         raise WorkbenchError("the beam+lm decoder needs a language model: pass --lm model.arpa")
     if lm is not None and "beam+lm" not in wanted:
         raise WorkbenchError("--lm is used by the beam+lm decoder; pass --decoder beam+lm (or drop --lm)")
+    if any(not w.strip() for w in hotwords):
+        raise WorkbenchError("--hotword takes a word, not an empty text")
+    if lm is None and (alpha is not None or beta is not None):
+        raise WorkbenchError(
+            "--lm-alpha and --lm-beta weigh a language model's scores: pass --lm model.arpa with --decoder beam+lm, "
+            "or drop them"
+        )
+    if beam_width is not None and not any(n.startswith("beam") for n in wanted):
+        raise WorkbenchError(
+            "--beam-width sets the beam decoder's width: pass --decoder beam (or drop --beam-width)"
+        )
     words = tuple(w.strip() for w in hotwords if w.strip())
     if words and not any(n.startswith("beam") for n in wanted):
         raise WorkbenchError("hotwords need a beam decoder; pass --decoder beam or beam+lm with --hotword")

@@ -14,7 +14,7 @@ many transcripts batching changed and by how much WER.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,13 +74,18 @@ def transcribe(
     labels: Sequence[str] | None = None,
     batch_size: int = 1,
     also_on: Sequence[int] | None = None,
+    pad: bool = False,
+    on_logits: Callable[[int, np.ndarray], None] | None = None,
 ) -> Transcripts:
     """Transcribe clips, each whole or in chunks, decoded as ``inference`` says (``workbench.evaluate.inference``);
     the same logits are also decoded by each decoder in ``also`` (``Transcripts.by_decoder``), on every clip or, with
     ``also_on``, on those clips only (their texts in ``also_on``'s sorted order). Whole clips run in
-    length-bucketed batches of up to ``batch_size`` (1: one clip at a time, no padding); chunked clips run one
-    chunk at a time. The texts come back in the clips' order. A clip the model runs out of memory on is a user
-    error naming it (``labels[i]``, else its number; in a batch, its longest clip)."""
+    length-bucketed batches of up to ``batch_size`` (1: one clip at a time, no padding; clips of different lengths
+    share a batch only when the model takes an attention mask, or with ``pad``, the deployment padding them:
+    ``BatchPolicy``); chunked clips run one chunk at a time. The texts come back in the clips' order. A clip the
+    model runs out of memory on is a user error naming it (``labels[i]``, else its number; in a batch, its longest
+    clip). ``on_logits`` (optional) gets each clip's index and its logits [frames, vocab] as they are decoded (e.g.
+    the model's own confidence)."""
     rows = list(audios)
     texts: list[str] = [""] * len(rows)
     width = model.vocabulary.size
@@ -97,6 +102,8 @@ def transcribe(
 
     def keep(index: int, logits: np.ndarray) -> None:
         texts[index] = decode(logits)
+        if on_logits is not None:
+            on_logits(index, logits)
         if wanted is not None and index not in wanted:
             return
         for other, decode_other in others.items():
@@ -124,7 +131,7 @@ def transcribe(
     try:
         if inference.chunks is None:
             prepared = [model.prepare(audio) for audio in rows]
-            policy = BatchPolicy.for_runner(runner, model, batch_size)
+            policy = BatchPolicy.for_runner(runner, model, batch_size, pad)
             geometry = ConvGeometry.of_model(model)
             done: set[int] = set()
             try:
@@ -280,11 +287,12 @@ def transcribe_checked(
     also: Sequence[DecoderSettings] = (),
     labels: Sequence[str] | None = None,
     also_on: Sequence[int] | None = None,
+    pad: bool = False,
 ) -> tuple[Transcripts, BatchCheck | None]:
     """``transcribe`` in batches of ``batch_size`` (``also`` decoded on the clips ``also_on``, else all), then (when batching) ``batch_check`` on up to ``sample``
     utterances spread over the set: the transcripts batching changed and the WER difference it made. Chunked
     inference runs at batch 1 anyway, so it gets no check."""
-    result = transcribe(runner, audios, model, name, inference, also, labels, batch_size, also_on)
+    result = transcribe(runner, audios, model, name, inference, also, labels, batch_size, also_on, pad)
     if batch_size <= 1 or inference.chunks is not None:
         return result, None
     picked = check_sample(len(audios), sample)

@@ -12,6 +12,10 @@ interval has the lowest upper end; every passing candidate whose interval reache
 ``TIE_BREAK``: fewest compute layers (MatMul/Gemm/Conv) outside INT8 (FP32 + FP16), then fewest FP32 compute
 layers, then the smallest candidate file (weight memory), then the order the candidates were given.
 
+A candidate that fails only the evidence rule (``workbench.evaluate.evidence``: too few speakers or reference words
+in a judged group, or a collapsed interval) is never PASS; when no candidate but the baseline passes and some are
+short of evidence, the verdict is ``insufficient-evidence`` (never a PASS) with what would settle it.
+
 When latency was not measured, or was measured on a backend other than the deployment target
 (``--target``, TensorRT by default), no winner is picked: the verdict is an accuracy sign-off that lists the
 candidates passing the WER gates and says that latency on the target is not measured.
@@ -41,6 +45,8 @@ TIE_BREAK = (
 )
 
 SHIP, ACCURACY, NONE = "ship", "accuracy-signoff", "no-pass"
+# no candidate but the baseline passes and some failed only the evidence rule (workbench.evaluate.evidence)
+INSUFFICIENT = "insufficient-evidence"
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,8 @@ class SignoffDecision:
     reasons: list[str] = field(default_factory=list)
     rule: str = ""
     tie_break: str = TIE_BREAK
+    evidence_rule: str = ""  # the least evidence a PASS needs (workbench.evaluate.evidence)
+    insufficient: list[str] = field(default_factory=list)  # candidates that failed only the evidence rule
 
     def to_json(self) -> dict:
         return {
@@ -102,6 +110,8 @@ class SignoffDecision:
             "reasons": list(self.reasons),
             "rule": self.rule,
             "tie_break": self.tie_break,
+            "evidence_rule": self.evidence_rule,
+            "insufficient_evidence": list(self.insufficient),
         }
 
 
@@ -189,8 +199,39 @@ def decide(
     measured_on: str | None,
     batch: int = 1,
     config: VerdictConfig = VERDICT,
+    evidence_rule: str = "",
 ) -> SignoffDecision:
     """The sign-off verdict (see the module docstring for the rule)."""
+    decision = _decide(verdicts, latencies, baseline, candidates, target, measured_on, batch, config)
+    decision.evidence_rule = evidence_rule
+    decision.insufficient = [v.candidate for v in verdicts if v.insufficient]
+    if decision.insufficient and not [n for n in decision.passing if n != baseline]:
+        short = "; ".join(
+            dict.fromkeys(c.detail for v in verdicts if v.insufficient for c in v.checks if c.insufficient)
+        )
+        decision.mode, decision.recommendation = INSUFFICIENT, None
+        decision.line = (
+            f"INSUFFICIENT EVIDENCE: {_names(decision.insufficient)} cannot be judged on this set; "
+            "no candidate may ship on it"
+        )
+        decision.reasons = [f"insufficient evidence: {short}", *decision.reasons]
+    elif decision.insufficient:
+        decision.reasons.append(
+            f"insufficient evidence for {_names(decision.insufficient)} (never PASS): see their evidence checks"
+        )
+    return decision
+
+
+def _decide(
+    verdicts: Sequence[CandidateVerdict],
+    latencies: Mapping[str, LatencyResult] | None,
+    baseline: str,
+    candidates: Sequence[Candidate],
+    target: str,
+    measured_on: str | None,
+    batch: int,
+    config: VerdictConfig,
+) -> SignoffDecision:
     passing = [v.candidate for v in verdicts if v.passed]
     rule = RULE.format(level=config.level)
     if not passing:

@@ -2,7 +2,9 @@
 
 WER limits are finite numbers > 0 (percentage points); ``max_latency_ms`` is one too or absent/null;
 ``latency_batch`` an integer >= 1; ``latency_percentile`` one of p50, p90, p99. Unknown keys are errors
-(a typo would otherwise silently leave a gate at its default).
+(a typo would otherwise silently leave a gate at its default). The label-free gates sit in an ``unlabelled``
+table (TOML ``[unlabelled]``, JSON ``"unlabelled": {...}``): ``max_disagreement`` and ``max_wer_bound``, finite
+numbers > 0 in percentage points, judged on every ``--unlabelled-set`` (``workbench.jobs.label_free``).
 """
 
 from __future__ import annotations
@@ -21,10 +23,29 @@ FIX = (
     'latency_batch = 1, latency_percentile = "p90"'
 )
 
+UNLABELLED_GATES = ("max_disagreement", "max_wer_bound")
+
+
+def _unlabelled_table(value: Any, where: Where) -> dict[str, Any]:
+    table = shape.mapping(value, where)
+    shape.only_keys(table, UNLABELLED_GATES, where)
+    for key in UNLABELLED_GATES:
+        if key in table:
+            shape.finite_number(table[key], where.key(key), positive=True)
+    return table
+
+
+def _optional_points(v: Any, w: Where) -> Any:
+    return None if v is None else shape.finite_number(v, w, positive=True)
+
+
 _CHECKS: dict[str, Callable[[Any, Where], Any]] = {
+    "unlabelled": _unlabelled_table,
+    "unlabelled_max_disagreement": _optional_points,
+    "unlabelled_max_wer_bound": _optional_points,
     "max_wer_delta_points": lambda v, w: shape.finite_number(v, w, positive=True),
     "max_condition_wer_delta_points": lambda v, w: shape.finite_number(v, w, positive=True),
-    "max_latency_ms": lambda v, w: None if v is None else shape.finite_number(v, w, positive=True),
+    "max_latency_ms": _optional_points,
     "latency_batch": lambda v, w: shape.integer(v, w, minimum=1),
     "latency_percentile": lambda v, w: shape.choice(v, PERCENTILES, w),
 }

@@ -31,7 +31,9 @@ class ManifestEntry:
 
     line: int
     audio: str
-    text: str
+    text: (
+        str | None
+    )  # None: the line has no ``text`` (an unlabelled set needs none; a labelled one misses it)
     speaker: str | None = None
     accent: str | None = None
     condition: str | None = None
@@ -42,7 +44,7 @@ def check_entry(obj: Any, where: Where, line: int) -> ManifestEntry:
     if "audio" not in record:
         raise where.fail("no 'audio' field")
     audio = shape.string(record.get("audio"), where.key("audio"))
-    text = shape.string(record.get("text"), where.key("text"), empty=True)
+    text = None if "text" not in record else shape.string(record.get("text"), where.key("text"), empty=True)
     condition = record.get("condition")
     if condition is not None:  # any name: each condition gets its own rows and gate in sign-off
         condition = shape.string(condition, where.key("condition")).strip().lower()

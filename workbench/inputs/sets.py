@@ -12,6 +12,8 @@ from typing import Any
 from workbench.inputs import shape
 from workbench.inputs.problem import Where
 
+MANIFEST = "manifest.jsonl"  # a stored set's files (``workbench.speech.store`` writes them)
+CARD = "card.json"
 FIX = "rebuild the set with python -m workbench data build (sets are written by the workbench, not by hand)"
 CARD_OBJECTS = ("strata", "accents", "noise_kinds", "made")
 UTTERANCE_STRINGS = ("id", "text", "speaker", "voice", "accent", "condition", "source", "audio")
@@ -29,11 +31,12 @@ def check_card(card: Any, where: Where) -> dict[str, Any]:
     return obj
 
 
-def check_utterance(record: Any, where: Where) -> dict[str, Any]:
-    """A manifest line's record; ``audio`` must be a relative path inside the set (no ``..``)."""
+def check_utterance(record: Any, where: Where, labelled: bool = True) -> dict[str, Any]:
+    """A manifest line's record; ``audio`` must be a relative path inside the set (no ``..``); ``labelled``
+    False (an unlabelled set): ``text`` is the empty string."""
     obj = shape.mapping(record, where)
     for key in UTTERANCE_STRINGS:
-        shape.string(obj.get(key), where.key(key))
+        shape.string(obj.get(key), where.key(key), empty=key == "text" and not labelled)
     shape.finite_number(obj.get("duration_s"), where.key("duration_s"), positive=True)
     audio = PurePosixPath(obj["audio"])
     if audio.is_absolute() or ".." in audio.parts or "\\" in obj["audio"]:

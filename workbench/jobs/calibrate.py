@@ -54,6 +54,7 @@ from workbench.quantize.guard import guard_for_set
 from workbench.quantize.plan import FP16, INT8
 from workbench.quantize.qdq import build_variant
 from workbench.quantize.recovered import RecoveredSource
+from workbench.speech.select import require_calibration_role
 from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import default_area
 
@@ -170,7 +171,7 @@ def check(inputs: CalibrateInputs) -> None:
     """The input checks that need no model work (the method is checked by ``MethodSpec`` itself): the set
     exists, the model is a supported CTC model (config, vocabulary, CTC head; no weights read). ``run`` starts
     with them; so does the Run page."""
-    load_set(inputs.calib_set, root=inputs.calib_root)
+    require_calibration_role(load_set(inputs.calib_set, root=inputs.calib_root))
     if not isinstance(inputs.model, ModelDescription):
         check_model_source(inputs.model)
     ort_providers(inputs.backend)  # the statistics pass needs an ONNX Runtime backend that exists here

@@ -38,8 +38,14 @@ class ImportJobResult:
     def lines(self) -> list[str]:
         speech_set = self.result.speech_set
         card = speech_set.card
+        from workbench.speech.unlabelled import import_note
+
+        ignored = import_note(speech_set.name, speech_set.utterances)
         return (
-            set_lines(speech_set) + profile_lines(card, self.result.fit.to_json()) + plausibility_lines(card)
+            set_lines(speech_set)
+            + profile_lines(card, self.result.fit.to_json())
+            + plausibility_lines(card)
+            + ([f"note: {ignored}"] if ignored else [])
         )
 
 

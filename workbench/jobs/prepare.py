@@ -39,7 +39,7 @@ from workbench.quantize.plan import PrecisionPlan
 from workbench.quantize.qdq import build_variant
 from workbench.quantize.recovered import RecoveredSource
 from workbench.resources import demo_model_dir
-from workbench.speech.select import require_utterances
+from workbench.speech.select import require_calibration_role, require_utterances
 from workbench.speech.store import SpeechSet, load_set
 from workbench.workspace import area_path, default_area
 
@@ -313,7 +313,9 @@ class AnalysisInputs:
         if self.per_condition < 1:
             raise WorkbenchError("--per-condition must be at least 1")
         check_model_source(self.model)
-        named_set(self.calib_set, "calibration", self.calib_root)
+        calib = named_set(self.calib_set, "calibration", self.calib_root)
+        if calib is not None:
+            require_calibration_role(calib)
         if self.cache is not None:
             check_cache_file(self.cache)
         ort_providers(self.backend)

@@ -24,9 +24,10 @@ from workbench.backends.factory import ort_providers
 from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare import outputs
 from workbench.compare.groups import Group, node_groups
-from workbench.config import DEFAULT_BACKEND, SEARCH, SEARCH_ORDERS
+from workbench.config import DEFAULT_BACKEND, SEARCH, SEARCH_ORDERS, SEARCH_SELECTIONS
 from workbench.errors import WorkbenchError
 from workbench.evaluate.batching import check_batch_size, default_batch_size
+from workbench.evaluate.bootstrap import Interval
 from workbench.evaluate.gates import GateConfig
 from workbench.evaluate.inference import GREEDY, InferenceConfig
 from workbench.jobs import compare
@@ -34,8 +35,9 @@ from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_s
 from workbench.quantize.macs import NodeMacs, node_macs, opt_samples
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
 from workbench.search import outputs as search_outputs
-from workbench.search.confirm import confirm, split_speakers
-from workbench.search.evaluator import DevEvaluator
+from workbench.search.confirm import Confirmation, confirm, split_speakers
+from workbench.search.evaluator import DevEvaluator, Evaluation
+from workbench.search.forecast import PassForecast, evidence_shortfalls, forecast
 from workbench.search.latency_objective import LatencyChoice, check_latency_target, fastest_passing
 from workbench.search.objective import (
     OBJECTIVES,
@@ -44,14 +46,22 @@ from workbench.search.objective import (
     make_objective,
     order_by_damage_per_unit,
 )
+from workbench.search.selection import select
 from workbench.search.sequential import SEQUENTIAL_RULE
 from workbench.search.strategies import Candidate, SearchResult, describe, search_plan
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.records import Clip
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
 from workbench.speech.store import SpeechSet
+from workbench.speech.unlabelled import require_labelled
 
 logger = logging.getLogger(__name__)
+
+# said on one line and written into the record when the search selects on the calibration set (no --dev-set)
+CALIBRATION_AS_DEV = (
+    "no --dev-set: the search selects on the calibration set {name}, whose clips set the scales it judges; "
+    "give --dev-set (a held-out set, e.g. data import --disjoint-from CALIB --disjoint-from EVAL)"
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +79,7 @@ class SearchInputs(AnalysisInputs):
     refine: int = 2
     finer: int = 0  # evaluations that narrow kept groups to one part (workbench.search.finer)
     confirm: float = 0.0  # share of dev speakers held back to confirm the plan (search.confirm)
+    selection: str = SEARCH.selection  # how the choice among plans is accounted for (search.selection)
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
@@ -104,6 +115,10 @@ def check(inputs: SearchInputs) -> None:
         )
     if inputs.refine < 0:
         raise WorkbenchError("--refine must be 0 or more")
+    if inputs.selection not in SEARCH_SELECTIONS:
+        raise WorkbenchError(
+            f"--selection must be one of {', '.join(SEARCH_SELECTIONS)}, not {inputs.selection!r}"
+        )
     check_evidence_options(inputs.dev_blocks, inputs.objective, inputs.batch_size, inputs.order)
     if not 0.0 <= inputs.futility < 0.5:
         raise WorkbenchError(
@@ -120,7 +135,11 @@ def check(inputs: SearchInputs) -> None:
         inputs.calib_set, "calibration", inputs.calib_root
     )
     if dev_set is not None:  # no calibration set named: ``inputs.check`` says so
-        check_dev_apart(dev_set, named_set(inputs.signoff_set, "sign-off", inputs.calib_root))
+        require_labelled(
+            dev_set, "--dev-set" if inputs.dev_set else "--calib-set (the dev set without --dev-set)"
+        )
+        signoff_set = named_set(inputs.signoff_set, "sign-off", inputs.calib_root)
+        check_dev_apart(dev_set, signoff_set and require_labelled(signoff_set, "--signoff-set"))
     inputs.check()
     if inputs.ray is not None:
         ClusterAddress.parse(inputs.ray)
@@ -145,6 +164,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             refine=inputs.refine,
             finer=inputs.finer,
             confirm=inputs.confirm,
+            selection=inputs.selection,
             keep=inputs.keep,
             resamples=inputs.resamples,
             seed=inputs.seed,
@@ -290,6 +310,7 @@ class SearchSettings:
     refine: int = 2
     finer: int = 0  # evaluations that narrow kept groups to one part (workbench.search.finer)
     confirm: float = 0.0  # share of dev speakers held back to confirm the plan (search.confirm)
+    selection: str = SEARCH.selection  # how the choice among plans is accounted for (search.selection)
     keep: str = "fp16"
     resamples: int = 1000
     seed: int = 0
@@ -322,6 +343,8 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     refuse_ray_with_recovery(s.ray, prepared)
     require_utterances(s.dev_set, "dev")
     folder = compare.analysis_folder(prepared, s.out)
+    if s.dev_set.content_hash == prepared.calib_set.content_hash:
+        logger.warning(f"warning: {CALIBRATION_AS_DEV.format(name=s.dev_set.name)}")
     if s.dev_set.name.endswith("-eval"):
         logger.warning(
             f"warning: dev set {s.dev_set.name} looks like an evaluation set; judging the found plan on the same set "
@@ -330,6 +353,22 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     sensitivity, data = sensitivity_ranking(prepared, s, folder)
     model = onnx.load(str(prepared.fp32_onnx))
     groups, ranking = ranked_groups(model, data, sensitivity)
+    chosen_by = select(
+        s.selection,
+        s.confidence,
+        s.strategy,
+        len(ranking),
+        s.refine,
+        s.finer,
+        s.confirm,
+        SEARCH.confirm_share,
+    )
+    s = replace(s, confidence=chosen_by.judged_confidence, confirm=chosen_by.confirm)
+    if s.selection == "shrink":
+        logger.info(
+            f"selection shrink: {chosen_by.compared} planned evaluations, each plan judged at confidence "
+            f"{chosen_by.judged_confidence:.4f} instead of {chosen_by.confidence:g}"
+        )
     clips = (
         clips_per_condition(s.dev_set, s.dev_per_condition) if s.dev_per_condition else all_clips(s.dev_set)
     )
@@ -364,11 +403,13 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
             objective=goal,
         )
         confirmation = None
+        checker_ratios: Callable[[int], dict[str, float]] | None = None
         if held:
             logger.info(
                 f"confirming on {len(held)} held-back dev utterances (speakers the choice was not made on)"
             )
             checker = dev_evaluator(prepared, s, model, held, stack)
+            checker_ratios = checker.ratios_for
             confirmation = confirm(result.candidates, checker.evaluate, goal, len(clips), len(held))
             for cand, ev in confirmation.tried:
                 d, judged = ev.overall.delta, ev.judged.get("overall")
@@ -413,6 +454,12 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
         prepared, s, evaluator, result, sensitivity, ranking, groups, nodes, found_json, timed, macs, goal
     )
     data_out["confirmation"] = confirmation.to_json() if confirmation is not None else None
+    data_out["selection"] = chosen_by.to_json()
+    data_out["signoff_forecast"] = (
+        found_forecast(result, evaluator, confirmation, checker_ratios, s).to_json()
+        if result.found is not None
+        else None
+    )
     j, c = outputs.write_with_csv(
         search_outputs.search_path(folder, prepared.tag, s.dev_set.content_hash),
         data_out,
@@ -420,6 +467,46 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     )
     files.update({"search_json": j, "search_csv": c, "sensitivity_json": Path(sensitivity)})
     return SearchJobResult(files, data_out)
+
+
+def found_forecast(
+    result: SearchResult,
+    evaluator: DevEvaluator,
+    confirmation: Confirmation | None,
+    checker_ratios: Callable[[int], dict[str, float]] | None,
+    s: SearchSettings,
+) -> PassForecast:
+    """The found plan's predicted chance of passing the sign-off (``workbench.search.forecast``): from its reading on
+    the held-back speakers when a confirmation chose it (the choice among the plans tried there), else from its dev
+    reading, the choice among every plan the search evaluated."""
+    found = result.found
+    if found is None:
+        raise ValueError("no found plan to forecast")
+    signoff = len(s.signoff_set.utterances) if s.signoff_set is not None else None
+    short = {}
+    if s.signoff_set is not None:
+        base = evaluator.baseline
+        groups = {"overall": base.overall, **{f"condition {c}": g for c, g in base.per_condition.items()}}
+        per_utterance = {
+            check: g.reference_words / g.utterances for check, g in groups.items() if g.utterances
+        }
+        short = evidence_shortfalls(s.signoff_set.utterances, per_utterance)
+    if confirmation is not None and checker_ratios is not None:
+        for index, (cand, ev) in enumerate(confirmation.tried):
+            if cand is found:
+                ratios = checker_ratios(ev.utterances)
+                return forecast(deltas_of(ev), ratios, s.gates, index + 1, signoff, "held-back", short)
+    ev = found.evaluation
+    ratios = evaluator.ratios_for(ev.utterances)
+    return forecast(deltas_of(ev), ratios, s.gates, result.evaluations, signoff, "dev", short)
+
+
+def deltas_of(evaluation: Evaluation) -> dict[str, Interval | None]:
+    """An evaluation's delta interval per gate check (``overall``, ``condition <name>``)."""
+    return {
+        "overall": evaluation.overall.delta,
+        **{f"condition {c}": g.delta for c, g in evaluation.per_condition.items()},
+    }
 
 
 def refuse_ray_with_recovery(ray: str | None, prepared: Prepared) -> None:
@@ -649,6 +736,10 @@ def search_record(
             "path": str(s.dev_set.path),
             "content_hash": s.dev_set.content_hash,
             "utterances": len(evaluator.utterances),
+            "is_calibration_set": s.dev_set.content_hash == prepared.calib_set.content_hash,
+            "warning": CALIBRATION_AS_DEV.format(name=s.dev_set.name)
+            if s.dev_set.content_hash == prepared.calib_set.content_hash
+            else None,
         },
         "inference": s.inference.to_json(),
         "strategy": describe(s.strategy, s.keep, s.refine, s.finer),
@@ -764,6 +855,15 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
             else ""
         )
     )
+    fc = data.get("signoff_forecast")
+    if fc and fc.get("pass_chance") is not None:
+        size = f"{fc['signoff_utterances']:,}-utterance" if fc.get("signoff_utterances") else "a dev-like"
+        out.append(
+            f"predicted chance that the sign-off on {size} evaluation set passes it: {fc['pass_chance']:.0%} "
+            f"(at most {fc['pass_chance_upper']:.0%}; from its {fc['basis']} reading, best of "
+            f"{fc['plans_compared']} plans; selection {data.get('selection', {}).get('rule', 'as-read')}; "
+            "assumptions in the record's signoff_forecast)"
+        )
     seq = data.get("sequential")
     if seq:
         out.append(

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +53,20 @@ from workbench.config import (
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
     DEFAULT_TARGET,
+    EVIDENCE,
     FP16_GUARD,
     MIN_RESAMPLES,
     ORT_CPU_WEIGHTS,
     OUTSIDE_PROFILE_DEFAULT,
+    EvidenceConfig,
 )
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.added_checks import add_overflow_checks, engine_precision_check
-from workbench.evaluate.batching import default_batch_size
+from workbench.evaluate.batching import BatchPolicy, batching_note, default_batch_size
 from workbench.evaluate.deployed import decoder_accuracy, select_for_inference
+from workbench.evaluate.evidence import add_evidence_checks
+from workbench.evaluate.evidence import rule_text as evidence_rule
 from workbench.evaluate.gates import GateConfig, judge
 from workbench.evaluate.inference import GREEDY, DecoderSettings, InferenceConfig
 from workbench.evaluate.latency import LatencyConfig, bucket_clips, measure_interleaved
@@ -72,8 +77,11 @@ from workbench.evaluate.wer import Scoring
 from workbench.inputs.candidates import check_candidate
 from workbench.inputs.out_folder import check_out_folder
 from workbench.jobs import calibrate
+from workbench.jobs.label_free import UnlabelledSelection, check_unlabelled, gate_checks, label_free
+from workbench.jobs.signoff_defaults import Recipe, resolve_recipe
 from workbench.jobs.signoff_memo import Key, SignoffMemo
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
+from workbench.model.folders import artifact_folder_name
 from workbench.model.loading import check_model_source
 from workbench.quantize.macs import compute_shares, node_macs, opt_samples
 from workbench.quantize.overflow import OverflowReport, check_overflow, every_tensor_sample
@@ -82,12 +90,16 @@ from workbench.quantize.recovered import RecoveredSource
 from workbench.quantize.targets import CPU_TARGET, candidates_for_target, check_target_inputs
 from workbench.report.record import artifact_entry, build_record
 from workbench.report.render import write_report
-from workbench.search.found import matching_search
+from workbench.search.found import chosen_search
+from workbench.serving.choose import add_serving_checks, decide_by_capacity
+from workbench.serving.measure import CandidateServing, RequestSet, measure_serving, serving_record
 from workbench.speech import missing
 from workbench.speech.overlap import require_disjoint
 from workbench.speech.profiles import deployment_profile
 from workbench.speech.records import Utterance
+from workbench.speech.select import require_calibration_role
 from workbench.speech.store import SpeechSet, load_set
+from workbench.speech.unlabelled import require_labelled
 from workbench.workspace import area_path, default_area
 
 logger = logging.getLogger(__name__)
@@ -110,6 +122,7 @@ class SignoffInputs:
     )
     cache: Path | None = None
     gates: GateConfig = field(default_factory=GateConfig)
+    evidence: EvidenceConfig = EVIDENCE  # the least evidence a PASS needs (workbench.evaluate.evidence)
     latency: LatencyConfig | None = field(default_factory=LatencyConfig)
     sensitivity: Path | None = None
     threads: int | None = None
@@ -121,6 +134,9 @@ class SignoffInputs:
     seed: int = 0
     limit: int | None = None
     batch_size: int | None = None  # evaluation batch (default: per backend; a TensorRT profile caps it)
+    pad_batches: bool = (
+        False  # the deployment pads: a model without an attention mask is zero-padded in batches
+    )
     engines: Path = field(default_factory=default_area("engines"))
     calib_root: Path = field(default_factory=default_area("calib_sets"))
     outside_profile: str = (
@@ -143,6 +159,56 @@ class SignoffInputs:
     # always scores every utterance
     also_limit: int | None = None
     ray: str | None = None  # transcribe on a Ray cluster in utterance shards (``workbench.cluster``)
+    serving: bool = (
+        False  # the serving benchmark (``workbench.serving``) under the gate file's [serving] table
+    )
+    # unlabelled audio every candidate is checked on against FP32 (``workbench.jobs.label_free``)
+    unlabelled_sets: list[SpeechSet | str | Path] = field(default_factory=list)
+    search: Path | None = None  # the search whose plan is signed off (--search); None: the only matching one
+    use_search: bool = True  # False: built candidates leave any search's plan out (--no-search)
+    # False: method and recovery are the defaults, not asked for: refused when the model's caches and searches on
+    # this calibration set were made with other recipes (``workbench.jobs.signoff_defaults``)
+    recipe_given: bool = True
+    assumed: list[str] = field(
+        default_factory=list
+    )  # what the verb assumed for a left-out option (the record says)
+
+    def settings(self) -> dict[str, Any]:
+        """Every option that shapes the verdict beside the gates, the inference and the candidates (the record's
+        ``settings``)."""
+        return {
+            "target": self.target,
+            "as_given": self.as_given,
+            "backend": self.backend,
+            "outside_profile": self.outside_profile,
+            "profile_min_s": self.profile_min_s,
+            "profile_max_s": self.profile_max_s,
+            "limit": self.limit,
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "error_unit": self.error_unit,
+            "batch_size": self.batch_size,
+            "pad_batches": self.pad_batches,
+            "serving": self.serving,
+            "overflow_check": self.overflow_check,
+            "overflow_clips": self.overflow_clips,
+            "also_limit": self.also_limit,
+            "ort_cpu_weights": self.ort_cpu_weights,
+            "method": None if self.candidates else self.method,
+            "recovery": None
+            if self.candidates or self.recovery is None
+            else self.recovery.params().get("recovery"),
+            "search": str(self.search) if self.search is not None else None,
+            "use_search": self.use_search,
+            "latency": None
+            if self.latency is None
+            else {
+                "batch_sizes": list(self.latency.batch_sizes),
+                "warmup": self.latency.warmup,
+                "repeats": self.latency.repeats,
+            },
+            "unlabelled_sets": [str(getattr(u, "path", u)) for u in self.unlabelled_sets],
+        }
 
 
 @dataclass
@@ -161,6 +227,7 @@ class SignoffResult:
         return (
             [f"  {v['candidate']:>12}: {v['summary']}" for v in self.record["verdicts"]]
             + [f"  {r}" for r in decision["reasons"]]
+            + (self.record.get("label_free") or {}).get("lines", [])
             + [f"report: {self.paths['html']}", f"verdict: {decision['line']}"]
         )
 
@@ -171,6 +238,7 @@ class DefaultVariants:
     cache: Path
     sensitivity: Path | None = None  # the ranking the mixed plan's search used, when there is one
     mixed_note: str | None = None
+    search_note: str | None = None  # which search the mixed plan came from, and its dev set (for the record)
 
 
 def build_default_variants(
@@ -181,10 +249,13 @@ def build_default_variants(
     eval_hash: str | None = None,
     calib_root: Path | None = None,
     recovery: RecoveryOptions | None = None,
+    search: Path | None = None,
+    use_search: bool = True,
 ) -> DefaultVariants:
     """Export/calibrate (reusing a matching cache; with the accuracy-recovery options ``recovery``) and write FP16
-    beside FP32 and INT8; add the mixed plan of a finished ``search`` on this export, cache and recovery options
-    (not searched on the evaluation set ``eval_hash``)."""
+    beside FP32 and INT8; add the mixed plan of the finished ``search`` given, else of the one search on this export,
+    cache and recovery options (not searched on the evaluation set ``eval_hash``; several are refused,
+    ``workbench.search.found.chosen_search``); ``use_search`` False: no mixed plan."""
     result = calibrate.run(
         calibrate.CalibrateInputs(
             model,
@@ -199,11 +270,19 @@ def build_default_variants(
     if result.fp16_onnx is not None:
         candidates.append(("fp16", result.fp16_onnx))
     candidates.append((f"int8-{method}", result.int8_onnx))
-    found = matching_search(result.fp32_onnx, result.cache, eval_hash)
+    found = chosen_search(result.fp32_onnx, result.cache, eval_hash, search) if use_search else None
     if found is None:
-        return DefaultVariants(candidates, result.cache)
+        return DefaultVariants(
+            candidates, result.cache, search_note=None if use_search else "no mixed plan: --no-search"
+        )
     note = f"mixed = {found.name}: {found.int8_share * 100:.1f}% INT8, from {found.search}"
-    return DefaultVariants(candidates + [("mixed", found.onnx)], result.cache, found.sensitivity, note)
+    return DefaultVariants(
+        candidates + [("mixed", found.onnx)],
+        result.cache,
+        found.sensitivity,
+        note,
+        f"mixed plan from the search {found.line()}",
+    )
 
 
 def engine_settings(
@@ -371,8 +450,15 @@ def check(
     if inputs.also_limit is not None and inputs.also_limit < 1:
         raise WorkbenchError(f"--decoder-limit must be at least 1, got {inputs.also_limit}")
     check_out_folder(inputs.out_dir)
-    eval_set = _speech_set(inputs.eval_set, inputs.calib_root)
+    if inputs.serving and inputs.gates.serving is None:
+        raise WorkbenchError(
+            "--serving needs a [serving] table in the gate file (--gates), at least p99_ms = <target>; "
+            "see docs/serving.md"
+        )
+    eval_set = require_labelled(_speech_set(inputs.eval_set, inputs.calib_root), "--eval-set")
     calib_set = _speech_set(inputs.calib_set, inputs.calib_root) if inputs.calib_set else None
+    if calib_set is not None:
+        require_calibration_role(calib_set)
     utts, profile_notes = select_utterances(
         eval_set,
         calib_set,
@@ -412,7 +498,23 @@ def check(
             )
         if inputs.also_limit is not None and inputs.also_decoders:
             raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
+        if inputs.pad_batches:
+            raise WorkbenchError("--pad-batches is not spread over Ray: drop --ray or --pad-batches")
+    unlabelled_selections(inputs, calib_set)
     return eval_set, calib_set, utts, profile_notes, sensitivity
+
+
+def unlabelled_selections(inputs: SignoffInputs, calib_set: SpeechSet | None) -> list[UnlabelledSelection]:
+    """The ``--unlabelled-set`` sets, checked (``workbench.jobs.label_free.check_unlabelled``)."""
+    return check_unlabelled(
+        inputs.unlabelled_sets,
+        inputs.calib_root,
+        calib_set,
+        inputs.outside_profile,
+        inputs.profile_min_s,
+        inputs.profile_max_s,
+        inputs.inference.check(),
+    )
 
 
 def target_calibration(
@@ -431,7 +533,10 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
     shared with other sign-offs of this process (``workbench.jobs.signoff_memo``; the record names each reuse)."""
     eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
+    unlabelled_sets = unlabelled_selections(inputs, calib_set)
     reused_before = len(memo.reused) if memo is not None else 0
+    assumed = list(inputs.assumed)
+    method = inputs.method
     candidates, cache, sensitivity_path = list(inputs.candidates), inputs.cache, inputs.sensitivity
     for note in profile_notes:
         logger.info(f"note: {note}")
@@ -444,18 +549,36 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         if given is None or inputs.calib_set is None:  # ``check`` refused this already
             raise WorkbenchError("give --model and --calib-set to build FP32/FP16/INT8 variants")
         calib_source = inputs.calib_set.path if isinstance(inputs.calib_set, SpeechSet) else inputs.calib_set
+        if calib_set is None:  # ``check`` loaded it
+            raise WorkbenchError("give --calib-set to build FP32/FP16/INT8 variants")
+        recipe, recipe_notes = resolve_recipe(
+            Recipe.asked(inputs.method, inputs.recovery),
+            inputs.recipe_given,
+            inputs.search if inputs.use_search else None,
+            area_path("engines", inputs.engines) / artifact_folder_name(given.model_hash),
+            calib_set.content_hash,
+            eval_set.content_hash,
+        )
+        for line in recipe_notes:
+            logger.info(f"note: {line}")
+        assumed += recipe_notes
+        method = recipe.method
         logger.info(
-            f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({inputs.method})"
+            f"building FP32/FP16/INT8 variants of {given.source} calibrated on {calib_source} ({method})"
         )
         built = build_default_variants(
             given,
             calib_source,
-            inputs.method,
+            method,
             root=inputs.engines,
             eval_hash=eval_set.content_hash,
             calib_root=inputs.calib_root,
-            recovery=inputs.recovery,
+            recovery=recipe.options(),
+            search=inputs.search,
+            use_search=inputs.use_search,
         )
+        if built.search_note:
+            assumed.append(built.search_note)
         candidates, cache = built.candidates, cache or built.cache
         if built.mixed_note:
             logger.info(built.mixed_note)
@@ -488,9 +611,17 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     )
     batch = inputs.batch_size or default_batch_size(inputs.backend)
     factory = RunnerFactory(
-        inputs.backend, inputs.threads, inputs.engines, engine_settings(utts, inputs.latency, batch)
+        inputs.backend,
+        inputs.threads,
+        inputs.engines,
+        engine_settings(utts + [u for sel in unlabelled_sets for u in sel.utterances], inputs.latency, batch),
     )
     runners = {name: factory.runner(path, name) for name, path in candidates}
+    # the serving benchmark first: its bad input (a target below one request, a batch over the profile or the
+    # memory limit, a load this machine cannot generate) stops the sign-off before any transcription
+    serving = (
+        measure_serving_of(inputs, factory, candidates, eval_set, utts, model) if inputs.serving else None
+    )
     hyps: dict[str, list[str]] = {}
     batch_checks: dict[str, BatchCheck] = {}
     policy: dict[str, Any] = {}
@@ -560,6 +691,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
                 inference=inference,
                 also=also,
                 also_on=also_on,
+                pad=inputs.pad_batches,
             )
     for name, _ in pending:
         key = keys[name]
@@ -601,7 +733,30 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         total=len(utts),
     )
     verdicts = judge(accuracy, latencies, inputs.gates)
+    if serving is not None and inputs.gates.serving is not None:
+        add_serving_checks(verdicts, serving[0], inputs.gates.serving)
     add_overflow_checks(verdicts, overflow)
+    unlabelled = None
+    if inputs.unlabelled_sets:  # the label-free check on the user's own audio
+        unlabelled = label_free(
+            unlabelled_sets,
+            names,
+            runners,
+            model,
+            eval_set,
+            utts,
+            hyps,
+            accuracy,
+            fp32_onnx=Path(candidates[0][1]),
+            amax=amax,
+            calib_set=calib_set,
+            inference=inference,
+            batch=batch,
+            resamples=inputs.resamples,
+            seed=inputs.seed,
+        )
+        gate_checks(unlabelled, inputs.gates, verdicts)
+    held = add_evidence_checks(verdicts, accuracy, utts, inputs.evidence)
     engine_checks = {}
     if inputs.backend == "tensorrt":  # the built engines' own precisions against each candidate's plan
         engine_checks = {n: inspect_engine_precisions(factory.engine_of(p), p) for n, p in candidates}
@@ -611,11 +766,14 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         verdicts,
         latencies,
         names[0],
-        [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
+        tie_info := [Candidate(n, precision_counts(p), Path(p).stat().st_size) for n, p in candidates],
         inputs.target,
         inputs.backend if latencies else None,
         inputs.gates.latency_batch,
+        evidence_rule=evidence_rule(inputs.evidence, accuracy.unit),
     )
+    if serving is not None:
+        decision = decide_by_capacity(decision, serving[0], tie_info, inputs.backend)
     artifacts = [artifact_entry("evaluation set", eval_set.path, "speech set")]
     if model.folder is not None:
         artifacts.insert(0, artifact_entry("model", model.folder, "model"))
@@ -630,6 +788,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     if lacking:
         artifacts[[a["role"] for a in artifacts].index("evaluation set")]["missing"] = lacking
     notes = [
+        *assumed,
         f"evaluation set {eval_set.name} content hash {eval_set.content_hash}",
         *([lacking] if lacking else []),
         f"model {model.source} (hash {model.model_hash[:12]}): {model.summary()}",
@@ -670,13 +829,16 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         "batching": {**policy, "batch_check": [c.to_json() for c in batch_checks.values()]},
     }
     notes += [f"batched transcription, {c.summary()}" for c in batch_checks.values()]
+    notes += [n for n in [batching_note(policy)] if n]
+    if serving is not None:
+        notes.append(f"serving on {inputs.backend}: {serving[1]['summary']}; {serving[1]['requests']}")
     compute = compute_of(candidates, utts)
     record = build_record(
         accuracy=accuracy.to_json(),
         latency={n: r.to_json() for n, r in latencies.items()},
         verdicts=[v.to_json() for v in verdicts],
         recommendation=decision.recommendation,
-        decision=decision.to_json(),
+        decision={**decision.to_json(), "evidence": {check: asdict(g) for check, g in held.items()}},
         backend=backend,
         gates=inputs.gates.to_json(),
         artifacts=artifacts,
@@ -688,8 +850,36 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
         compute=compute,
         inference=inference.to_json(),
         decoders=decoders,
+        serving=serving[1] if serving is not None else None,
+        label_free=None if unlabelled is None else unlabelled.to_json(),
+        settings={**inputs.settings(), "method": None if inputs.candidates else method, "assumed": assumed},
     )
     return SignoffResult(record, write_report(record, inputs.out_dir))
+
+
+def measure_serving_of(
+    inputs: SignoffInputs,
+    factory: RunnerFactory,
+    candidates: list[tuple[str, Path]],
+    eval_set: SpeechSet,
+    utts: list[Utterance],
+    model: ModelDescription,
+) -> tuple[dict[str, CandidateServing], dict[str, Any]]:
+    """The serving benchmark of every candidate on ``inputs.backend`` (``workbench.serving``): fresh runners behind
+    the dynamic batcher, the judged clips (or ``request_s`` requests) as the load; the results and their record."""
+    config = inputs.gates.serving
+    if config is None:  # ``check`` refused this already
+        raise WorkbenchError("--serving needs a [serving] table in the gate file")
+    requests = RequestSet.of([eval_set.audio(u) for u in utts], model.prepare, config.request_s)
+    logger.info(f"serving benchmark on {inputs.backend}: {config.summary()}; {requests.description}")
+    results = measure_serving(
+        [(n, partial(factory.runner, p, n)) for n, p in candidates],
+        lambda runner: BatchPolicy.for_runner(runner, model, config.max_batch, inputs.pad_batches),
+        requests,
+        config,
+        logger.info,
+    )
+    return results, serving_record(results, config, inputs.backend, requests)
 
 
 def compute_of(candidates: list[tuple[str, Path]], utts: list[Utterance]) -> dict[str, Any]:

@@ -143,3 +143,36 @@ def sensitivity_bars(sensitivity: Any, top: int = 25) -> str | None:
     ax.set_title(f"Per-layer sensitivity (top {len(layers)})")
     ax.tick_params(axis="y", labelsize=7)
     return _png(fig)
+
+
+def serving_curves(record: dict[str, Any]) -> str | None:
+    """p99 (solid) and p50 (dashed) latency against offered load per candidate, the target as a line; a load
+    with unanswered requests is drawn at the top edge."""
+    serving = record.get("serving")
+    if not serving:
+        return None
+    target = serving["settings"]["p99_ms"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    drawn = False
+    ceiling = 3.0 * target
+    for name, cand in serving["candidates"].items():
+        points = sorted((cand.get("sweep") or {}).get("points", []), key=lambda p: p["offered_qps"])
+        if not points:
+            continue
+        drawn = True
+        x = [p["offered_qps"] for p in points]
+        p99 = [min(p["p99_ms"], ceiling) if p["p99_ms"] is not None else ceiling for p in points]
+        p50 = [min(p["p50_ms"], ceiling) if p["p50_ms"] is not None else ceiling for p in points]
+        (line,) = ax.plot(x, p99, marker="o", label=f"{name} p99")
+        ax.plot(x, p50, linestyle="--", color=line.get_color(), alpha=0.6, label=f"{name} p50")
+    if not drawn:
+        plt.close(fig)
+        return None
+    ax.axhline(target, color="tab:red", linestyle=":", label=f"p99 target {target:g} ms")
+    ax.set_ylim(0, ceiling * 1.05)
+    ax.set_xlabel(f"offered load (requests per second, Poisson) on {serving['backend']}")
+    ax.set_ylabel("latency (ms); top edge: beyond 3x target or unanswered")
+    ax.set_title("Serving: latency against offered load")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    return _png(fig)

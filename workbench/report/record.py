@@ -18,7 +18,14 @@ from typing import Any
 
 from workbench import journal
 from workbench.artifact_paths import AREAS, ENV_VAR, ArtifactRoots, OutsideArtifacts, artifact_roots, resolve
-from workbench.artifacts import SET_INDEX, read_json_artifact, sha256_bytes, sha256_file, sha256_tree
+from workbench.artifacts import (
+    SET_INDEX,
+    read_json_artifact,
+    sha256_bytes,
+    sha256_file,
+    sha256_tree,
+    strict_json,
+)
 from workbench.errors import WorkbenchError
 from workbench.inputs.problem import Where
 from workbench.inputs.record import FIX as RECORD_FIX
@@ -88,6 +95,9 @@ def build_record(
     compute: dict | None = None,
     inference: dict | None = None,
     decoders: dict | None = None,
+    serving: dict | None = None,
+    label_free: dict | None = None,
+    settings: dict | None = None,
 ) -> dict[str, Any]:
     """Assemble the record (plain JSON types only) and stamp its digest; ``model`` is the description's record."""
     record: dict[str, Any] = {
@@ -112,7 +122,14 @@ def build_record(
     }
     if compute is not None:  # INT8 share of multiply-accumulates and of compute nodes per candidate
         record["compute"] = compute
-    record = json.loads(json.dumps(record, default=str, allow_nan=True))
+    if serving is not None:  # the serving benchmark (workbench.serving): latency against load, capacity
+        record["serving"] = serving
+    if label_free is not None:  # agreement with FP32 on unlabelled audio (workbench.jobs.label_free)
+        record["label_free"] = label_free
+    # every option that shaped the verdict (profile, limit, resamples, recipe, search, ...)
+    if settings is not None:
+        record["settings"] = settings
+    record = json.loads(strict_json(record, default=str))  # no NaN or infinity reaches a record
     record["record_sha256"] = record_digest(record)
     return record
 

@@ -10,6 +10,8 @@ from typing import Any
 from workbench import journal
 from workbench.artifacts import json_text, write_text_atomic
 from workbench.report import plots
+from workbench.report.label_free import label_free_tables
+from workbench.report.serving import serving_tables
 
 RECORD_NAME, MARKDOWN_NAME, HTML_NAME = "report.json", "report.md", "report.html"
 
@@ -25,7 +27,7 @@ def _ci(iv: dict | None) -> str:
 
 
 def verdict_mode(record: dict[str, Any]) -> str:
-    """ship, accuracy-signoff or no-pass (records older than the decision field: from the recommendation)."""
+    """ship, accuracy-signoff, insufficient-evidence or no-pass (records older than the decision field: from the recommendation)."""
     decision = record.get("decision")
     if isinstance(decision, dict) and isinstance(decision.get("mode"), str):
         return decision["mode"]
@@ -88,6 +90,7 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             rows,
         )
     )
+    out += label_free_tables(record)  # beside the WER table: agreement with FP32 on unlabelled audio
     if decoder_rows(record):
         out.append(
             (
@@ -104,6 +107,7 @@ def tables(record: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]
             )
         )
     out += compute_tables(record)
+    out += serving_tables(record)
     for kind in ("condition", "accent", "voice"):
         rows = []
         for name in record["candidates"]:
@@ -333,7 +337,8 @@ def _method(record: dict[str, Any]) -> list[str]:
             f"Verdict rule: {decision['rule']}; {decision['tie_break']}. A winner is picked only when "
             f"latency was measured on the target ({decision['target']}); otherwise the verdict is an "
             "accuracy sign-off."
-        ] + list(decision.get("reasons", []))
+        ] + ([f"Evidence rule: {decision['evidence_rule']}."] if decision.get("evidence_rule") else [])
+        lines += list(decision.get("reasons", []))
     else:
         lines.append(f"Recommendation: the fastest PASS by mean p50 at batch {g['latency_batch']}.")
     return lines + list(acc.get("notes", [])) + list(record.get("notes", []))
@@ -345,6 +350,8 @@ def _figures(record: dict[str, Any]) -> list[tuple[str, str]]:
         (f"{label} vs latency", plots.wer_vs_latency(record)),
         (f"{label} per condition", plots.condition_bars(record)),
     ]
+    if record.get("serving"):
+        figs.append(("Serving: latency against offered load", plots.serving_curves(record)))
     if record.get("sensitivity"):
         figs.append(("Per-layer sensitivity", plots.sensitivity_bars(record["sensitivity"])))
     return [(t, f) for t, f in figs if f]
@@ -379,7 +386,7 @@ def to_html(record: dict[str, Any]) -> str:
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>Precision sign-off: {e(verdict_line(record))}</title><style>{_CSS}</style></head><body>",
-        f"<h1>Precision sign-off</h1><p class='verdict {'fail' if mode == 'no-pass' else 'pass'}'>{e(verdict_line(record))}</p>",
+        f"<h1>Precision sign-off</h1><p class='verdict {'fail' if mode in ('no-pass', 'insufficient-evidence') else 'pass'}'>{e(verdict_line(record))}</p>",
         f"<p>Record version {record['version']}, created {e(record['created'])}, baseline "
         f"<code>{e(record['baseline'])}</code>, record sha256 <code>{e(record['record_sha256'])}</code>.</p>",
         "<ul>" + "".join(f"<li>{e(m)}</li>" for m in _method(record)) + "</ul>",

@@ -307,6 +307,10 @@ class DevEvaluator:
                 start = end
         return texts, seconds
 
+    def ratios_for(self, n: int) -> dict[str, float]:
+        """Dev blocks / sign-off blocks per check for the first ``n`` dev utterances ({} without a sign-off set)."""
+        return self._ratios(n)
+
     def _ratios(self, n: int) -> dict[str, float]:
         """Dev blocks / sign-off blocks per check for the first ``n`` dev utterances."""
         if not self.signoff:

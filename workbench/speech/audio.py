@@ -21,6 +21,11 @@ class AudioProblem(ValueError):
     """A clip that cannot be used; the message is the reason recorded in the set's card."""
 
 
+class UnreadableAudio(AudioProblem):
+    """A file that holds no audio to judge: empty (0 bytes, no samples), not audio at all, corrupt, or NaN samples.
+    An evaluation set imported whole counts it with the missing files (``workbench.speech.missing``)."""
+
+
 class ImplausibleAudio(AudioProblem):
     """A clip that is no plausible utterance: a header's sample rate no recording has, or a whole recording."""
 
@@ -74,19 +79,19 @@ def prepare(samples: np.ndarray, rate: int) -> PreparedAudio:
     fixes: list[str] = []
     data = np.asarray(samples)
     if data.size == 0:
-        raise AudioProblem("empty audio (no samples)")
+        raise UnreadableAudio("empty audio (no samples)")
     if data.ndim == 2:
         if data.shape[1] > 1:
             fixes.append(f"downmixed {data.shape[1]} channels to mono")
         data = data.mean(axis=1)
     elif data.ndim != 1:
-        raise AudioProblem(f"audio has unexpected shape {data.shape}")
+        raise UnreadableAudio(f"audio has unexpected shape {data.shape}")
     check_plausible(int(rate), len(data))
     if np.issubdtype(data.dtype, np.integer):
         data = data.astype(np.float32) / float(np.iinfo(data.dtype).max)
     data = data.astype(np.float32)
     if not np.all(np.isfinite(data)):
-        raise AudioProblem("audio contains NaN or infinite samples")
+        raise UnreadableAudio("audio contains NaN or infinite samples")
     if rate != SAMPLE_RATE:
         fixes.append(f"resampled {rate} Hz to {SAMPLE_RATE} Hz")
         data = resample(data, rate)
@@ -110,7 +115,7 @@ def read_audio(source: Path | bytes) -> PreparedAudio:
     except AudioProblem:
         raise
     except Exception as exc:  # soundfile raises several types for corrupt input
-        raise AudioProblem(f"unreadable or corrupt audio ({type(exc).__name__}: {exc})") from exc
+        raise UnreadableAudio(f"unreadable or corrupt audio ({type(exc).__name__}: {exc})") from exc
     return prepare(data, rate)
 
 

@@ -16,7 +16,14 @@ from typing import Any
 import numpy as np
 
 from workbench.config import MAJORITY_ACCENT
-from workbench.speech.audio import AudioProblem, ImplausibleAudio, PreparedAudio, prepare, read_audio
+from workbench.speech.audio import (
+    AudioProblem,
+    ImplausibleAudio,
+    PreparedAudio,
+    UnreadableAudio,
+    prepare,
+    read_audio,
+)
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.speech.text import normalise_text
 
@@ -48,19 +55,8 @@ def clip_id(source: str, key: str) -> str:
     return hashlib.sha256(f"{source}|{key}".encode()).hexdigest()[:12]
 
 
-def make_clip(
-    audio: PreparedAudio,
-    raw_text: str | None,
-    source: str,
-    key: str,
-    speaker: str | None = None,
-    accent: str | None = None,
-    condition: str | None = None,
-    extra: dict[str, Any] | None = None,
-) -> Item:
-    """Normalise text, attach metadata; an empty transcript becomes a Skipped item."""
-    if raw_text is not None and not isinstance(raw_text, str):
-        raw_text = str(raw_text)
+def _checked_transcript(raw_text: str | None, key: str) -> tuple[str, list[str]] | Skipped:
+    """The normalised transcript and the fix it needed (if any), or why it cannot label the clip."""
     if raw_text is None or not raw_text.strip():
         return Skipped(key, "empty transcript")
     digits = sorted({ch for ch in raw_text if ch.isdigit()})
@@ -74,13 +70,42 @@ def make_clip(
     norm = normalise_text(raw_text)
     if not norm.text:
         return Skipped(key, f"transcript has no characters of the model's alphabet: {raw_text[:60]!r}")
-    fixes = list(audio.fixes)
-    if norm.dropped_chars:
-        fixes.append(f"folded or dropped characters outside the alphabet: {norm.dropped_chars!r}")
+    fixes = (
+        [f"folded or dropped characters outside the alphabet: {norm.dropped_chars!r}"]
+        if norm.dropped_chars
+        else []
+    )
+    return norm.text, fixes
+
+
+def make_clip(
+    audio: PreparedAudio,
+    raw_text: str | None,
+    source: str,
+    key: str,
+    speaker: str | None = None,
+    accent: str | None = None,
+    condition: str | None = None,
+    extra: dict[str, Any] | None = None,
+    labelled: bool = True,
+) -> Item:
+    """Normalise text, attach metadata; an empty transcript becomes a Skipped item. ``labelled`` False (an
+    unlabelled set): the transcript, if any, is ignored, the record's text is empty and
+    ``extra["transcript_ignored"]`` says whether one was given."""
+    if raw_text is not None and not isinstance(raw_text, str):
+        raw_text = str(raw_text)
+    if labelled:
+        checked = _checked_transcript(raw_text, key)
+        if isinstance(checked, Skipped):
+            return checked
+        norm_text, fixes = checked[0], list(audio.fixes) + checked[1]
+    else:
+        extra = {**(extra or {}), "transcript_ignored": raw_text is not None and bool(raw_text.strip())}
+        norm_text, fixes = "", list(audio.fixes)
     accent = (accent or MAJORITY_ACCENT).strip().lower()
     record = Utterance(
         id=clip_id(source, key),
-        text=norm.text,
+        text=norm_text,
         speaker=speaker or f"{source}:{key}",
         voice=speaker or "unknown",
         accent=accent,
@@ -100,8 +125,9 @@ def decode(audio: AudioRef) -> PreparedAudio:
     return read_audio(audio)
 
 
-def load_entry(entry: Entry) -> Item:
-    """Decode one entry into a ``Clip``, or say why it cannot be used."""
+def load_entry(entry: Entry, labelled: bool = True) -> Item:
+    """Decode one entry into a ``Clip``, or say why it cannot be used (``labelled`` False: its transcript is
+    ignored, see ``make_clip``)."""
     where = entry.where or entry.key
     if entry.problem:
         return Skipped(where, entry.problem)
@@ -110,7 +136,20 @@ def load_entry(entry: Entry) -> Item:
     try:
         audio = decode(entry.audio)
     except AudioProblem as exc:
-        return Skipped(where, str(exc), implausible=isinstance(exc, ImplausibleAudio))
+        return Skipped(
+            where,
+            str(exc),
+            implausible=isinstance(exc, ImplausibleAudio),
+            unreadable=isinstance(exc, UnreadableAudio),
+        )
     return make_clip(
-        audio, entry.text, entry.source, entry.key, entry.speaker, entry.accent, entry.condition, entry.extra
+        audio,
+        entry.text,
+        entry.source,
+        entry.key,
+        entry.speaker,
+        entry.accent,
+        entry.condition,
+        entry.extra,
+        labelled,
     )

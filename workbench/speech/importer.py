@@ -42,10 +42,12 @@ from workbench.speech.profiles import ProfileFit, outside_reason, profile_fit, p
 from workbench.speech.records import Skipped, Utterance
 from workbench.speech.split import ROLES, stable_fraction, stable_hash
 from workbench.speech.store import SpeechSet, finish_set, load_set, made_record, start_set, write_clip_audio
+from workbench.speech.unlabelled import UNLABELLED, card_checks
 from workbench.speech.workers import die_with_parent
 from workbench.workspace import area_path
 
 _DEFAULTS = ImportDefaults()
+IMPORT_ROLES: tuple[str, ...] = (*ROLES, UNLABELLED)
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,20 @@ class ImportConfig:
     noisy_share: float = _DEFAULTS.noisy_share
     noise_dir: Path | None = None
     rir_dir: Path | None = None
-    disjoint_from: str | None = None  # a stored set whose speakers and texts this set must not have
+    # stored sets whose speakers and texts this set must not have (``--disjoint-from``, repeatable: all of them)
+    disjoint_from: tuple[str, ...] = ()
     allow_missing: int = 0  # an evaluation set imported whole may lack this many listed inputs (``missing``)
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
     skip_implausible: bool = False  # evaluation imports: skip implausible clips instead of refusing
 
     def __post_init__(self) -> None:
-        if self.role not in ROLES:
-            raise WorkbenchError(f"--role takes {' or '.join(ROLES)}, not {self.role!r}")
+        if self.role not in IMPORT_ROLES:
+            raise WorkbenchError(f"--role takes {', '.join(IMPORT_ROLES)}, not {self.role!r}")
+        if self.role == UNLABELLED and (self.noisy_share > 0.0 or self.noise_dir or self.rir_dir):
+            raise WorkbenchError(
+                "an unlabelled set is the audio as it comes (it is checked against what the model was signed off "
+                "on): drop --noisy-share/--noise-dir/--rir-dir"
+            )
         if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
             raise WorkbenchError(f"set name {self.name!r} may hold only letters, digits, '-' and '_'")
         if not 0.0 <= self.noisy_share <= 1.0:
@@ -137,9 +145,9 @@ def _process(entry: Entry) -> _Outcome:
     ctx = _CONTEXT
     assert ctx is not None, "worker context not initialised"
     cfg = ctx.cfg
-    item = load_entry(entry)
+    item = load_entry(entry, labelled=cfg.role != UNLABELLED)
     if isinstance(item, Skipped):
-        return _Outcome(skipped=item, missing=missing.is_missing(entry))
+        return _Outcome(skipped=item, missing=missing.is_missing(entry) or item.unreadable)
     rec = item.utterance
     if cfg.profile is not None and (reason := outside_reason(rec.duration_s, cfg.profile)):
         return _Outcome(
@@ -232,14 +240,14 @@ def _plan(cfg: ImportConfig) -> NoisePlan:
 def _context(folder: Path, cfg: ImportConfig, root: Path) -> _Context:
     if not cfg.disjoint_from:
         return _Context(folder, cfg, _plan(cfg))
-    other = load_set(cfg.disjoint_from, root)
+    others = [load_set(name, root) for name in cfg.disjoint_from]
     return _Context(
         folder,
         cfg,
         _plan(cfg),
-        other.name,
-        frozenset(u.speaker for u in other.utterances),
-        frozenset(u.text for u in other.utterances),
+        " or ".join(other.name for other in others),
+        frozenset(u.speaker for other in others for u in other.utterances),
+        frozenset(u.text for other in others for u in other.utterances),
     )
 
 
@@ -262,8 +270,9 @@ def import_set(
     calib_sets/); an existing set of that name is replaced only when the new one is complete."""
     root = area_path("calib_sets", root)
     final = root / cfg.name
-    if cfg.disjoint_from and load_set(cfg.disjoint_from, root).path.resolve() == final.resolve():
-        raise WorkbenchError(f"--disjoint-from {cfg.disjoint_from} names the set being imported")
+    for name in cfg.disjoint_from:
+        if load_set(name, root).path.resolve() == final.resolve():
+            raise WorkbenchError(f"--disjoint-from {name} names the set being imported")
     entries, total = _ordered_entries(source.entries(), cfg, getattr(source, "light_entries", True))
     whole = missing.must_be_whole(cfg.role, cfg.take)
     if whole and isinstance(entries, list):  # listed up front: refuse before decoding anything
@@ -311,8 +320,8 @@ def import_set(
         if whole:
             missing.refuse_if_incomplete(cfg.name, lacking, listed, cfg.allow_missing)
         implausible = [s for s in skipped if s.implausible]
-        if implausible and cfg.role == "eval" and not cfg.skip_implausible:
-            raise WorkbenchError(_implausible_refusal(implausible, cfg.name))
+        if implausible and cfg.role in ("eval", UNLABELLED) and not cfg.skip_implausible:
+            raise WorkbenchError(_implausible_refusal(implausible, cfg.name, cfg.role))
         if not stored:
             raise WorkbenchError(
                 f"no usable utterances for {cfg.name}; nothing written ({len(skipped)} inputs "
@@ -339,6 +348,8 @@ def import_set(
             "profile_fit": fit.to_json(),
             "missing": missing.card_record(lacking, listed, cfg.allow_missing if whole else None),
         }
+        if cfg.role == UNLABELLED:
+            checks.update(card_checks([rec for rec, _ in stored]))
         if implausible:
             checks["implausible"] = [{"item": s.item, "reason": s.reason} for s in implausible]
         if far:
@@ -365,12 +376,12 @@ _PLAUSIBLE = AudioPlausibility()
 SHOWN = 5  # implausible files named in a refusal
 
 
-def _implausible_refusal(implausible: list[Skipped], name: str) -> str:
-    """One line: which files of an evaluation import are no plausible utterance, and what to do."""
+def _implausible_refusal(implausible: list[Skipped], name: str, role: str = "eval") -> str:
+    """One line: which files of an evaluation (or unlabelled) import are no plausible utterance, and what to do."""
     named = "; ".join(f"{s.item}: {s.reason}" for s in implausible[:SHOWN])
     more = f"; and {len(implausible) - SHOWN} more" if len(implausible) > SHOWN else ""
     return (
-        f"{len(implausible)} file(s) of evaluation set {name} are no plausible utterance ({named}{more}); "
+        f"{len(implausible)} file(s) of {'evaluation' if role == 'eval' else role} set {name} are no plausible utterance ({named}{more}); "
         "nothing written: fix or remove them, or pass --skip-implausible to leave them out (the card lists them)"
     )
 

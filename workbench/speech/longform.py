@@ -157,7 +157,7 @@ def join(parts: list[Clip], rng: np.random.Generator, config: LongFormConfig, nu
     snrs = [p.utterance.snr_db for p in parts if p.utterance.snr_db is not None]
     utt = Utterance(
         id=f"long-{first.speaker}-{first.condition}-{number:03d}",
-        text=" ".join(p.utterance.text for p in parts),
+        text=" ".join(p.utterance.text for p in parts if p.utterance.text),  # "" for an unlabelled set
         speaker=first.speaker,
         voice=first.voice,
         accent=first.accent,

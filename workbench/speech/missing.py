@@ -2,8 +2,9 @@
 
 An input is *missing* when the source lists something the import cannot use as given: a listed audio file
 that is not there (or a row with no file), an audio file with no transcript, an empty transcript
-(``is_missing``: all of it known from the source's listing, before any audio is decoded). Audio that is
-there but unusable (silent, undecodable, implausible) is judged elsewhere.
+(``is_missing``: all of it known from the source's listing, before any audio is decoded), and a listed file that
+holds no audio (0 bytes, not audio, corrupt: ``audio.UnreadableAudio``, found when it is decoded). Audio that is
+there but unusable otherwise (silent, implausible) is judged elsewhere.
 
 An evaluation set imported whole stands for its source ("test-clean"): WER on "test-clean minus some files"
 is comparable with nothing. So such an import is refused when more inputs are missing than
@@ -53,8 +54,8 @@ def refuse_if_incomplete(name: str, missing: Sequence[Skipped], listed: int, all
     more = f"; and {len(missing) - SHOWN} more" if len(missing) > SHOWN else ""
     accepted = f" (--allow-missing {allowed} accepts fewer)" if allowed else ""
     raise WorkbenchError(
-        f"evaluation set {name}: {len(missing)} of the {listed} utterances in its source have no audio file or "
-        f"no transcript{accepted}"
+        f"evaluation set {name}: {len(missing)} of the {listed} utterances in its source have no audio file, "
+        f"no readable audio or no transcript{accepted}"
         f" ({shown}{more}); a set that stands for its source must be whole: restore them, or pass "
         f"--allow-missing {len(missing)} to import it without them (the count is recorded in the set's card "
         "and in every report that uses it); nothing was written"

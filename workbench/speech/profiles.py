@@ -174,9 +174,13 @@ def deployment_profile(
 
 
 def select_in_profile(
-    utts: Sequence[Utterance], profile: EngineProfile | None, policy: str, origin: str
+    utts: Sequence[Utterance],
+    profile: EngineProfile | None,
+    policy: str,
+    origin: str,
+    what: str = "evaluation clips",
 ) -> tuple[list[Utterance], list[str]]:
-    """Apply the outside-profile ``policy`` (refuse, score, skip) to evaluation utterances.
+    """Apply the outside-profile ``policy`` (refuse, score, skip) to evaluation utterances (``what`` names them).
 
     Returns the utterances to score and the notes the report must carry.
     """
@@ -184,7 +188,7 @@ def select_in_profile(
     if profile is None:
         return utts, [
             "no deployment profile known (no calibration set, no --min/--max-seconds): every "
-            "evaluation clip was scored whatever its length"
+            f"one of the {what} was scored whatever its length"
         ]
     fit = profile_fit([u.duration_s for u in utts], profile)
     if not fit.outside:
@@ -192,7 +196,7 @@ def select_in_profile(
     where = f"the deployment profile {profile.min_s:g}-{profile.max_s:g} s (from {origin})"
     if policy == "refuse":
         raise WorkbenchError(
-            f"{fit.outside} of {fit.total} evaluation clips fall outside {where}: {fit.shorter} shorter, "
+            f"{fit.outside} of {fit.total} {what} fall outside {where}: {fit.shorter} shorter, "
             f"{fit.longer} longer (clips run {fit.shortest_s:.2f}-{fit.longest_s:.2f} s); an engine built for "
             "that profile would not accept them. Pass --outside-profile score to score them anyway (the report "
             "says so), --outside-profile skip to leave them out, or widen the profile "
@@ -201,12 +205,12 @@ def select_in_profile(
     if policy == "skip":
         kept = [u for u in utts if profile.bucket_of(u.duration_s) is not None]
         return kept, [
-            f"{fit.outside} of {fit.total} evaluation clips outside {where} were left out "
+            f"{fit.outside} of {fit.total} {what} outside {where} were left out "
             f"({fit.shorter} shorter, {fit.longer} longer); {len(kept)} scored"
         ]
     if policy == "score":
         return utts, [
-            f"{fit.outside} of {fit.total} evaluation clips are outside {where} ({fit.shorter} "
+            f"{fit.outside} of {fit.total} {what} are outside {where} ({fit.shorter} "
             f"shorter, {fit.longer} longer) and were scored anyway: the deployed engine would not "
             "accept them as built"
         ]

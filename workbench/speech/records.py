@@ -62,8 +62,9 @@ class Clip:
 @dataclass(frozen=True)
 class Skipped:
     """An input that was left out of a set, and why (``implausible``: it is no plausible utterance at all,
-    ``workbench.config.AudioPlausibility``)."""
+    ``workbench.config.AudioPlausibility``; ``unreadable``: its file holds no audio, ``audio.UnreadableAudio``)."""
 
     item: str
     reason: str
     implausible: bool = False
+    unreadable: bool = False

@@ -17,6 +17,22 @@ def require_utterances(speech_set: SpeechSet, role: str) -> SpeechSet:
     return speech_set
 
 
+HELD_OUT_ROLES = {"eval": "an evaluation set", "dev": "a dev set"}
+
+
+def require_calibration_role(speech_set: SpeechSet, option: str = "--calib-set") -> SpeechSet:
+    """``speech_set`` unless its card says it was made to judge (role ``eval`` or ``dev``): scales calibrated on
+    the speech a plan is judged on make the judgement optimistic, so a verb that calibrates refuses it by name."""
+    role = str((speech_set.card.get("made") or {}).get("role", ""))
+    if role in HELD_OUT_ROLES:
+        raise WorkbenchError(
+            f"{option} {speech_set.name} is {HELD_OUT_ROLES[role]} (its card says role {role!r}); calibrating on "
+            "the speech a plan is judged on makes the judgement optimistic: give a calibration set (data build "
+            "writes NAME-calib; data import --role calib)"
+        )
+    return speech_set
+
+
 def clips_per_condition(speech_set: SpeechSet, per_condition: int) -> list[Clip]:
     """The first ``per_condition`` utterances of every condition (conditions sorted), with their audio."""
     if per_condition < 1:

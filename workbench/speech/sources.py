@@ -130,6 +130,7 @@ class HFDatasetSource(EntrySource):
     text_column: str = "text"
     speaker_column: str | None = None
     accent_column: str | None = None
+    labelled: bool = True  # False: the transcript column may be absent (an unlabelled import ignores it)
     light_entries = False  # rows carry their audio bytes
 
     def _load(self) -> Any:
@@ -156,7 +157,7 @@ class HFDatasetSource(EntrySource):
                 f"could not load dataset {self.name!r} ({type(exc).__name__}: {str(exc)[:200]}). "
                 "Offline, save it with save_to_disk on a connected machine and pass that folder."
             ) from exc
-        for column in (self.audio_column, self.text_column):
+        for column in (self.audio_column, self.text_column) if self.labelled else (self.audio_column,):
             if column not in ds.column_names:
                 raise WorkbenchError(
                     f"dataset has columns {ds.column_names}; no column {column!r} "
@@ -179,7 +180,7 @@ class HFDatasetSource(EntrySource):
                 source,
                 key,
                 audio,
-                row[self.text_column],
+                row.get(self.text_column),
                 speaker,
                 accent,
                 problem=None if audio is not None else "audio cell has neither bytes, path nor array",

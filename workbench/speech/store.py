@@ -26,15 +26,13 @@ from workbench.config import CONDITIONS, NOISY_CONDITION, REVERBERANT_CONDITION,
 from workbench.errors import WorkbenchError
 from workbench.inputs.problem import Where
 from workbench.inputs.read import decode_utf8, parse_json, read_bytes, read_json
+from workbench.inputs.sets import CARD, MANIFEST, check_card, check_utterance
 from workbench.inputs.sets import FIX as SET_FIX
-from workbench.inputs.sets import check_card, check_utterance
 from workbench.speech.audio import load_flac, write_flac
 from workbench.speech.integrity import content_hash, index_files, recard_hint, refuse_link, verify_content
 from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.workspace import area_path
 
-MANIFEST = "manifest.jsonl"
-CARD = "card.json"
 CARD_MD = "card.md"
 HIST_BIN_S = 0.5
 
@@ -336,6 +334,7 @@ def load_set(name_or_path: str | Path, root: Path | None = None, verify: bool = 
     card_where = Where(f"speech set card {path / CARD}", SET_FIX)
     card = check_card(read_json(path / CARD, card_where), card_where)
     where = Where(f"speech set manifest {path / MANIFEST}", SET_FIX)
+    labelled = card["made"].get("role") != "unlabelled"  # an unlabelled set's texts are empty
     utts = []
     first_line: dict[str, int] = {}
     raw = read_bytes(path / MANIFEST, where)
@@ -343,7 +342,7 @@ def load_set(name_or_path: str | Path, root: Path | None = None, verify: bool = 
     for number, line in enumerate(text.splitlines(), 1):
         if line.strip():
             at = where.line(number)
-            utt = Utterance.from_json(check_utterance(parse_json(line, at, name_line=False), at))
+            utt = Utterance.from_json(check_utterance(parse_json(line, at, name_line=False), at, labelled))
             if utt.id in first_line:
                 raise WorkbenchError(
                     f"set {path.name}: utterance {utt.id} is listed twice in {MANIFEST} (lines "

@@ -47,6 +47,8 @@ def render() -> None:
     record = view.record
     verdict = verdict_line(record)
     {"ship": st.success, "accuracy-signoff": st.info}.get(verdict_mode(record), st.error)(f"### {verdict}")
+    for line in (record.get("label_free") or {}).get("lines", []):  # the label-free shift check
+        st.warning(line)
     st.caption(
         f"created {record['created']} · baseline `{record['baseline']}` · record sha256 "
         f"`{record['record_sha256'][:16]}…`"

@@ -2,7 +2,8 @@
 candidate of a sign-off record, PASS/FAIL, the Pareto front and the gates drawn; choosing a candidate
 shows its precision plan. Each record signs off for one deployment target: the page says which, where the
 latency was measured, and what the target runs (for ONNX Runtime CPU: the CPU flavours and dynamic INT8). An anchors record (a sign-off record with ``anchors.json`` beside it, from
-``benchmarks/anchors.py``) marks which tool made each point: ONNX Runtime, ModelOpt or the workbench."""
+``benchmarks/anchors.py``) marks which tool made each point: ONNX Runtime, ModelOpt or the workbench. A record with a serving
+benchmark (``signoff --serving``) also gets its p99 against offered load per candidate and the capacity table."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import streamlit as st
 from workbench.dashboard import charts, ui
 from workbench.dashboard.data import anchors, layers, plans
 from workbench.dashboard.data import reports as data
+from workbench.dashboard.data import serving as serving_data
 from workbench.errors import WorkbenchError
 from workbench.report.render import target_table, unit_label, verdict_line
 from workbench.search.outputs import SEARCH_FORMAT
@@ -219,6 +221,7 @@ def _signoff(roots) -> None:
         },
     )
     _target_view(record)
+    _serving_view(record)
 
     st.subheader("Candidate plan")
     candidate = ui.pick("Candidate", list(frame["candidate"]), "candidate", "reports")
@@ -254,6 +257,30 @@ def _target_view(record) -> None:
         title, header, rows = target_table(made)
         with st.expander(title, expanded=any(c.get("made_from") for c in made["candidates"])):
             st.dataframe([dict(zip(header, row)) for row in rows], width="stretch", hide_index=True)
+
+
+def _serving_view(record) -> None:
+    """The serving benchmark (``signoff --serving``): p99 against offered load per candidate and the capacity
+    table; nothing when the record has no serving section."""
+    serving = record.get("serving")
+    if not serving:
+        return
+    st.subheader("Serving: latency against offered load")
+    on_target = serving.get("backend") == (record.get("backend") or {}).get("target")
+    st.caption(
+        f"On {serving.get('backend')}: {serving.get('summary')}; {serving.get('requests')}. "
+        + (
+            "Measured on the target: capacity picks the winner."
+            if on_target
+            else "Not the target: picks nothing."
+        )
+    )
+    loads = serving_data.load_frame(record)
+    if loads["p99 ms"].notna().any():
+        ui.chart(charts.serving_chart(loads, float(serving["settings"]["p99_ms"])))
+    st.dataframe(serving_data.summary_frame(record), width="stretch", hide_index=True)
+    with st.expander("Every offered load"):
+        st.dataframe(loads, width="stretch", hide_index=True)
 
 
 def _mark_anchors(folder, frame) -> None:

@@ -25,6 +25,7 @@ class SourceOptions:
     text_column: str = "text"
     speaker_column: str | None = None
     accent_column: str | None = None
+    labelled: bool = True  # False (an unlabelled import): an hf dataset needs no transcript column
 
 
 def open_source(
@@ -54,4 +55,5 @@ def open_source(
         options.text_column,
         options.speaker_column,
         options.accent_column,
+        options.labelled,
     )

@@ -101,7 +101,7 @@ class CommonVoiceSource(EntrySource):
             ) from exc
 
     def _rows(self, root: Path, tsv: Path, lines_read: list[int]) -> Iterator[Entry]:
-        with open(tsv, encoding="utf-8", newline="") as handle:
+        with open(tsv, encoding="utf-8-sig", newline="") as handle:
             reader = csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
             missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
             if missing:

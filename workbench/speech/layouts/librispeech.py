@@ -27,7 +27,7 @@ def _speaker_sexes(root: Path) -> dict[str, str]:
         path = folder / "SPEAKERS.TXT"
         if path.is_file():
             out = {}
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            for line in path.read_text(encoding="utf-8-sig", errors="replace").splitlines():
                 if line.startswith(";") or "|" not in line:
                     continue
                 fields = [f.strip() for f in line.split("|")]
@@ -57,7 +57,7 @@ class LibriSpeechSource(EntrySource):
         for trans in transcripts:
             speaker, chapter = trans.parent.parent.name, trans.parent.name
             for number, line in enumerate(
-                trans.read_text(encoding="utf-8", errors="replace").splitlines(), 1
+                trans.read_text(encoding="utf-8-sig", errors="replace").splitlines(), 1
             ):
                 if not line.strip():
                     continue

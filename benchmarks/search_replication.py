@@ -1,0 +1,376 @@
+"""Replication of the demo's search and sign-off over independent draws of its dev and evaluation sets.
+
+The search chooses among many plans read on one dev set, so the plan it finds may pass its sign-off less often than
+its dev reading promises. This benchmark measures how often, per selection rule (``search --selection``):
+
+1. once: the demo's calibration set (seed 0, the demo's speakers and texts), its calibration (percentile 99.99 with
+   the demo's accuracy recovery) and its layer-sensitivity ranking, exactly as ``python -m workbench demo`` makes
+   them (``workbench.commands.demo`` steps speech-sets, calibrate, compare);
+2. per draw ``d`` (seed ``--seed0 + d``): a new dev set and a new evaluation set (new texts, noise, levels and voice
+   per utterance; the speaker roles are the same on every seed: ``workbench.speech.split`` assigns them without a
+   seed), then the search with each rule on that dev set (predicting the sign-off on that evaluation set), then
+   one sign-off (TensorRT-bound files, greedy decoding, no latency) of FP32 and each rule's found plan;
+3. per rule: pass rate, mean INT8 share of multiply-accumulates (a draw with no plan counts 0), mean predicted
+   pass chance (``signoff_forecast``) against the observed pass rate.
+
+Draws run in parallel processes (``--jobs``), each with ``--threads`` ONNX Runtime threads and as many synthesis
+workers; the results JSON is written atomically when every draw is done (each draw also leaves its own JSON in the
+workspace, so a killed run keeps what finished).
+
+    python benchmarks/search_replication.py --draws 8 --jobs 8 --workspace /tmp/rep \
+        --out benchmarks/results/search_replication.json
+    python benchmarks/search_replication.py --draws 1 --dev-per-condition 20 --eval-per-condition 20 \
+        --calib-per-condition 12 --quick --workspace /tmp/rep-smoke --out /tmp/rep-smoke.json   # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import platform
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "search_replication.json"
+RULES = ("as-read", "shrink", "confirm")
+
+
+def _analysis(base: dict[str, Any]) -> dict[str, Any]:
+    """The fields search and sign-off share: the demo model, its calibration set, method and cache."""
+    from workbench.commands.demo import DEMO_METHOD
+    from workbench.resources import demo_model_dir
+
+    return {
+        "model": demo_model_dir(),
+        "calib_set": base["calib_set"],
+        "method": DEMO_METHOD,
+        "cache": Path(base["cache"]),
+        "engines": Path(base["engines"]),
+        "calib_root": Path(base["calib_root"]),
+    }
+
+
+def prepare_base(workspace: Path, calib_per_condition: int, quick: bool, workers: int) -> dict[str, Any]:
+    """The demo's calibration set, calibration and sensitivity ranking, made once for every draw."""
+    from workbench.commands.demo import STEPS, DemoContext, run_steps
+    from workbench.config import SetBuildConfig
+
+    # a dev set is asked for (1 per condition) so the speaker roles, and so the calibration set, are the demo's
+    sets = SetBuildConfig(
+        name="demo",
+        calib_per_condition=calib_per_condition,
+        eval_per_condition=1,
+        dev_per_condition=1,
+        seed=0,
+        workers=workers,
+    )
+    ctx = DemoContext(
+        sets, workspace / "calib_sets", workspace / "engines", workspace / "reports", quick=quick
+    )
+    run_steps(ctx, tuple(s for s in STEPS if s.name in ("speech-sets", "calibrate", "compare")))
+    built, calibrated = ctx.results["speech_sets"], ctx.results["calibrate"]
+    return {
+        "calib_set": str(built.calib.path),
+        "calib_hash": built.calib.content_hash,
+        "cache": str(calibrated.cache),
+        "fp32_onnx": str(calibrated.fp32_onnx),
+        "engines": str(workspace / "engines"),
+        "calib_root": str(workspace / "calib_sets"),
+        "sensitivity": str(ctx.results["compare"].files["sensitivity_json"]),
+        "seconds": {k: round(v, 1) for k, v in ctx.seconds.items()},
+    }
+
+
+def _points(interval: dict[str, Any] | None) -> dict[str, float] | None:
+    if interval is None:
+        return None
+    return {k: round(interval[k] * 100, 3) for k in ("estimate", "low", "high")}
+
+
+def _dev_reading(data: dict[str, Any]) -> dict[str, Any] | None:
+    """The found plan's dev reading in the search record (its candidate entry; with a confirmation, also its
+    reading on the held-back speakers)."""
+    found = data.get("found")
+    if not found:
+        return None
+    picked = [c for c in data["candidates"] if c["name"] == found["name"]] or [
+        c for c in data["candidates"] if c["passed"] and c["int8_macs_share"] == found["int8_macs_share"]
+    ]
+    if not picked:
+        return None
+    cand = picked[-1]
+    out: dict[str, Any] = {
+        "delta": _points((cand.get("delta") or {}).get("overall")),
+        "judged_high": (cand.get("judged_delta_high") or {}).get("overall"),
+        "utterances": cand["evidence"].get("utterances") if cand.get("evidence") else None,
+    }
+    confirmation = data.get("confirmation") or {}
+    for tried in confirmation.get("tried", []):
+        if tried["name"] == confirmation.get("found"):
+            out["held_back_delta"] = tried["held_back_delta"]
+    return out
+
+
+def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    """One draw: new dev and evaluation sets, the search under each rule, one sign-off of every found plan."""
+    from workbench.commands.demo import DEMO_FINER
+    from workbench.config import DEMO_RECOVERY, SetBuildConfig
+    from workbench.evaluate.gates import GateConfig
+    from workbench.jobs import search, sets, signoff
+    from workbench.resources import demo_model_dir
+
+    began = time.perf_counter()
+    root = Path(args["workspace"]) / f"draw-{draw:02d}-seed{seed}"
+    threads = args["threads"]
+    built = sets.run(
+        sets.SetsInputs(
+            SetBuildConfig(
+                name=f"rep-s{seed}",
+                calib_per_condition=1,  # not used: the calibration is the demo's (the base)
+                eval_per_condition=args["eval_per_condition"],
+                dev_per_condition=args["dev_per_condition"],
+                seed=seed,
+                workers=threads,
+            ),
+            root=root / "calib_sets",
+        )
+    ).built
+    assert built.dev is not None
+    seconds = {"sets": time.perf_counter() - began}
+    rules: dict[str, Any] = {}
+    gates = GateConfig()
+    for rule in args["rules"]:
+        started = time.perf_counter()
+        result = search.run(
+            search.SearchInputs(
+                **_analysis(base),
+                gates=gates,
+                signoff_set=str(built.eval.path),
+                dev_set=str(built.dev.path),
+                sensitivity=Path(base["sensitivity"]),
+                refine=0,
+                finer=0 if args["quick"] else DEMO_FINER,
+                resamples=200 if args["quick"] else 1000,
+                selection=rule,
+                threads=threads,
+                progress=False,
+                out=root / rule,
+            )
+        )
+        seconds[f"search {rule}"] = time.perf_counter() - started
+        data = result.data
+        found = data.get("found")
+        rules[rule] = {
+            "found": found["name"] if found else None,
+            "onnx": found["onnx_path"] if found else None,
+            "onnx_sha256": found["onnx_sha256"] if found else None,
+            "int8_macs_share": found["int8_macs_share"] if found else 0.0,
+            "fp16_groups": found["fp16_groups"] if found else None,
+            "dev": _dev_reading(data),
+            "evaluations": data["evaluations"],
+            "dev_utterances_transcribed": data["sequential"]["utterances_transcribed"],
+            "selection": data.get("selection"),
+            "forecast": data.get("signoff_forecast"),
+        }
+    # one sign-off of FP32 and every distinct found plan (a plan two rules found is judged once)
+    candidates: list[tuple[str, Path]] = [("fp32", Path(base["fp32_onnx"]))]
+    name_of: dict[str, str] = {}
+    for rule, row in rules.items():
+        if row["onnx_sha256"] is None:
+            continue
+        if row["onnx_sha256"] not in name_of:
+            name_of[row["onnx_sha256"]] = f"mixed-{rule}"
+            candidates.append((f"mixed-{rule}", Path(row["onnx"])))
+    started = time.perf_counter()
+    record = signoff.run(
+        signoff.SignoffInputs(
+            eval_set=str(built.eval.path),
+            out_dir=root / "signoff",
+            candidates=candidates,
+            model=demo_model_dir(),
+            calib_set=base["calib_set"],
+            cache=Path(base["cache"]),
+            engines=Path(base["engines"]),
+            calib_root=Path(base["calib_root"]),
+            latency=None,
+            overflow_check=False,
+            threads=threads,
+            resamples=500 if args["quick"] else 2000,
+            target="tensorrt",
+        )
+    ).record
+    seconds["signoff"] = time.perf_counter() - started
+    verdicts = {v["candidate"]: v for v in record["verdicts"]}
+    accuracy = record["accuracy"]["candidates"]
+    for row in rules.values():
+        name = name_of.get(row["onnx_sha256"]) if row["onnx_sha256"] else None
+        if name is None:
+            row["signoff"] = {"verdict": "no plan", "passed": False}
+            continue
+        verdict = verdicts[name]
+        row["signoff"] = {
+            "candidate": name,
+            "delta": _points(accuracy[name]["overall"]["delta"]),
+            "per_condition": {
+                c: _points(g["delta"]) for c, g in accuracy[name]["groups"].get("condition", {}).items()
+            },
+            "passed": verdict["passed"],
+            "insufficient_evidence": verdict.get("insufficient_evidence", False),
+            "verdict": verdict["summary"],
+        }
+    out = {
+        "draw": draw,
+        "seed": seed,
+        "dev_utterances": len(built.dev.utterances),
+        "eval_utterances": len(built.eval.utterances),
+        "dev_speakers": len({u.speaker for u in built.dev.utterances}),
+        "eval_speakers": len({u.speaker for u in built.eval.utterances}),
+        "recovery": asdict(DEMO_RECOVERY),
+        "rules": rules,
+        "seconds": {k: round(v, 1) for k, v in seconds.items()},
+        "wall_seconds": round(time.perf_counter() - began, 1),
+    }
+    (root / "draw.json").write_text(json.dumps(out, indent=1))
+    return out
+
+
+def _draw_or_error(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    os.environ.setdefault("OMP_NUM_THREADS", str(args["threads"]))
+    try:
+        return run_draw(draw, seed, args, base)
+    except Exception as exc:  # a failed draw is recorded, not silently dropped
+        return {
+            "draw": draw,
+            "seed": seed,
+            "error": f"{type(exc).__name__}: {exc}",
+            "trace": traceback.format_exc(),
+        }
+
+
+def summarise(draws: list[dict[str, Any]], rules: tuple[str, ...]) -> dict[str, Any]:
+    """Per rule: draws, passes, pass rate, mean INT8 MAC share, mean predicted pass chance against the observed
+    rate (and the Brier score of the forecasts)."""
+    done = [d for d in draws if "rules" in d]
+    out: dict[str, Any] = {}
+    for rule in rules:
+        rows = [d["rules"][rule] for d in done if rule in d["rules"]]
+        if not rows:
+            continue
+        passed = [bool(r["signoff"]["passed"]) for r in rows]
+        shares = [float(r["int8_macs_share"] or 0.0) for r in rows]
+        chances = [(r.get("forecast") or {}).get("pass_chance") if r["found"] else 0.0 for r in rows]
+        known = [(c, p) for c, p in zip(chances, passed) if c is not None]
+        out[rule] = {
+            "draws": len(rows),
+            "passes": sum(passed),
+            "pass_rate": round(sum(passed) / len(rows), 3),
+            "plans_found": sum(r["found"] is not None for r in rows),
+            "insufficient_evidence": sum(bool(r["signoff"].get("insufficient_evidence")) for r in rows),
+            "mean_int8_macs_share": round(sum(shares) / len(rows), 4),
+            "mean_predicted_pass_chance": round(sum(c for c, _ in known) / len(known), 3) if known else None,
+            "brier": round(sum((c - p) ** 2 for c, p in known) / len(known), 4) if known else None,
+            "meets_target": sum(passed) / len(rows) >= 0.8 and sum(shares) / len(rows) >= 0.65,
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draws", type=int, default=8)
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="draws at once (default: cores // 2, at most draws)"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="threads per draw (default: cores // jobs)")
+    parser.add_argument("--seed0", type=int, default=100, help="draw d uses seed seed0 + d (the demo's is 0)")
+    parser.add_argument("--rules", default=",".join(RULES), help="selection rules, comma separated")
+    parser.add_argument("--dev-per-condition", type=int, default=None, help="default: the demo's")
+    parser.add_argument("--eval-per-condition", type=int, default=None, help="default: the demo's")
+    parser.add_argument("--calib-per-condition", type=int, default=None, help="default: the demo's (100)")
+    parser.add_argument("--quick", action="store_true", help="fewer resamples, no finer step (smoke runs)")
+    parser.add_argument("--workspace", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args(argv)
+
+    from workbench.artifacts import json_text, write_text_atomic
+    from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION, SetBuildConfig
+
+    rules = tuple(r.strip() for r in args.rules.split(",") if r.strip())
+    bad = [r for r in rules if r not in RULES]
+    if bad or not rules or args.draws < 1:
+        parser.error(f"--rules from {', '.join(RULES)}; --draws at least 1")
+    cores = os.cpu_count() or 1
+    jobs = args.jobs or max(1, min(args.draws, cores // 2))
+    threads = args.threads or max(1, cores // jobs)
+    settings = {
+        "workspace": str(args.workspace),
+        "rules": rules,
+        "threads": threads,
+        "quick": args.quick,
+        "dev_per_condition": args.dev_per_condition or DEMO_DEV_PER_CONDITION,
+        "eval_per_condition": args.eval_per_condition or DEMO_EVAL_PER_CONDITION,
+    }
+    calib = args.calib_per_condition or SetBuildConfig().calib_per_condition
+    args.workspace.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter()
+    base = prepare_base(args.workspace, calib, args.quick, min(cores, 16))
+    print(f"base ready in {time.perf_counter() - began:.0f} s: {base['seconds']}", flush=True)
+    seeds = [(d, args.seed0 + d) for d in range(args.draws)]
+    draws: list[dict[str, Any]] = []
+    command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
+    meta = {"command": command, "settings": {**settings, "calib_per_condition": calib, "jobs": jobs}}
+    meta["settings"]["seed0"] = args.seed0
+
+    def write(final: bool) -> dict[str, Any]:
+        """The results so far (after every draw, so a run cut short keeps what finished)."""
+        import onnxruntime
+
+        done = sorted(draws, key=lambda d: d["draw"])
+        result = {
+            "benchmark": "search_replication",
+            **meta,
+            "complete": final and len(done) == args.draws,
+            "machine": f"{platform.machine()}, {cores} cores, Python {platform.python_version()}, onnxruntime "
+            f"{onnxruntime.__version__}",
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "base": base,
+            "what_varies": "per draw: dev and evaluation texts, noise, levels and the voice of each utterance (seed); "
+            "the speaker roles (which voices are dev and which evaluation speakers) are the same on every seed; "
+            "the model, calibration set, cache and sensitivity ranking are the demo's (seed 0) for every draw",
+            "gates": "default: overall +0.3 pts, each condition +1.0 pts on the upper end of the 95% interval; the "
+            "evidence rule of workbench.evaluate.evidence",
+            "summary": summarise(done, rules),
+            "draws": done,
+            "wall_seconds": round(time.perf_counter() - began, 1),
+        }
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(args.out, json_text(result))
+        return result
+
+    if jobs == 1:
+        for d, s in seeds:
+            draws.append(_draw_or_error(d, s, settings, base))
+            write(final=False)
+    else:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(_draw_or_error, d, s, settings, base) for d, s in seeds]
+            for future in as_completed(futures):
+                row = future.result()
+                draws.append(row)
+                print(f"draw {row['draw']} done: {row.get('error') or row.get('wall_seconds')}", flush=True)
+                write(final=False)
+    result = write(final=True)
+    print(json.dumps(result["summary"], indent=1))
+    print(f"wrote {args.out}")
+    return 0 if all("error" not in d for d in draws) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""Run a project's steps in order: each is reused when its inputs' hash matches a finished result, else run.
+
+The steps: ``sets``, ``calibrate``, ``compare`` and ``search`` (when the project's search is on), then
+``signoff-<target>`` per deployment target. Progress is one line as each step starts and one as it ends (ran or
+reused, seconds). The run state lives in ``<reports>/<project>/run-state.json`` (``workbench.pipeline.state``),
+``summary.md`` beside it, and the reports in ``<reports>/<project>-signoff-<target>/`` (where the dashboard lists
+reports).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from workbench.config import RUN_NOTHING_PASSES
+from workbench.pipeline import steps
+from workbench.pipeline.sets import ProjectSets, given_sets, inputs_of, split_sets
+from workbench.pipeline.state import RunState, digest
+from workbench.project.file import Project
+from workbench.workspace import area_path
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    name: str
+    reused: bool
+    seconds: float
+    inputs: str  # the inputs' hash
+
+    def line(self) -> str:
+        how = "reused (inputs unchanged)" if self.reused else "ran"
+        return f"{self.name}: {how}, {self.seconds:.1f} s (inputs {self.inputs[:12]})"
+
+
+@dataclass(frozen=True)
+class TargetOutcome:
+    target: str
+    passing: list[str]  # candidates other than the FP32 baseline that pass every gate
+    line: str
+    report: str
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.passing)
+
+
+@dataclass
+class RunResult:
+    project: Project
+    folder: Path
+    steps: list[StepOutcome] = field(default_factory=list)
+    targets: list[TargetOutcome] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def exit_status(self) -> int:
+        """0 when a candidate other than the baseline passes on every target, ``RUN_NOTHING_PASSES`` otherwise."""
+        return 0 if self.targets and all(t.passed for t in self.targets) else RUN_NOTHING_PASSES
+
+    @property
+    def reused(self) -> list[str]:
+        return [s.name for s in self.steps if s.reused]
+
+    def lines(self) -> list[str]:
+        out = [f"run of {self.project.path}: {len(self.steps)} steps in {self.seconds:.1f} s"]
+        out.append(f"reused: {', '.join(self.reused) or 'nothing'}")
+        for t in self.targets:
+            verdict = f"PASS ({', '.join(t.passing)})" if t.passed else "NOTHING PASSES"
+            out.append(f"target {t.target}: {verdict}: {t.line}")
+            out.append(f"  report: {t.report}")
+        return out
+
+
+def _step(
+    state: RunState,
+    ctx: steps.Context,
+    result: RunResult,
+    name: str,
+    inputs: dict[str, Any],
+    work: Callable[[], steps.StepOutput],
+    say: Callable[[str], None],
+) -> None:
+    number = len(result.steps) + 1
+    key = digest(inputs)
+    start = time.perf_counter()
+    found = state.reusable(name, key)
+    reused = found is not None
+    if found is None:
+        say(f"[{number}] {name}: running")
+        output, files = work()
+        found = state.keep(name, key, output, files)
+    outcome = StepOutcome(name, reused, time.perf_counter() - start, key)
+    ctx.done[name] = found
+    result.steps.append(outcome)
+    say(f"[{number}] {outcome.line()}")
+
+
+def run_project(
+    project: Project,
+    engines: Path | None = None,
+    calib_root: Path | None = None,
+    reports: Path | None = None,
+    progress: bool = True,
+    say: Callable[[str], None] = print,
+) -> RunResult:
+    """Every step of ``project`` in order (reusing finished ones); the outcome per step and per target."""
+    from workbench.model.folders import model_hash
+    from workbench.resources import demo_model_dir
+
+    started = time.perf_counter()
+    folder = area_path("reports", reports) / project.name
+    root = area_path("calib_sets", calib_root)
+    state = RunState.load(folder)
+    model = Path(demo_model_dir() if project.model == "demo" else project.model)
+    ctx = steps.Context(
+        project, model, model_hash(model), area_path("engines", engines), root, folder, progress
+    )
+    result = RunResult(project, folder)
+    data = project.data
+
+    def make_sets() -> steps.StepOutput:
+        made = (
+            given_sets(data, root)
+            if data.split == "given"
+            else split_sets(project.name, data, root, progress)
+        )
+        return made.to_json(), made.files()
+
+    _step(state, ctx, result, "sets", inputs_of(data, root), make_sets, say)
+    ctx.sets = ProjectSets.from_json(ctx.result("sets"))
+    _step(state, ctx, result, "calibrate", steps.calibrate_inputs(ctx), lambda: steps.calibrate_run(ctx), say)
+    _step(state, ctx, result, "compare", steps.compare_inputs(ctx), lambda: steps.compare_run(ctx), say)
+    if project.search.enabled:
+        _step(state, ctx, result, "search", steps.search_inputs(ctx), lambda: steps.search_run(ctx), say)
+    for target in project.targets:
+        name = f"signoff-{target.name}"
+        _step(
+            state,
+            ctx,
+            result,
+            name,
+            steps.signoff_inputs(ctx, target),
+            lambda target=target: steps.signoff_run(ctx, target),  # type: ignore[misc]
+            say,
+        )
+        judged = ctx.result(name)
+        result.targets.append(
+            TargetOutcome(target.name, list(judged["passing"]), judged["line"], judged["report"])
+        )
+    result.seconds = time.perf_counter() - started
+    return result
