@@ -245,7 +245,7 @@ def inference_from(args: argparse.Namespace):
         args.decoder, args.beam_width, args.lm, args.lm_alpha, args.lm_beta, args.hotword, args.blank_penalty
     )
     chunks = ChunkSettings.of(args.chunk_seconds, stride) if args.chunk_seconds is not None else None
-    for decoder in decoders:  # a missing pyctcdecode/kenlm is refused before any model work, not after it
+    for decoder in decoders:  # a missing flashlight-text is refused before any model work, not after it
         require_decoder_packages(decoder)
     return InferenceConfig(chunks, decoders[0]).check(), decoders[1:]
 
