@@ -604,7 +604,7 @@ def test_run_page_job_inputs_survive_the_job_file_and_stay_in_the_artifact_root(
         codec.read_job(tmp_path / "not-a-job.json")
     page_at = page("run")
     tabs = [t.label for t in page_at.tabs]
-    assert tabs == ["Calibrate", "Compare layers", "Search", "Sign-off"]
+    assert tabs == ["Project (workbench run)", "Calibrate", "Compare layers", "Search", "Sign-off"]
     assert [b.label for b in page_at.form_submit_button] == [
         "Start calibration",
         "Start compare",
@@ -910,3 +910,67 @@ def test_tradeoff_page_draws_the_serving_benchmark_of_a_record(artifacts, tmp_pa
         )
     specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
     assert any("p99 against offered load" in json.dumps(s.get("title", "")) for s in specs)
+
+
+def test_run_page_starts_a_project_run_and_shows_its_summary_and_exit_status(tmp_path, monkeypatch) -> None:
+    """The tiny project of tests/test_project_run.py (search off, to keep it short) inside the workspace: a bad
+    project file beside it is refused at the form; the good one runs in the background and its summary shows."""
+    from conftest import _speech_like
+    from test_project_run import loosen, write_corpus
+
+    from workbench.config import RUN_NOTHING_PASSES
+    from workbench.model.synthetic import save_random_wav2vec2
+    from workbench.project.file import load_project
+    from workbench.project.starter import write_starter
+
+    root = tmp_path / "ws"
+    folder = root / "project"
+    save_random_wav2vec2(folder / "model", "tiny", seed=0)
+    write_corpus(folder / "corpus", _speech_like)
+    config = write_starter(folder / "model", folder / "corpus", folder)
+    loosen(config)
+    config.write_text(config.read_text().replace("# enabled = true", "enabled = false"))
+    (root / "bad").mkdir()
+    (root / "bad" / "workbench.toml").write_text("[nonsense]\n")
+    monkeypatch.setenv(ENV_VAR, str(root))
+    roots = ArtifactRoots(root)
+    at = page("run")
+    assert not at.exception
+    assert at.selectbox(key="run-project").options == ["bad/workbench.toml", "project/workbench.toml"]
+    at.selectbox(key="run-project").select("bad/workbench.toml")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    assert "project file" in texts(at.error) and not jobs.list_jobs(roots)
+    at.selectbox(key="run-project").select("project/workbench.toml")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    (job,) = jobs.list_jobs(roots)
+    assert job.kind == "run" and job.argv[1:] == ["-m", "workbench", "run", "--config", str(config)]
+    job = jobs.wait(job, roots, timeout_s=500)
+    log = jobs.tail(job)
+    assert job.returncode == 0, log
+    assert "] signoff-tensorrt: ran" in log and "] search" not in log
+    assert jobs.progress("[2/4] calibrate: running\n").label == "step 2/4 calibrate"
+    at = page("run", job=job.id)
+    assert not at.exception
+    assert "exit status 0: a candidate besides the FP32 baseline passes" in texts(at.success)
+    name = load_project(config).name
+    assert f"# workbench run: {name}" in texts(at.markdown) and "| signoff-tensorrt | ran |" in texts(
+        at.markdown
+    )
+    assert f"$ python -m workbench run --config {config}" in texts(at.code)
+    assert (root / "reports" / name / "summary.md").is_file()
+    # the same project timed on ONNX Runtime CPU against a latency gate no run meets: nothing passes (exit 3)
+    text = config.read_text().replace("[gates]", "[gates]\nmax_latency_ms = 0.001")
+    text = text.replace("latency = false", "latency = true").replace('name = "tensorrt"', 'name = "ort-cpu"')
+    text = text.replace("# latency_batch_sizes = [1, 8, 32]", "latency_batch_sizes = [1]")
+    config.write_text(text.replace("# latency_repeats = 10", "latency_repeats = 3"))
+    at.selectbox(key="run-project").select("project/workbench.toml")
+    at.form_submit_button[0].click().run()
+    assert not at.exception
+    job = jobs.wait(jobs.list_jobs(roots)[0], roots, timeout_s=500)
+    assert job.returncode == RUN_NOTHING_PASSES, jobs.tail(job)
+    assert "] calibrate: reused" in jobs.tail(job)
+    at = page("run", job=job.id)
+    assert f"exit status {RUN_NOTHING_PASSES}: on a target no candidate" in texts(at.warning)
+    assert "| signoff-ort-cpu | ran |" in texts(at.markdown)

@@ -258,8 +258,13 @@ def test_the_verbs_take_the_recovery_options_and_job_files_keep_them(tmp_path: P
 
     parser = argparse.ArgumentParser()
     add_model_arguments(parser)
-    assert analysis_fields(parser.parse_args([]))["recovery"] is None  # with --cache: the cache's own
-    asked = analysis_fields(parser.parse_args(["--bias-correction", "--smoothquant", "0.5"]))["recovery"]
+    given = ["--engines", str(tmp_path)]
+    assert (
+        analysis_fields(parser.parse_args(given), "searched")["recovery"] is None
+    )  # with --cache: the cache's own
+    asked = analysis_fields(
+        parser.parse_args([*given, "--bias-correction", "--smoothquant", "0.5"]), "searched"
+    )["recovery"]
     assert asked == RecoveryOptions("0.5", bias_correction=True)
     inputs = search.SearchInputs(recovery=asked)
     codec.write_job(tmp_path / "job.json", inputs)

@@ -31,8 +31,10 @@ MINIMAL_ARGV: dict[str, list[str]] = {
     "compare": ["compare"],
     "search": ["search"],
     "dashboard": ["dashboard"],
+    "init": ["init", "--model", "m", "--data", "d"],
+    "run": ["run"],
 }
-GIVEN = {"onnx", "record", "workspace"}  # paths MINIMAL_ARGV names itself
+GIVEN = {"onnx", "record", "workspace", "model", "data"}  # paths MINIMAL_ARGV names itself
 
 
 @pytest.fixture
@@ -85,15 +87,13 @@ def test_every_verb_puts_its_artifact_folders_under_the_workspace(
         assert args.workspace.root == root.resolve()
         assert not [k for k, v in vars(args).items() if isinstance(v, AreaDefault)]
         paths = {k: v for k, v in vars(args).items() if isinstance(v, Path) and k not in GIVEN}
-        for key, path in paths.items():
-            if key == "model":  # the shipped demo model is read, never written
-                assert path.resolve().is_relative_to(PACKAGE_DIR), path
-            else:
-                assert path.resolve().is_relative_to(root.resolve()), (verb, key, path)
+        for (
+            key,
+            path,
+        ) in paths.items():  # no verb defaults --model to a path: it is resolved when the verb runs
+            assert path.resolve().is_relative_to(root.resolve()), (verb, key, path)
         # report writes beside its record; dashboard hands the workspace itself to the server (its own test)
-        assert verb in ("report", "dashboard") or set(paths) - {"model"}, (
-            f"{verb} has no artifact folder option"
-        )
+        assert verb in ("report", "dashboard") or paths, f"{verb} has no artifact folder option"
 
 
 def test_explicit_folder_flags_still_win(tmp_path: Path, clean_env) -> None:
@@ -137,12 +137,16 @@ def test_verbs_read_and_write_in_the_workspace_given_on_the_command_line(
     assert not (tmp_path / "calib_sets").exists()
 
 
-def test_demo_model_is_package_data_found_through_importlib_resources() -> None:
+def test_demo_model_is_package_data_found_through_importlib_resources(tmp_path: Path) -> None:
+    from workbench.commands.options import model_or_demo
+
     folder = demo_model_dir()
     assert folder == Path(resources.files("workbench") / "demo_model")
     assert folder.resolve().is_relative_to(PACKAGE_DIR)
     assert {"config.json", "vocab.json", "model.safetensors"} <= {p.name for p in folder.iterdir()}
-    args = parse_args(["calibrate"])
+    args = parse_args(["calibrate", "--engines", str(tmp_path)])
+    assert args.model is None  # a left-out --model is the demo model, said at run time
+    assert model_or_demo(args, "calibrated")[0].startswith("no --model: the embedded demo model (")
     assert Path(args.model) == folder
 
 

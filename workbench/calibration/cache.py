@@ -5,7 +5,8 @@ with the big-endian IEEE-754 float32 bits of scale = amax / 127.
 Sidecar ``<cache>.json``: the provenance keys (model hash, calibration set hash, method and its
 parameters, tool version) and, from runs that recorded it, ``convergence`` (``convergence.Convergence``:
 how far each range moved over the last quarter of the clips; older sidecars lack it) and, from runs with
-accuracy-recovery options, ``recovery`` (what each technique did: ``workbench.calibration.recovery``). ``load_matching`` returns a cache only when every key matches; a
+accuracy-recovery options, ``recovery`` (what each technique did: ``workbench.calibration.recovery``), and from a
+verb that assumed a left-out option (the embedded demo model), ``assumed`` (its lines; not a key). ``load_matching`` returns a cache only when every key matches; a
 mismatch is reported, never used silently.
 
 The header is TensorRT's compatibility stamp (``workbench.backends.tensorrt.cache_header``); files are
@@ -69,6 +70,7 @@ class CalibrationCache:
         None  # the sidecar's convergence record, as stored (None: not recorded)
     )
     recovery: dict[str, Any] | None = None  # what the accuracy-recovery options did (None: none asked for)
+    assumed: list[str] | None = None  # what the verb that made it assumed for left-out options (no key)
 
     @classmethod
     def from_amax(
@@ -116,6 +118,8 @@ class CalibrationCache:
             meta["convergence"] = self.convergence
         if self.recovery is not None:
             meta["recovery"] = self.recovery
+        if self.assumed:
+            meta["assumed"] = self.assumed
         write_json_atomic(sidecar(path), meta)
 
 
@@ -142,6 +146,7 @@ def load(path: Path) -> CalibrationCache:
         raise WorkbenchError(f"calibration cache {path} was edited after it was written (hash mismatch)")
     cache.convergence = meta.get("convergence")
     cache.recovery = meta.get("recovery")
+    cache.assumed = meta.get("assumed")
     return cache
 
 

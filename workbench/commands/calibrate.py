@@ -11,6 +11,7 @@ from workbench.commands.options import (
     add_model_and_calib_set,
     add_ray_argument,
     add_recovery_arguments,
+    model_or_demo,
     print_lines,
     recovery_from,
 )
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.stride_seconds is not None and args.chunk_seconds is None:
         raise WorkbenchError("--stride-seconds needs --chunk-seconds")
     refuse_inside_set(args.engines, "--engines")
+    assumed = model_or_demo(args, "calibrated")
     chunks = (
         ChunkSettings.of(args.chunk_seconds, args.stride_seconds) if args.chunk_seconds is not None else None
     )
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
             chunks=chunks,
             recovery=recovery_from(args) or RecoveryOptions(),
             ray=args.ray,
+            assumed=assumed,
         )
     )
     print_lines(result.lines())

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from workbench.jobs import compare
 
     inputs = compare.CompareInputs(
-        **analysis_fields(args),
+        **analysis_fields(args, "compared"),
         clips_set=args.clips_set,
         candidate=args.candidate,
         plan=args.plan,

@@ -1,4 +1,5 @@
-"""``python -m workbench init --model DIR --data PATH``: write a commented starter ``workbench.toml`` here.
+"""``python -m workbench init --model DIR --data PATH``: write a commented starter ``workbench.toml`` in the
+workspace (the current folder unless ``--workspace``).
 
 The data's layout is read off the path (a JSONL manifest, an audio folder, LibriSpeech or Common Voice); every
 other setting is written at its default (``workbench.project.starter``). An existing file is kept unless
@@ -11,6 +12,7 @@ import argparse
 from pathlib import Path
 
 from workbench.inputs.replace import add_replace_argument
+from workbench.workspace import root_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,7 +21,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", type=Path, required=True, help="a JSONL manifest, an audio folder or a corpus root"
     )
     parser.add_argument(
-        "--dir", type=Path, default=Path("."), help="where workbench.toml goes (default: here)"
+        "--dir", type=Path, default=root_default(), help="where workbench.toml goes (default: the workspace)"
     )
     add_replace_argument(parser, "workbench.toml")
 

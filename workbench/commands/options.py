@@ -13,12 +13,13 @@ from workbench.workspace import area_default
 
 
 def add_model_and_calib_set(parser: argparse.ArgumentParser) -> None:
-    """``--model`` (default: the demo model) and ``--calib-set`` (alias ``--set``, default ``demo-calib``)."""
+    """``--model`` (default: the demo model, see ``model_or_demo``) and ``--calib-set`` (alias ``--set``, default
+    ``demo-calib``)."""
     parser.add_argument(
         "--model",
-        default=str(demo_model_dir()),
         help="CTC model folder or hub id: Wav2Vec2, HuBERT, WavLM, Data2VecAudio, Wav2Vec2-Conformer "
-        "(default: the demo model shipped in the package)",
+        "(default: the demo model shipped in the package, said on one line; refused when the workspace holds "
+        "other models' artifacts)",
     )
     parser.add_argument(
         "--calib-set",
@@ -27,6 +28,21 @@ def add_model_and_calib_set(parser: argparse.ArgumentParser) -> None:
         default="demo-calib",
         help="calibration set name under calib_sets/ or a path",
     )
+
+
+def model_or_demo(args: argparse.Namespace, done: str) -> tuple[str, ...]:
+    """Fill a left-out ``--model`` with the embedded demo model when the workspace (``--engines``, and ``--cache``
+    where the verb has it) holds no other model's artifacts, else refuse naming them
+    (``jobs.signoff_defaults.check_default_model``); the line that says so is printed and returned, for the record.
+    ``done``: what the verb does to the model ("calibrated", "compared", "searched")."""
+    if args.model is not None:
+        return ()
+    from workbench.jobs.signoff_defaults import check_default_model
+
+    line = check_default_model(args.engines, None, getattr(args, "cache", None), done)
+    print(f"note: {line}")
+    args.model = str(demo_model_dir())
+    return (line,)
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -250,13 +266,16 @@ def inference_from(args: argparse.Namespace):
     return InferenceConfig(chunks, decoders[0]).check(), decoders[1:]
 
 
-def analysis_fields(args: argparse.Namespace) -> dict[str, Any]:
+def analysis_fields(args: argparse.Namespace, done: str) -> dict[str, Any]:
     """``add_model_arguments``' values as keyword arguments of ``AnalysisInputs`` (and its subclasses); an
-    ``--engines`` inside a speech set's folder is refused (``--out`` is checked with the job's inputs)."""
+    ``--engines`` inside a speech set's folder is refused (``--out`` is checked with the job's inputs); a left-out
+    ``--model`` is ``model_or_demo``'s (``done``: what the verb does to the model)."""
     from workbench.inputs.out_folder import refuse_inside_set
 
     refuse_inside_set(args.engines, "--engines")
+    assumed = model_or_demo(args, done)
     return {
+        "assumed": assumed,
         "model": args.model,
         "calib_set": args.calib_set,
         "method": args.method,

@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     if also:
         raise WorkbenchError("search judges every plan under one decoder; pass one --decoder")
     inputs = search.SearchInputs(
-        **analysis_fields(args),
+        **analysis_fields(args, "searched"),
         gates=load_gate_config(args.gates),
         dev_set=args.dev_set,
         dev_per_condition=args.dev_per_condition,

@@ -24,6 +24,7 @@ from workbench.commands.options import (
     add_ray_argument,
     add_recovery_arguments,
     inference_from,
+    model_or_demo,
     print_lines,
     recovery_from,
 )
@@ -38,7 +39,6 @@ from workbench.config import (
 from workbench.errors import WorkbenchError
 from workbench.inputs.out_folder import refuse_inside_set
 from workbench.inputs.replace import add_replace_argument, refuse_replacing
-from workbench.resources import demo_model_dir
 from workbench.values import batch_sizes, seconds, whole_number
 from workbench.workspace import area_default
 
@@ -205,14 +205,7 @@ def run(args: argparse.Namespace) -> int:
     if args.search is not None and (args.no_search or candidates):
         raise WorkbenchError("--search names the plan of built candidates: drop --no-search and --candidate")
     recovery = recovery_from(args)
-    assumed = []
-    model = args.model
-    if model is None and not candidates:
-        from workbench.jobs.signoff_defaults import check_default_model
-
-        assumed.append(check_default_model(args.engines, None, args.cache))
-        print(f"note: {assumed[-1]}")
-        model = demo_model_dir()
+    assumed = [] if candidates else list(model_or_demo(args, "signed off"))
     out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     refuse_inside_set(args.engines, "--engines")
     refuse_inside_set(out, "--out")
@@ -229,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         candidates=candidates,
         calib_set=args.calib_set,
         error_unit=args.error_unit,
-        model=model,
+        model=args.model,
         method=args.method or DEFAULT_METHOD,
         recovery=recovery,
         recipe_given=args.method is not None or recovery is not None,

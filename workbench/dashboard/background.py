@@ -1,8 +1,9 @@
 """Background jobs for the Run page: a job's typed inputs are written to ``reports/_jobs/<id>/inputs.json``
 (``workbench.jobs.codec``) and ``python -m workbench.jobs`` runs it as a subprocess (with the dashboard's
 workspace as ``$WORKBENCH_WORKSPACE``, so anything the inputs leave to a default lands there too) whose
-output goes to a log file beside it; progress is parsed from the log's tail (tqdm bars, demo step
-headers), so the UI never waits on a job.
+output goes to a log file beside it; progress is parsed from the log's tail (tqdm bars, demo and
+``workbench run`` step lines), so the UI never waits on a job. A project run (``launch``) is
+``python -m workbench run --config FILE`` started the same way (``dashboard.project_runs``).
 
 ``job.json`` holds the command, process id, start time and, once the process ends, its exit status
 (written by a watcher thread). A job whose process is gone without a recorded status (the dashboard
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,7 @@ INPUTS = "inputs.json"
 _PROCESSES: dict[str, subprocess.Popen] = {}
 _LOCK = threading.Lock()
 TQDM = re.compile(r"(?P<desc>[^\r\n|]*?):?\s*(?P<pct>\d{1,3})%\|[^|]*\|\s*(?P<n>\d+)/(?P<total>\d+)")
-STEP = re.compile(r"^=== \[(?P<n>\d+)/(?P<total>\d+)\] (?P<name>[\w-]+)", re.M)
+STEP = re.compile(r"^(?:=== )?\[(?P<n>\d+)/(?P<total>\d+)\] (?P<name>[\w-]+)", re.M)  # demo or run step
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,18 @@ def start(inputs: Any, roots: ArtifactRoots, max_jobs: int) -> Job:
     else raise ``WorkbenchError`` and start nothing."""
     kind = codec.job_of(inputs)
     codec.check(inputs)
+
+    def write(folder: Path) -> list[str]:
+        codec.write_job(folder / INPUTS, inputs)
+        return ["-m", "workbench.jobs", str(folder / INPUTS)]
+
+    return launch(kind, write, roots, max_jobs)
+
+
+def launch(kind: str, write: Callable[[Path], list[str]], roots: ArtifactRoots, max_jobs: int) -> Job:
+    """Start ``python <what write returns>`` in the background in a new job folder (``write`` puts the job's
+    ``inputs.json`` there first) and return at once, if fewer than ``max_jobs`` jobs are running; else raise
+    ``JobLimitReached`` and start nothing. The inputs must have passed their checks already."""
     with _LOCK:  # the count and the start are one step for every session of this dashboard
         running = running_jobs(roots)
         if len(running) >= max_jobs:
@@ -120,8 +134,7 @@ def start(inputs: Any, roots: ArtifactRoots, max_jobs: int) -> Job:
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S-%f")
         folder = jobs_root(roots) / f"{stamp}-{kind}"
         folder.mkdir(parents=True)
-        codec.write_job(folder / INPUTS, inputs)
-        argv = [sys.executable, "-m", "workbench.jobs", str(folder / INPUTS)]
+        argv = [sys.executable, *write(folder)]
         # a job needs none of the dashboard's access settings (its token least of all)
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("WORKBENCH_DASHBOARD_")},
@@ -129,7 +142,7 @@ def start(inputs: Any, roots: ArtifactRoots, max_jobs: int) -> Job:
             ENV_VAR: str(roots.root),
         }
         with open(folder / LOG, "wb") as log:
-            log.write(f"$ python -m workbench.jobs {folder / INPUTS}\n".encode())
+            log.write(f"$ {command_text(argv)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
                 argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
@@ -148,6 +161,11 @@ def start(inputs: Any, roots: ArtifactRoots, max_jobs: int) -> Job:
         _save(job)
     threading.Thread(target=_watch, args=(job, proc), daemon=True, name=f"job-{job.id}").start()
     return job
+
+
+def command_text(argv: list[str]) -> str:
+    """A job's command as a person would type it (``python -m ...``)."""
+    return " ".join(["python", *argv[1:]])
 
 
 def _watch(job: Job, proc: subprocess.Popen) -> None:
@@ -248,7 +266,7 @@ def raw_tail(job: Job, max_bytes: int = 32_768) -> str:
 
 
 def progress(text: str) -> Progress:
-    """The latest progress in a log: the last tqdm bar (``desc: 40%|…| 4/10``), else the last demo step."""
+    """The latest progress in a log: the last tqdm bar (``desc: 40%|…| 4/10``), else the last demo or run step."""
     bars = list(TQDM.finditer(text))
     steps = list(STEP.finditer(text))
     step = steps[-1] if steps else None

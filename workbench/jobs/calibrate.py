@@ -104,6 +104,9 @@ class CalibrateInputs:
     chunks: ChunkSettings | None = None  # deployment chunks long audio: statistics from chunk-length inputs
     recovery: rec.RecoveryOptions = field(default_factory=rec.RecoveryOptions)
     ray: str | None = None  # spread the statistics pass over a Ray cluster (``workbench.cluster``)
+    assumed: tuple[
+        str, ...
+    ] = ()  # what the verb assumed for left-out options (a computed cache's sidecar says)
 
 
 @dataclass
@@ -340,6 +343,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             cache.recovery = {**recovered.record, "files": rec.file_hashes(cache_path)}
         found = conv.measure(stats, method_amax, spec, pieces.conditions)  # the statistics, not the moves
         cache.convergence = found.to_json() if found else None
+        cache.assumed = list(inputs.assumed)
         cache.save(cache_path)
         if stats.with_histograms:  # what the scales were chosen from, for the dashboard
             histograms.save(

@@ -115,6 +115,7 @@ def run(inputs: CompareInputs) -> CompareResult:
         progress=inputs.progress,
         backend=inputs.backend,
         ray=inputs.ray,
+        assumed=inputs.assumed,
     )
 
 
@@ -173,8 +174,10 @@ def run_compare(
     progress: bool = True,
     backend: str = DEFAULT_BACKEND,
     ray: str | None = None,
+    assumed: tuple[str, ...] = (),
 ) -> CompareResult:
-    """Layer table and/or sensitivity ranking on ``per_condition`` clips of each condition of ``clips_set``."""
+    """Layer table and/or sensitivity ranking on ``per_condition`` clips of each condition of ``clips_set``;
+    ``assumed``: what the verb assumed for left-out options, in each record."""
     if not layers and not sensitivity:
         raise WorkbenchError("nothing to do: both the layer comparison and the sensitivity ranking are off")
     folder = analysis_folder(prepared, out)
@@ -204,6 +207,7 @@ def run_compare(
         data = {
             **outputs.header(outputs.LAYERS_FORMAT, {**prov, "candidate_onnx": sha256_file(path)}),
             "model": prepared.description.record(),
+            "assumed": list(assumed),
             "candidate": {
                 "name": name,
                 "path": str(path),
@@ -233,6 +237,7 @@ def run_compare(
         data = {
             **outputs.header(outputs.SENSITIVITY_FORMAT, prov),
             "model": prepared.description.record(),
+            "assumed": list(assumed),
             **ranked.to_json(),
         }
         j, c = outputs.write_with_csv(

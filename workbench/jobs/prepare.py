@@ -299,6 +299,7 @@ class AnalysisInputs:
     # accuracy recovery (calibrate --smoothquant/--bias-correction/--refine-ranges); None: off, or, with ``cache``,
     # the options the cache was made with
     recovery: RecoveryOptions | None = None
+    assumed: tuple[str, ...] = ()  # what the verb assumed for a left-out option (the record says)
 
     @property
     def providers(self) -> list[str]:

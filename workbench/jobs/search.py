@@ -184,6 +184,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             latency_target=inputs.latency_target,
             inference=inputs.inference.check(),
             ray=inputs.ray,
+            assumed=inputs.assumed,
         ),
     )
 
@@ -332,6 +333,7 @@ class SearchSettings:
     latency_target: str | None = None  # then keep the passing plan measured fastest on this target
     inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
     ray: str | None = None  # Ray cluster address: the ranking's variants and each look's transcription spread
+    assumed: tuple[str, ...] = ()  # what the verb assumed for left-out options (the record says)
 
 
 def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
@@ -537,6 +539,7 @@ def sensitivity_ranking(prepared: Prepared, s: SearchSettings, folder: Path) -> 
             progress=s.progress,
             backend=s.backend,
             ray=s.ray,
+            assumed=s.assumed,
         ),
     )
 
@@ -710,6 +713,7 @@ def search_record(
         **outputs.header(search_outputs.SEARCH_FORMAT, prov),
         "model": prepared.description.record(),
         "error_unit": prepared.description.error_unit,
+        "assumed": list(s.assumed),
         "recovery": prepared.recovered.provenance() if prepared.recovered is not None else None,
         "budget": {
             "max_wer_delta_points": gates.max_wer_delta_points,

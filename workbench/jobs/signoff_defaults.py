@@ -1,7 +1,7 @@
 """What a sign-off that builds its own candidates assumes when an option is left out, checked against the workspace.
 
-The model: without ``--model`` the embedded demo model is signed off, refused when the workspace's artifacts come
-from other models (``check_default_model``). The calibration recipe (method + accuracy-recovery options): given
+The model: without ``--model`` the embedded demo model is signed off (calibrated, compared, searched: the other
+verbs ask the same), refused when the workspace's artifacts come from other models (``check_default_model``). The calibration recipe (method + accuracy-recovery options): given
 none, the default recipe would make a new calibration beside the caches and searches already there, and the report
 would leave their plan out without a word; ``check_recipe`` refuses that and names the recipes found, and
 ``recipe_of_search`` lets a sign-off given ``--search RECORD`` take that search's recipe instead of the flags.
@@ -135,10 +135,13 @@ def check_recipe(asked: Recipe, given: bool, made: list[Made]) -> str | None:
     )
 
 
-def check_default_model(engines: Path, demo_hash: str | None = None, cache: Path | None = None) -> str:
-    """A sign-off given no ``--model`` and no candidates would sign off the embedded demo model (hash ``demo_hash``,
-    None: computed): refused when the workspace's artifacts (or ``cache``) come from other models, naming them;
-    otherwise the line that says so."""
+def check_default_model(
+    engines: Path, demo_hash: str | None = None, cache: Path | None = None, done: str = "signed off"
+) -> str:
+    """A verb given no ``--model`` (a sign-off: and no candidates) would work on the embedded demo model (hash
+    ``demo_hash``, None: computed): refused when the workspace's artifacts (or ``cache``) come from other models,
+    naming them; otherwise the line that says so. ``done``: what the verb does to the model ("signed off",
+    "calibrated", "compared", "searched")."""
     if demo_hash is None:
         from workbench.model.description import describe_model
 
@@ -157,10 +160,10 @@ def check_default_model(engines: Path, demo_hash: str | None = None, cache: Path
     if others:
         listing = "; ".join(f"{source} ({mhash[:12]})" for mhash, source in others.items())
         raise WorkbenchError(
-            f"no --model: the embedded demo model would be signed off, but this workspace holds artifacts of other "
+            f"no --model: the embedded demo model would be {done}, but this workspace holds artifacts of other "
             f"models: {listing}; give --model FOLDER (the demo model is --model {demo_model_dir()})"
         )
-    return f"no --model: the embedded demo model ({demo_hash[:12]}) is signed off"
+    return f"no --model: the embedded demo model ({demo_hash[:12]}) is {done}"
 
 
 def resolve_recipe(

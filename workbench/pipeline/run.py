@@ -1,8 +1,8 @@
 """Run a project's steps in order: each is reused when its inputs' hash matches a finished result, else run.
 
 The steps: ``sets``, ``calibrate``, ``compare`` and ``search`` (when the project's search is on), then
-``signoff-<target>`` per deployment target. Progress is one line as each step starts and one as it ends (ran or
-reused, seconds). The run state lives in ``<reports>/<project>/run-state.json`` (``workbench.pipeline.state``),
+``signoff-<target>`` per deployment target. Progress is one line as each step starts and one as it ends (``[n/total] step:``
+running, then ran or reused and its seconds). The run state lives in ``<reports>/<project>/run-state.json`` (``workbench.pipeline.state``),
 ``summary.md`` beside it, and the reports in ``<reports>/<project>-signoff-<target>/`` (where the dashboard lists
 reports).
 """
@@ -74,6 +74,11 @@ class RunResult:
         return out
 
 
+def steps_of(project: Project) -> int:
+    """How many steps a run of ``project`` has: sets, calibrate, compare, search (when on), a sign-off per target."""
+    return 3 + int(project.search.enabled) + len(project.targets)
+
+
 def _step(
     state: RunState,
     ctx: steps.Context,
@@ -83,7 +88,7 @@ def _step(
     work: Callable[[], steps.StepOutput],
     say: Callable[[str], None],
 ) -> None:
-    number = len(result.steps) + 1
+    number = f"{len(result.steps) + 1}/{steps_of(ctx.project)}"
     key = digest(inputs)
     start = time.perf_counter()
     found = state.reusable(name, key)

@@ -1,5 +1,6 @@
-"""Run page: start a calibration, layer comparison, search or sign-off job in the background (its typed inputs
-run by ``python -m workbench.jobs``) for the demo model shipped in the package or any model folder under
+"""Run page: start ``workbench run`` on a project file of the workspace (``dashboard.project_runs``), or a
+calibration, layer comparison, search or sign-off job in the background (its typed inputs run by
+``python -m workbench.jobs``) for the demo model shipped in the package or any model folder under
 the workspace's models/ (or a Hugging Face hub id) and any set under calib_sets/, then follow its progress
 and log; errors are shown as the job printed them..
 
@@ -15,8 +16,8 @@ from typing import Any
 import streamlit as st
 
 from workbench.calibration.methods import METHODS, MethodSpec
-from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD, DEFAULT_TARGET
-from workbench.dashboard import background, ui
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD, DEFAULT_TARGET, RUN_NOTHING_PASSES
+from workbench.dashboard import background, project_runs, ui
 from workbench.dashboard.data.sets import set_names
 from workbench.dashboard.paths import ArtifactRoots, OutsideArtifacts, resolve
 from workbench.errors import WorkbenchError
@@ -321,6 +322,49 @@ def _analysis_form(verb: str, roots: ArtifactRoots, names: list[str]) -> None:
             _start(inputs, roots)
 
 
+def _project_form(roots: ArtifactRoots) -> None:
+    """Pick a ``workbench.toml`` of the workspace and start ``workbench run`` on it."""
+    files = project_runs.project_files(roots)
+    if not files:
+        st.info(
+            "No workbench.toml in the workspace: write one with `python -m workbench init --model DIR --data PATH` "
+            "in the workspace folder (docs/own-model.md).",
+            icon=":material/info:",
+        )
+        return
+    labels = [str(p.relative_to(roots.root)) for p in files]
+    with st.form("project-run"):
+        st.caption(
+            "Every step of the project in order (sets, calibrate, compare, search, a sign-off per target), each "
+            "reused when its inputs are unchanged; one report per target and reports/<project>/summary.md"
+        )
+        choice = st.selectbox("Project file", labels, key="run-project")
+        if st.form_submit_button("Start workbench run", type="primary", icon=":material/play_arrow:"):
+            try:
+                job = project_runs.start_run(files[labels.index(choice)], roots, ui.settings().max_jobs)
+            except WorkbenchError as exc:
+                st.error(str(exc), icon=":material/block:")
+                return
+            st.session_state["job"] = job.id
+            st.query_params["job"] = job.id
+            st.toast(f"started {job.kind}: {job.id}")
+
+
+def _ended_run(job: background.Job, roots: ArtifactRoots, log: str) -> None:
+    """A project run that has ended: what its exit status means and its summary.md."""
+    words = project_runs.exit_words(job.returncode if job.returncode is not None else -1)
+    if job.returncode == 0:
+        st.success(f"run finished at {job.finished}: {words}", icon=":material/check_circle:")
+    elif job.returncode == RUN_NOTHING_PASSES:
+        st.warning(f"run finished at {job.finished}: {words}", icon=":material/report:")
+    else:
+        errors = background.error_lines(log) or ["no error message in the log; see below"]
+        st.error("\n\n".join([words, *errors]), icon=":material/error:")
+    summary = project_runs.summary_of(job, roots)
+    if summary is not None:
+        st.markdown(summary)
+
+
 def _show_job(job_id: str) -> None:
     roots = ui.roots()
     try:
@@ -333,7 +377,7 @@ def _show_job(job_id: str) -> None:
     state = job.state
     st.markdown(f"**{job.kind}** · started {job.started} · **{state}**")
     st.code(
-        f"$ python -m workbench.jobs {job.folder.name}/{background.INPUTS}\n{background.inputs_text(job)}",
+        f"$ {background.command_text(job.argv)}\n{background.inputs_text(job)}",
         language="bash",
         wrap_lines=True,
     )
@@ -342,6 +386,8 @@ def _show_job(job_id: str) -> None:
         st.progress(prog.fraction if prog.fraction is not None else 0.0, text=prog.label)
         if st.button("Stop", key=f"stop-{job.id}", icon=":material/stop:"):
             background.stop(job)
+    elif job.kind == project_runs.KIND:
+        _ended_run(job, roots, log)
     elif job.returncode == 0:
         st.success(f"{job.kind} finished at {job.finished}", icon=":material/check_circle:")
     else:
@@ -363,15 +409,20 @@ def render() -> None:
     st.caption(f"{len(background.running_jobs(roots))} of at most {settings.max_jobs} jobs running")
     names = set_names(roots)
     if not names:
+        st.subheader("Project")
+        _project_form(roots)
         ui.empty_state(
             "speech sets",
             "python -m workbench data build",
-            "Calibration, search and sign-off all need a set under calib_sets/.",
+            "Calibration, search and sign-off on their own all need a set under calib_sets/ (a project run makes "
+            "its own).",
         )
     else:
-        tab_cal, tab_compare, tab_search, tab_signoff = st.tabs(
-            ["Calibrate", "Compare layers", "Search", "Sign-off"]
+        tab_project, tab_cal, tab_compare, tab_search, tab_signoff = st.tabs(
+            ["Project (workbench run)", "Calibrate", "Compare layers", "Search", "Sign-off"]
         )
+        with tab_project:
+            _project_form(roots)
         with tab_cal:
             _calibrate_form(roots, names)
         with tab_compare:
