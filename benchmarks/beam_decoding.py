@@ -1,14 +1,17 @@
 """Beam search with the demo's language model: WER and decoding time per beam width, and the blank-run collapse
 against decoding every frame.
 
-The demo scores every TensorRT-bound candidate with a second decoder beside greedy: pyctcdecode's beam search
-with the demo's 3-gram language model (``workbench/commands/demo.py``). pyctcdecode is pure Python, so this
-decoder is the costliest part of the demo's sign-off. This script takes the logits of each candidate on the
+The demo scores every TensorRT-bound candidate with a second decoder beside greedy: flashlight-text's beam search
+with the demo's 3-gram language model (``workbench/commands/demo.py``), the costliest part of the demo's sign-off. This script takes the logits of each candidate on the
 evaluation set once (``--eval-set``, as the demo built it; the candidates' ONNX files from the demo's
 sign-off record, ``--report``), then decodes them with each beam width in ``--widths`` (the blank-run
 collapse on, as the workbench decodes: ``workbench.evaluate.decoders.collapse_blank_runs``) and once more with
 ``--reference-width`` and every frame given to the beam (collapse off). For every decoding it records the
 WER against the set's texts, the seconds spent decoding and how many transcripts differ from the reference.
+Where pyctcdecode and the ``kenlm`` module import (the decoder the workbench used before flashlight-text;
+``benchmarks/pyctcdecode_reference.py``), each width is decoded by it too, on the same scores with the same
+alpha and beta: its WER, seconds and how many transcripts differ from flashlight-text's (``--no-pyctcdecode``
+skips it).
 
     python benchmarks/beam_decoding.py --workspace /tmp/ws --widths 4,8,16,32,64,100 --reference-width 32
 
@@ -31,6 +34,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from common import load_averages  # noqa: E402
+from pyctcdecode_reference import pyctcdecode_available, pyctcdecode_decoder  # noqa: E402
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -42,10 +46,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--report", default="demo-signoff", help="the sign-off folder under reports/")
     parser.add_argument("--lm", type=Path, help="ARPA file (default: engines/demo-lm.arpa of the workspace)")
     parser.add_argument("--candidates", default="fp32,int8-percentile,mixed", help="comma separated names")
+    parser.add_argument(
+        "--onnx", help="name=path,... : these ONNX files instead of the sign-off record's candidates"
+    )
     parser.add_argument("--widths", default="4,8,16,32,64", help="comma separated beam widths (collapse on)")
     parser.add_argument("--reference-width", type=int, default=32, help="decoded with every frame too")
     parser.add_argument("--batch-size", type=int, default=8, help="evaluation batch of the logits pass")
     parser.add_argument("--limit", type=int, help="only the first N utterances")
+    parser.add_argument("--no-pyctcdecode", action="store_true", help="skip the pyctcdecode comparison")
     parser.add_argument("--out", type=Path, default=HERE / "results" / "beam_decoding.json")
     args = parser.parse_args(argv)
     args.widths = [int(w) for w in args.widths.split(",") if w.strip()]
@@ -83,10 +91,13 @@ def logits_per_utterance(path: Path, audios: list, model: Any, batch_size: int) 
     return out
 
 
-def decode_all(settings: Any, model: Any, logits: list, collapse: bool) -> tuple[list[str], float]:
+def decode_all(
+    settings: Any, model: Any, logits: list, collapse: bool, pyctcdecode: bool = False
+) -> tuple[list[str], float]:
     from workbench.evaluate.decoders import decoder_for
 
-    decode = decoder_for(settings, model.vocabulary, collapse_blanks=collapse)
+    make = pyctcdecode_decoder if pyctcdecode else decoder_for
+    decode = make(settings, model.vocabulary, collapse_blanks=collapse)
     decode(logits[0])  # the language model loads once, outside the timing
     start = time.perf_counter()
     texts = [decode(x) for x in logits]
@@ -107,8 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     loads = {"before": load_averages()}
     ws = args.workspace
-    record = load_record(ws / "reports" / args.report / "report.json")
-    paths = candidate_paths(record, args.candidates)
+    if args.onnx:
+        paths = {n: Path(p) for n, p in (item.split("=", 1) for item in args.onnx.split(",") if item)}
+    else:
+        paths = candidate_paths(load_record(ws / "reports" / args.report / "report.json"), args.candidates)
     eval_set = load_set(args.eval_set, root=ws / "calib_sets")
     utts = eval_set.utterances[: args.limit] if args.limit else eval_set.utterances
     audios = [eval_set.audio(u) for u in utts]
@@ -121,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return round(100.0 * corpus_wer(score_utterances(ids, refs, texts, scoring)), 3)
 
     results: dict[str, Any] = {}
+    compare = pyctcdecode_available() and not args.no_pyctcdecode
     for name, path in paths.items():
         print(f"[{name}] logits of {len(utts)} utterances", flush=True)
         logits = logits_per_utterance(path, audios, model, args.batch_size)
@@ -153,6 +167,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{name}] width {width} collapsed: WER {wer(texts)} {seconds:.1f} s, {differ} differ",
                 flush=True,
             )
+            if compare:
+                settings = DecoderSettings("beam", beam_width=width, lm=lm)
+                other, other_s = decode_all(settings, model, logits, True, pyctcdecode=True)
+                entry["widths"][str(width)]["pyctcdecode"] = {
+                    "wer": wer(other),
+                    "seconds": round(other_s, 2),
+                    "differ_from_flashlight": int(np.sum([a != b for a, b in zip(texts, other)])),
+                }
+                print(f"[{name}] width {width} pyctcdecode: WER {wer(other)} {other_s:.1f} s", flush=True)
         results[name] = entry
     loads["after"] = load_averages()
     out = {
@@ -160,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python benchmarks/beam_decoding.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "eval_set": {"name": eval_set.name, "content_hash": eval_set.content_hash, "utterances": len(utts)},
         "language_model": lm.name,
-        "decoder": "pyctcdecode beam search, alpha/beta from workbench.config.INFERENCE",
+        "decoder": "flashlight-text beam search (workbench.evaluate.decoders), alpha/beta from "
+        "workbench.config.INFERENCE" + ("; pyctcdecode on the same scores beside it" if compare else ""),
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
         "load_average": loads,
         "candidates": results,

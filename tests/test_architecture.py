@@ -18,6 +18,7 @@ FOUNDATION = {
     "__init__",
     "config",
     "console",
+    "quiet",
     "errors",
     "artifacts",
     "optional",

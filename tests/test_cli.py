@@ -203,7 +203,7 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     assert "int8-percentile-cpu" in cpu["candidates"] and "fp16" not in cpu["candidates"]
     record = json.loads((engines / "reports" / "demo-signoff" / "report.json").read_text())
     assert record["inference"]["decoder"]["name"] == "greedy"
-    if has_module("pyctcdecode") and has_module("kenlm"):  # the demo's beam search with its language model
+    if has_module("flashlight.lib.text.decoder.kenlm"):  # the demo's beam search with its language model
         assert set(record["decoders"]) == {"greedy", "beam+lm"} and (engines / "demo-lm.arpa").is_file()
     # each step's seconds at the end, and what the demo scaled down (demo --full runs it whole)
     assert "step times: " + ", ".join(f"{step.name} " for step in STEPS[:1]) in out and "\ntotal: " in out

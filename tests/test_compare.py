@@ -360,6 +360,10 @@ def test_search_keeps_the_planted_layer_out_of_int8(planted, tiny_sets) -> None:
         plan_for("only-head", groups, "fp16", "int8", {g.name for g in groups} - {"lm_head"})
     )
     assert not only_head.passed
+    assert (
+        only_head.failure.startswith(("overall: ", "condition ")) and "exceeds the limit" in only_head.failure
+    )
+    assert result.found.evaluation.failure == ""
 
 
 # ---- CLI

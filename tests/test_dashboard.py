@@ -355,6 +355,27 @@ def test_tradeoff_page_matches_the_record(artifacts) -> None:
         assert got[name] == pytest.approx(want)
 
 
+def test_tradeoff_plot_shows_the_delta_against_the_baseline_with_its_interval(artifacts) -> None:
+    """The plot's vertical axis is the paired delta against the baseline (points) with its interval, not the
+    absolute error rate from 0: the baseline sits at 0 and the gate's rule at the allowed delta."""
+    from workbench.dashboard import charts
+    from workbench.dashboard.data.reports import gate_lines, tradeoff_frame
+
+    record = artifacts.record
+    frame = tradeoff_frame(record)
+    spec = charts.tradeoff_chart(frame, gate_lines(record), "latency ms", "ms", "delta", "WER").to_dict()
+    fields = {str(layer.get("encoding", {}).get("y", {}).get("field")) for layer in spec["layer"]}
+    assert {"delta low pts", "delta pts"} <= fields and "WER %" not in fields
+    rows = frame.set_index("candidate")
+    for name in record["candidates"]:
+        delta = record["accuracy"]["candidates"][name]["overall"].get("delta")
+        want = (0.0, 0.0) if delta is None else (delta["low"] * 100, delta["estimate"] * 100)
+        assert (rows.loc[name, "delta low pts"], rows.loc[name, "delta pts"]) == pytest.approx(want)
+    rules = [layer for layer in spec["layer"] if layer.get("mark", {}).get("color") == "#c62828"]
+    gate = record["gates"]["max_wer_delta_points"]
+    assert len(rules) == 1 and any(d[0]["y"] == gate for d in spec["datasets"].values() if "label" in d[0])
+
+
 def test_tradeoff_page_marks_the_anchor_points_of_an_anchors_record(artifacts, tmp_path, monkeypatch) -> None:
     from workbench.dashboard.data.anchors import ANCHORS_NAME, anchors_sidecar
 

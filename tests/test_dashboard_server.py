@@ -302,3 +302,28 @@ def test_dashboard_verb_of_an_installed_wheel_listens_on_loopback_only(tmp_path,
         assert_loopback_only(running.proc.pid, port)
     log = running.log.read_text()
     assert f"dashboard: reachable from this machine only: http://127.0.0.1:{port}" in log, log
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_dashboard_verb_stops_the_server(tmp_path, clean_env) -> None:
+    """``python -m workbench dashboard`` becomes the Streamlit server (no child left behind): SIGTERM to the pid
+    the shell got ends it, and nothing of it listens on the port afterwards."""
+    import signal
+    import time
+
+    import psutil
+
+    port = free_port()
+    argv = [sys.executable, "-m", "workbench", "--workspace", str(tmp_path), "dashboard", "--port", str(port)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "STREAMLIT_SERVER_HEADLESS": "true"}
+    with serve(argv, port, tmp_path, env, tmp_path / "dashboard.log") as running:
+        pid = running.proc.pid
+        family = [pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))]
+        os.kill(pid, signal.SIGTERM)
+        running.proc.wait(timeout=30)
+        deadline = time.monotonic() + 15
+        while any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in family):
+            assert time.monotonic() < deadline, f"still running after SIGTERM: {family}"
+            time.sleep(0.2)
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0  # nothing serves the port any more

@@ -37,7 +37,8 @@ def workspace(tmp_path, speech_like, monkeypatch):
 
 
 @pytest.mark.skipif(
-    not has_module("pyctcdecode"), reason="pyctcdecode is not installed (setup.sh installs it)"
+    not has_module("flashlight.lib.text.decoder"),
+    reason="flashlight-text is not installed (setup.sh installs it)",
 )
 def test_decoders_and_chunking_reach_the_record_and_report(workspace, capsys) -> None:
     tmp_path, args = workspace
@@ -60,7 +61,8 @@ def test_decoders_and_chunking_reach_the_record_and_report(workspace, capsys) ->
 
 
 @pytest.mark.skipif(
-    not has_module("pyctcdecode"), reason="pyctcdecode is not installed (setup.sh installs it)"
+    not has_module("flashlight.lib.text.decoder"),
+    reason="flashlight-text is not installed (setup.sh installs it)",
 )
 def test_decoder_limit_scores_the_further_decoders_on_a_spread_and_the_verdict_on_all(
     workspace, capsys

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from evalkit import DEFAULT_MODEL, constant_ctc_onnx, write_small_set
 
+from workbench.config import EVIDENCE_MAX_FACTOR
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import compare_accuracy
 from workbench.evaluate.bootstrap import blocks_for, paired_delta_interval, wer_interval
@@ -188,6 +189,23 @@ def test_inconclusive_gate_says_what_evidence_would_settle_it():
     assert evidence_needed(0.4, 0.6, 0.3, 300) is None and evidence_needed(0.1, 0.25, 0.3, 300) is None
     quiet = {v.candidate: v for v in judge(acc, None, GateConfig(), advise_evidence=False)}["int8"].checks[0]
     assert quiet.needed_utterances is None and "inconclusive" not in quiet.detail
+
+
+def test_an_estimate_at_the_limit_says_more_data_will_not_settle_it():
+    """The same small loss (+0.23 pts) against a limit of 0.24: the interval would have to shrink past any set one
+    could gather, so the check says so in words and gives no utterance count."""
+    utts, hyps = _small_loss(1)
+    acc = compare_accuracy(utts, hyps, "fp32", resamples=2000)
+    delta = acc.candidates["int8"].overall.delta
+    needed = evidence_needed(delta.estimate * 100, delta.high * 100, 0.24, 300)
+    assert needed is not None and needed > EVIDENCE_MAX_FACTOR * 300  # the count the check no longer prints
+    gates = GateConfig(max_wer_delta_points=0.24)
+    overall = {v.candidate: v for v in judge(acc, None, gates)}["int8"].checks[0]
+    assert not overall.passed and overall.needed_utterances is None
+    assert "more data will not settle this" in overall.detail and f"{needed:,}" not in overall.detail
+    # the loss of the test above, 0.3 points: a count, within the factor
+    at_03 = {v.candidate: v for v in judge(acc, None, GateConfig())}["int8"].checks[0]
+    assert at_03.needed_utterances is not None and at_03.needed_utterances <= EVIDENCE_MAX_FACTOR * 300
 
 
 def test_gate_config_file(tmp_path):

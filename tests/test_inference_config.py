@@ -1,5 +1,5 @@
 """Inference as deployed: chunk merging against transformers' own ASR pipeline on a saved look-alike model,
-greedy and beam decoders (pyctcdecode), the blank penalty, and the profile check for chunk lengths."""
+greedy and beam decoders (flashlight-text), the blank penalty, and the profile check for chunk lengths."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ from workbench.model.description import describe_model
 from workbench.model.vocab import DEFAULT_VOCABULARY, VOCAB
 from workbench.optional import has_module
 
-pyctcdecode_missing = pytest.mark.skipif(
-    not has_module("pyctcdecode"), reason="pyctcdecode is not installed (setup.sh installs it)"
+flashlight_missing = pytest.mark.skipif(
+    not has_module("flashlight.lib.text.decoder"),
+    reason="flashlight-text is not installed (setup.sh installs it)",
 )
 
 
@@ -184,7 +185,7 @@ def test_blank_penalty_turns_near_blank_frames_into_characters() -> None:
     assert np.array_equal(penalised(logits, 0, 0.0), logits)
 
 
-@pyctcdecode_missing
+@flashlight_missing
 def test_beam_without_lm_agrees_with_greedy_on_peaked_logits() -> None:
     v = VOCAB
     ids = [v[c] for c in "HH"] + [0, v["E"], v["L"], 0, v["L"], v["O"], v["|"], v["<s>"], v["W"], v["E"]]
@@ -200,8 +201,8 @@ def test_beam_alphabet_keeps_ids_and_silences_special_tokens() -> None:
     assert len(set(labels)) == len(labels)
 
 
-@pyctcdecode_missing
-def test_hotwords_reach_pyctcdecode() -> None:
+@flashlight_missing
+def test_hotwords_reach_the_beam() -> None:
     """An ambiguous frame: 'CAT' or 'CUT'; the hotword decides."""
     v = VOCAB
     logits = _logits([v["C"], v["A"], v["T"]], peak=5.0)
@@ -210,6 +211,12 @@ def test_hotwords_reach_pyctcdecode() -> None:
     hot = decoder_for(DecoderSettings("beam", beam_width=16, hotwords=("CUT",)), DEFAULT_VOCABULARY)
     assert plain(logits) == "CAT" and hot(logits) == "CUT"
     assert math.isfinite(float(logits.sum()))
+
+
+@flashlight_missing
+def test_a_hotword_phrase_is_refused_with_the_reason() -> None:
+    with pytest.raises(WorkbenchError, match="is a phrase"):
+        decoder_for(DecoderSettings("beam", hotwords=("BIG CAT",)), DEFAULT_VOCABULARY)
 
 
 def test_job_files_carry_the_inference_configuration(tmp_path) -> None:

@@ -16,8 +16,8 @@ from workbench.model.vocab import DEFAULT_VOCABULARY, VOCAB
 from workbench.optional import has_module
 
 kenlm_missing = pytest.mark.skipif(
-    not (has_module("kenlm") and has_module("pyctcdecode")),
-    reason="kenlm / pyctcdecode not installed (setup.sh installs them)",
+    not has_module("flashlight.lib.text.decoder.kenlm"),
+    reason="flashlight-text (KenLM inside) is not installed (setup.sh installs it)",
 )
 TEXTS = [
     "THE CAT SAT ON THE MAT",
@@ -31,20 +31,23 @@ TEXTS = [
 @kenlm_missing
 @pytest.mark.parametrize("order", [2, 3, 4])
 def test_kenlm_reads_a_distribution_in_every_context(tmp_path, order) -> None:
-    import kenlm
+    from flashlight.lib.text.decoder.kenlm import KenLM
+    from flashlight.lib.text.dictionary import Dictionary
+
+    from workbench.quiet import native_output_silenced
 
     path = tmp_path / "lm.arpa"
     build_arpa(TEXTS, path, order)
-    lm = kenlm.Model(str(path))
-    vocabulary = sorted({w for t in TEXTS for w in t.split()} | {EOS, UNK})
+    vocabulary = sorted({w for t in TEXTS for w in t.split()} | {UNK}) + ["ZEBRA"]
+    ids = {w: i for i, w in enumerate(vocabulary)}
+    with native_output_silenced():
+        lm = KenLM(str(path), Dictionary(vocabulary))
     for context in ([], ["THE"], ["THE", "CAT"], ["ON", "THE"], ["MAT", "THE", "CAT"], ["ZEBRA"]):
-        state = kenlm.State()
-        lm.BeginSentenceWrite(state)
+        state = lm.start(False)
         for word in context:
-            out = kenlm.State()
-            lm.BaseScore(state, word, out)
-            state = out
-        total = sum(10 ** lm.BaseScore(state, w, kenlm.State()) for w in vocabulary)
+            state = lm.score(state, ids[word])[0]
+        words = sum(10 ** lm.score(state, ids[w])[1] for w in vocabulary if w not in (UNK, "ZEBRA"))
+        total = words + 10 ** lm.score(state, ids[UNK])[1] + 10 ** lm.finish(state)[1]  # ... and </s>
         assert total == pytest.approx(1.0, abs=1e-4), context
 
 

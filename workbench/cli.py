@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from workbench.console import show_progress
 from workbench.errors import WorkbenchError, exit_status
+from workbench.quiet import quiet_console
 from workbench.workspace import active, add_workspace_option, fill_defaults, resolve_workspace
 
 # verb -> (module implementing it, one-line purpose). Modules import lazily, so --help is fast
@@ -137,6 +138,7 @@ def parse_args(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_console()  # third-party chatter off before any library loads (workbench/quiet.py)
     show_progress()  # the library's log messages are the lines a person reads while a verb runs
     parser = build_parser()
 

@@ -264,6 +264,10 @@ class VerdictConfig:
 
 VERDICT = VerdictConfig()
 
+# an inconclusive error-rate gate whose settling evidence would be more than this many times the evaluation set
+# says "more data will not settle this" (its estimate sits at the limit) instead of an utterance count
+EVIDENCE_MAX_FACTOR = 20.0
+
 
 @dataclass(frozen=True)
 class EvidenceConfig:
@@ -343,7 +347,8 @@ FP16_GUARD = Fp16GuardConfig()
 
 @dataclass(frozen=True)
 class InferenceDefaults:
-    """Beam-search defaults (``workbench/evaluate/inference.py``): pyctcdecode's own width and LM weights."""
+    """Beam-search defaults (``workbench/evaluate/inference.py``): pyctcdecode's width and LM weights, which the
+    flashlight-text beam keeps (``workbench/evaluate/word_scorer.py``: the same alpha and beta mean the same)."""
 
     beam_width: int = 100
     alpha: float = 0.5  # language model weight

@@ -37,6 +37,7 @@ from workbench.calibration.methods import MethodSpec, compute_amax
 from workbench.model.export import INPUT, OUTPUT
 from workbench.model.logits import frame_kl_sum
 from workbench.quantize.qdq import dequantized_weight, weight_channel_axis
+from workbench.quiet import bars_on
 
 PERCENTILES = (99.7, 99.8, 99.9, 99.95, 99.99)
 DEFAULT_CLIPS = 32
@@ -185,7 +186,10 @@ def search_clipping(
     total = sum(len(options) for _, options in targets.values())
     out: dict[str, ClipChoice] = {}
     with tqdm(
-        total=total, desc=f"clip search ({len(targets)} conv inputs)", unit="variant", disable=not progress
+        total=total,
+        desc=f"clip search ({len(targets)} conv inputs)",
+        unit="variant",
+        disable=not (progress and bars_on()),
     ) as bar:
         for tensor, (nodes, options) in targets.items():
             scores: dict[str, float] = {}

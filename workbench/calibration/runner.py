@@ -45,6 +45,7 @@ from workbench.config import QUANTIZABLE_OPS
 from workbench.errors import WorkbenchError
 from workbench.model.export import INPUT
 from workbench.model.features import normalise_audio
+from workbench.quiet import bars_on
 
 _LINKED_WEIGHTS = "weights.bin"  # the hard link's name inside the temporary folder
 
@@ -109,7 +110,6 @@ def calibration_session(
 
     options = session_options(threads, optimization="extended")
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-    options.add_session_config_entry("session.force_spinning_stop", "1")
     providers = list(providers)
     if isinstance(model, Path):
         with tempfile.TemporaryDirectory(prefix="workbench-calib-") as tmp:
@@ -182,7 +182,13 @@ def accumulate(
     feeds = (
         (f"calibration clip {i + 1}", {INPUT: prepare(audio)[None]})
         for i, audio in enumerate(
-            tqdm(clips, total=count, desc="calibration (one pass)", unit="clip", disable=not progress)
+            tqdm(
+                clips,
+                total=count,
+                desc="calibration (one pass)",
+                unit="clip",
+                disable=not (progress and bars_on()),
+            )
         )
     )
     runs = runs_ahead(session, names, feeds)  # the next clip runs while this one's tensors are counted
@@ -294,6 +300,7 @@ def ranges_from_statistics(
                 desc=f"{spec.name} thresholds",
                 unit="tensor",
                 leave=False,
+                disable=not bars_on(),
             )
         )
     return dict(zip(names, values))

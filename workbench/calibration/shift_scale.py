@@ -44,6 +44,7 @@ from workbench.calibration.clip_search import (
 )
 from workbench.model.export import INPUT
 from workbench.quantize.shift_scale import ChannelShift, apply_shift_scale, shiftable_readers, shifted_name
+from workbench.quiet import bars_on
 
 ALPHAS = (0.5, 1.0)
 Z_PERCENTILES = (99.9, 99.99, 99.999)
@@ -170,7 +171,7 @@ def search_shift_scale(
         total=total,
         desc=f"shift and scale ({len(targets)} inputs)",
         unit="variant",
-        disable=not progress,
+        disable=not (progress and bars_on()),
     ) as bar:
         for tensor, nodes in targets.items():
             scores: dict[str, float] = {}

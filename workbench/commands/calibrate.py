@@ -66,9 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="left,right (or one value for both) seconds of each chunk whose outputs are dropped (default: chunk / 6)",
     )
     add_ray_argument(parser, "the statistics pass (clip shards; histograms add exactly)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.quiet import progress_bars
+
+    progress_bars(not args.no_progress)
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.recovery import RecoveryOptions
     from workbench.errors import WorkbenchError

@@ -42,12 +42,12 @@ if TYPE_CHECKING:
 # keeps 75.9 % (benchmarks/results/calibration_methods.json). The verbs' default (config.DEFAULT_METHOD) is the same.
 DEMO_METHOD = "percentile"
 DEMO_PERCENTILE = 99.99
-# beam search over the demo's evaluation set with pyctcdecode (pure Python): a beam of 32 keeps the step to
+# beam search over the demo's evaluation set with flashlight-text (its word scores in Python): a beam of 32 keeps the step to
 # minutes on a CPU; --quick (tests) estimates the language model from the first 2000 training sentences
 DEMO_BEAM_WIDTH = 32
 DEMO_QUICK_LM_SENTENCES = 2000
 # What the demo scales down to fit a few minutes on a 2-core machine (``demo --full`` runs each at full size; each
-# sign-off record and the demo's output say what was cut). Beam search with the LM (pyctcdecode, pure Python) costs
+# sign-off record and the demo's output say what was cut). Beam search with the LM (flashlight-text, its word scores in Python) costs
 # more than the model on the CPU, so it decodes an even spread of the evaluation set; greedy decoding judges the
 # verdict on every utterance.
 DEMO_BEAM_UTTERANCES = 120
@@ -172,7 +172,7 @@ def _search(ctx: DemoContext) -> None:
 def _lm_available() -> bool:
     from workbench.optional import has_module
 
-    return has_module("pyctcdecode") and has_module("kenlm")
+    return has_module("flashlight.lib.text.decoder.kenlm")
 
 
 def _lm_path(ctx: DemoContext) -> Path:
@@ -218,7 +218,7 @@ def _language_model(ctx: DemoContext) -> None:
 
     if not _lm_available():
         print(
-            "note: beam search needs pyctcdecode and kenlm (./setup.sh installs them); the sign-off scores "
+            "note: beam search needs flashlight-text (./setup.sh installs it); the sign-off scores "
             "greedy decoding only"
         )
         return

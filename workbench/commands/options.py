@@ -225,7 +225,7 @@ def add_inference_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--decoder",
         default="greedy",
-        help="greedy, beam or beam+lm (pyctcdecode; beam+lm needs --lm); comma separated to score several "
+        help="greedy, beam or beam+lm (flashlight-text; beam+lm needs --lm); comma separated to score several "
         "on the same logits where the verb reports them, the first judging (default greedy)",
     )
     group.add_argument("--beam-width", type=whole_number(1), help="beam width (default 100)")
@@ -236,7 +236,9 @@ def add_inference_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--lm-beta", type=finite_number(), help="word insertion bonus (default 1.0; needs --lm)"
     )
-    group.add_argument("--hotword", action="append", default=[], help="a word to favour (repeatable)")
+    group.add_argument(
+        "--hotword", action="append", default=[], help="a word to favour (repeatable; single words)"
+    )
     group.add_argument(
         "--blank-penalty",
         type=finite_number(),
@@ -259,7 +261,7 @@ def inference_from(args: argparse.Namespace):
         args.decoder, args.beam_width, args.lm, args.lm_alpha, args.lm_beta, args.hotword, args.blank_penalty
     )
     chunks = ChunkSettings.of(args.chunk_seconds, stride) if args.chunk_seconds is not None else None
-    for decoder in decoders:  # a missing pyctcdecode/kenlm is refused before any model work, not after it
+    for decoder in decoders:  # a missing flashlight-text is refused before any model work, not after it
         require_decoder_packages(decoder)
     return InferenceConfig(chunks, decoders[0]).check(), decoders[1:]
 

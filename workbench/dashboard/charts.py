@@ -143,10 +143,12 @@ def tradeoff_chart(
     wer_title: str,
     unit: str = "WER",
 ) -> alt.LayerChart | alt.FacetChart:
-    """Error rate (``unit``: WER or CER; the frame's columns keep the name ``WER``) vs latency per candidate:
-    CI bars, PASS/FAIL colour, Pareto front, gate rules. With a ``made by`` column (an anchors record: the
+    """Error-rate delta against the baseline (``unit``: WER or CER, in points; the frame's columns keep the name
+    ``delta``) vs latency per candidate: the paired interval as a bar, PASS/FAIL colour, the Pareto front, the
+    baseline at 0 and the gate's allowed delta as rules; 0.1-point differences stay visible. With a ``made by`` column (an anchors record: the
     tool that made each candidate) the marker's shape shows the tool."""
     data = frame.dropna(subset=[latency_field]).copy()
+    data["delta high pts"] = data["delta upper pts"].fillna(data["delta pts"])
     shape = (
         alt.Shape(f"{MADE_BY}:N", legend=alt.Legend(orient="top"))
         if MADE_BY in data.columns
@@ -156,36 +158,40 @@ def tradeoff_chart(
         x=alt.X(f"{latency_field}:Q", title=latency_title, scale=alt.Scale(zero=False, padding=40))
     )
     errors = base.mark_rule(strokeWidth=2).encode(
-        y=alt.Y("WER low %:Q", title=wer_title),
-        y2="WER high %:Q",
+        y=alt.Y("delta low pts:Q", title=wer_title, scale=alt.Scale(zero=False, padding=20)),
+        y2="delta high pts:Q",
         color=alt.Color("verdict:N", scale=VERDICT_COLORS),
     )
     points = base.mark_point(filled=True, size=160).encode(
-        y="WER %:Q",
+        y="delta pts:Q",
         color=alt.Color("verdict:N", scale=VERDICT_COLORS, legend=alt.Legend(orient="top")),
         shape=shape,
         tooltip=[
             "candidate:N",
             *([f"{MADE_BY}:N"] if MADE_BY in data.columns else []),
             alt.Tooltip("WER %:Q", format=".2f"),
+            alt.Tooltip("delta pts:Q", format="+.2f"),
             alt.Tooltip("delta upper pts:Q", format="+.2f"),
             alt.Tooltip(f"{latency_field}:Q", format=".1f"),
             "verdict:N",
             "reason:N",
         ],
     )
-    labels = base.mark_text(dx=10, dy=-10, align="left", fontSize=13).encode(y="WER %:Q", text="candidate:N")
+    labels = base.mark_text(dx=10, dy=-10, align="left", fontSize=13).encode(
+        y="delta pts:Q", text="candidate:N"
+    )
     front = (
         alt.Chart(data[data["pareto"]].sort_values(latency_field))
         .mark_line(interpolate="step-after", color="#1f77b4", strokeDash=[4, 2], opacity=0.8)
-        .encode(x=f"{latency_field}:Q", y="WER %:Q")
+        .encode(x=f"{latency_field}:Q", y="delta pts:Q")
     )
-    layers = [errors, front, points, labels]
-    if gates.get("wer") is not None:
+    zero = alt.Chart(pd.DataFrame([{"y": 0.0}])).mark_rule(color="#757575").encode(y="y:Q")
+    layers = [zero, errors, front, points, labels]
+    if gates.get("allowed_delta") is not None:
         layers.append(
             alt.Chart(
                 pd.DataFrame(
-                    [{"y": gates["wer"], "label": f"{unit} gate (baseline + {gates['allowed_delta']} pts)"}]
+                    [{"y": gates["allowed_delta"], "label": f"{unit} gate (+{gates['allowed_delta']} pts)"}]
                 )
             )
             .mark_rule(color="#c62828", strokeDash=[8, 4])
@@ -199,7 +205,9 @@ def tradeoff_chart(
         )
     return (
         alt.layer(*layers)
-        .properties(height=380, title=f"{unit} vs latency (dashed blue: Pareto front)")
+        .properties(
+            height=380, title=f"{unit} delta against the baseline vs latency (dashed blue: Pareto front)"
+        )
         .interactive()
     )
 

@@ -16,7 +16,9 @@ The ``[serving]`` table (``workbench.inputs.serving``) also sets the dynamic bat
 A failing error-rate gate whose estimate lies inside the limit is inconclusive rather than a measured loss: its
 check says at about how many utterances the interval's upper end would reach the limit if the estimate held and
 the interval narrowed as one over the square root of the utterances, speakers growing in proportion
-(``evidence_needed``).
+(``evidence_needed``). Where that is more than ``EVIDENCE_MAX_FACTOR`` (20) times the set, the estimate sits at
+the limit and the check says that more data will not settle it (no utterance count): the limit, or the model,
+decides, not a bigger set.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from workbench.config import EVIDENCE_MAX_FACTOR
 from workbench.evaluate.accuracy import AccuracyComparison, GroupScore
 from workbench.evaluate.latency import LatencyResult
 from workbench.inputs.gates import FIX, check_gate_values, read_gate_file
@@ -142,6 +145,13 @@ def _delta_check(
     ok = bool(upper == upper and upper <= limit_points)  # NaN fails
     detail = f"{name}: {label} delta {estimate:+.2f} pts, CI upper {upper:+.2f} pts {'<=' if ok else '>'} {limit_points:.2f}"
     needed = None if ok or not advise else evidence_needed(estimate, upper, limit_points, score.utterances)
+    if needed is not None and needed > EVIDENCE_MAX_FACTOR * score.utterances:
+        detail += (
+            f" (inconclusive: the estimate {estimate:+.2f} sits at the limit {limit_points:.2f}; more data will "
+            f"not settle this: it would take more than {EVIDENCE_MAX_FACTOR:g}x these {score.utterances:,} "
+            "utterances)"
+        )
+        return Check(name, upper, limit_points, ok, detail, None)
     if needed is not None:
         detail += (
             f" (inconclusive: the estimate is inside the limit; at about {needed:,} utterances, "

@@ -5,7 +5,7 @@ into overlapping chunks of ``length_s`` seconds with ``left_s``/``right_s`` stri
 when the chunks are merged (the arithmetic of transformers' ASR pipeline, ``chunk_length_s`` and
 ``stride_length_s``; see ``workbench.evaluate.chunking``); ``None`` feeds every clip whole.
 ``DecoderSettings``: greedy CTC, or a beam search (width, optional KenLM / ARPA language model with its
-``alpha``/``beta`` weights, hotwords) through pyctcdecode (``workbench.evaluate.decoders``); either takes a
+``alpha``/``beta`` weights, hotwords) through flashlight-text (``workbench.evaluate.decoders``); either takes a
 ``blank_penalty`` subtracted from the blank's logit before decoding (0 leaves the logits as they are).
 
 A chunked configuration also fixes what the engine profile must hold: the chunk length, not the longest
@@ -120,7 +120,7 @@ class DecoderSettings:
         hot = (
             f", hotwords {', '.join(self.hotwords)} (weight {self.hotword_weight:g})" if self.hotwords else ""
         )
-        return f"beam search width {self.beam_width}{lm}{hot}{penalty} (pyctcdecode)"
+        return f"beam search width {self.beam_width}{lm}{hot}{penalty} (flashlight-text)"
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind, "name": self.name, "blank_penalty": self.blank_penalty}

@@ -3,7 +3,7 @@
 Why here and not a library: KenLM's estimator (``lmplz``) is a C++ program with Boost that the ``kenlm``
 Python module does not include, and no maintained Python package both estimates an n-gram model and
 writes ARPA (NLTK's ``nltk.lm`` estimates but cannot write one; ``arpa`` only reads). The file this module
-writes is read by the ``kenlm`` module, which pyctcdecode uses for beam search (``workbench.evaluate.
+writes is read by KenLM (inside flashlight-text), which the beam search uses (``workbench.evaluate.
 decoders``); the tests check the probabilities KenLM reads back sum to one in every context.
 
 The estimate is the one ``lmplz`` makes, with one discount per order instead of three:

@@ -16,6 +16,7 @@ from typing import Any
 from workbench.errors import WorkbenchError
 from workbench.model.description import ModelDescription, describe_model, inspect_folder
 from workbench.model.folders import HUB_ID, looks_like_path, resolve_folder
+from workbench.quiet import transformers_quiet
 
 
 def check_model_source(name_or_path: str | Path) -> None:
@@ -43,6 +44,7 @@ def load_model(model: ModelDescription | str | Path) -> Any:
             "its folder (--model) to load it"
         )
     cls = getattr(transformers, description.architecture)
+    transformers_quiet()  # no "Loading weights" bar, no advisory warnings: the workbench says what matters
     try:
         loaded, info = cls.from_pretrained(str(description.folder), output_loading_info=True)
     except (OSError, ValueError, RuntimeError, KeyError, TypeError, EOFError, pickle.UnpicklingError) as exc:

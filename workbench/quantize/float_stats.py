@@ -24,6 +24,7 @@ from workbench.artifacts import read_json_artifact, write_json_atomic
 from workbench.config import SAMPLE_RATE
 from workbench.errors import WorkbenchError
 from workbench.quantize.plan import tensor_types
+from workbench.quiet import bars_on
 
 SCHEME = "workbench-float-stats/1"
 NORMALISATION_OPS = ("LayerNormalization", "InstanceNormalization", "GroupNormalization")
@@ -216,7 +217,11 @@ def collect_float_stats(
     feeds = (
         (what, {INPUT: prepare(audio)[None]})
         for audio in tqdm(
-            clips, total=count, desc="float statistics (one pass)", unit="clip", disable=not progress
+            clips,
+            total=count,
+            desc="float statistics (one pass)",
+            unit="clip",
+            disable=not (progress and bars_on()),
         )
     )
     for feed, outputs in runs_ahead(

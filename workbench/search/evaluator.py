@@ -51,6 +51,7 @@ from workbench.evaluate.transcribe import transcribe
 from workbench.evaluate.wer import Scoring
 from workbench.model.description import ModelDescription
 from workbench.quantize.plan import PrecisionPlan
+from workbench.search.failure_words import why_it_fails
 from workbench.search.sequential import (
     balanced_order,
     block_ends,
@@ -83,6 +84,7 @@ class Evaluation:
     # the predictive chance that the whole dev set passes every check, as the last look saw it (None: futility off,
     # or the last look judged the whole set)
     whole_set_chance: float | None = None
+    failure: str = ""  # why it fails, in words (``failure_words.why_it_fails``); empty when it passes
 
     def wer_json(self) -> dict:
         return {
@@ -372,6 +374,10 @@ class DevEvaluator:
             {c.name: c.value for c in verdict.checks},
             batch_size=self.batch_size,
             whole_set_chance=min(chances.values()) if chances else None,
+            failure=why_it_fails(
+                verdict.checks,
+                {k: None if d is None else d.estimate * 100 for k, (d, _) in self._checks(forecast).items()},
+            ),
         )
         return evaluation, self._side(forecast, math.sqrt(fraction), chances)
 

@@ -143,6 +143,7 @@ def search_plan(
             logger.info(
                 f"[{cand.step}] {phase:>15} k={k if k is not None else '-'}: {'PASS' if cand.passed else 'FAIL'} "
                 f"WER {evaluation.overall.wer.estimate * 100:.2f}% {delta} on {evaluation.utterances} utt"
+                + (f": {evaluation.failure}" if evaluation.failure else "")
             )
         return cand
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from workbench import __version__, journal
 from workbench.artifacts import sha256_file, shared_mode, write_json_atomic
-from workbench.config import CONDITIONS, EngineProfile
+from workbench.config import CONDITIONS, NOISY_CONDITION, REVERBERANT_CONDITION, EngineProfile
 from workbench.errors import WorkbenchError
 from workbench.inputs.problem import Where
 from workbench.inputs.read import decode_utf8, parse_json, read_bytes, read_json
@@ -114,6 +114,18 @@ def made_record(
     }
 
 
+# the noise label of a noisy utterance whose manifest names no noise kind (noise recorded with the speech)
+UNSTATED_NOISE = "recorded (kind not stated)"
+
+
+def noise_label(utt: Utterance) -> str:
+    """What a card counts for ``utt``'s noise: its kind; for a noisy condition with no kind stated (an imported
+    manifest's ``"condition": "noisy"``), ``UNSTATED_NOISE``; else ``none``."""
+    if utt.noise_kind:
+        return utt.noise_kind
+    return UNSTATED_NOISE if utt.condition in (NOISY_CONDITION, REVERBERANT_CONDITION) else "none"
+
+
 def build_card(
     utts: list[Utterance],
     chash: str,
@@ -131,7 +143,7 @@ def build_card(
         "strata": strata_counts(utts),
         "conditions": dict(Counter(u.condition for u in utts)),
         "accents": dict(sorted(Counter(u.accent for u in utts).items())),
-        "noise_kinds": dict(sorted(Counter(u.noise_kind or "none" for u in utts).items())),
+        "noise_kinds": dict(sorted(Counter(noise_label(u) for u in utts).items())),
         "speakers": len({u.speaker for u in utts}),
         "profile": profile,
         "snr_db": {"min": min(snrs), "max": max(snrs), "mean": float(np.mean(snrs))} if snrs else None,

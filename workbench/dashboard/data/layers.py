@@ -153,6 +153,8 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
                 "WER %": base_wer["estimate"] * 100,
                 "WER low %": base_wer["low"] * 100,
                 "WER high %": base_wer["high"] * 100,
+                "delta pts": 0.0,
+                "delta low pts": 0.0,
                 "delta upper pts": None,
                 "latency ms": base.get("mean_ms_per_utterance"),
                 "int8 share": 0.0,
@@ -178,6 +180,8 @@ def search_frame(search: dict[str, Any], group: str = "overall") -> pd.DataFrame
                 "WER %": wer["estimate"] * 100,
                 "WER low %": wer["low"] * 100,
                 "WER high %": wer["high"] * 100,
+                "delta pts": None if delta is None else delta["estimate"] * 100,
+                "delta low pts": None if delta is None else delta["low"] * 100,
                 "delta upper pts": None if delta is None else delta["high"] * 100,
                 "judged upper pts": (c.get("judged_delta_high") or {}).get(
                     "overall" if group == "overall" else f"condition {group}"

@@ -116,7 +116,12 @@ def _search(roots, searches: list[str]) -> None:
     if frame["latency ms"].notna().any():
         ui.chart(
             charts.tradeoff_chart(
-                frame, lines, "latency ms", "mean ms per utterance", f"{unit} {group} (%) with 95% CI", unit
+                frame,
+                lines,
+                "latency ms",
+                "mean ms per utterance",
+                f"{unit} {group} delta against the baseline (pts), 95% CI",
+                unit,
             )
         )
     found = search.get("found")
@@ -183,7 +188,11 @@ def _signoff(roots) -> None:
         lines = {**lines, "latency": None}  # the latency limit is on the other metric
     if frame[field].notna().any():
         title = f"latency, batch {gates.get('latency_batch', 1)} (ms)"
-        ui.chart(charts.tradeoff_chart(frame, lines, field, title, f"{unit} {group} (%) with 95% CI", unit))
+        ui.chart(
+            charts.tradeoff_chart(
+                frame, lines, field, title, f"{unit} {group} delta against the baseline (pts), 95% CI", unit
+            )
+        )
     else:
         st.info(
             f"This record has no latency measurements (signoff ran with --no-latency); {unit} only below."
@@ -191,8 +200,8 @@ def _signoff(roots) -> None:
     st.markdown(f"Verdict: **{verdict_line(record)}**")
     if lines.get("wer") is not None:
         st.caption(
-            f"Red dashed line: baseline {unit} + {lines['allowed_delta']} pts. The gate itself is judged on the "
-            "upper end of the paired delta interval, shown as 'delta upper pts' below."
+            f"Red dashed line: the gate's +{lines['allowed_delta']} pts. Each bar is the paired 95% interval of the "
+            f"{unit} delta; the gate judges its upper end ('delta upper pts' below)."
         )
     st.dataframe(
         _shown(frame, unit),
