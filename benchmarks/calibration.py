@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from childproc import load_average, peak_rss_mb, run_json_child  # noqa: E402  (re-exported)
-from common import MachineCpu  # noqa: E402  (re-exported)
+from common import MachineCpu, unmeasured_as_none  # noqa: E402  (MachineCpu re-exported)
 
 # issue 19: on an idle machine, 16 clips within 1.15x plain FP32 inference, each further clip within 1.05x
 # The marginal clip is judged twice and must pass both: by wall time (the issue's measure) and by the work
@@ -475,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     from workbench.artifacts import write_json_atomic
 
-    write_json_atomic(args.out, record)
+    write_json_atomic(args.out, unmeasured_as_none(record))  # not measured: null
     print(f"\nwrote {args.out}")
     return 0
 

@@ -119,6 +119,20 @@ def time_transcription_ways(
     return times
 
 
+def unmeasured_as_none(value: Any) -> Any:
+    """``value`` with every non-finite float (a ratio that a short run could not measure) as None, so a
+    benchmark's record stays strict JSON and says "not measured" rather than NaN."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: unmeasured_as_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [unmeasured_as_none(v) for v in value]
+    return value
+
+
 def run_per_file(args: Any, benchmark: str, measure: Any, argv: list[str] | None) -> dict:
     """The frame of a benchmark that measures each ``--onnx NAME=PATH`` on the first ``--limit`` utterances of
     ``--eval-set`` (the demo model's features): ``measure(args, name, path, clips, texts, model)`` gives each row;

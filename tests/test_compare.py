@@ -633,7 +633,7 @@ def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothin
         (["compare", *common, "--plan", str(tmp_path / "unknown.json")], "a plan must name this model's"),
         (["compare", *common, "--plan", str(tmp_path / "missing.json")], "missing.json: does not exist"),
         (["compare", *common, "--clips-set", str(empty)], "clips set empty-set"),
-        (["compare", *common, "--per-condition", "0"], "--per-condition must be at least 1"),
+        (["compare", *common, "--per-condition", "0"], "--per-condition: takes a whole number >= 1"),
         (["compare", *common, "--candidate", str(tmp_path / "none.onnx")], "is not a file"),
         (["compare", *common, "--cache", str(tmp_path / "none.cache")], "is not a file"),
         (["search", *common[:-1], "--dev-set", str(empty)], "dev set empty-set"),

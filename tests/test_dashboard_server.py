@@ -161,8 +161,8 @@ def test_dashboard_verb_refuses_to_open_the_network_without_access_control(
         ),
         (["--address", "0.0.0.0", "--token-file", str(tmp_path / "nope")], "cannot read"),
         (["--address", "0.0.0.0", "--oidc"], access.ALLOWED_USERS_ENV),
-        (["--max-jobs", "0"], "at least 1"),
-        (["--port", "70000"], "between 1 and 65535"),
+        (["--max-jobs", "0"], "--max-jobs: takes a whole number >= 1"),
+        (["--port", "70000"], "--port: takes a whole number in [1, 65535]"),
     ]
     for argv, message in cases:
         assert main(["dashboard", *argv]) == 1, argv

@@ -75,4 +75,4 @@ def test_a_second_run_reuses_and_a_plain_run_keeps_its_own_cache(recovered) -> N
 def test_a_bad_strength_is_one_error_line(capsys) -> None:
     assert main(["calibrate", "--smoothquant", "2"]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error:") and "alpha in [0, 1]" in err
+    assert err.startswith("error:") and "--smoothquant: takes a finite number in [0, 1]" in err

@@ -35,6 +35,10 @@ MINIMAL_ARGV: dict[str, list[str]] = {
     "run": ["run"],
 }
 GIVEN = {"onnx", "record", "workspace", "model", "data"}  # paths MINIMAL_ARGV names itself
+HERE = {
+    "config",
+    "dir",
+}  # the project file lives in the current folder: init writes it there, run reads it there
 
 
 @pytest.fixture
@@ -86,14 +90,15 @@ def test_every_verb_puts_its_artifact_folders_under_the_workspace(
     ):
         assert args.workspace.root == root.resolve()
         assert not [k for k, v in vars(args).items() if isinstance(v, AreaDefault)]
-        paths = {k: v for k, v in vars(args).items() if isinstance(v, Path) and k not in GIVEN}
+        paths = {k: v for k, v in vars(args).items() if isinstance(v, Path) and k not in GIVEN | HERE}
         for (
             key,
             path,
         ) in paths.items():  # no verb defaults --model to a path: it is resolved when the verb runs
             assert path.resolve().is_relative_to(root.resolve()), (verb, key, path)
-        # report writes beside its record; dashboard hands the workspace itself to the server (its own test)
-        assert verb in ("report", "dashboard") or paths, f"{verb} has no artifact folder option"
+        # report writes beside its record; dashboard hands the workspace itself to the server (its own test);
+        # init writes only the project file, in the current folder
+        assert verb in ("report", "dashboard", "init") or paths, f"{verb} has no artifact folder option"
 
 
 def test_explicit_folder_flags_still_win(tmp_path: Path, clean_env) -> None:

@@ -46,9 +46,10 @@ def quiet_console() -> None:
     warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", module=r"(transformers|torch|onnx|onnxruntime|streamlit)(\..*)?")
-    if "onnxruntime" in sys.modules:  # the sessions' own options say errors only (backends/onnxruntime.py)
-        sys.modules["onnxruntime"].set_default_logger_severity(3)
-    if "transformers" in sys.modules:
+    onnxruntime = sys.modules.get("onnxruntime")  # None also where an import of it was blocked
+    if onnxruntime is not None:  # the sessions' own options say errors only (backends/onnxruntime.py)
+        onnxruntime.set_default_logger_severity(3)
+    if sys.modules.get("transformers") is not None:
         transformers_quiet()
 
 

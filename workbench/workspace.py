@@ -117,22 +117,6 @@ def area_default(area: str) -> AreaDefault:
     return AreaDefault(area)
 
 
-@dataclass(frozen=True)
-class RootDefault:
-    """An argparse default standing for the workspace's root (``name`` empty) or a file there (``workbench.toml``);
-    ``fill_defaults`` swaps in the real path."""
-
-    name: str = ""
-
-    def __str__(self) -> str:
-        return f"<workspace>/{self.name}" if self.name else "<workspace>"
-
-
-def root_default(name: str = "") -> RootDefault:
-    """The default of an option naming the workspace itself or a file at its root (the project file)."""
-    return RootDefault(name)
-
-
 def add_workspace_option(parser: argparse.ArgumentParser, top_level: bool) -> None:
     """``--workspace DIR``; on verbs the default is suppressed so a value given before the verb survives."""
     parser.add_argument(
@@ -147,12 +131,10 @@ def add_workspace_option(parser: argparse.ArgumentParser, top_level: bool) -> No
 
 
 def fill_defaults(args: argparse.Namespace, workspace: Workspace) -> argparse.Namespace:
-    """Replace every ``AreaDefault`` left in ``args`` by that folder of ``workspace`` and every ``RootDefault`` by
-    that place at its root; ``args.workspace`` becomes the ``Workspace``."""
+    """Replace every ``AreaDefault`` left in ``args`` by that folder of ``workspace``; ``args.workspace``
+    becomes the ``Workspace``."""
     for key, value in vars(args).items():
         if isinstance(value, AreaDefault):
             setattr(args, key, workspace.area(value.area))
-        elif isinstance(value, RootDefault):
-            setattr(args, key, workspace.root / value.name)
     args.workspace = workspace
     return args

@@ -1,5 +1,4 @@
-"""``python -m workbench init --model DIR --data PATH``: write a commented starter ``workbench.toml`` in the
-workspace (the current folder unless ``--workspace``).
+"""``python -m workbench init --model DIR --data PATH``: write a commented starter ``workbench.toml`` here.
 
 The data's layout is read off the path (a JSONL manifest, an audio folder, LibriSpeech or Common Voice); every
 other setting is written at its default (``workbench.project.starter``). An existing file is kept unless
@@ -12,7 +11,6 @@ import argparse
 from pathlib import Path
 
 from workbench.inputs.replace import add_replace_argument
-from workbench.workspace import root_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", type=Path, required=True, help="a JSONL manifest, an audio folder or a corpus root"
     )
     parser.add_argument(
-        "--dir", type=Path, default=root_default(), help="where workbench.toml goes (default: the workspace)"
+        "--dir", type=Path, default=Path("."), help="where workbench.toml goes (default: here)"
     )
     add_replace_argument(parser, "workbench.toml")
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from workbench.workspace import area_default, root_default
+from workbench.workspace import area_default
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         type=Path,
-        default=root_default("workbench.toml"),
-        help="the project file (default: workbench.toml of the workspace, the current folder unless --workspace)",
+        default=Path("workbench.toml"),
+        help="the project file (default ./workbench.toml)",
     )
     parser.add_argument("--junit", type=Path, help="also write a JUnit XML report here (CI)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -165,11 +165,12 @@ def _output_check(name: str, accuracy: AccuracyComparison) -> Check | None:
     """A failing check when the transcripts themselves say the measurement is broken: this candidate or the
     baseline wrote no text on any utterance (an error rate of exactly 100 %, all deletions). Equal deltas between
     broken outputs (every candidate empty under a broken decoder setting) must never read as a pass; None when
-    sane. An error rate above 100 % with text is a bad model, judged by the deltas as usual."""
-    for who, cand in (
-        (name, accuracy.candidates[name]),
-        (accuracy.baseline, accuracy.candidates[accuracy.baseline]),
-    ):
+    sane. An error rate above 100 % with text is a bad model, judged by the deltas as usual. A comparison that holds
+    only the candidate's scores (the search's forecasts) checks the candidate alone."""
+    for who in dict.fromkeys((name, accuracy.baseline)):
+        cand = accuracy.candidates.get(who)
+        if cand is None:
+            continue
         role = "the baseline" if who == accuracy.baseline else "it"
         texts = [s.hypothesis for s in cand.scores]
         if texts and not any(t.strip() for t in texts):
