@@ -38,7 +38,7 @@ PAGES = {
     "layers": ("Layers", "tensors compared", 1),
     "tradeoff": ("Trade-off: accuracy vs latency", "Verdict:", 2),
     "signoff": ("Sign-off", "Downloads", 0),
-    "run": ("Run", "Start calibration", 0),
+    "run": ("Run", "Project (workbench run)", 0),  # the first tab; the calibration form sits behind its own
 }
 
 
