@@ -11,6 +11,7 @@ registered at all and, if reached anyway, shows nothing but that."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import streamlit as st
@@ -86,8 +87,13 @@ def _index_of(preferred: str, names: list[str], fallback: int = 0) -> int:
 
 
 def _start(inputs: Any, roots: ArtifactRoots) -> None:
+    _launch(lambda: background.start(inputs, roots, ui.settings().max_jobs))
+
+
+def _launch(start: Callable[[], background.Job]) -> None:
+    """Start a background job (a single job or a project run): its refusal as one error, else select and announce it."""
     try:
-        job = background.start(inputs, roots, ui.settings().max_jobs)
+        job = start()
     except WorkbenchError as exc:
         st.error(str(exc), icon=":material/block:")
         return
@@ -340,14 +346,8 @@ def _project_form(roots: ArtifactRoots) -> None:
         )
         choice = st.selectbox("Project file", labels, key="run-project")
         if st.form_submit_button("Start workbench run", type="primary", icon=":material/play_arrow:"):
-            try:
-                job = project_runs.start_run(files[labels.index(choice)], roots, ui.settings().max_jobs)
-            except WorkbenchError as exc:
-                st.error(str(exc), icon=":material/block:")
-                return
-            st.session_state["job"] = job.id
-            st.query_params["job"] = job.id
-            st.toast(f"started {job.kind}: {job.id}")
+            project = files[labels.index(choice)]
+            _launch(lambda: project_runs.start_run(project, roots, ui.settings().max_jobs))
 
 
 def _ended_run(job: background.Job, roots: ArtifactRoots, log: str) -> None:
