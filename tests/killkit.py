@@ -4,7 +4,9 @@ rename, replace, unlink, rmdir or ``shutil.rmtree`` of a path under a given root
 Production code carries no kill hook. ``Zygote`` starts one helper process (``python -c ZYGOTE``) that imports
 the CLI and the verbs' jobs once; for each run it forks a child that installs the hook (a wrapper around those
 ``os``/``shutil`` functions, in the child only), runs ``workbench.cli.main(argv)`` and exits with its status.
-Only the forked child counts operations (worker processes it starts never kill themselves). ``ops`` runs a verb
+Only the forked child counts operations (worker processes it starts never kill themselves). The helper also imports
+once what every run would otherwise import again in each child (torch, transformers, matplotlib): a forked child
+starts with them loaded. ``ops`` runs a verb
 without a kill and returns the operations it made (``N`` ranges over them); ``killed`` runs it with the kill at
 ``N`` and returns the operation it stopped before. ``kill_points`` picks which ``N`` a test kills at: the first and
 last operation and the first of each (operation, artifact kind) pair, so every kind of write is killed once
@@ -26,6 +28,18 @@ ZYGOTE = r"""
 import json, os, shutil, signal, sys, traceback
 
 import workbench.cli, workbench.jobs.calibrate, workbench.jobs.import_set, workbench.jobs.signoff  # imported once
+from workbench.quiet import quiet_console
+
+quiet_console()  # as main() does first, so the warm imports below see the same switches
+workbench.cli.build_parser()  # every verb's module
+# what the runs would otherwise import in every forked child (torch and transformers take seconds): the
+# model-folder check's transformers config and architecture classes, the report's figures, the calibration
+# kernels and graph tools
+import matplotlib.pyplot, onnx_graphsurgeon, onnxruntime, torch, transformers
+import numba, workbench.report.plots
+
+transformers.AutoConfig, transformers.Wav2Vec2ForCTC
+quiet_console()
 
 
 def install(root, at, log):
