@@ -25,20 +25,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 ZYGOTE = r"""
-import json, os, shutil, signal, sys, traceback
+import importlib, json, os, shutil, signal, sys, traceback
 
-import workbench.cli, workbench.jobs.calibrate, workbench.jobs.import_set, workbench.jobs.signoff  # imported once
+import workbench.cli
 from workbench.quiet import quiet_console
 
-quiet_console()  # as main() does first, so the warm imports below see the same switches
+quiet_console()  # as main() does first, so the imports below see the same switches
 workbench.cli.build_parser()  # every verb's module
-# what the runs would otherwise import in every forked child (torch and transformers take seconds): the
-# model-folder check's transformers config and architecture classes, the report's figures, the calibration
-# kernels and graph tools
-import matplotlib.pyplot, onnx_graphsurgeon, onnxruntime, torch, transformers
-import numba, workbench.report.plots
-
-transformers.AutoConfig, transformers.Wav2Vec2ForCTC
+for name in sys.argv[1:]:  # what the runs would otherwise import again in every forked child
+    importlib.import_module(name)
+if "transformers" in sys.modules:  # the lazy modules the model-folder check resolves
+    transformers = sys.modules["transformers"]
+    transformers.AutoConfig, transformers.Wav2Vec2ForCTC
 quiet_console()
 
 
@@ -87,6 +85,7 @@ for line in sys.stdin:
         os.dup2(out, 1)
         os.dup2(out, 2)
         code = 70
+        os.environ.update(job["env"])
         try:
             if job["at"] >= 0:
                 install(job["root"], job["at"], job["log"])
@@ -102,26 +101,52 @@ for line in sys.stdin:
     _, status = os.waitpid(pid, 0)
     code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
     print(json.dumps({"status": code}), flush=True)
+os._exit(0)  # nothing to flush or clean up: skip the interpreter's slow teardown of torch and the rest
 """
 
 
-class Zygote:
-    """One helper process that forks a child per run (see the module docstring); ``close`` ends it."""
+#: what the helper imports before it forks: the verbs' jobs, and what the model-folder check (transformers, torch),
+#: the report's figures (matplotlib), the calibration kernels (numba) and the graph tools import, seconds each
+PRELOAD = (
+    "workbench.jobs.calibrate",
+    "workbench.jobs.import_set",
+    "workbench.jobs.sets",
+    "workbench.jobs.signoff",
+    "workbench.report.plots",
+    "matplotlib.pyplot",
+    "numba",
+    "onnx_graphsurgeon",
+    "onnxruntime",
+    "torch",
+    "transformers",
+)
 
-    def __init__(self, scratch: Path) -> None:
+
+class Zygote:
+    """One helper process that forks a child per run (see the module docstring); ``close`` ends it. ``preload``:
+    the modules it imports first (runs that need fewer start the helper sooner)."""
+
+    def __init__(self, scratch: Path, preload: tuple[str, ...] = PRELOAD) -> None:
         self.scratch = Path(scratch)
         self.scratch.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+            [sys.executable, "-c", ZYGOTE, *preload],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
         )
 
-    def run(self, argv: list[str], root: Path, at: int = -1) -> tuple[int, str, list[str]]:
-        """``workbench argv`` in a forked child: (exit status or -signal, its output, the operations under ``root``
-        it made). ``at`` < 0: no hook; 0: count only; N > 0: SIGKILL before the N-th operation."""
+    def run(
+        self, argv: list[str], root: Path, at: int = -1, env: dict[str, str] | None = None
+    ) -> tuple[int, str, list[str]]:
+        """``workbench argv`` in a forked child: (exit status or -signal, its output (stdout and stderr), the
+        operations under ``root`` it made). ``at`` < 0: no hook; 0: count only; N > 0: SIGKILL before the N-th
+        operation. ``env``: variables set in the child only."""
         log, out = self.scratch / "ops.log", self.scratch / "out.txt"
         log.unlink(missing_ok=True)
-        job = {"argv": argv, "root": str(root), "at": at, "log": str(log), "out": str(out)}
+        job = {"argv": argv, "root": str(root), "at": at, "log": str(log), "out": str(out), "env": env or {}}
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps(job) + "\n")
         self.proc.stdin.flush()

@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +29,7 @@ import onnx
 import pytest
 import soundfile as sf
 from dashkit import copy_artifacts
+from killkit import Zygote
 from onnx import TensorProto, helper
 
 from workbench.artifacts import sha256_file
@@ -1069,9 +1068,11 @@ def _pair_hashes(root: Path) -> tuple[str, str]:
 
 
 @pytest.mark.slow
-def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, capsys) -> None:
+def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, capsys, request) -> None:
     """SIGKILL ``data build`` after each step of the pair write (``WORKBENCH_KILL_AT_STEP``); the next run sees the
     old pair or the new pair, never a mix, no hidden folder is left or listed, and a bystander set is untouched."""
+    from workbench import journal
+
     manifest = write_manifest(tmp_path / "audio")
     reference = tmp_path / "reference"  # the new pair, built without a kill
     assert main(build_args(manifest, reference, seed=1)) == 0
@@ -1083,26 +1084,22 @@ def test_killed_pair_write_is_completed_or_rolled_back_at_every_step(tmp_path, c
     assert old[0] != new[0] and old[1] != new[1]
     bystander = snapshot(pristine / "bystander-calib", pristine / "bystander-eval")
     capsys.readouterr()
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
-    }
+    # each build in a fresh process forked from one helper that imported the sets job once
+    zygote = Zygote(tmp_path / "zygote", preload=("workbench.jobs.sets",))
+    request.addfinalizer(zygote.close)
     steps: list[str] = []
     for k in range(1, 40):
         root = tmp_path / f"run{k}"
         shutil.copytree(pristine, root)
-        proc = subprocess.run(
-            [sys.executable, "-m", "workbench", *build_args(manifest, root, seed=1, replace=True)],
-            env={**env, "WORKBENCH_KILL_AT_STEP": str(k)},
-            capture_output=True,
-            text=True,
-            timeout=600,
+        status, out, _ = zygote.run(
+            build_args(manifest, root, seed=1, replace=True), root, env={journal.KILL_ENV: str(k)}
         )
-        if proc.returncode == 0:  # ran past the last step
+        if status == 0:  # ran past the last step
             assert _pair_hashes(root) == new
             break
-        assert proc.returncode == -9, proc.stderr
-        steps.append(proc.stdout.strip().splitlines()[-1])
+        assert status == -9, out[-3000:]
+        (killed,) = [line for line in out.splitlines() if line.startswith("killed at step ")]
+        steps.append(killed)
         # the next run of the verb (data list) finishes or discards the write; nothing hidden is listed or left
         assert main(["data", "list", "--root", str(root)]) == 0
         listed = capsys.readouterr().out
