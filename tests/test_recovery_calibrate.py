@@ -30,6 +30,7 @@ def recovered(tmp_path_factory: pytest.TempPathFactory, tiny_sets):
         MethodSpec("percentile", 99.99),
         engines=root,
         recovery=RecoveryOptions("auto", bias_correction=True, refine_ranges=True),
+        parity_clips=1,  # export parity has its own tests (test_calibrate_tiny)
     )
     return inputs, calibrate.run(inputs)
 
@@ -67,7 +68,9 @@ def test_a_second_run_reuses_and_a_plain_run_keeps_its_own_cache(recovered) -> N
     again = calibrate.run(inputs)
     assert again.reused_cache and again.cache == first.cache
     plain = calibrate.run(
-        calibrate.CalibrateInputs(inputs.model, inputs.calib_set, inputs.method, engines=inputs.engines)
+        calibrate.CalibrateInputs(
+            inputs.model, inputs.calib_set, inputs.method, engines=inputs.engines, parity_clips=1
+        )
     )
     assert plain.cache != first.cache and "recovery" not in cache_mod.load(plain.cache).keys
 

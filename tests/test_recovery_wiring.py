@@ -118,7 +118,8 @@ def calibrate_tiny(
     tmp_path_factory: pytest.TempPathFactory, tiny_sets, recovery: RecoveryOptions, ort_cpu: bool = False
 ) -> tuple[Path, Path, calibrate.CalibrateResult]:
     """The tiny random Wav2Vec2 calibrated (percentile 99.99) on the tiny calibration set with ``recovery``:
-    (model folder, engines root, the calibrate job's result)."""
+    (model folder, engines root, the calibrate job's result). Export parity is checked on one clip (its own tests
+    are test_calibrate_tiny's)."""
     model = save_random_wav2vec2(tmp_path_factory.mktemp("models") / "tiny", "tiny", seed=0)
     root = tmp_path_factory.mktemp("engines")
     made = calibrate.run(
@@ -129,6 +130,7 @@ def calibrate_tiny(
             engines=root,
             recovery=recovery,
             ort_cpu=ort_cpu,
+            parity_clips=1,
         )
     )
     return model, root, made
