@@ -12,6 +12,9 @@ Fixtures (reuse them in later test files instead of building your own sets):
 - ``tiny_root`` (session): the folder holding ``tiny-calib`` and ``tiny-eval``.
 - ``write_wav`` (function): ``write_wav(path, samples, rate=16000, subtype="PCM_16")`` writes an
   audio file with soundfile (format from the suffix) and returns the path.
+- ``demo_onnx`` (session): the shipped demo model exported once to FP32 ONNX (its description in the metadata,
+  as ``export_onnx`` writes it), for tests that run the demo model's graph; skips when the demo model is absent.
+  Read-only.
 - ``speech_like`` (function): ``speech_like(seconds, rate=16000, seed=0)`` returns a float32
   signal with a speech-like spectrum and envelope (harmonics of a gliding pitch, amplitude bursts),
   for sources and conditions that need non-silent audio without running TTS.
@@ -77,6 +80,19 @@ def write_wav() -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def demo_onnx(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from workbench.model.description import describe_model
+    from workbench.model.export import export_onnx
+    from workbench.model.loading import load_model
+    from workbench.resources import demo_model_dir
+
+    if not (demo_model_dir() / "config.json").exists():
+        pytest.skip(f"demo model not present in {demo_model_dir()}")
+    model = describe_model(demo_model_dir())
+    return export_onnx(load_model(model), tmp_path_factory.mktemp("demo_onnx") / "demo.onnx", model)
 
 
 @pytest.fixture(scope="session")

@@ -265,7 +265,7 @@ def test_modelopt_picks_the_same_bin_2048(modelopt, hists_2048, name: str) -> No
 
 
 @pytest.mark.slow
-def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like) -> None:
+def test_demo_model_activations_match_the_references(demo_onnx: Path, speech_like) -> None:
     """Real activations of the demo model (all 58 MatMul/Conv inputs, 2 clips): on every tensor's
     histogram merged to 512 bins the fast search equals the literal loop and ModelOpt's function; at the
     full 2048 bins, on every twentieth tensor along the graph (the raw-waveform conv input, an encoder
@@ -273,17 +273,9 @@ def test_demo_model_activations_match_the_references(tmp_path: Path, speech_like
     took 752 s on the shared machine, every seventh 101 s of CPU; the 2048-bin search is the same code
     as the 512-bin one, and the synthetic tests compare both sizes."""
     from workbench.calibration.runner import collect_statistics
-    from workbench.model.export import export_onnx
-    from workbench.model.loading import load_model
-    from workbench.resources import demo_model_dir
 
-    demo = demo_model_dir()
-    if not (demo / "config.json").exists():
-        pytest.skip(f"demo model not present in {demo}")
-    path = tmp_path / "demo.onnx"
-    export_onnx(load_model(demo), path)
     clips = [speech_like(seconds, seed=seed) for seed, seconds in enumerate((2.0, 1.2))]
-    stats = collect_statistics(path, clips, len(clips))
+    stats = collect_statistics(demo_onnx, clips, len(clips))
     names = [n for n in stats.maxes.amax if stats.histogram(n) is not None]
     assert len(names) >= 50
     try:

@@ -62,17 +62,15 @@ def test_settings_text() -> None:
     assert whole is None and default == ChunkSettings(6.0, 1.0, 1.0) and given == ChunkSettings(8.0, 2.0, 2.0)
 
 
-def test_one_sweep_row_on_the_demo_model(tmp_path, long_form) -> None:
+def test_one_sweep_row_on_the_demo_model(demo_onnx, long_form) -> None:
     from workbench.backends.onnxruntime import OnnxRuntimeRunner
     from workbench.evaluate.wer import Scoring
     from workbench.model.description import describe_model
-    from workbench.model.export import export_onnx
-    from workbench.model.loading import load_model
     from workbench.resources import demo_model_dir
 
     source, built = long_form
     model = describe_model(demo_model_dir())
-    runner = OnnxRuntimeRunner(export_onnx(load_model(model), tmp_path / "demo.onnx", model))
+    runner = OnnxRuntimeRunner(demo_onnx)
     scoring = Scoring.for_model(model)
     runner.activate()
     try:
