@@ -413,6 +413,10 @@ class LabelFreeDefaults:
     # a note says FP32 itself is less sure on the audio when its mean max posterior there is this much below the
     # evaluation set's
     confidence_drop: float = 0.05
+    # the shift check flags a candidate when the lower end of the interval (the sign-off's level) of its disagreement
+    # on the unlabelled audio minus its disagreement on the labelled evaluation set, each set's speakers resampled on
+    # their own, is above this margin (a fraction of FP32's words; 0: any difference beyond the noise)
+    shift_margin: float = 0.0
 
 
 LABEL_FREE = LabelFreeDefaults()
