@@ -45,3 +45,58 @@ def test_unknown_rules_are_refused(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         rep.main(["--rules", "best", "--workspace", str(tmp_path)])
     assert "--rules from as-read, shrink, confirm" in capsys.readouterr().err
+
+
+def _rule(passes: int, draws: int, share: float) -> dict:
+    return {
+        "draws": draws,
+        "passes": passes,
+        "pass_rate": round(passes / draws, 3),
+        "mean_int8_macs_share": share,
+        "mean_predicted_pass_chance": 0.9,
+    }
+
+
+def test_the_winner_passes_in_80_percent_of_draws_with_65_percent_int8_and_the_most_int8() -> None:
+    pick = load_benchmark("replication/pick_rule.py", "pick_rule_bench")
+    summary = {
+        "as-read": _rule(5, 8, 0.80),  # most INT8, fails too often
+        "shrink": _rule(7, 8, 0.68),
+        "confirm": _rule(8, 8, 0.66),
+    }
+    assert pick.pick(summary) == "shrink"
+    assert pick.pick({**summary, "shrink": _rule(7, 8, 0.64)}) == "confirm"  # below the share
+    assert pick.pick({"as-read": _rule(5, 8, 0.8), "shrink": _rule(6, 8, 0.9)}) is None  # 75 % < 80 %
+    low, high = pick.wilson(7, 8)
+    assert low < 0.875 < high and 0.4 < low < 0.55 and high > 0.95
+
+
+def test_the_pick_table_names_every_rule_the_winner_and_failed_draws(tmp_path, capsys) -> None:
+    import json
+
+    pick = load_benchmark("replication/pick_rule.py", "pick_rule_bench")
+    result = {
+        "complete": False,
+        "summary": {"as-read": _rule(5, 8, 0.80), "shrink": _rule(7, 8, 0.68)},
+        "draws": [{"draw": 3, "error": "RuntimeError: synthesis failed"}],
+    }
+    path = tmp_path / "rep.json"
+    path.write_text(json.dumps(result))
+    assert pick.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "winner: shrink" in out and "62.5 %" in out and "87.5 %" in out
+    assert "not complete" in out and "draw 3: RuntimeError: synthesis failed" in out
+    (tmp_path / "bad.json").write_text("{")
+    assert pick.main([str(tmp_path / "bad.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_speaker_overlap_counts_what_two_draws_share() -> None:
+    rep = load_benchmark("search_replication.py", "search_replication_bench")
+    draws = [
+        {"draw": 0, "eval_speaker_names": ["a", "b", "c", "d"], "dev_speaker_names": ["x", "y"]},
+        {"draw": 1, "eval_speaker_names": ["a", "b", "e", "f"], "dev_speaker_names": ["z", "w"]},
+        {"draw": 2, "error": "failed"},
+    ]
+    assert rep.speaker_overlap(draws) == {"pairs": 1, "eval_mean_shared": 0.5, "dev_mean_shared": 0.0}
