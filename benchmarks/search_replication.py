@@ -33,6 +33,7 @@ import json
 import multiprocessing
 import os
 import platform
+import resource
 import sys
 import time
 import traceback
@@ -133,7 +134,7 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
     from workbench.jobs import search, sets, signoff
     from workbench.resources import demo_model_dir
 
-    began = time.perf_counter()
+    began, cpu0 = time.perf_counter(), cpu_seconds()
     root = Path(args["workspace"]) / f"draw-{draw:02d}-sets{seed}"
     threads = args["threads"]
     built = sets.run(
@@ -251,9 +252,17 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
         "rules": rules,
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "wall_seconds": round(time.perf_counter() - began, 1),
+        # this process's and its finished children's (synthesis workers, TTS programs) user + system time
+        "cpu_seconds": round(cpu_seconds() - cpu0, 1),
     }
     (root / "draw.json").write_text(json.dumps(out, indent=1))
     return out
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and its waited-for children so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _draw_or_error(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
@@ -353,9 +362,13 @@ def main(argv: list[str] | None = None) -> int:
         "eval_per_condition": args.eval_per_condition or DEMO_EVAL_PER_CONDITION,
     }
     args.workspace.mkdir(parents=True, exist_ok=True)
-    began = time.perf_counter()
+    began, cpu0 = time.perf_counter(), cpu_seconds()
     base = prepare_base(args.workspace, calib, args.quick, min(cores, 16))
-    print(f"base ready in {time.perf_counter() - began:.0f} s: {base['seconds']}", flush=True)
+    base["cpu_seconds"] = round(cpu_seconds() - cpu0, 1)
+    print(
+        f"base ready in {time.perf_counter() - began:.0f} s ({base['cpu_seconds']:.0f} CPU-s): {base['seconds']}",
+        flush=True,
+    )
     seeds = [(d, args.first_draw + d) for d in range(args.draws)]
     draws: list[dict[str, Any]] = []
     command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
