@@ -278,9 +278,15 @@ def _draw_or_error(draw: int, seed: int, args: dict[str, Any], base: dict[str, A
         }
 
 
+def _mean(values: list[Any]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return round(sum(known) / len(known), 1) if known else None
+
+
 def summarise(draws: list[dict[str, Any]], rules: tuple[str, ...]) -> dict[str, Any]:
     """Per rule: draws, passes, pass rate, mean INT8 MAC share, mean predicted pass chance against the observed
-    rate (and the Brier score of the forecasts)."""
+    rate (and the Brier score of the forecasts), and what the rule costs: mean dev utterances transcribed and mean
+    search seconds per draw."""
     done = [d for d in draws if "rules" in d]
     out: dict[str, Any] = {}
     for rule in rules:
@@ -302,6 +308,10 @@ def summarise(draws: list[dict[str, Any]], rules: tuple[str, ...]) -> dict[str, 
             "mean_predicted_pass_chance": round(sum(c for c, _ in known) / len(known), 3) if known else None,
             "brier": round(sum((c - p) ** 2 for c, p in known) / len(known), 4) if known else None,
         }
+        transcribed = [r.get("dev_utterances_transcribed") for r in rows]
+        spent = [d["seconds"].get(f"search {rule}") for d in done if rule in d["rules"] and "seconds" in d]
+        out[rule]["mean_dev_utterances_transcribed"] = _mean(transcribed)
+        out[rule]["mean_search_seconds"] = _mean(spent)
         out[rule]["meets_target"] = pick_rule.qualifies(out[rule])
     return out
 

@@ -15,16 +15,22 @@ def _row(found: bool, passed: bool, share: float, chance: float | None) -> dict:
         "int8_macs_share": share if found else 0.0,
         "forecast": {"pass_chance": chance} if found else None,
         "signoff": {"passed": passed, "insufficient_evidence": False},
+        "dev_utterances_transcribed": 100 if passed else 200,
     }
 
 
 def test_the_summary_counts_passes_shares_and_the_forecast_per_rule() -> None:
     rep = load_benchmark("search_replication.py", "search_replication_bench")
     draws = [
-        {"draw": 0, "rules": {"as-read": _row(True, True, 0.8, 0.9), "shrink": _row(True, True, 0.6, 0.95)}},
+        {
+            "draw": 0,
+            "rules": {"as-read": _row(True, True, 0.8, 0.9), "shrink": _row(True, True, 0.6, 0.95)},
+            "seconds": {"search as-read": 10.0, "search shrink": 4.0},
+        },
         {
             "draw": 1,
             "rules": {"as-read": _row(True, False, 0.8, 0.7), "shrink": _row(False, False, 0.0, None)},
+            "seconds": {"search as-read": 20.0, "search shrink": 6.0},
         },
         {"draw": 2, "error": "RuntimeError: synthesis failed"},
     ]
@@ -38,6 +44,8 @@ def test_the_summary_counts_passes_shares_and_the_forecast_per_rule() -> None:
         0.475
     )  # no plan: predicted 0, observed no pass
     assert not read["meets_target"]
+    assert read["pass_rate_interval"][0] < 0.5 < read["pass_rate_interval"][1]
+    assert read["mean_dev_utterances_transcribed"] == 150.0 and read["mean_search_seconds"] == 15.0
 
 
 def test_unknown_rules_are_refused(tmp_path, capsys) -> None:

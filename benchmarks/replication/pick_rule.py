@@ -3,7 +3,8 @@
 A rule qualifies when its found plans pass the sign-off in at least 80 % of the draws while keeping on average at
 least 65 % of the multiply-accumulates in INT8 (a draw without a plan counts 0); among the qualifying rules the one
 with the highest mean INT8 share wins (then the higher pass rate). Prints one row per rule (pass rate with its
-95 % Wilson interval, mean INT8 share, mean predicted pass chance against the observed rate, draws) and the winner,
+95 % Wilson interval, mean INT8 share, mean predicted pass chance against the observed rate, draws, mean dev
+utterances the search transcribed per draw: its cost) and the winner,
 or that no rule qualifies. An unreadable file: one ``error:`` line, exit status 1.
 
     python benchmarks/replication/pick_rule.py [benchmarks/results/search_replication.json]
@@ -55,19 +56,23 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f} %"
 
 
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.0f}"
+
+
 def table(result: dict[str, Any]) -> str:
     """The per-rule table and the verdict, as text."""
     summary = result["summary"]
     lines = [
         f"{'rule':<9} {'draws':>5} {'passes':>6} {'pass rate [95 % CI]':>24} {'mean INT8 MACs':>14} "
-        f"{'predicted':>9} {'meets target':>12}"
+        f"{'predicted':>9} {'meets target':>12} {'dev utts/search':>15}"
     ]
     for rule, r in summary.items():
         low, high = wilson(r["passes"], r["draws"])
         lines.append(
             f"{rule:<9} {r['draws']:>5} {r['passes']:>6} {_pct(r['pass_rate']):>8} [{_pct(low)}, {_pct(high)}] "
             f"{_pct(r['mean_int8_macs_share']):>14} {_pct(r.get('mean_predicted_pass_chance')):>9} "
-            f"{'yes' if qualifies(r) else 'no':>12}"
+            f"{'yes' if qualifies(r) else 'no':>12} {_num(r.get('mean_dev_utterances_transcribed')):>15}"
         )
     winner = pick(summary)
     target = f"pass rate >= {TARGET_PASS_RATE:.0%} with mean INT8 share of MACs >= {TARGET_INT8_SHARE:.0%}"
