@@ -130,3 +130,12 @@ def test_a_built_draw_keeps_the_calibration_bytes_and_changes_the_evaluation_set
     assert evaluation != {u.speaker for u in tiny_sets.eval.utterances}
     assert not {u.speaker for u in drawn.calib.utterances} & evaluation
     assert drawn.eval.card["made"]["config"]["draw"] == 1
+
+
+def test_a_draw_of_your_own_speech_is_refused(tmp_path) -> None:
+    from workbench.errors import WorkbenchError
+    from workbench.speech.builder import build_external_sets
+
+    with pytest.raises(WorkbenchError, match="synthetic speech only"):
+        build_external_sets(SetBuildConfig(draw=2), [], [], "folder:x", root=tmp_path)
+    assert not any(tmp_path.iterdir())

@@ -337,6 +337,11 @@ def build_external_sets(
             "a held-out dev set is built from synthetic speech only; for your own speech import a "
             "dev set with 'python -m workbench data import --disjoint-from' and pass it as --dev-set"
         )
+    if cfg.draw:
+        raise WorkbenchError(
+            f"a draw of the evaluation and dev sets (draw {cfg.draw}) is made from synthetic speech only; your own "
+            "speech's sets are split by speaker without one"
+        )
     derived = cfg.profile is None
     profile = cfg.profile
     if profile is None:
