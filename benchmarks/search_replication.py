@@ -19,9 +19,12 @@ its dev reading promises. This benchmark measures how often, per selection rule 
 Draws run in parallel processes (``--jobs``), each with ``--threads`` ONNX Runtime threads and as many synthesis
 workers; the results JSON is written atomically when every draw is done (each draw also leaves its own JSON in the
 workspace, so a killed run keeps what finished).
+Runs of other draws (``--first-draw``) with the same settings merge into one result (``--merge``), so the draws can
+be split over calls with a time limit.
 
     python benchmarks/search_replication.py --draws 8 --jobs 8 --workspace /tmp/rep \
         --out benchmarks/results/search_replication.json
+    python benchmarks/search_replication.py --merge A.json B.json --out benchmarks/results/search_replication.json
     python benchmarks/search_replication.py --draws 1 --dev-per-condition 20 --eval-per-condition 20 \
         --calib-per-condition 12 --quick --workspace /tmp/rep-smoke --out /tmp/rep-smoke.json   # a smoke run
 """
@@ -332,6 +335,47 @@ def speaker_overlap(draws: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+SAME_IN_PARTS = ("calib_per_condition", "dev_per_condition", "eval_per_condition", "quick", "rules")
+
+
+def merge(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """One result from runs of other draws (each run made its own base; their calibration hashes must agree): the
+    draws of all, renumbered in order of their set draw, with the summary, winner and speaker overlap recomputed.
+    Runs with other settings, other calibration sets or the same set draw twice are refused (ValueError)."""
+    first = parts[0]
+    for name, part in zip(names, parts):
+        if part.get("benchmark") != "search_replication":
+            raise ValueError(f"{name} is not a search replication result")
+        for key in SAME_IN_PARTS:
+            if part["settings"][key] != first["settings"][key]:
+                raise ValueError(
+                    f"{name}: {key} {part['settings'][key]} differs from {first['settings'][key]}"
+                )
+        if part["base"]["calib_hash"] != first["base"]["calib_hash"]:
+            raise ValueError(f"{name}: another calibration set ({part['base']['calib_hash'][:12]})")
+    draws = [dict(d) for part in parts for d in part["draws"]]
+    set_draws = [d.get("sets", {}).get("draw", d.get("seed")) for d in draws]
+    if len(set(set_draws)) != len(set_draws):
+        raise ValueError(f"the same set draw appears twice: {sorted(set_draws)}")
+    draws = [d for _, d in sorted(zip(set_draws, draws), key=lambda pair: pair[0])]
+    for i, d in enumerate(draws):
+        d["draw"] = i
+    rules = tuple(first["settings"]["rules"])
+    summary = summarise(draws, rules)
+    kept = ("command", "machine", "load_average", "settings", "complete", "wall_seconds", "base")
+    return {
+        **{k: v for k, v in first.items() if k not in ("draws", "summary", "winner", "speaker_overlap")},
+        "command": "python benchmarks/search_replication.py --merge " + " ".join(names),
+        "complete": all(p.get("complete", False) for p in parts),
+        "parts": [{"file": name, **{k: p.get(k) for k in kept}} for name, p in zip(names, parts)],
+        "wall_seconds": round(sum(p.get("wall_seconds", 0.0) for p in parts), 1),
+        "summary": summary,
+        "winner": pick_rule.pick(summary),
+        "speaker_overlap": speaker_overlap(draws),
+        "draws": draws,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=8)
@@ -347,11 +391,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-per-condition", type=int, default=None, help="default: the demo's")
     parser.add_argument("--calib-per-condition", type=int, default=None, help="default: the demo's (100)")
     parser.add_argument("--quick", action="store_true", help="fewer resamples, no finer step (smoke runs)")
-    parser.add_argument("--workspace", type=Path, required=True)
+    parser.add_argument(
+        "--workspace", type=Path, help="where the sets and searches go (required unless --merge)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        help="combine the draws of these results (runs of other --first-draw, same settings) into --out instead",
+    )
     args = parser.parse_args(argv)
 
     from workbench.artifacts import json_text, write_text_atomic
+
+    if args.merge:
+        try:
+            merged = merge(
+                [json.loads(path.read_text()) for path in args.merge], [str(p) for p in args.merge]
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: cannot merge {' '.join(map(str, args.merge))}: {exc}", file=sys.stderr)
+            return 1
+        write_text_atomic(args.out, json_text(merged))
+        print(pick_rule.table(merged))
+        print(f"wrote {args.out}")
+        return 0
+    if args.workspace is None:
+        parser.error("--workspace is required (unless --merge)")
     from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION, SetBuildConfig
 
     rules = tuple(r.strip() for r in args.rules.split(",") if r.strip())

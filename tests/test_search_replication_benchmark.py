@@ -108,3 +108,59 @@ def test_speaker_overlap_counts_what_two_draws_share() -> None:
         {"draw": 2, "error": "failed"},
     ]
     assert rep.speaker_overlap(draws) == {"pairs": 1, "eval_mean_shared": 0.5, "dev_mean_shared": 0.0}
+
+
+def _part(first: int, calib: str = "c0ffee", rules=("as-read",)) -> dict:
+    return {
+        "benchmark": "search_replication",
+        "complete": True,
+        "wall_seconds": 100.0,
+        "settings": {
+            "calib_per_condition": 100,
+            "dev_per_condition": 450,
+            "eval_per_condition": 300,
+            "quick": False,
+            "rules": list(rules),
+            "first_draw": first,
+        },
+        "base": {"calib_hash": calib},
+        "draws": [
+            {
+                "draw": i,
+                "sets": {"seed": 0, "draw": first + i},
+                "eval_speaker_names": [f"s{first + i}", "shared"],
+                "dev_speaker_names": ["d"],
+                "rules": {"as-read": _row(True, (first + i) % 2 == 0, 0.7, 0.8)},
+            }
+            for i in range(2)
+        ],
+    }
+
+
+def test_runs_of_other_draws_merge_into_one_result_and_mismatches_are_refused(tmp_path, capsys) -> None:
+    import json
+
+    rep = load_benchmark("search_replication.py", "search_replication_bench")
+    merged = rep.merge([_part(3), _part(1)], ["b.json", "a.json"])
+    assert [(d["draw"], d["sets"]["draw"]) for d in merged["draws"]] == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert merged["summary"]["as-read"]["draws"] == 4 and merged["summary"]["as-read"]["passes"] == 2
+    assert merged["wall_seconds"] == 200.0 and [p["file"] for p in merged["parts"]] == ["b.json", "a.json"]
+    assert merged["speaker_overlap"]["eval_mean_shared"] == 0.5 and merged["winner"] is None
+    for bad, why in (
+        ([_part(1), _part(2)], "same set draw"),
+        ([_part(1), _part(3, calib="beef")], "another calibration set"),
+        ([_part(1), _part(3, rules=("shrink",))], "rules"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            rep.merge(bad, ["a.json", "b.json"])
+    paths = []
+    for name, part in (("a.json", _part(1)), ("b.json", _part(2))):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(part))
+    out = tmp_path / "merged.json"
+    assert rep.main(["--merge", *map(str, paths), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot merge") and len(err.strip().splitlines()) == 1 and not out.exists()
+    paths[1].write_text(json.dumps(_part(3)))
+    assert rep.main(["--merge", *map(str, paths), "--out", str(out)]) == 0
+    assert len(json.loads(out.read_text())["draws"]) == 4
