@@ -20,6 +20,7 @@ from workbench.config import (
     BACKENDS,
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
+    DEFAULT_PERCENTILE,
     DEFAULT_RECOVERY,
     EVIDENCE,
     LAYOUTS,
@@ -74,7 +75,7 @@ class RecipeSpec:
     """The calibration recipe: method (and its percentile) and accuracy-recovery techniques."""
 
     method: str = DEFAULT_METHOD
-    percentile: float = 99.99
+    percentile: float = DEFAULT_PERCENTILE
     recovery: RecoveryDefaults = DEFAULT_RECOVERY
 
 
@@ -253,7 +254,7 @@ def _set_name(value: str, root: Path) -> str:
 def _recipe(table: dict[str, Any], where: Where) -> RecipeSpec:
     at = where.key("calibration")
     method = shape.choice(table.get("method", DEFAULT_METHOD), METHOD_NAMES, at.key("method"))
-    percentile = shape.finite_number(table.get("percentile", 99.99), at.key("percentile"))
+    percentile = shape.finite_number(table.get("percentile", DEFAULT_PERCENTILE), at.key("percentile"))
     if not 50.0 < percentile <= 100.0:
         raise at.key("percentile").fail(f"must be in (50, 100], not {percentile:g}")
     if "recovery" not in table:
