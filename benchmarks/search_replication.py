@@ -6,19 +6,25 @@ its dev reading promises. This benchmark measures how often, per selection rule 
 1. once: the demo's calibration set (seed 0, the demo's speakers and texts), its calibration (percentile 99.99 with
    the demo's accuracy recovery) and its layer-sensitivity ranking, exactly as ``python -m workbench demo`` makes
    them (the demo preset's steps sets, calibrate, compare: ``workbench.project.demo``);
-2. per draw ``d`` (seed ``--seed0 + d``): a new dev set and a new evaluation set (new texts, noise, levels and voice
-   per utterance; the speaker roles are the same on every seed: ``workbench.speech.split`` assigns them without a
-   seed), then the search with each rule on that dev set (predicting the sign-off on that evaluation set), then
-   one sign-off (TensorRT-bound files, greedy decoding, no latency) of FP32 and each rule's found plan;
-3. per rule: pass rate, mean INT8 share of multiply-accumulates (a draw with no plan counts 0), mean predicted
-   pass chance (``signoff_forecast``) against the observed pass rate.
+2. per draw ``d`` (``SetBuildConfig.draw`` = ``--first-draw + d``, seed 0): a new dev set and a new evaluation set
+   beside the same calibration set (checked: its content hash is the base's): the speakers never in calibration
+   dealt again between evaluation and dev (``workbench.speech.split.redraw_held_out``), new texts, noise, levels
+   and voice per utterance; then the search with each rule on that dev set (predicting the sign-off on that
+   evaluation set), then one sign-off (TensorRT-bound files, greedy decoding, no latency) of FP32 and each rule's
+   found plan;
+3. per rule: pass rate (with its 95 % Wilson interval), mean INT8 share of multiply-accumulates (a draw without a
+   plan counts 0), mean predicted pass chance (``signoff_forecast``) against the observed pass rate, and the
+   winning rule by the target (``benchmarks/replication/pick_rule.py``, which also prints the table from the JSON).
 
 Draws run in parallel processes (``--jobs``), each with ``--threads`` ONNX Runtime threads and as many synthesis
 workers; the results JSON is written atomically when every draw is done (each draw also leaves its own JSON in the
 workspace, so a killed run keeps what finished).
+Runs of other draws (``--first-draw``) with the same settings merge into one result (``--merge``), so the draws can
+be split over calls with a time limit.
 
     python benchmarks/search_replication.py --draws 8 --jobs 8 --workspace /tmp/rep \
         --out benchmarks/results/search_replication.json
+    python benchmarks/search_replication.py --merge A.json B.json --out benchmarks/results/search_replication.json
     python benchmarks/search_replication.py --draws 1 --dev-per-condition 20 --eval-per-condition 20 \
         --calib-per-condition 12 --quick --workspace /tmp/rep-smoke --out /tmp/rep-smoke.json   # a smoke run
 """
@@ -30,6 +36,7 @@ import json
 import multiprocessing
 import os
 import platform
+import resource
 import sys
 import time
 import traceback
@@ -39,8 +46,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "replication"))
 RESULTS = HERE / "results" / "search_replication.json"
 RULES = ("as-read", "shrink", "confirm")
+
+import pick_rule  # noqa: E402  (benchmarks/replication/pick_rule.py: the target and the winning rule)
 
 
 def _analysis(base: dict[str, Any]) -> dict[str, Any]:
@@ -137,23 +147,27 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
     from workbench.project.demo import DEMO_FINER
     from workbench.resources import demo_model_dir
 
-    began = time.perf_counter()
-    root = Path(args["workspace"]) / f"draw-{draw:02d}-seed{seed}"
+    began, cpu0 = time.perf_counter(), cpu_seconds()
+    root = Path(args["workspace"]) / f"draw-{draw:02d}-sets{seed}"
     threads = args["threads"]
     built = sets.run(
         sets.SetsInputs(
             SetBuildConfig(
-                name=f"rep-s{seed}",
-                calib_per_condition=1,  # not used: the calibration is the demo's (the base)
+                name=f"rep-d{seed}",
+                calib_per_condition=args["calib_per_condition"],  # the base's: the same calibration bytes
                 eval_per_condition=args["eval_per_condition"],
                 dev_per_condition=args["dev_per_condition"],
-                seed=seed,
+                seed=0,
+                draw=seed,
                 workers=threads,
             ),
             root=root / "calib_sets",
         )
     ).built
-    assert built.dev is not None
+    if built.dev is None or built.calib.content_hash != base["calib_hash"]:
+        raise RuntimeError(
+            f"draw {seed}'s calibration set {built.calib.content_hash[:12]} is not the base's {base['calib_hash'][:12]}"
+        )
     seconds = {"sets": time.perf_counter() - began}
     rules: dict[str, Any] = {}
     gates = GateConfig()
@@ -238,18 +252,30 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
         }
     out = {
         "draw": draw,
-        "seed": seed,
+        "sets": {"seed": 0, "draw": seed, "calib_hash": built.calib.content_hash},
+        "dev_hash": built.dev.content_hash,
+        "eval_hash": built.eval.content_hash,
         "dev_utterances": len(built.dev.utterances),
         "eval_utterances": len(built.eval.utterances),
         "dev_speakers": len({u.speaker for u in built.dev.utterances}),
         "eval_speakers": len({u.speaker for u in built.eval.utterances}),
+        "dev_speaker_names": sorted({u.speaker for u in built.dev.utterances}),
+        "eval_speaker_names": sorted({u.speaker for u in built.eval.utterances}),
         "recovery": asdict(DEMO_RECOVERY),
         "rules": rules,
         "seconds": {k: round(v, 1) for k, v in seconds.items()},
         "wall_seconds": round(time.perf_counter() - began, 1),
+        # this process's and its finished children's (synthesis workers, TTS programs) user + system time
+        "cpu_seconds": round(cpu_seconds() - cpu0, 1),
     }
     (root / "draw.json").write_text(json.dumps(out, indent=1))
     return out
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process and its waited-for children so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def _draw_or_error(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
@@ -265,9 +291,15 @@ def _draw_or_error(draw: int, seed: int, args: dict[str, Any], base: dict[str, A
         }
 
 
+def _mean(values: list[Any]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return round(sum(known) / len(known), 1) if known else None
+
+
 def summarise(draws: list[dict[str, Any]], rules: tuple[str, ...]) -> dict[str, Any]:
     """Per rule: draws, passes, pass rate, mean INT8 MAC share, mean predicted pass chance against the observed
-    rate (and the Brier score of the forecasts)."""
+    rate (and the Brier score of the forecasts), and what the rule costs: mean dev utterances transcribed and mean
+    search seconds per draw."""
     done = [d for d in draws if "rules" in d]
     out: dict[str, Any] = {}
     for rule in rules:
@@ -282,14 +314,76 @@ def summarise(draws: list[dict[str, Any]], rules: tuple[str, ...]) -> dict[str, 
             "draws": len(rows),
             "passes": sum(passed),
             "pass_rate": round(sum(passed) / len(rows), 3),
+            "pass_rate_interval": list(pick_rule.wilson(sum(passed), len(rows))),
             "plans_found": sum(r["found"] is not None for r in rows),
             "insufficient_evidence": sum(bool(r["signoff"].get("insufficient_evidence")) for r in rows),
             "mean_int8_macs_share": round(sum(shares) / len(rows), 4),
             "mean_predicted_pass_chance": round(sum(c for c, _ in known) / len(known), 3) if known else None,
             "brier": round(sum((c - p) ** 2 for c, p in known) / len(known), 4) if known else None,
-            "meets_target": sum(passed) / len(rows) >= 0.8 and sum(shares) / len(rows) >= 0.65,
         }
+        transcribed = [r.get("dev_utterances_transcribed") for r in rows]
+        spent = [d["seconds"].get(f"search {rule}") for d in done if rule in d["rules"] and "seconds" in d]
+        out[rule]["mean_dev_utterances_transcribed"] = _mean(transcribed)
+        out[rule]["mean_search_seconds"] = _mean(spent)
+        out[rule]["meets_target"] = pick_rule.qualifies(out[rule])
     return out
+
+
+def speaker_overlap(draws: list[dict[str, Any]]) -> dict[str, Any]:
+    """How far the draws' speakers differ: per role, the mean share of a draw's speakers that another draw also has
+    (over every pair of finished draws)."""
+    done = [d for d in draws if "eval_speaker_names" in d]
+    out: dict[str, Any] = {"pairs": len(done) * (len(done) - 1) // 2}
+    for role in ("eval", "dev"):
+        shares = [
+            len(set(a[f"{role}_speaker_names"]) & set(b[f"{role}_speaker_names"]))
+            / max(1, len(a[f"{role}_speaker_names"]))
+            for i, a in enumerate(done)
+            for b in done[i + 1 :]
+        ]
+        out[f"{role}_mean_shared"] = round(sum(shares) / len(shares), 3) if shares else None
+    return out
+
+
+SAME_IN_PARTS = ("calib_per_condition", "dev_per_condition", "eval_per_condition", "quick", "rules")
+
+
+def merge(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
+    """One result from runs of other draws (each run made its own base; their calibration hashes must agree): the
+    draws of all, renumbered in order of their set draw, with the summary, winner and speaker overlap recomputed.
+    Runs with other settings, other calibration sets or the same set draw twice are refused (ValueError)."""
+    first = parts[0]
+    for name, part in zip(names, parts):
+        if part.get("benchmark") != "search_replication":
+            raise ValueError(f"{name} is not a search replication result")
+        for key in SAME_IN_PARTS:
+            if part["settings"][key] != first["settings"][key]:
+                raise ValueError(
+                    f"{name}: {key} {part['settings'][key]} differs from {first['settings'][key]}"
+                )
+        if part["base"]["calib_hash"] != first["base"]["calib_hash"]:
+            raise ValueError(f"{name}: another calibration set ({part['base']['calib_hash'][:12]})")
+    draws = [dict(d) for part in parts for d in part["draws"]]
+    set_draws = [d.get("sets", {}).get("draw", d.get("seed")) for d in draws]
+    if len(set(set_draws)) != len(set_draws):
+        raise ValueError(f"the same set draw appears twice: {sorted(set_draws)}")
+    draws = [d for _, d in sorted(zip(set_draws, draws), key=lambda pair: pair[0])]
+    for i, d in enumerate(draws):
+        d["draw"] = i
+    rules = tuple(first["settings"]["rules"])
+    summary = summarise(draws, rules)
+    kept = ("command", "machine", "load_average", "settings", "complete", "wall_seconds", "base")
+    return {
+        **{k: v for k, v in first.items() if k not in ("draws", "summary", "winner", "speaker_overlap")},
+        "command": "python benchmarks/search_replication.py --merge " + " ".join(names),
+        "complete": all(p.get("complete", False) for p in parts),
+        "parts": [{"file": name, **{k: p.get(k) for k in kept}} for name, p in zip(names, parts)],
+        "wall_seconds": round(sum(p.get("wall_seconds", 0.0) for p in parts), 1),
+        "summary": summary,
+        "winner": pick_rule.pick(summary),
+        "speaker_overlap": speaker_overlap(draws),
+        "draws": draws,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -299,17 +393,42 @@ def main(argv: list[str] | None = None) -> int:
         "--jobs", type=int, default=None, help="draws at once (default: cores // 2, at most draws)"
     )
     parser.add_argument("--threads", type=int, default=None, help="threads per draw (default: cores // jobs)")
-    parser.add_argument("--seed0", type=int, default=100, help="draw d uses seed seed0 + d (the demo's is 0)")
+    parser.add_argument(
+        "--first-draw", type=int, default=1, help="draw d builds set draw first + d (0: the demo's own sets)"
+    )
     parser.add_argument("--rules", default=",".join(RULES), help="selection rules, comma separated")
     parser.add_argument("--dev-per-condition", type=int, default=None, help="default: the demo's")
     parser.add_argument("--eval-per-condition", type=int, default=None, help="default: the demo's")
     parser.add_argument("--calib-per-condition", type=int, default=None, help="default: the demo's (100)")
     parser.add_argument("--quick", action="store_true", help="fewer resamples, no finer step (smoke runs)")
-    parser.add_argument("--workspace", type=Path, required=True)
+    parser.add_argument(
+        "--workspace", type=Path, help="where the sets and searches go (required unless --merge)"
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        help="combine the draws of these results (runs of other --first-draw, same settings) into --out instead",
+    )
     args = parser.parse_args(argv)
 
     from workbench.artifacts import json_text, write_text_atomic
+
+    if args.merge:
+        try:
+            merged = merge(
+                [json.loads(path.read_text()) for path in args.merge], [str(p) for p in args.merge]
+            )
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: cannot merge {' '.join(map(str, args.merge))}: {exc}", file=sys.stderr)
+            return 1
+        write_text_atomic(args.out, json_text(merged))
+        print(pick_rule.table(merged))
+        print(f"wrote {args.out}")
+        return 0
+    if args.workspace is None:
+        parser.error("--workspace is required (unless --merge)")
     from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION, SetBuildConfig
 
     rules = tuple(r.strip() for r in args.rules.split(",") if r.strip())
@@ -319,30 +438,35 @@ def main(argv: list[str] | None = None) -> int:
     cores = os.cpu_count() or 1
     jobs = args.jobs or max(1, min(args.draws, cores // 2))
     threads = args.threads or max(1, cores // jobs)
+    calib = args.calib_per_condition or SetBuildConfig().calib_per_condition
     settings = {
         "workspace": str(args.workspace),
+        "calib_per_condition": calib,
         "rules": rules,
         "threads": threads,
         "quick": args.quick,
         "dev_per_condition": args.dev_per_condition or DEMO_DEV_PER_CONDITION,
         "eval_per_condition": args.eval_per_condition or DEMO_EVAL_PER_CONDITION,
     }
-    calib = args.calib_per_condition or SetBuildConfig().calib_per_condition
     args.workspace.mkdir(parents=True, exist_ok=True)
-    began = time.perf_counter()
+    began, cpu0 = time.perf_counter(), cpu_seconds()
     base = prepare_base(args.workspace, calib, args.quick, min(cores, 16))
-    print(f"base ready in {time.perf_counter() - began:.0f} s: {base['seconds']}", flush=True)
-    seeds = [(d, args.seed0 + d) for d in range(args.draws)]
+    base["cpu_seconds"] = round(cpu_seconds() - cpu0, 1)
+    print(
+        f"base ready in {time.perf_counter() - began:.0f} s ({base['cpu_seconds']:.0f} CPU-s): {base['seconds']}",
+        flush=True,
+    )
+    seeds = [(d, args.first_draw + d) for d in range(args.draws)]
     draws: list[dict[str, Any]] = []
     command = "python " + " ".join([sys.argv[0], *(argv if argv is not None else sys.argv[1:])])
-    meta = {"command": command, "settings": {**settings, "calib_per_condition": calib, "jobs": jobs}}
-    meta["settings"]["seed0"] = args.seed0
+    meta = {"command": command, "settings": {**settings, "jobs": jobs, "first_draw": args.first_draw}}
 
     def write(final: bool) -> dict[str, Any]:
         """The results so far (after every draw, so a run cut short keeps what finished)."""
         import onnxruntime
 
         done = sorted(draws, key=lambda d: d["draw"])
+        summary = summarise(done, rules)
         result = {
             "benchmark": "search_replication",
             **meta,
@@ -351,12 +475,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{onnxruntime.__version__}",
             "load_average": [round(x, 2) for x in os.getloadavg()],
             "base": base,
-            "what_varies": "per draw: dev and evaluation texts, noise, levels and the voice of each utterance (seed); "
-            "the speaker roles (which voices are dev and which evaluation speakers) are the same on every seed; "
-            "the model, calibration set, cache and sensitivity ranking are the demo's (seed 0) for every draw",
+            "what_varies": "per draw (SetBuildConfig.draw, seed 0): which of the speakers never in calibration are "
+            "evaluation and which dev speakers (the basic voices' dev half stays dev), dev and evaluation texts, noise, "
+            "levels and the voice of each utterance; the model, calibration set (its content hash checked per draw), "
+            "cache and sensitivity ranking are the demo's for every draw",
+            "target": {
+                "pass_rate": pick_rule.TARGET_PASS_RATE,
+                "mean_int8_macs_share": pick_rule.TARGET_INT8_SHARE,
+            },
             "gates": "default: overall +0.3 pts, each condition +1.0 pts on the upper end of the 95% interval; the "
             "evidence rule of workbench.evaluate.evidence",
-            "summary": summarise(done, rules),
+            "summary": summary,
+            "winner": pick_rule.pick(summary),
+            "speaker_overlap": speaker_overlap(done),
             "draws": done,
             "wall_seconds": round(time.perf_counter() - began, 1),
         }
@@ -377,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"draw {row['draw']} done: {row.get('error') or row.get('wall_seconds')}", flush=True)
                 write(final=False)
     result = write(final=True)
-    print(json.dumps(result["summary"], indent=1))
+    print(pick_rule.table(result))
     print(f"wrote {args.out}")
     return 0 if all("error" not in d for d in draws) else 1
 

@@ -120,24 +120,36 @@ def demo_signoff(tiny_sets, tmp_path_factory):
         source, ImportConfig("eval-audio", role="unlabelled", workers=1), "t", work / "sets", False
     )
     gates = GateConfig(max_wer_delta_points=100.0, max_condition_wer_delta_points=100.0, unlabelled_max_disagreement=0.01)  # fmt: skip
-    result = run(
-        SignoffInputs(
-            eval_set=str(tiny_sets.eval.path),
-            out_dir=work / "reports" / "r",
-            candidates=[("fp32", calibrated.fp32_onnx), ("int8", calibrated.int8_onnx)],
-            calib_set=str(tiny_sets.calib.path),
-            cache=calibrated.cache,
-            engines=work / "engines",
-            calib_root=tiny_sets.calib.path.parent,
-            latency=None,
-            threads=1,
-            resamples=200,
-            as_given=True,
-            outside_profile="score",
-            gates=gates,
-            unlabelled_sets=[str(again.speech_set.path)],
+    import workbench.jobs.label_free as job
+
+    loads: list[str] = []
+
+    def counted(name, *args, **kwargs):  # the real load_set, its calls counted
+        loads.append(str(name))
+        return real_load(name, *args, **kwargs)
+
+    real_load = job.load_set
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(job, "load_set", counted)
+        result = run(
+            SignoffInputs(
+                eval_set=str(tiny_sets.eval.path),
+                out_dir=work / "reports" / "r",
+                candidates=[("fp32", calibrated.fp32_onnx), ("int8", calibrated.int8_onnx)],
+                calib_set=str(tiny_sets.calib.path),
+                cache=calibrated.cache,
+                engines=work / "engines",
+                calib_root=tiny_sets.calib.path.parent,
+                latency=None,
+                threads=1,
+                resamples=200,
+                as_given=True,
+                outside_profile="score",
+                gates=gates,
+                unlabelled_sets=[str(again.speech_set.path)],
+            )
         )
-    )
+    assert loads == [str(again.speech_set.path)]  # the unlabelled set is read and hashed once per sign-off
     return result, again.speech_set
 
 
@@ -165,6 +177,9 @@ def test_the_same_audio_unlabelled_agrees_as_the_labelled_set_and_is_not_flagged
             delta = result.record["accuracy"]["candidates"][name]["overall"]["delta"]["estimate"]
             assert est["estimate"] == pytest.approx(delta)
     assert here["beyond_labelled"] == []
+    for test in here["shift_tests"].values():  # the same audio: a difference of zero, inside its interval
+        assert test["difference"]["estimate"] == 0.0 and not test["beyond"]
+        assert test["difference"]["low"] <= 0.0 <= test["difference"]["high"]
     cov = here["coverage"]
     assert cov["tensors"] > 0 and all(0.0 <= m["share"] <= 1.0 for m in cov["top"])
     assert (here["shift"] is None) == (not cov["moved"])

@@ -15,16 +15,22 @@ def _row(found: bool, passed: bool, share: float, chance: float | None) -> dict:
         "int8_macs_share": share if found else 0.0,
         "forecast": {"pass_chance": chance} if found else None,
         "signoff": {"passed": passed, "insufficient_evidence": False},
+        "dev_utterances_transcribed": 100 if passed else 200,
     }
 
 
 def test_the_summary_counts_passes_shares_and_the_forecast_per_rule() -> None:
     rep = load_benchmark("search_replication.py", "search_replication_bench")
     draws = [
-        {"draw": 0, "rules": {"as-read": _row(True, True, 0.8, 0.9), "shrink": _row(True, True, 0.6, 0.95)}},
+        {
+            "draw": 0,
+            "rules": {"as-read": _row(True, True, 0.8, 0.9), "shrink": _row(True, True, 0.6, 0.95)},
+            "seconds": {"search as-read": 10.0, "search shrink": 4.0},
+        },
         {
             "draw": 1,
             "rules": {"as-read": _row(True, False, 0.8, 0.7), "shrink": _row(False, False, 0.0, None)},
+            "seconds": {"search as-read": 20.0, "search shrink": 6.0},
         },
         {"draw": 2, "error": "RuntimeError: synthesis failed"},
     ]
@@ -38,6 +44,8 @@ def test_the_summary_counts_passes_shares_and_the_forecast_per_rule() -> None:
         0.475
     )  # no plan: predicted 0, observed no pass
     assert not read["meets_target"]
+    assert read["pass_rate_interval"][0] < 0.5 < read["pass_rate_interval"][1]
+    assert read["mean_dev_utterances_transcribed"] == 150.0 and read["mean_search_seconds"] == 15.0
 
 
 def test_unknown_rules_are_refused(tmp_path, capsys) -> None:
@@ -45,3 +53,114 @@ def test_unknown_rules_are_refused(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         rep.main(["--rules", "best", "--workspace", str(tmp_path)])
     assert "--rules from as-read, shrink, confirm" in capsys.readouterr().err
+
+
+def _rule(passes: int, draws: int, share: float) -> dict:
+    return {
+        "draws": draws,
+        "passes": passes,
+        "pass_rate": round(passes / draws, 3),
+        "mean_int8_macs_share": share,
+        "mean_predicted_pass_chance": 0.9,
+    }
+
+
+def test_the_winner_passes_in_80_percent_of_draws_with_65_percent_int8_and_the_most_int8() -> None:
+    pick = load_benchmark("replication/pick_rule.py", "pick_rule_bench")
+    summary = {
+        "as-read": _rule(5, 8, 0.80),  # most INT8, fails too often
+        "shrink": _rule(7, 8, 0.68),
+        "confirm": _rule(8, 8, 0.66),
+    }
+    assert pick.pick(summary) == "shrink"
+    assert pick.pick({**summary, "shrink": _rule(7, 8, 0.64)}) == "confirm"  # below the share
+    assert pick.pick({"as-read": _rule(5, 8, 0.8), "shrink": _rule(6, 8, 0.9)}) is None  # 75 % < 80 %
+    low, high = pick.wilson(7, 8)
+    assert low < 0.875 < high and 0.4 < low < 0.55 and high > 0.95
+
+
+def test_the_pick_table_names_every_rule_the_winner_and_failed_draws(tmp_path, capsys) -> None:
+    import json
+
+    pick = load_benchmark("replication/pick_rule.py", "pick_rule_bench")
+    result = {
+        "complete": False,
+        "summary": {"as-read": _rule(5, 8, 0.80), "shrink": _rule(7, 8, 0.68)},
+        "draws": [{"draw": 3, "error": "RuntimeError: synthesis failed"}],
+    }
+    path = tmp_path / "rep.json"
+    path.write_text(json.dumps(result))
+    assert pick.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "winner: shrink" in out and "62.5 %" in out and "87.5 %" in out
+    assert "not complete" in out and "draw 3: RuntimeError: synthesis failed" in out
+    (tmp_path / "bad.json").write_text("{")
+    assert pick.main([str(tmp_path / "bad.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and len(err.strip().splitlines()) == 1
+
+
+def test_speaker_overlap_counts_what_two_draws_share() -> None:
+    rep = load_benchmark("search_replication.py", "search_replication_bench")
+    draws = [
+        {"draw": 0, "eval_speaker_names": ["a", "b", "c", "d"], "dev_speaker_names": ["x", "y"]},
+        {"draw": 1, "eval_speaker_names": ["a", "b", "e", "f"], "dev_speaker_names": ["z", "w"]},
+        {"draw": 2, "error": "failed"},
+    ]
+    assert rep.speaker_overlap(draws) == {"pairs": 1, "eval_mean_shared": 0.5, "dev_mean_shared": 0.0}
+
+
+def _part(first: int, calib: str = "c0ffee", rules=("as-read",)) -> dict:
+    return {
+        "benchmark": "search_replication",
+        "complete": True,
+        "wall_seconds": 100.0,
+        "settings": {
+            "calib_per_condition": 100,
+            "dev_per_condition": 450,
+            "eval_per_condition": 300,
+            "quick": False,
+            "rules": list(rules),
+            "first_draw": first,
+        },
+        "base": {"calib_hash": calib},
+        "draws": [
+            {
+                "draw": i,
+                "sets": {"seed": 0, "draw": first + i},
+                "eval_speaker_names": [f"s{first + i}", "shared"],
+                "dev_speaker_names": ["d"],
+                "rules": {"as-read": _row(True, (first + i) % 2 == 0, 0.7, 0.8)},
+            }
+            for i in range(2)
+        ],
+    }
+
+
+def test_runs_of_other_draws_merge_into_one_result_and_mismatches_are_refused(tmp_path, capsys) -> None:
+    import json
+
+    rep = load_benchmark("search_replication.py", "search_replication_bench")
+    merged = rep.merge([_part(3), _part(1)], ["b.json", "a.json"])
+    assert [(d["draw"], d["sets"]["draw"]) for d in merged["draws"]] == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert merged["summary"]["as-read"]["draws"] == 4 and merged["summary"]["as-read"]["passes"] == 2
+    assert merged["wall_seconds"] == 200.0 and [p["file"] for p in merged["parts"]] == ["b.json", "a.json"]
+    assert merged["speaker_overlap"]["eval_mean_shared"] == 0.5 and merged["winner"] is None
+    for bad, why in (
+        ([_part(1), _part(2)], "same set draw"),
+        ([_part(1), _part(3, calib="beef")], "another calibration set"),
+        ([_part(1), _part(3, rules=("shrink",))], "rules"),
+    ):
+        with pytest.raises(ValueError, match=why):
+            rep.merge(bad, ["a.json", "b.json"])
+    paths = []
+    for name, part in (("a.json", _part(1)), ("b.json", _part(2))):
+        paths.append(tmp_path / name)
+        paths[-1].write_text(json.dumps(part))
+    out = tmp_path / "merged.json"
+    assert rep.main(["--merge", *map(str, paths), "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot merge") and len(err.strip().splitlines()) == 1 and not out.exists()
+    paths[1].write_text(json.dumps(_part(3)))
+    assert rep.main(["--merge", *map(str, paths), "--out", str(out)]) == 0
+    assert len(json.loads(out.read_text())["draws"]) == 4

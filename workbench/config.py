@@ -94,6 +94,11 @@ class SetBuildConfig:
     # for the mixed-precision search to select on (the demo asks for DEMO_DEV_PER_CONDITION)
     dev_per_condition: int = 0
     seed: int = 0
+    # synthetic speech: a numbered draw of the evaluation and dev sets beside the same calibration set (the same
+    # bytes). 0: the seed's own sets; another number draws new evaluation and dev speakers (among the speakers never
+    # in calibration: the basic voices' evaluation third and the extra voices), texts, noise, levels and voices
+    # (benchmarks/search_replication.py draws 1, 2, ...; workbench.speech.split.redraw_held_out)
+    draw: int = 0
     profile: EngineProfile | None = None
     conditions: ConditionRanges = field(default_factory=ConditionRanges)
     workers: int = 2
@@ -415,6 +420,10 @@ class LabelFreeDefaults:
     # a note says FP32 itself is less sure on the audio when its mean max posterior there is this much below the
     # evaluation set's
     confidence_drop: float = 0.05
+    # the shift check flags a candidate when the lower end of the interval (the sign-off's level) of its disagreement
+    # on the unlabelled audio minus its disagreement on the labelled evaluation set, each set's speakers resampled on
+    # their own, is above this margin (a fraction of FP32's words; 0: any difference beyond the noise)
+    shift_margin: float = 0.0
 
 
 LABEL_FREE = LabelFreeDefaults()

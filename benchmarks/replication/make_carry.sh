@@ -3,8 +3,20 @@
 # Debian bookworm machine with apt lists and gcc: the TTS packages as one pruned root, the stand-in libraries, the
 # wheels the device image lacks, and this checkout's workbench/ (without the demo model) and benchmarks/.
 # Usage, from the repository root: benchmarks/replication/make_carry.sh [DEST]
+# CODE_ONLY=1 refreshes only the code (workbench/ and benchmarks/) of a carry built before.
 set -euo pipefail
 DEST=${1:-/work/main/.carry/56}
+code() {
+  rm -rf "$DEST/workbench" && cp -r workbench "$DEST/workbench"
+  rm -rf "$DEST/workbench/demo_model" && find "$DEST/workbench" -name __pycache__ -prune -exec rm -rf {} +
+  rm -rf "$DEST/benchmarks" && mkdir -p "$DEST/benchmarks/replication"
+  cp benchmarks/search_replication.py "$DEST/benchmarks/"
+  cp benchmarks/replication/device_run.sh benchmarks/replication/pick_rule.py "$DEST/benchmarks/replication/"
+}
+if [ "${CODE_ONLY:-0}" = 1 ]; then
+  [ -f "$DEST/tts-root.tar.xz" ] || { echo "error: $DEST holds no carry to refresh; run without CODE_ONLY" >&2; exit 1; }
+  code && du -sb "$DEST" && exit 0
+fi
 T=$(mktemp -d)
 mkdir -p "$DEST/lib" "$DEST/festlib" "$DEST/whl" "$T/debs" "$T/root"
 (cd "$T/debs" && apt-get download espeak-ng espeak-ng-data libespeak-ng1 libpcaudio0 libsonic0 flite libflite1 \
@@ -23,10 +35,6 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d "$DEST/whl" soundfile==0.14.0 onnx_graphsurgeon==0.6.1 polygraphy==0.53.6 \
   jiwer==4.0.0 rapidfuzz==3.14.6 cffi==2.0.0 pycparser==3.0
-rm -rf "$DEST/workbench" && cp -r workbench "$DEST/workbench"
-rm -rf "$DEST/workbench/demo_model" && find "$DEST/workbench" -name __pycache__ -prune -exec rm -rf {} +
-mkdir -p "$DEST/benchmarks/replication"
-cp benchmarks/search_replication.py "$DEST/benchmarks/"
-cp benchmarks/replication/device_run.sh "$DEST/benchmarks/replication/"
+code
 rm -rf "$T"
 du -sb "$DEST"

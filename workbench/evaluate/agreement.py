@@ -19,7 +19,7 @@ the gates read.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -98,6 +98,8 @@ class CandidateAgreement:
     char_disagreement: Interval  # character edits / FP32's characters
     wer_bound: Interval  # |error-rate delta| <= this (in the scoring unit), reference units estimated
     estimate: LabelFreeEstimate | None = None
+    # per utterance: word edits to FP32, FP32's words, the bootstrap block (for the shift test; not in the record)
+    samples: tuple[np.ndarray, np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
     @property
     def changed_share(self) -> float:
@@ -229,6 +231,7 @@ def agreement(
             char_disagreement,
             bound,
             estimate,
+            (word_ed, words_base, blocks),
         )
     return AgreementResult(
         set_name,

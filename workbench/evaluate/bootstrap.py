@@ -139,3 +139,42 @@ def paired_delta_interval(
     return _resampled(
         [(1.0, ec), (-1.0, eb)], w, b, estimate, unit=unit, level=level, resamples=resamples, seed=seed
     )
+
+
+def independent_difference_interval(
+    first: tuple[np.ndarray, np.ndarray, np.ndarray],
+    second: tuple[np.ndarray, np.ndarray, np.ndarray],
+    *,
+    unit: str = "speaker",
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[Interval, Interval]:
+    """Two independent sets' ratios of sums (errors, words, blocks each): the interval of ``first - second`` and of
+    ``first / second``, each set's blocks resampled on their own (different speakers, so no pairing). A resample
+    whose ``second`` ratio is zero has no quotient and is left out of the quotient's interval."""
+    parts = []
+    for k, (errors, words, blocks) in enumerate((first, second)):
+        e, w = np.asarray(errors, dtype=np.float64), np.asarray(words, dtype=np.float64)
+        b = np.asarray(blocks, dtype=np.int64)
+        _check(e, w, b, level, resamples)
+        if w.sum() <= 0:
+            nan = Interval(float("nan"), float("nan"), float("nan"), level, resamples, unit, 0)
+            return nan, nan
+        _, b = np.unique(b, return_inverse=True)
+        n = int(b.max()) + 1
+        counts = _block_counts(n, resamples, seed + k)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            samples = (counts @ _sums(e, b, n)) / (counts @ _sums(w, b, n))
+        parts.append((float(e.sum() / w.sum()), samples, n))
+    (a, sa, na), (c, sc, nc) = parts
+    out = []
+    for estimate, samples in ((a - c, sa - sc), (a / c if c > 0 else float("nan"), _ratio(sa, sc))):
+        low, high = _percentiles(samples, level)
+        out.append(Interval(estimate, low, high, level, resamples, unit, na + nc))
+    return out[0], out[1]
+
+
+def _ratio(top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1.0), np.nan)

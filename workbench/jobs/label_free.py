@@ -5,10 +5,10 @@ transcripts (``workbench.evaluate.agreement``: disagreement, changed utterances,
 delta, the label-free estimate from the labelled set's ratio), records FP32's confidence there and on a sample of
 the evaluation set, and measures the coverage of the calibrated ranges on it (``workbench.calibration.coverage``).
 
-The shift check: a candidate's disagreement on the unlabelled audio is *beyond* its disagreement on the labelled
-evaluation set when the lower end of its unlabelled interval lies above the upper end of its labelled interval
-(both speaker-block bootstrap intervals at the sign-off's level), so a point difference inside the noise does not
-flag; coverage *moved* when a calibrated tensor left its range (``CoverageRule``). Either way the check says so in
+The shift check (``shift_test``): a candidate's disagreement on the unlabelled audio is *beyond* its disagreement on
+the labelled evaluation set when the lower end of the bootstrap interval of the difference (unlabelled minus
+labelled, at the sign-off's level, each set's speakers resampled on their own since they are different speakers) is
+above ``LABEL_FREE.shift_margin``, so a difference inside the noise does not flag; coverage *moved* when a calibrated tensor left its range (``CoverageRule``). Either way the check says so in
 one line per set that names what to do: calibrate with this audio and keep the layers of the tensors that left
 their range in FP16 (coverage moved), or add transcribed audio like it to the evaluation sets (disagreement beyond,
 ranges covered). The gates ``[unlabelled] max_disagreement`` and ``max_wer_bound`` (percentage points, upper
@@ -28,7 +28,14 @@ from workbench.calibration.coverage import CoverageShift, beyond_range, coverage
 from workbench.config import LABEL_FREE, OUTSIDE_PROFILE_DEFAULT
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import AccuracyComparison
-from workbench.evaluate.agreement import AgreementResult, Confidence, ConfidenceMeter, agreement
+from workbench.evaluate.agreement import (
+    AgreementResult,
+    CandidateAgreement,
+    Confidence,
+    ConfidenceMeter,
+    agreement,
+)
+from workbench.evaluate.bootstrap import Interval, independent_difference_interval
 from workbench.evaluate.deployed import select_for_inference
 from workbench.evaluate.gates import CandidateVerdict, Check, GateConfig
 from workbench.evaluate.inference import GREEDY, InferenceConfig
@@ -98,6 +105,52 @@ def check_unlabelled(
 
 
 @dataclass(frozen=True)
+class ShiftTest:
+    """One candidate's two-sample shift test: its disagreement on the unlabelled audio minus (and over) its
+    disagreement on the labelled evaluation set, with intervals; ``beyond`` when the difference's lower end is above
+    ``margin``."""
+
+    difference: Interval
+    ratio: Interval
+    margin: float
+    beyond: bool
+
+    def to_json(self) -> dict[str, Any]:
+        def strict(iv: Interval) -> dict[str, Any]:
+            out = iv.to_json()
+            return {k: (None if isinstance(v, float) and v != v else v) for k, v in out.items()}
+
+        return {
+            "difference": strict(self.difference),
+            "ratio": strict(self.ratio),
+            "margin": self.margin,
+            "beyond": self.beyond,
+        }
+
+
+def shift_test(
+    here: CandidateAgreement,
+    labelled: CandidateAgreement,
+    *,
+    level: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    margin: float = LABEL_FREE.shift_margin,
+) -> ShiftTest:
+    """Is ``here``'s disagreement beyond ``labelled``'s? The bootstrap interval of the difference of the two
+    disagreements (each set's speakers resampled independently); beyond when its lower end is above ``margin``."""
+    if here.samples is None or labelled.samples is None:
+        raise ValueError("the shift test needs the per-utterance edits of both sets")
+    unit = here.disagreement.unit if here.disagreement.unit == labelled.disagreement.unit else "mixed"
+    difference, ratio = independent_difference_interval(
+        here.samples, labelled.samples, unit=unit, level=level, resamples=resamples, seed=seed
+    )
+    return ShiftTest(
+        difference, ratio, margin, bool(difference.low == difference.low and difference.low > margin)
+    )
+
+
+@dataclass(frozen=True)
 class SetCheck:
     """The label-free check of one unlabelled set."""
 
@@ -106,12 +159,14 @@ class SetCheck:
     beyond: list[str]  # candidates whose disagreement here lies beyond their labelled one
     line: str | None  # the shift check's line (None: nothing flagged)
     notes: list[str] = field(default_factory=list)
+    tests: dict[str, ShiftTest] = field(default_factory=dict)  # candidate -> its shift test
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.agreement.to_json(),
             "coverage": None if self.coverage is None else self.coverage.to_json(),
             "beyond_labelled": self.beyond,
+            "shift_tests": {n: t.to_json() for n, t in self.tests.items()},
             "shift": self.line,
             "notes": self.notes,
         }
@@ -143,8 +198,9 @@ class LabelFreeSection:
 
 
 SHIFT_RULE = (
-    "beyond: the lower end of a candidate's disagreement interval on the unlabelled audio lies above the upper end "
-    "of its interval on the labelled evaluation set; coverage moved: a calibrated tensor's share of values beyond its "
+    "beyond: the lower end of the bootstrap interval of a candidate's disagreement on the unlabelled audio minus its "
+    "disagreement on the labelled evaluation set (each set's speakers resampled independently) is above "
+    f"{LABEL_FREE.shift_margin * 100:g} % of FP32's words; coverage moved: a calibrated tensor's share of values beyond its "
     f"range is at least {LABEL_FREE.coverage.min_share * 100:.2f} % and {LABEL_FREE.coverage.factor:g}x its share on the calibration set"
 )
 
@@ -154,7 +210,12 @@ def _pct(x: float | None) -> str:
 
 
 def _shift_line(
-    name: str, beyond: list[str], here: AgreementResult, labelled: AgreementResult, cov: CoverageShift | None
+    name: str,
+    beyond: list[str],
+    here: AgreementResult,
+    labelled: AgreementResult,
+    cov: CoverageShift | None,
+    tests: Mapping[str, ShiftTest],
 ) -> str | None:
     moved = cov is not None and cov.moved
     if not beyond and not moved:
@@ -162,9 +223,11 @@ def _shift_line(
     parts = []
     for cand in beyond:
         u, lab = here.candidates[cand].disagreement, labelled.candidates[cand].disagreement
+        d = tests[cand].difference
         parts.append(
             f"{cand} disagrees with FP32 on {_pct(u.estimate)} % [{_pct(u.low)}, {_pct(u.high)}] of its words against "
-            f"{_pct(lab.estimate)} % [{_pct(lab.low)}, {_pct(lab.high)}] on {labelled.set_name}"
+            f"{_pct(lab.estimate)} % [{_pct(lab.low)}, {_pct(lab.high)}] on {labelled.set_name} (difference "
+            f"{_pct(d.estimate)} points [{_pct(d.low)}, {_pct(d.high)}])"
         )
     if moved and cov is not None:
         tensors = ", ".join(m.tensor for m in cov.left[:3])
@@ -313,11 +376,12 @@ def label_free(
                 LABEL_FREE.coverage,
             )
         del audios
-        beyond = [
-            n
+        tests = {
+            n: shift_test(c, labelled.candidates[n], level=accuracy.level, resamples=resamples, seed=seed)
             for n, c in here.candidates.items()
-            if n in labelled.candidates and c.disagreement.low > labelled.candidates[n].disagreement.high
-        ]
+            if n in labelled.candidates
+        }
+        beyond = [n for n, t in tests.items() if t.beyond]
         set_notes = list(sel.notes) + notes
         if (
             conf is not None
@@ -330,6 +394,13 @@ def label_free(
                 "model cannot hear, not audio the candidate breaks"
             )
         checks.append(
-            SetCheck(here, cov, beyond, _shift_line(sset.name, beyond, here, labelled, cov), set_notes)
+            SetCheck(
+                here,
+                cov,
+                beyond,
+                _shift_line(sset.name, beyond, here, labelled, cov, tests),
+                set_notes,
+                tests,
+            )
         )
     return LabelFreeSection(labelled, checks, SHIFT_RULE)

@@ -434,12 +434,15 @@ def read_sensitivity(path: Path) -> dict[str, Any]:
 
 def check(
     inputs: SignoffInputs,
-) -> tuple[SpeechSet, SpeechSet | None, list[Utterance], list[str], dict[str, Any] | None]:
+) -> tuple[
+    SpeechSet, SpeechSet | None, list[Utterance], list[str], dict[str, Any] | None, list[UnlabelledSelection]
+]:
     """Every input check that needs no model work: an overlapping pair, a cache made from the evaluation set,
     out-of-profile clips, the candidate files (or what builds them: model folder, calibration set, method) and
     the sensitivity file; the gates were checked when the ``GateConfig`` was made. ``run`` starts with it; so
     does the dashboard's Run page before it starts a job. Returns the evaluation and calibration sets, the
-    utterances to judge, the profile notes and the parsed sensitivity file."""
+    utterances to judge, the profile notes, the parsed sensitivity file and the checked unlabelled sets (each loaded
+    and hashed once, here)."""
     if inputs.target not in BACKENDS:
         raise WorkbenchError(f"unknown deployment target {inputs.target!r}: use one of {', '.join(BACKENDS)}")
     check_backend(inputs.backend)
@@ -500,8 +503,8 @@ def check(
             raise WorkbenchError("--decoder-limit is not spread over Ray: drop --ray or --decoder-limit")
         if inputs.pad_batches:
             raise WorkbenchError("--pad-batches is not spread over Ray: drop --ray or --pad-batches")
-    unlabelled_selections(inputs, calib_set)
-    return eval_set, calib_set, utts, profile_notes, sensitivity
+    unlabelled = unlabelled_selections(inputs, calib_set)
+    return eval_set, calib_set, utts, profile_notes, sensitivity, unlabelled
 
 
 def unlabelled_selections(inputs: SignoffInputs, calib_set: SpeechSet | None) -> list[UnlabelledSelection]:
@@ -532,8 +535,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
     """Check every input (``check``), build the default candidates if none are given, then transcribe, score,
     time and judge every candidate and write report.json/.md/.html. ``memo``: overflow checks and transcripts
     shared with other sign-offs of this process (``workbench.jobs.signoff_memo``; the record names each reuse)."""
-    eval_set, calib_set, utts, profile_notes, sensitivity = check(inputs)
-    unlabelled_sets = unlabelled_selections(inputs, calib_set)
+    eval_set, calib_set, utts, profile_notes, sensitivity, unlabelled_sets = check(inputs)
     reused_before = len(memo.reused) if memo is not None else 0
     assumed = list(inputs.assumed)
     method = inputs.method

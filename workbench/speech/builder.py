@@ -5,7 +5,10 @@ Two inputs: synthetic TTS (``build_synthetic_sets``) or clips from an external s
 check that the two sets are disjoint, and write both atomically under ``calib_sets/``. Synthetic
 builds with ``dev_per_condition`` also write a held-out dev set (``<name>-dev``): speakers of neither
 other set, texts of the calibration split that the calibration set does not use; the calibration and
-evaluation sets' texts, and the evaluation set's speakers, are the same with or without it.
+evaluation sets' texts, and the evaluation set's speakers, are the same with or without it. ``SetBuildConfig.draw``
+(synthetic speech) draws new evaluation and dev sets beside the same calibration set: speakers dealt again among
+those never in calibration, new texts (dev: of the calibration split's texts the calibration set leaves), noise,
+levels and voices; draw 0 is the seed's own sets.
 """
 
 from __future__ import annotations
@@ -35,7 +38,14 @@ from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.profiles import outside_reason, profile_fit, profile_json, robust_profile
 from workbench.speech.records import Clip, Skipped
-from workbench.speech.split import DEV_ROLE, ROLES, partition_extra, partition_speakers, stable_hash
+from workbench.speech.split import (
+    DEV_ROLE,
+    ROLES,
+    partition_extra,
+    partition_speakers,
+    redraw_held_out,
+    stable_hash,
+)
 from workbench.speech.store import SetSpec, SpeechSet, made_record, write_sets
 from workbench.speech.synthetic import ATTEMPTS, Slot, SlotJob, synthesize_slot, word_range
 from workbench.speech.text import sentence_pool
@@ -195,6 +205,12 @@ def _slot_jobs(
     known = set(roles)
     extra = tuple(v for v in extra if v.speaker not in known)
     roles |= partition_extra([v.speaker for v in extra], accent_of.__getitem__)
+    # another draw: the evaluation third of the basic voices and the extra voices are dealt again between evaluation
+    # and dev (the basic voices' dev half is calibration without a dev set, so it stays dev: evaluation's speakers
+    # do not depend on whether a dev set is built)
+    draw = f"{cfg.seed}|draw{cfg.draw}" if cfg.draw else None
+    movable = {s for s, r in roles.items() if r == "eval"} | {v.speaker for v in extra}
+    roles = redraw_held_out(roles, movable, accent_of.__getitem__, draw)
     pools = sentence_pool()
     babble_voices = tuple(v for v in voices if v.engine == "espeak") or voices
     babble_texts = pools["train"][:: max(1, len(pools["train"]) // 500)]
@@ -208,13 +224,21 @@ def _slot_jobs(
         split = "calib" if role == DEV_ROLE else role
         if split not in drawn:
             texts_by_bucket: dict[str, list[str]] = {}
-            rng = np.random.default_rng(stable_hash(f"{cfg.seed}|{split}|texts"))
+            # the calibration split's order is the seed's in every draw (the calibration set keeps its texts)
+            rng = np.random.default_rng(
+                stable_hash(f"{cfg.seed}|{split}|texts" + (f"|{draw}" if draw and split == "eval" else ""))
+            )
             for bucket, _, _ in _profile(cfg).buckets():
                 lo, hi = word_range(_profile(cfg), bucket)
                 cands = [t for t in pools[split] if lo <= len(t.split()) <= hi]
                 texts_by_bucket[bucket] = [cands[i] for i in rng.permutation(len(cands))]
             drawn[split] = (texts_by_bucket, {b: 0 for b in texts_by_bucket})
         texts_by_bucket, cursor = drawn[split]
+        if role == DEV_ROLE and draw:  # the texts the calibration set left, in the draw's order
+            rng = np.random.default_rng(stable_hash(f"{draw}|dev|texts"))
+            left = {b: texts[cursor[b] :] for b, texts in texts_by_bucket.items()}
+            texts_by_bucket = {b: [t[i] for i in rng.permutation(len(t))] for b, t in left.items()}
+            cursor = {b: 0 for b in texts_by_bucket}
         buckets = [b for b, _, _ in _profile(cfg).buckets()]
         for condition in CONDITIONS:
             cond_voices = tuple(v for v in role_voices if v.is_majority_accent == (condition != "accented"))
@@ -227,7 +251,7 @@ def _slot_jobs(
                 for index in range(count):
                     texts = texts_by_bucket[bucket][cursor[bucket] : cursor[bucket] + ATTEMPTS]
                     cursor[bucket] += ATTEMPTS
-                    slot = Slot(role, condition, bucket, index, cfg.seed)
+                    slot = Slot(role, condition, bucket, index, cfg.seed, 0 if role == "calib" else cfg.draw)
                     jobs.append(
                         SlotJob(
                             slot,
@@ -312,6 +336,11 @@ def build_external_sets(
         raise WorkbenchError(
             "a held-out dev set is built from synthetic speech only; for your own speech import a "
             "dev set with 'python -m workbench data import --disjoint-from' and pass it as --dev-set"
+        )
+    if cfg.draw:
+        raise WorkbenchError(
+            f"a draw of the evaluation and dev sets (draw {cfg.draw}) is made from synthetic speech only; your own "
+            "speech's sets are split by speaker without one"
         )
     derived = cfg.profile is None
     profile = cfg.profile

@@ -5,7 +5,9 @@ calibration and evaluation sets never share a speaker or a recording, on every m
 With ``dev=True`` half of the members left after evaluation's third form a held-out dev role (the
 search's dev set: neither the data that set the INT8 ranges nor the data that signs off); evaluation's
 members are the same with or without it. ``partition_extra`` splits extra speakers (``tts.extra_voices``)
-between evaluation and dev only, the same way whether a dev set is built or not.
+between evaluation and dev only, the same way whether a dev set is built or not. ``redraw_held_out`` gives a numbered
+draw of the evaluation and dev speakers among those never in calibration (draw 0: the assignment as it is), so
+independent draws of the evaluation and dev sets keep the calibration set's speakers, and so its bytes.
 """
 
 from __future__ import annotations
@@ -64,3 +66,22 @@ def partition_extra(speakers: list[str], group_of: Callable[[str], str]) -> dict
         for i, spk in enumerate(ordered):
             roles[spk] = "eval" if i < n_eval else DEV_ROLE
     return roles
+
+
+def redraw_held_out(
+    roles: dict[str, str], movable: set[str], group_of: Callable[[str], str], draw: str | None
+) -> dict[str, str]:
+    """Draw ``draw`` of the evaluation and dev speakers: ``roles`` itself when ``draw`` is None; else, per group, the
+    ``movable`` speakers (never calib ones) in the order of ``stable_hash(draw|speaker)``, the first as many as
+    ``roles`` gave evaluation to eval and the rest to ``DEV_ROLE``. Speakers not in ``movable`` keep their roles,
+    so the calibration speakers (and the counts per group and role) are the same in every draw."""
+    if draw is None:
+        return dict(roles)
+    if any(roles[s] == "calib" for s in movable):
+        raise ValueError("a calibration speaker cannot move between draws")
+    out = dict(roles)
+    for ordered in _groups_in_hash_order(sorted(movable), group_of):
+        n_eval = sum(roles[s] == "eval" for s in ordered)
+        for i, spk in enumerate(sorted(ordered, key=lambda s: stable_hash(f"{draw}|{s}"))):
+            out[spk] = "eval" if i < n_eval else DEV_ROLE
+    return out

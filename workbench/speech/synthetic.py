@@ -29,13 +29,17 @@ class Slot:
     bucket: str
     index: int  # index within (role, condition, bucket)
     seed: int
+    draw: int = (
+        0  # SetBuildConfig.draw for evaluation and dev slots (0: the seed's own; calibration slots: 0)
+    )
 
     @property
     def key(self) -> str:
         return f"{self.role}-{self.condition}-{self.bucket}-{self.index:04d}"
 
     def rng(self) -> np.random.Generator:
-        digest = hashlib.sha256(f"{self.seed}|{self.key}".encode()).digest()
+        seed = f"{self.seed}|draw{self.draw}" if self.draw else str(self.seed)
+        digest = hashlib.sha256(f"{seed}|{self.key}".encode()).digest()
         return np.random.default_rng(int.from_bytes(digest[:8], "big"))
 
 
