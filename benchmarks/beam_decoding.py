@@ -2,7 +2,7 @@
 against decoding every frame.
 
 The demo scores every TensorRT-bound candidate with a second decoder beside greedy: flashlight-text's beam search
-with the demo's 3-gram language model (``workbench/commands/demo.py``), the costliest part of the demo's sign-off. This script takes the logits of each candidate on the
+with the demo's 3-gram language model (``workbench/project/demo.py``), the costliest part of the demo's sign-off. This script takes the logits of each candidate on the
 evaluation set once (``--eval-set``, as the demo built it; the candidates' ONNX files from the demo's
 sign-off record, ``--report``), then decodes them with each beam width in ``--widths`` (the blank-run
 collapse on, as the workbench decodes: ``workbench.evaluate.decoders.collapse_blank_runs``) and once more with

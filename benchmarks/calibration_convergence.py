@@ -77,11 +77,11 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.calibration import convergence
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import collect_statistics, ranges_from_statistics
-    from workbench.commands.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.config import CONVERGENCE
     from workbench.evaluate.machine import machine_info, package_versions
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.description import describe_model
+    from workbench.project.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.resources import demo_model_dir
     from workbench.speech.store import load_set
 

@@ -8,7 +8,7 @@ per condition made by the workbench's set builder from synthetic speech, ``pytho
 
 Balanced = the pool's conditions in turn (quiet, noisy, accented, ...), each condition's clips in a
 seeded order. Each set is calibrated in one pass with the demo's method (percentile 99.99,
-``commands/demo.py``; ``--method`` for another) by the same code ``calibrate`` runs (``collect_statistics`` with the convergence
+``workbench/project/demo.py``; ``--method`` for another) by the same code ``calibrate`` runs (``collect_statistics`` with the convergence
 checkpoint, ``ranges_from_statistics``, ``convergence.measure``), so every row also records the set's
 own convergence verdict. Two plans are scored on ``--eval-set`` (``demo-eval``) against FP32 with the
 sign-off's paired speaker-block bootstrap (``search.evaluator.DevEvaluator``): INT8 everywhere, and the
@@ -177,12 +177,12 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.calibration import convergence
     from workbench.calibration.methods import MethodSpec
     from workbench.calibration.runner import collect_statistics, ranges_from_statistics
-    from workbench.commands.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.compare.groups import node_groups, plan_for
     from workbench.compare.sensitivity import VariantRunner
     from workbench.evaluate.gates import GateConfig
     from workbench.jobs.calibrate import export_or_reuse
     from workbench.model.description import describe_model
+    from workbench.project.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.quantize.plan import PrecisionPlan
     from workbench.resources import demo_model_dir
     from workbench.speech.select import all_clips, clips_per_condition

@@ -255,9 +255,9 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.artifacts import write_json_atomic
     from workbench.calibration.cache import load as load_cache
     from workbench.calibration.methods import MethodSpec
-    from workbench.commands.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.compare.groups import node_groups, plan_for
     from workbench.jobs import calibrate
+    from workbench.project.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.quantize.qdq import build_variant
     from workbench.resources import demo_model_dir
 
@@ -388,8 +388,8 @@ def remedy(
     tensors that left their range in FP16; sign off every variant on the other half against FP32."""
     from workbench.calibration.cache import load as load_cache
     from workbench.calibration.methods import MethodSpec
-    from workbench.commands.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.jobs import calibrate
+    from workbench.project.demo import DEMO_METHOD, DEMO_PERCENTILE
     from workbench.quantize.plan import PrecisionPlan
     from workbench.quantize.qdq import build_variant
     from workbench.resources import demo_model_dir

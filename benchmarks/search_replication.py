@@ -5,7 +5,7 @@ its dev reading promises. This benchmark measures how often, per selection rule 
 
 1. once: the demo's calibration set (seed 0, the demo's speakers and texts), its calibration (percentile 99.99 with
    the demo's accuracy recovery) and its layer-sensitivity ranking, exactly as ``python -m workbench demo`` makes
-   them (``workbench.commands.demo`` steps speech-sets, calibrate, compare);
+   them (the demo preset's steps sets, calibrate, compare: ``workbench.project.demo``);
 2. per draw ``d`` (``SetBuildConfig.draw`` = ``--first-draw + d``, seed 0): a new dev set and a new evaluation set
    beside the same calibration set (checked: its content hash is the base's): the speakers never in calibration
    dealt again between evaluation and dev (``workbench.speech.split.redraw_held_out``), new texts, noise, levels
@@ -55,7 +55,7 @@ import pick_rule  # noqa: E402  (benchmarks/replication/pick_rule.py: the target
 
 def _analysis(base: dict[str, Any]) -> dict[str, Any]:
     """The fields search and sign-off share: the demo model, its calibration set, method and cache."""
-    from workbench.commands.demo import DEMO_METHOD
+    from workbench.project.demo import DEMO_METHOD
     from workbench.resources import demo_model_dir
 
     return {
@@ -69,9 +69,14 @@ def _analysis(base: dict[str, Any]) -> dict[str, Any]:
 
 
 def prepare_base(workspace: Path, calib_per_condition: int, quick: bool, workers: int) -> dict[str, Any]:
-    """The demo's calibration set, calibration and sensitivity ranking, made once for every draw."""
-    from workbench.commands.demo import STEPS, DemoContext, run_steps
+    """The demo's calibration set, calibration and sensitivity ranking, made once for every draw: the demo preset's
+    first three steps (its search and sign-offs off), run by workbench run's pipeline."""
+    from dataclasses import replace
+
     from workbench.config import SetBuildConfig
+    from workbench.pipeline.run import run_project
+    from workbench.pipeline.state import RunState
+    from workbench.project.demo import DemoOptions, demo_project
 
     # a dev set is asked for (1 per condition) so the speaker roles, and so the calibration set, are the demo's
     sets = SetBuildConfig(
@@ -82,20 +87,25 @@ def prepare_base(workspace: Path, calib_per_condition: int, quick: bool, workers
         seed=0,
         workers=workers,
     )
-    ctx = DemoContext(
-        sets, workspace / "calib_sets", workspace / "engines", workspace / "reports", quick=quick
+    preset = demo_project(DemoOptions(sets, quick=quick))
+    project = replace(
+        preset,
+        search=replace(preset.search, enabled=False),
+        targets=(),
+        signoff=replace(preset.signoff, training_lm=False),
     )
-    run_steps(ctx, tuple(s for s in STEPS if s.name in ("speech-sets", "calibrate", "compare")))
-    built, calibrated = ctx.results["speech_sets"], ctx.results["calibrate"]
+    result = run_project(project, workspace / "engines", workspace / "calib_sets", workspace / "reports")
+    done = RunState.load(result.folder).steps
+    made, calibrated = done["sets"].result, done["calibrate"].result
     return {
-        "calib_set": str(built.calib.path),
-        "calib_hash": built.calib.content_hash,
-        "cache": str(calibrated.cache),
-        "fp32_onnx": str(calibrated.fp32_onnx),
+        "calib_set": made["calib"],
+        "calib_hash": made["hashes"]["calib"],
+        "cache": calibrated["cache"],
+        "fp32_onnx": calibrated["fp32"],
         "engines": str(workspace / "engines"),
         "calib_root": str(workspace / "calib_sets"),
-        "sensitivity": str(ctx.results["compare"].files["sensitivity_json"]),
-        "seconds": {k: round(v, 1) for k, v in ctx.seconds.items()},
+        "sensitivity": done["compare"].result["sensitivity"],
+        "seconds": {s.name: round(s.seconds, 1) for s in result.steps},
     }
 
 
@@ -131,10 +141,10 @@ def _dev_reading(data: dict[str, Any]) -> dict[str, Any] | None:
 
 def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """One draw: new dev and evaluation sets, the search under each rule, one sign-off of every found plan."""
-    from workbench.commands.demo import DEMO_FINER
     from workbench.config import DEMO_RECOVERY, SetBuildConfig
     from workbench.evaluate.gates import GateConfig
     from workbench.jobs import search, sets, signoff
+    from workbench.project.demo import DEMO_FINER
     from workbench.resources import demo_model_dir
 
     began, cpu0 = time.perf_counter(), cpu_seconds()

@@ -130,7 +130,8 @@ class Workspace:
             "--engines",
             str(self.engines),
             "--method",
-            "entropy",  # the method the artifacts were calibrated with (dashkit)
+            "entropy",  # the recipe the artifacts were calibrated with (dashkit)
+            "--no-recovery",
         ]
 
 
@@ -363,7 +364,16 @@ def _stored_manifest(ws: Workspace, edit: Callable[[dict], None]) -> list[str]:
 
 
 def _calibrate_set(ws: Workspace, path: Path) -> list[str]:
-    return ["calibrate", "--model", str(ws.model), "--set", str(path), "--engines", str(ws.engines)]
+    return [
+        "calibrate",
+        "--model",
+        str(ws.model),
+        "--set",
+        str(path),
+        "--engines",
+        str(ws.engines),
+        "--no-recovery",
+    ]
 
 
 def _changed_set(ws: Workspace, change: Callable[[Path], object]) -> list[str]:
@@ -821,7 +831,16 @@ def _truncated_safetensors(ws: Workspace) -> list[str]:
     shutil.copytree(ws.model, model)
     weights = model / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-64])
-    return ["calibrate", "--model", str(model), "--set", str(ws.calib), "--engines", str(ws.engines)]
+    return [
+        "calibrate",
+        "--model",
+        str(model),
+        "--set",
+        str(ws.calib),
+        "--engines",
+        str(ws.engines),
+        "--no-recovery",
+    ]
 
 
 def _deleted_audio(ws: Workspace) -> list[str]:

@@ -165,9 +165,21 @@ def test_data_build_from_folder(tmp_path, write_wav, speech_like, capsys):
     assert sorted(p.name for p in root.iterdir()) == ["fold-calib", "fold-eval"]
 
 
+DEMO_STEPS = (
+    "sets",
+    "calibrate",
+    "compare",
+    "search",
+    "language-model",
+    "signoff-tensorrt",
+    "signoff-ort-cpu",
+)
+
+
 @pytest.mark.slow
 def test_demo_runs_its_steps(tmp_path, capsys):
-    from workbench.commands.demo import STEPS
+    """The demo is the embedded preset run by workbench run's pipeline: its steps in order, its reports, and a
+    second demo in the same workspace reuses every step by its inputs' hash and says so."""
     from workbench.speech.tts import available_voices
 
     if not available_voices():
@@ -191,8 +203,8 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     ]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    for number, step in enumerate(STEPS, 1):
-        assert f"[{number}/{len(STEPS)}] {step.name}" in out
+    for number, name in enumerate(DEMO_STEPS, 1):
+        assert f"[{number}/{len(DEMO_STEPS)}] {name}: ran" in out
     assert "demo-calib" in out and "demo-eval" in out and "| total | 3 | 3 | 6 |" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-calib", "demo-dev", "demo-eval"]
     assert "dev set: demo-dev, held out from calibration and evaluation" in out
@@ -206,45 +218,63 @@ def test_demo_runs_its_steps(tmp_path, capsys):
     if has_module("flashlight.lib.text.decoder.kenlm"):  # the demo's beam search with its language model
         assert set(record["decoders"]) == {"greedy", "beam+lm"} and (engines / "demo-lm.arpa").is_file()
     # each step's seconds at the end, and what the demo scaled down (demo --full runs it whole)
-    assert "step times: " + ", ".join(f"{step.name} " for step in STEPS[:1]) in out and "\ntotal: " in out
-    assert "tensorrt sign-off scaled down (demo --full runs it at full size)" in out
-    assert "ort-cpu sign-off scaled down" in out
+    assert "step times: sets " in out and "\ntotal: " in out and "\nCPU time: " in out
+    assert "demo --full runs every step at full size" in out
+    assert "tensorrt sign-off scaled down: overflow check outputs on 64 of 6 calibration clips" in out
+    assert "ort-cpu sign-off scaled down" in out and "ort-cpu latency: not timed" in out
+    assert (engines / "reports" / "demo" / "summary.md").is_file()
+    assert main(argv) == 0  # again: every step's inputs unchanged
+    again = capsys.readouterr().out
+    assert f"reused: {', '.join(DEMO_STEPS)}" in again and ": ran," not in again
+    assert "NOTHING PASSES" in again or "PASS (" in again
 
 
-def test_demo_scales_down_latency_rounds_and_full_restores_them():
-    """The demo's CPU sign-off times batch 1 only (its gate batch keeps its 10 rounds), its TensorRT sign-off (timed on
-    this CPU, not the target) nothing; --full times batch 1 and 8 for both; the step-time lines add up."""
-    from workbench.commands.demo import DemoContext, signoff_latency, timing_lines
-    from workbench.config import SetBuildConfig
+def test_the_demo_preset_is_the_demos_settings():
+    """The preset names its recipe (percentile 99.99, bias correction, clip search: the demo's verdicts do not move
+    with the defaults), its search and its two targets; --quick and --full scale it as the demo's help says; the
+    CPU sign-off times batch 1 only (its gate batch keeps its 10 rounds), the TensorRT one (timed on this CPU, not
+    the target) nothing; --full times batch 1 and 8 for both."""
+    from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION
+    from workbench.pipeline.run import steps_of
+    from workbench.project.demo import DemoOptions, demo_project
 
-    scaled, full = signoff_latency("ort-cpu", full=False), signoff_latency("ort-cpu", full=True)
-    assert scaled is not None and full is not None
-    assert scaled.batch_sizes == (1,) and full.batch_sizes == (1, 8) and scaled.repeats == full.repeats == 10
-    assert signoff_latency("tensorrt", full=False) is None
-    assert getattr(signoff_latency("tensorrt", full=True), "batch_sizes", None) == (1, 8)
-    ctx = DemoContext(SetBuildConfig(), Path("c"), Path("e"), Path("r"))
-    ctx.seconds.update({"speech-sets": 40.25, "search": 95.0})
-    assert timing_lines(ctx) == [
-        "step times: speech-sets 40.2 s, search 95.0 s",
-        "total: 135.2 s (2 min 15.2 s)",
-    ]
-
-
-def test_demo_steps_start_background_work_alongside_the_step_they_name():
-    """A step's ``start`` runs just before the step named by ``start_with`` (its own name when None), once."""
-    from workbench.commands.demo import DemoContext, Step, run_steps
-    from workbench.config import SetBuildConfig
-
-    order: list[str] = []
-
-    def mark(label: str):
-        return lambda ctx: order.append(label)
-
-    steps = (
-        Step("a", "first", mark("run a")),
-        Step("b", "second", mark("run b")),
-        Step("c", "third", mark("run c"), start=mark("start c"), start_with="b"),
-        Step("d", "fourth", mark("run d"), start=mark("start d")),
+    project = demo_project()
+    assert project.model == "demo" and project.name == "demo" and project.data.split == "synthetic"
+    assert project.data.synthetic is not None
+    assert project.data.synthetic.eval_per_condition == DEMO_EVAL_PER_CONDITION
+    assert project.data.synthetic.dev_per_condition == DEMO_DEV_PER_CONDITION
+    recipe = project.recipe
+    assert (recipe.method, recipe.percentile) == ("percentile", 99.99)
+    assert recipe.recovery.bias_correction and recipe.recovery.clip_search and not recipe.recovery.shift_scale
+    assert (project.search.per_condition, project.search.refine, project.search.finer) == (2, 0, 1)
+    assert project.search.resamples == 1000 and project.signoff.resamples == 2000
+    trt, cpu = project.targets
+    assert (trt.name, trt.report, trt.decoder, trt.latency) == (
+        "tensorrt",
+        "demo-signoff",
+        "greedy,beam+lm",
+        False,
     )
-    run_steps(DemoContext(SetBuildConfig(), Path("c"), Path("e"), Path("r")), steps)
-    assert order == ["run a", "start c", "run b", "run c", "start d", "run d"]
+    assert (cpu.name, cpu.report, cpu.decoder, cpu.latency) == ("ort-cpu", "demo-signoff-cpu", "greedy", True)
+    assert (cpu.latency_batch_sizes, cpu.latency_repeats, cpu.latency_budget_s) == ((1,), 10, 15.0)
+    assert (project.signoff.also_limit, project.signoff.overflow_clips) == (120, 64)
+    assert project.signoff.training_lm and steps_of(project) == 7
+    full = demo_project(DemoOptions(full=True))
+    assert full.signoff.also_limit is None and full.signoff.overflow_clips is None
+    assert [t.latency_batch_sizes for t in full.targets] == [(1, 8), (1, 8)]
+    assert [t.latency_repeats for t in full.targets] == [15, 10]
+    quick = demo_project(DemoOptions(quick=True, shift_scale=True))
+    assert not any(t.latency for t in quick.targets) and quick.recipe.recovery.shift_scale
+    assert (quick.search.per_condition, quick.search.finer, quick.search.resamples) == (1, 0, 200)
+
+
+def test_demo_timing_lines_add_up():
+    from workbench.commands.demo import timing_lines
+    from workbench.pipeline.run import StepOutcome
+
+    steps = [StepOutcome("sets", False, 40.25, "a", 30.0), StepOutcome("search", True, 95.0, "b", 1.5)]
+    assert timing_lines(steps) == [
+        "step times: sets 40.2 s, search 95.0 s",
+        "total: 135.2 s (2 min 15.2 s)",
+        "CPU time: sets 30.0 s, search 1.5 s; total 31.5 s",
+    ]

@@ -381,6 +381,7 @@ def test_search_verb_writes_plan_variant_and_records(planted, tiny_sets, tmp_pat
         str(tiny_sets.calib.path),
         "--method",
         "max",
+        "--no-recovery",  # the planted fixture's plain recipe, which the sign-off's default variants below take
         "--engines",
         str(engines),
         "--per-condition",
@@ -605,6 +606,7 @@ def test_compare_and_search_bad_inputs_fail_with_one_error_line_and_write_nothin
         str(tiny_sets.calib.path),
         "--method",
         "max",
+        "--no-recovery",  # the planted fixture's plain recipe: its cache is reused, nothing is written
         "--engines",
         str(engines),
         "--per-condition",

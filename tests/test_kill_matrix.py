@@ -135,6 +135,7 @@ def test_calibrate_killed_at_any_write_leaves_each_file_old_or_new_and_no_temp_f
         str(ws / "calib_sets" / "unit-calib"),
         "--method",
         "entropy",
+        "--no-recovery",  # the recipe of the pristine workspace's cache
     ]
     argv += ["--engines", str(engines)]
     ops = zygote.ops(argv, ws)

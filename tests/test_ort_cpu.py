@@ -321,6 +321,7 @@ def test_calibrate_verb_writes_the_flavour_on_request(tiny_sets, tmp_path, capsy
         str(tiny_sets.calib.path),
         "--method",
         "max",
+        "--no-recovery",  # the plain plan, whose flavour build_cpu_variant rebuilds below
         "--engines",
         str(tmp_path / "engines"),
     ]

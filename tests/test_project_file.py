@@ -62,6 +62,19 @@ def test_the_starter_reads_back_with_the_best_measured_recipe(folder: Path) -> N
             "dev set",
         ),
         (BASE + "[signoff]\nlm = 'none.arpa'\n", "key 'signoff' key 'lm'"),
+        # the demo preset's own fields have no key in a project file
+        (BASE + "[signoff]\ntraining_lm = true\n", "unknown keys ['training_lm']"),
+        (
+            BASE.replace('layout = "manifest"', 'layout = "manifest"\nsynthetic = 1'),
+            "unknown keys ['synthetic']",
+        ),
+        (BASE + "[[target]]\nreport = '../x'\n", "key 'target' item 0 key 'report'"),
+        (
+            BASE
+            + "[[target]]\nname = 'tensorrt'\nreport = 'r'\n[[target]]\nname = 'ort-cpu'\nreport = 'r'\n",
+            "names a report folder twice",
+        ),
+        (BASE + "[[target]]\nlatency_budget_s = 0\n", "key 'target' item 0 key 'latency_budget_s'"),
         ("[model\n", "not valid TOML"),
     ],
 )
@@ -93,3 +106,17 @@ def test_init_reads_the_layout_off_the_data_path(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(WorkbenchError, match="found no JSONL manifest"):
         detect_layout(tmp_path / "empty")
+
+
+def test_a_target_takes_its_decoder_report_folder_and_latency_rounds(folder: Path) -> None:
+    text = (
+        BASE
+        + "[signoff]\nalso_limit = 50\n[[target]]\nname = 'ort-cpu'\ndecoder = 'greedy'\nreport = 'cpu-report'\n"
+        + "latency = true\nlatency_batch_sizes = [1]\nlatency_warmup = 1\nlatency_budget_s = 15.0\n"
+        + "latency_min_repeats = 5\n"
+    )
+    project = load_project(write(folder, text))
+    (target,) = project.targets
+    assert (target.decoder, target.report, target.latency_batch_sizes) == ("greedy", "cpu-report", (1,))
+    assert (target.latency_warmup, target.latency_budget_s, target.latency_min_repeats) == (1, 15.0, 5)
+    assert project.signoff.also_limit == 50 and not project.signoff.training_lm

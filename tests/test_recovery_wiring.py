@@ -261,9 +261,21 @@ def test_the_verbs_take_the_recovery_options_and_job_files_keep_them(tmp_path: P
     parser = argparse.ArgumentParser()
     add_model_arguments(parser)
     given = ["--engines", str(tmp_path)]
-    assert (
-        analysis_fields(parser.parse_args(given), "searched")["recovery"] is None
-    )  # with --cache: the cache's own
+
+    def recovery(*extra: str) -> RecoveryOptions | None:
+        return analysis_fields(parser.parse_args([*given, *extra]), "searched")["recovery"]
+
+    # none given: the default recipe's (the project file's too), said for the record; with --cache: the cache's own
+    defaulted = analysis_fields(parser.parse_args(given), "searched")
+    assert defaulted["recovery"] == RecoveryOptions(bias_correction=True, clip_search=True)
+    assert any("the default recipe's accuracy recovery" in line for line in defaulted["assumed"])
+    assert recovery("--cache", str(tmp_path / "c.cache"), "--model", str(tmp_path)) is None
+    # the opt-outs: none at all, or the default's without one; options turned on are exactly those
+    assert recovery("--no-recovery") == RecoveryOptions()
+    assert recovery("--no-clip-search") == RecoveryOptions(bias_correction=True)
+    assert recovery("--refine-ranges") == RecoveryOptions(refine_ranges=True)
+    with pytest.raises(WorkbenchError, match="--no-recovery turns every"):
+        recovery("--no-recovery", "--bias-correction")
     asked = analysis_fields(
         parser.parse_args([*given, "--bias-correction", "--smoothquant", "0.5"]), "searched"
     )["recovery"]

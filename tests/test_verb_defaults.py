@@ -62,12 +62,17 @@ def test_a_verb_without_model_refuses_the_demo_model_when_other_models_are_there
 def test_calibrate_without_model_says_so_and_the_cache_records_it(demo_engines, tiny_sets, capsys) -> None:
     argv = ["calibrate", "--set", str(tiny_sets.calib.path), "--engines", str(demo_engines)]
     assert main(argv) == 0
-    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: no --model")]
+    out = capsys.readouterr().out.splitlines()
+    notes = [ln for ln in out if ln.startswith("note: no --model")]
     assert (
         len(notes) == 1 and "the embedded demo model (" in notes[0] and notes[0].endswith(") is calibrated")
     )
-    (sidecar,) = demo_engines.glob("*/calib-*.cache.json")
-    assert json.loads(sidecar.read_text())["assumed"] == [notes[0].removeprefix("note: ")]
+    # no recovery option: the default recipe's (bias correction, clipping search), said and recorded
+    (recipe,) = [ln for ln in out if ln.startswith("note: no recovery option")]
+    assert "--clip-search --bias-correction" in recipe and "--no-recovery for none" in recipe
+    (sidecar,) = demo_engines.glob("*/calib-*-cs-bc.cache.json")
+    said = [line.removeprefix("note: ") for line in (notes[0], recipe)]
+    assert json.loads(sidecar.read_text())["assumed"] == said
 
 
 def test_compare_without_model_says_so_and_the_layer_table_records_it(
@@ -75,9 +80,12 @@ def test_compare_without_model_says_so_and_the_layer_table_records_it(
 ) -> None:
     argv = ["compare", *VERBS["compare"], str(tiny_sets.calib.path), "--engines", str(demo_engines)]
     assert main(argv) == 0
-    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("note: no --model")]
-    assert len(notes) == 1 and notes[0].endswith(") is compared")
+    out = capsys.readouterr().out.splitlines()
+    notes = [
+        ln for ln in out if ln.startswith("note: no --model") or ln.startswith("note: no recovery option")
+    ]
+    assert len(notes) == 2 and notes[0].endswith(") is compared")
     (layers,) = demo_engines.glob("*/compare/layers-*.json")
     record = json.loads(layers.read_text())
-    assert record["assumed"] == [notes[0].removeprefix("note: ")]
+    assert record["assumed"] == [line.removeprefix("note: ") for line in notes]
     assert record["model"]["model_hash"][:12] in notes[0]

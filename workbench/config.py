@@ -166,7 +166,9 @@ class RecoveryDefaults:
 # breaks INT8 on the demo model. ``demo --shift-scale`` adds the per-channel shift and scale of those inputs: INT8
 # everywhere loses less, but the plan its search finds has failed the sign-off (docs/recovery.md#measured).
 DEMO_RECOVERY = RecoveryDefaults(bias_correction=True, clip_search=True)
-# A project file's recovery when it names none (``workbench.project``): the demo's, the best measured
+# The recovery of a verb given no recovery option (calibrate, compare, search, signoff: ``--no-recovery`` for none,
+# ``--no-bias-correction``/``--no-clip-search`` for less) and of a project file that names none (``workbench.project``):
+# the demo's, the best measured. The demo's preset names DEMO_RECOVERY itself.
 DEFAULT_RECOVERY = DEMO_RECOVERY
 # ``workbench run``'s exit status when some deployment target has no candidate besides the FP32 baseline that passes
 # every gate (0: every target has one; 1: a user error)
@@ -252,9 +254,9 @@ BATCH_CHECK_UTTERANCES = 48
 # The calibration method when none is given: the best measured on the demo model, percentile 99.99 (INT8 everywhere
 # +0.93 WER points [+0.16, +2.24], the searched plan 75.9 % INT8; TensorRT's entropy +4.13 [+2.83, +5.41] and 46.6 %:
 # benchmarks/results/calibration_methods.json, calibration_methods_entropy_reference.json; docs/calibration.md).
-# The verbs' accuracy recovery stays off unless asked for (it costs scoring runs); a project file's recipe
-# (``workbench run``) defaults to DEFAULT_RECOVERY, the demo's.
+# With DEFAULT_RECOVERY it is the default recipe of the verbs and of a project file (``workbench run``).
 DEFAULT_METHOD = "percentile"
+DEFAULT_PERCENTILE = 99.99
 
 
 @dataclass(frozen=True)

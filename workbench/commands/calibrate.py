@@ -13,9 +13,9 @@ from workbench.commands.options import (
     add_recovery_arguments,
     model_or_demo,
     print_lines,
-    recovery_from,
+    recovery_or_default,
 )
-from workbench.config import DEFAULT_METHOD, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
+from workbench.config import DEFAULT_METHOD, DEFAULT_PERCENTILE, ORT_CPU_WEIGHT_TYPES, ORT_CPU_WEIGHTS
 from workbench.values import chunk_seconds, number_in, stride_seconds, whole_number
 from workbench.workspace import area_default
 
@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--percentile",
         type=number_in(50.0, 100.0, low_open=True),
-        default=99.99,
+        default=DEFAULT_PERCENTILE,
         help="percentile method's cut",
     )
     parser.add_argument(
@@ -74,7 +74,6 @@ def run(args: argparse.Namespace) -> int:
 
     progress_bars(not args.no_progress)
     from workbench.calibration.methods import MethodSpec
-    from workbench.calibration.recovery import RecoveryOptions
     from workbench.errors import WorkbenchError
     from workbench.evaluate.inference import ChunkSettings
     from workbench.inputs.out_folder import refuse_inside_set
@@ -88,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         raise WorkbenchError("--stride-seconds needs --chunk-seconds")
     refuse_inside_set(args.engines, "--engines")
     assumed = model_or_demo(args, "calibrated")
+    recovery, said = recovery_or_default(args, None)
     chunks = (
         ChunkSettings.of(args.chunk_seconds, args.stride_seconds) if args.chunk_seconds is not None else None
     )
@@ -102,9 +102,9 @@ def run(args: argparse.Namespace) -> int:
             calib_root=args.root,
             backend=args.backend,
             chunks=chunks,
-            recovery=recovery_from(args) or RecoveryOptions(),
+            recovery=recovery,
             ray=args.ray,
-            assumed=assumed,
+            assumed=(*assumed, *said),
         )
     )
     print_lines(result.lines())

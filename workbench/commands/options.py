@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD
+from workbench.config import BACKENDS, DEFAULT_BACKEND, DEFAULT_METHOD, DEFAULT_RECOVERY
+from workbench.errors import WorkbenchError
 from workbench.resources import demo_model_dir
 from workbench.values import chunk_seconds, finite_number, number_in, stride_seconds, whole_number
 from workbench.workspace import area_default
@@ -80,15 +82,27 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = False) -> None:
-    """``--smoothquant``, ``--bias-correction``, ``--refine-ranges``: the accuracy-recovery options of the calibration
-    (``workbench.calibration.recovery``). ``with_cache``: the verb also takes ``--cache``, whose own recovery
-    options are used when none is given here (a cache made with others is refused)."""
+    """``--smoothquant``, ``--bias-correction``, ``--refine-ranges``, ``--clip-search``, ``--shift-scale`` (each
+    with its ``--no-`` form) and ``--no-recovery``: the accuracy-recovery options of the calibration
+    (``workbench.calibration.recovery``). None given: the default recipe's (``config.DEFAULT_RECOVERY``, bias
+    correction and the clipping search, the best measured), as a project file's; options turned on: exactly those;
+    only ``--no-`` forms: the default's without them. ``with_cache``: the verb also takes ``--cache``, whose own
+    recovery options are used when none is given here (a cache made with others is refused)."""
     also = (
         "; with --cache: as the cache was made (a cache made with other recovery options is refused)"
         if with_cache
         else ""
     )
-    group = parser.add_argument_group("accuracy recovery (docs/recovery.md)")
+    on = ", ".join(f"--{name.replace('_', '-')}" for name in default_recovery_names())
+    group = parser.add_argument_group(
+        f"accuracy recovery (docs/recovery.md; none given: the default recipe's {on}, the best measured; options "
+        "turned on: exactly those; only --no- forms: the default's without them)"
+    )
+    group.add_argument(
+        "--no-recovery",
+        action="store_true",
+        help="calibrate with no accuracy recovery at all (the plain recipe)",
+    )
     group.add_argument(
         "--smoothquant",
         metavar="auto|ALPHA",
@@ -99,21 +113,21 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
     )
     group.add_argument(
         "--bias-correction",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
         help="remove the mean output shift that INT8 weight rounding causes (folded into each INT8 layer's bias)"
         + also,
     )
     group.add_argument(
         "--refine-ranges",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
         help="per tensor, the range among the methods' (max, entropy, percentile, MSE) with the least "
         "layer output error" + also,
     )
     group.add_argument(
         "--clip-search",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
         help="per convolution input, the clipping threshold (the method's, percentiles 99.7-99.99, max) with the "
         "least KL of the model's logits from FP32 on 32 calibration clips, that conv alone in INT8 (the feature "
@@ -121,7 +135,7 @@ def add_recovery_arguments(parser: argparse.ArgumentParser, with_cache: bool = F
     )
     group.add_argument(
         "--shift-scale",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         default=None,
         help="per convolution input and one-sided MatMul input (a GELU's output), a per-channel shift and scale "
         "(folded into the layer's weights and bias, a pointwise op before the quantize) that centres every channel "
@@ -138,25 +152,58 @@ def smoothquant_strength(text: str) -> str:
     return text
 
 
-def recovery_from(args: argparse.Namespace) -> Any:
-    """The ``RecoveryOptions`` of ``add_recovery_arguments``' values, or None when none was given."""
+RECOVERY_FLAGS = ("bias_correction", "refine_ranges", "clip_search", "shift_scale")
+
+
+def default_recovery_names() -> list[str]:
+    """The techniques the default recipe turns on (``config.DEFAULT_RECOVERY``)."""
+    return [name for name in RECOVERY_FLAGS if getattr(DEFAULT_RECOVERY, name)]
+
+
+def default_recovery() -> Any:
+    """``config.DEFAULT_RECOVERY`` as ``RecoveryOptions``: the recipe a verb and a project file take by default."""
     from workbench.calibration.recovery import RecoveryOptions
 
-    if (
-        args.smoothquant is None
-        and not args.bias_correction
-        and not args.refine_ranges
-        and not args.clip_search
-        and not args.shift_scale
-    ):
-        return None
-    return RecoveryOptions(
-        smoothquant=args.smoothquant,
-        bias_correction=bool(args.bias_correction),
-        refine_ranges=bool(args.refine_ranges),
-        clip_search=bool(args.clip_search),
-        shift_scale=bool(args.shift_scale),
+    return RecoveryOptions(**asdict(DEFAULT_RECOVERY))
+
+
+def recovery_from(args: argparse.Namespace) -> Any:
+    """The ``RecoveryOptions`` ``add_recovery_arguments``' values ask for, or None when none was given: options turned
+    on are exactly those; ``--no-`` forms alone take the default recipe's without them; ``--no-recovery`` none."""
+    from workbench.calibration.recovery import RecoveryOptions
+
+    flags = {name: getattr(args, name) for name in RECOVERY_FLAGS}
+    on = args.smoothquant is not None or any(v is True for v in flags.values())
+    off = [name for name, v in flags.items() if v is False]
+    if getattr(args, "no_recovery", False):
+        if on or off:
+            raise WorkbenchError(
+                "--no-recovery turns every accuracy-recovery technique off: drop it, or the other recovery options"
+            )
+        return RecoveryOptions()
+    if on:
+        return RecoveryOptions(smoothquant=args.smoothquant, **{n: v is True for n, v in flags.items()})
+    if off:
+        return replace(default_recovery(), **{name: False for name in off})
+    return None
+
+
+def recovery_or_default(args: argparse.Namespace, cache: Path | None) -> tuple[Any, tuple[str, ...]]:
+    """The recovery a verb calibrates (or checks a cache) with and the line that says when it is the default: the
+    options given; None with ``cache`` (the cache's own); else the default recipe's, said on one line (printed, and
+    for the record)."""
+    from workbench.jobs.prepare import describe_recovery
+
+    given = recovery_from(args)
+    if given is not None or cache is not None:
+        return given, ()
+    options = default_recovery()
+    line = (
+        f"no recovery option: the default recipe's accuracy recovery ({describe_recovery(options)}; the best "
+        "measured, docs/recovery.md); --no-recovery for none"
     )
+    print(f"note: {line}")
+    return options, (line,)
 
 
 def add_backend_argument(parser: argparse.ArgumentParser, what: str) -> None:
@@ -274,8 +321,9 @@ def analysis_fields(args: argparse.Namespace, done: str) -> dict[str, Any]:
 
     refuse_inside_set(args.engines, "--engines")
     assumed = model_or_demo(args, done)
+    recovery, said = recovery_or_default(args, args.cache)
     return {
-        "assumed": assumed,
+        "assumed": (*assumed, *said),
         "model": args.model,
         "calib_set": args.calib_set,
         "method": args.method,
@@ -289,7 +337,7 @@ def analysis_fields(args: argparse.Namespace, done: str) -> dict[str, Any]:
         "progress": not args.no_progress,
         "backend": args.backend,
         "error_unit": args.error_unit,
-        "recovery": recovery_from(args),
+        "recovery": recovery,
     }
 
 

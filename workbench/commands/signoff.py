@@ -23,6 +23,7 @@ from workbench.commands.options import (
     add_inference_arguments,
     add_ray_argument,
     add_recovery_arguments,
+    default_recovery,
     inference_from,
     model_or_demo,
     print_lines,
@@ -204,7 +205,10 @@ def run(args: argparse.Namespace) -> int:
     latency = None if args.no_latency else LatencyConfig(args.batch_sizes, args.warmup, args.repeats)
     if args.search is not None and (args.no_search or candidates):
         raise WorkbenchError("--search names the plan of built candidates: drop --no-search and --candidate")
-    recovery = recovery_from(args)
+    given = recovery_from(args)
+    # none given: the default recipe's recovery (with --cache: the cache's own), refused by the job when this model's
+    # caches and searches on the calibration set were all made with other recipes (jobs.signoff_defaults)
+    recovery = given if given is not None or args.cache is not None else default_recovery()
     assumed = [] if candidates else list(model_or_demo(args, "signed off"))
     out = args.out or args.reports_root / f"signoff-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     refuse_inside_set(args.engines, "--engines")
@@ -225,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         model=args.model,
         method=args.method or DEFAULT_METHOD,
         recovery=recovery,
-        recipe_given=args.method is not None or recovery is not None,
+        recipe_given=args.method is not None or given is not None,
         search=args.search,
         use_search=not args.no_search,
         assumed=assumed,

@@ -184,7 +184,8 @@ def check(inputs: CalibrateInputs) -> None:
         if inputs.recovery.active:
             raise WorkbenchError(
                 "--ray spreads the plain statistics pass; the recovery options (--smoothquant, "
-                "--bias-correction, --refine-ranges) run without --ray"
+                "--bias-correction, --refine-ranges, --clip-search, --shift-scale; the default recipe has bias "
+                "correction and the clipping search) run without --ray: drop --ray, or add --no-recovery"
             )
 
 

@@ -225,7 +225,8 @@ def run_compare(
         if ray is not None and prepared.recovered is not None:
             raise WorkbenchError(
                 "the calibration cache was made with accuracy recovery (--smoothquant, --bias-correction, "
-                "--refine-ranges), whose variants Ray workers do not build; run without --ray"
+                "--refine-ranges, --clip-search; the default recipe's), whose variants Ray workers do not build; run "
+                "without --ray, or with --no-recovery"
             )
         if ray is None:
             ranked = rank_groups(variants, groups, clips, rest, inverse, granularity, progress=progress)

@@ -516,7 +516,8 @@ def refuse_ray_with_recovery(ray: str | None, prepared: Prepared) -> None:
     if ray is not None and prepared.recovered is not None:
         raise WorkbenchError(
             "the calibration cache was made with accuracy recovery (--smoothquant, --bias-correction, "
-            "--refine-ranges), whose variants Ray workers do not build; run without --ray"
+            "--refine-ranges, --clip-search; the default recipe's), whose variants Ray workers do not build; run "
+            "without --ray, or with --no-recovery"
         )
 
 

@@ -5,7 +5,8 @@ are assigned per accent to evaluation (a third), dev and calibration (``speech.s
 text spoken in evaluation is dropped from dev and calibration, one spoken in dev from calibration, so the three sets
 share neither speakers nor texts; they are written together (``speech.store.write_sets``). The inputs' hash is the
 source's file listing (paths, sizes, modification times) and the data settings. ``split = "given"``: the named
-sets are loaded; their content hashes are the inputs.
+sets are loaded; their content hashes are the inputs. ``split = "synthetic"`` (the demo preset): ``data build``'s
+synthetic calibration, evaluation and held-out dev sets (``jobs.sets``); the inputs are its settings.
 """
 
 from __future__ import annotations
@@ -92,9 +93,26 @@ def given_sets(data: DataSpec, root: Path) -> ProjectSets:
     )
 
 
+def synthetic_sets(data: DataSpec, root: Path) -> ProjectSets:
+    """Build (or reuse, as ``data build`` does) the synthetic sets of ``data.synthetic`` under ``root``."""
+    from workbench.jobs import sets
+
+    if data.synthetic is None:
+        raise WorkbenchError('split = "synthetic" needs the sets\' settings')
+    result = sets.run(sets.SetsInputs(data.synthetic, root=root))
+    for line in result.lines():
+        print(line)
+    built = result.built
+    return ProjectSets(built.calib, built.dev, built.eval, tuple(load_set(n, root) for n in data.unlabelled))
+
+
 def inputs_of(data: DataSpec, root: Path) -> dict[str, Any]:
     """What the sets step depends on: for a split, the data settings and the source listing; for given sets, their
-    content hashes (loaded and checked)."""
+    content hashes (loaded and checked); for synthetic sets, their settings (the worker count aside)."""
+    if data.split == "synthetic":
+        settings = asdict(data.synthetic) if data.synthetic is not None else {}
+        settings.pop("workers", None)
+        return {"split": "synthetic", "settings": settings, "unlabelled": list(data.unlabelled)}
     if data.split == "given":
         return {"split": "given", "sets": given_sets(data, root).hashes()}
     if data.source is None:

@@ -43,6 +43,7 @@ class Context:
     memo: Any = (
         None  # the sign-offs' shared overflow checks and transcripts (``jobs.signoff_memo.SignoffMemo``)
     )
+    background: dict[str, Any] = field(default_factory=dict)  # futures of work begun ahead of its step
 
     @property
     def model(self) -> ModelDescription:
@@ -155,6 +156,8 @@ def search_run(ctx: Context) -> StepOutput:
             "[search] enabled = false"
         )
     spec = ctx.project.search
+    held_out = ", held out from calibration and evaluation" if ctx.project.data.split != "given" else ""
+    print(f"dev set: {sets.dev.name}{held_out} (the sign-off judges the found plan on {sets.eval.name})")
     result = search.run(
         search.SearchInputs(
             **_analysis(ctx),
@@ -187,6 +190,7 @@ def signoff_inputs(ctx: Context, target: TargetSpec) -> dict[str, Any]:
     return {
         "calibrate": ctx.done["calibrate"].hash,
         "search": ctx.done["search"].hash if "search" in ctx.done else None,
+        "language-model": ctx.done["language-model"].hash if "language-model" in ctx.done else None,
         "eval": sets.eval.content_hash,
         "calib": sets.calib.content_hash,
         "unlabelled": [s.content_hash for s in sets.unlabelled],
@@ -214,17 +218,19 @@ def candidates_of(ctx: Context) -> tuple[list[tuple[str, Path]], list[str]]:
 
 def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
     from workbench.config import EvidenceConfig
-    from workbench.evaluate.inference import InferenceConfig, decoders_from_names
+    from workbench.evaluate.inference import InferenceConfig
     from workbench.jobs import signoff
     from workbench.jobs.signoff_memo import SignoffMemo
 
     sets, spec = ctx.needs_sets(), ctx.project.signoff
-    decoders = decoders_from_names(spec.decoder, spec.beam_width, spec.lm)
+    decoders = decoders_of(ctx, target)
     candidates, lines = candidates_of(ctx)
     for line in lines:
         print(f"note: {line}")
-    out = (
-        ctx.reports.parent / f"{ctx.project.name}-signoff-{target.name}"
+    latency = _latency(target)
+    print_lines(scaled_lines(ctx, target, [d.name for d in decoders], latency))
+    out = ctx.reports.parent / (
+        target.report or f"{ctx.project.name}-signoff-{target.name}"
     )  # beside the others: the dashboard lists it
     searched = ctx.result("search") if "search" in ctx.done else None
     inputs = signoff.SignoffInputs(
@@ -238,7 +244,7 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
         engines=ctx.engines,
         calib_root=ctx.calib_root,
         sensitivity=Path(ctx.result("compare")["sensitivity"]) if "compare" in ctx.done else None,
-        latency=_latency(target),
+        latency=latency,
         target=target.name,
         backend=target.backend,
         as_given=target.as_given,
@@ -250,10 +256,11 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
         overflow_clips=spec.overflow_clips,
         inference=InferenceConfig(None, decoders[0]).check(),
         also_decoders=decoders[1:],
+        also_limit=spec.also_limit,
         search=Path(searched["record"]) if searched and searched["found"] else None,
         unlabelled_sets=list(sets.unlabelled),
         evidence=EvidenceConfig(spec.min_speakers, spec.min_reference_words),
-        assumed=[f"workbench run {ctx.project.path}", *lines],
+        assumed=[f"workbench run of {ctx.project.origin}", *lines],
     )
     if ctx.memo is None:
         ctx.memo = SignoffMemo()
@@ -271,9 +278,63 @@ def signoff_run(ctx: Context, target: TargetSpec) -> StepOutput:
     }, [out / "report.json"]
 
 
+def decoders_of(ctx: Context, target: TargetSpec) -> list[Any]:
+    """The target's decoders (its own, else ``[signoff] decoder``; the first judges). With the training-text language
+    model (the demo preset) ``beam+lm`` takes the ``language-model`` step's file, and is left out, as that step said,
+    when flashlight-text is missing."""
+    from workbench.evaluate.inference import decoders_from_names
+
+    spec = ctx.project.signoff
+    names = [n.strip() for n in (target.decoder or spec.decoder).split(",") if n.strip()]
+    lm = spec.lm
+    if spec.training_lm:
+        made = ctx.result("language-model")["lm"] if "language-model" in ctx.done else None
+        lm = Path(made) if made else None
+        if lm is None and len(names) > 1:
+            names = [n for n in names if n != "beam+lm"]
+    beam = any(n.startswith("beam") for n in names)
+    return decoders_from_names(
+        ",".join(names), spec.beam_width if beam else None, lm if "beam+lm" in names else None
+    )
+
+
+def scaled_lines(ctx: Context, target: TargetSpec, decoders: list[str], latency: Any) -> list[str]:
+    """What the sign-off for ``target`` leaves out (the overflow check's clips, the other decoders' utterances) and
+    how it times the candidates."""
+    sets, spec = ctx.needs_sets(), ctx.project.signoff
+    parts = []
+    if spec.overflow_clips is not None:
+        parts.append(
+            f"overflow check outputs on {spec.overflow_clips} of {len(sets.calib.utterances)} calibration clips"
+        )
+    if spec.also_limit is not None and len(decoders) > 1:
+        parts.append(
+            f"{', '.join(decoders[1:])} on {spec.also_limit} of {len(sets.eval.utterances)} evaluation utterances "
+            f"({decoders[0]} judges all of them)"
+        )
+    lines = [f"{target.name} sign-off scaled down: {', '.join(parts)}"] if parts else []
+    return lines + [f"{target.name} latency: {latency_words(latency) if latency else 'not timed'}"]
+
+
+def latency_words(latency: Any) -> str:
+    batches = ", ".join(str(b) for b in latency.batch_sizes)
+    if not latency.point_budget_s:
+        return f"batch {batches}, {latency.repeats} interleaved rounds"
+    return (
+        f"batch {batches}, up to {latency.repeats} interleaved rounds within about {latency.point_budget_s:g} s a "
+        f"point, never fewer than {min(latency.repeats, latency.min_repeats)}"
+    )
+
+
 def _latency(target: TargetSpec) -> Any:
     from workbench.evaluate.latency import LatencyConfig
 
-    return (
-        LatencyConfig(target.latency_batch_sizes, repeats=target.latency_repeats) if target.latency else None
+    if not target.latency:
+        return None
+    return LatencyConfig(
+        target.latency_batch_sizes,
+        warmup=target.latency_warmup,
+        repeats=target.latency_repeats,
+        point_budget_s=target.latency_budget_s,
+        min_repeats=target.latency_min_repeats,
     )

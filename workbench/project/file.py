@@ -3,7 +3,9 @@
 Every table and key is known (an unknown key, a value of the wrong type or range, and a model, data source or set
 that is not there are each one ``BadInput`` naming the file, the key and the fix); paths are relative to the file's
 folder. What is left out takes the defaults of ``workbench.config`` (the calibration recipe: ``DEFAULT_METHOD`` and
-``DEFAULT_RECOVERY``). ``Project.to_json`` is what the pipeline hashes.
+``DEFAULT_RECOVERY``). ``Project.to_json`` is what the pipeline hashes. A few fields have no key in the file (``PRESET_ONLY``): the embedded
+demo preset (``workbench.project.demo``) sets them, synthetic speech and the language model of the demo's training
+texts, which describe the demo model's world and no other.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from workbench.config import (
     BACKENDS,
     DEFAULT_BACKEND,
     DEFAULT_METHOD,
+    DEFAULT_PERCENTILE,
     DEFAULT_RECOVERY,
     EVIDENCE,
     LAYOUTS,
@@ -25,6 +28,7 @@ from workbench.config import (
     OUTSIDE_PROFILE_POLICIES,
     SEARCH,
     RecoveryDefaults,
+    SetBuildConfig,
 )
 from workbench.evaluate.gates import GateConfig
 from workbench.inputs import shape
@@ -42,11 +46,19 @@ RECOVERY_NAMES: dict[str, str] = {
     "shift-scale": "shift_scale",
 }
 METHOD_NAMES: tuple[str, ...] = ("entropy", "max", "percentile", "mse")
+# fields the embedded demo preset sets and a project file cannot (no key: an unknown-key error)
+PRESET_ONLY: frozenset[str] = frozenset({"synthetic", "training_lm", "training_lm_sentences"})
+
+
+def file_keys(kind: Any) -> list[str]:
+    """The keys a project file's table for ``kind`` takes: its fields but the preset's own."""
+    return [f.name for f in fields(kind) if f.name not in PRESET_ONLY]
 
 
 @dataclass(frozen=True)
 class DataSpec:
-    """Where the speech comes from: one source split by speaker (texts kept apart), or given stored sets."""
+    """Where the speech comes from: one source split by speaker (texts kept apart), or given stored sets; the demo
+    preset's ``split = "synthetic"`` builds its sets from synthetic speech (``synthetic``, ``data build``'s settings)."""
 
     split: str = "speaker"
     source: Path | None = None  # split = "speaker": a manifest, audio folder or corpus root
@@ -55,6 +67,7 @@ class DataSpec:
     dev: str | None = None
     evaluation: str | None = None
     unlabelled: tuple[str, ...] = ()  # sets without transcripts, for the label-free sign-off
+    synthetic: SetBuildConfig | None = None  # split = "synthetic" (the demo preset only)
 
 
 @dataclass(frozen=True)
@@ -62,7 +75,7 @@ class RecipeSpec:
     """The calibration recipe: method (and its percentile) and accuracy-recovery techniques."""
 
     method: str = DEFAULT_METHOD
-    percentile: float = 99.99
+    percentile: float = DEFAULT_PERCENTILE
     recovery: RecoveryDefaults = DEFAULT_RECOVERY
 
 
@@ -88,6 +101,11 @@ class TargetSpec:
     latency: bool = False
     latency_batch_sizes: tuple[int, ...] = (1, 8, 32)  # timed batch sizes (with latency = true)
     latency_repeats: int = 10
+    latency_warmup: int = 2
+    latency_budget_s: float | None = None  # a point that would take longer gets fewer rounds, never below:
+    latency_min_repeats: int = 3
+    decoder: str | None = None  # this target's decoders (None: [signoff] decoder)
+    report: str | None = None  # the report folder under reports/ (None: <project>-signoff-<target>)
     as_given: bool = False
     min_seconds: float | None = None  # deployment profile (default: the calibration set's)
     max_seconds: float | None = None
@@ -104,6 +122,12 @@ class SignoffSpec:
     min_reference_words: int = EVIDENCE.min_reference_words
     beam_width: int | None = None
     lm: Path | None = None
+    also_limit: int | None = (
+        None  # the decoders after the first score this many utterances spread over the set
+    )
+    # the demo preset: the language model estimated from the demo's training texts (a step of its own; None: all)
+    training_lm: bool = False
+    training_lm_sentences: int | None = None
 
 
 @dataclass(frozen=True)
@@ -117,13 +141,19 @@ class Project:
     gates: GateConfig = field(default_factory=GateConfig)
     targets: tuple[TargetSpec, ...] = (TargetSpec(),)
     signoff: SignoffSpec = field(default_factory=SignoffSpec)
+    preset: str | None = None  # an embedded preset's name (no file at ``path``)
 
     @property
     def root(self) -> Path:
         return self.path.parent
 
+    @property
+    def origin(self) -> str:
+        """The project file, or the embedded preset, as the output and the records name it."""
+        return f"the embedded {self.preset} preset" if self.preset else str(self.path)
+
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "path"}
+        return {k: v for k, v in asdict(self).items() if k not in ("path", "preset")}
 
 
 TABLES = ("project", "model", "data", "calibration", "search", "gates", "target", "signoff")
@@ -162,14 +192,12 @@ def load_project(path: Path) -> Project:
         path=path.resolve(),
         name=name,
         model=model,
-        data=_data(_table(data, "data", where, [f.name for f in fields(DataSpec)]), root, where.key("data")),
+        data=_data(_table(data, "data", where, file_keys(DataSpec)), root, where.key("data")),
         recipe=_recipe(_table(data, "calibration", where, ("method", "percentile", "recovery")), where),
-        search=_typed(
-            SearchSpec, _table(data, "search", where, [f.name for f in fields(SearchSpec)]), where, "search"
-        ),
+        search=_typed(SearchSpec, _table(data, "search", where, file_keys(SearchSpec)), where, "search"),
         gates=_gates(_table(data, "gates", where, [f.name for f in fields(GateConfig)]), where.key("gates")),
         targets=_targets(data.get("target"), where),
-        signoff=_signoff(_table(data, "signoff", where, [f.name for f in fields(SignoffSpec)]), root, where),
+        signoff=_signoff(_table(data, "signoff", where, file_keys(SignoffSpec)), root, where),
     )
     if project.search.enabled and project.data.split == "given" and project.data.dev is None:
         raise where.key("data").fail(
@@ -226,7 +254,7 @@ def _set_name(value: str, root: Path) -> str:
 def _recipe(table: dict[str, Any], where: Where) -> RecipeSpec:
     at = where.key("calibration")
     method = shape.choice(table.get("method", DEFAULT_METHOD), METHOD_NAMES, at.key("method"))
-    percentile = shape.finite_number(table.get("percentile", 99.99), at.key("percentile"))
+    percentile = shape.finite_number(table.get("percentile", DEFAULT_PERCENTILE), at.key("percentile"))
     if not 50.0 < percentile <= 100.0:
         raise at.key("percentile").fail(f"must be in (50, 100], not {percentile:g}")
     if "recovery" not in table:
@@ -276,7 +304,7 @@ def _targets(value: Any, where: Where) -> tuple[TargetSpec, ...]:
     if not items:
         raise where.key("target").fail("needs at least one [[target]]")
     out = []
-    known = [f.name for f in fields(TargetSpec)]
+    known = file_keys(TargetSpec)
     for i, item in enumerate(items):
         at = where.key("target").index(i)
         table = shape.mapping(item, at)
@@ -300,24 +328,44 @@ def _targets(value: Any, where: Where) -> tuple[TargetSpec, ...]:
         if not batches:
             raise at.key("latency_batch_sizes").fail("needs at least one batch size")
         repeats = shape.integer(table.get("latency_repeats", 10), at.key("latency_repeats"), minimum=1)
+        warmup = shape.integer(table.get("latency_warmup", 2), at.key("latency_warmup"), minimum=0)
+        least = shape.integer(table.get("latency_min_repeats", 3), at.key("latency_min_repeats"), minimum=1)
+        budget = (
+            shape.finite_number(table["latency_budget_s"], at.key("latency_budget_s"), positive=True)
+            if "latency_budget_s" in table
+            else None
+        )
+        decoder = shape.optional_string(table.get("decoder"), at.key("decoder"))
+        report = shape.optional_string(table.get("report"), at.key("report"))
+        if report is not None and not report.replace("-", "").replace("_", "").isalnum():
+            raise at.key("report").fail(f"may hold only letters, digits, '-' and '_', not {report!r}")
         seconds = {
             k: shape.finite_number(table[k], at.key(k), positive=True) if k in table else None
             for k in ("min_seconds", "max_seconds")
         }
         out.append(
             TargetSpec(
-                name,
-                backend,
-                flags["latency"],
-                batches,
-                repeats,
-                flags["as_given"],
-                **seconds,
+                name=name,
+                backend=backend,
+                latency=flags["latency"],
+                latency_batch_sizes=batches,
+                latency_repeats=repeats,
+                as_given=flags["as_given"],
+                min_seconds=seconds["min_seconds"],
+                max_seconds=seconds["max_seconds"],
                 outside_profile=policy,
+                latency_warmup=warmup,
+                latency_budget_s=budget,
+                latency_min_repeats=least,
+                decoder=decoder,
+                report=report,
             )
         )
     if len({t.name for t in out}) != len(out):
         raise where.key("target").fail("names a deployment target twice")
+    folders = [t.report for t in out if t.report is not None]
+    if len(set(folders)) != len(folders):
+        raise where.key("target").fail("names a report folder twice")
     return tuple(out)
 
 
