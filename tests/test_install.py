@@ -164,7 +164,8 @@ def test_wheel_installs_into_a_fresh_venv_and_works_from_an_empty_folder(tmp_pat
     assert {p.split("/")[0] for p in made} == {"calib_sets", "engines", "reports"}, made
     assert {"calib_sets/t-calib/card.json", "calib_sets/t-eval/manifest.jsonl"} <= set(made)
     engines = [p for p in made if p.startswith("engines/")]
-    for pattern in ("model.fp32.onnx", "model.fp16-", "model.int8-percentile-", "-percentile.cache"):
+    # the verbs' default recipe (percentile with clip search and bias correction) names its cache
+    for pattern in ("model.fp32.onnx", "model.fp16-", "model.int8-percentile-", "-percentile-cs-bc.cache"):
         assert any(pattern in p for p in engines), (pattern, engines)
     (report_dir,) = (work / "reports").glob("signoff-*")
     assert {"report.json", "report.md", "report.html"} <= {p.name for p in report_dir.iterdir()}
