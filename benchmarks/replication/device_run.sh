@@ -2,7 +2,7 @@
 # Runs benchmarks/search_replication.py on the device machine from a carry folder (default .carry/56) that holds:
 #   tts-root.tar.xz   espeak-ng (English dictionary only), flite, festival with the demo's two voices and their
 #                     lexicons, WordNet: the Debian packages the synthetic speech needs, extracted and packed
-#   lib/              libpcaudio.so.0 stand-in (training/stubs/pcaudio_stub.c: espeak-ng links it for playback only)
+#   lib/              libpcaudio.so.0 stand-in (training/stubs/pcaudio_stub.c: espeak-ng links it for playback only), libasound.so.2 (flite)
 #   festlib/          festival's private libraries: libpulse-simple stand-in (training/stubs), libtinfo, libgomp
 #   whl/              soundfile, onnx-graphsurgeon, polygraphy, jiwer, rapidfuzz, cffi, pycparser (cp312)
 #   workbench/ benchmarks/   the code to run (the demo model is linked from the repository's workbench/demo_model)
@@ -19,7 +19,7 @@ unxz() { if command -v xz >/dev/null; then xz -dc "$1"; else
   python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), sys.stdout.buffer)' "$1"; fi; }
 [ -x "$R/usr/bin/espeak-ng" ] || unxz "$C/tts-root.tar.xz" | tar -C "$R" -xf -
 L=$R/usr/lib/x86_64-linux-gnu
-cp "$C/lib/libpcaudio.so.0" "$L/"
+cp "$C"/lib/*.so.* "$L/"
 mkdir -p "$R/festlib" "$R/wrap" && cp "$C"/festlib/* "$R/festlib/"
 [ "${SKIP_WHEELS:-0}" = 1 ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$S" "$C"/whl/*.whl
 # festival reads its data from the compiled-in /usr/share/festival: point that into the private root

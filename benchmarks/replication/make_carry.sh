@@ -31,6 +31,8 @@ gcc -O2 -shared -fPIC -Wl,-soname,libpcaudio.so.0 -o "$DEST/lib/libpcaudio.so.0"
 gcc -O2 -shared -fPIC -Wl,--version-script=training/stubs/pulse_simple_stub.map -Wl,-soname,libpulse-simple.so.0 \
   -o "$DEST/festlib/libpulse-simple.so.0" training/stubs/pulse_simple_stub.c
 cp -L /lib/x86_64-linux-gnu/libtinfo.so.6 /lib/x86_64-linux-gnu/libgomp.so.1 "$DEST/festlib/"
+# flite links libasound for playback; the device machine has none
+cp -L /usr/lib/x86_64-linux-gnu/libasound.so.2 "$DEST/lib/"
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux2014_x86_64 -d "$DEST/whl" soundfile==0.14.0 onnx_graphsurgeon==0.6.1 polygraphy==0.53.6 \
