@@ -18,9 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION, DEMO_RECOVERY, SetBuildConfig
 from workbench.project.file import DataSpec, Project, RecipeSpec, SearchSpec, SignoffSpec, TargetSpec
+
+if TYPE_CHECKING:
+    from workbench.evaluate.latency import LatencyConfig
 
 PRESET = "demo"
 # The demo's calibration method. Percentile 99.99 rather than TensorRT's entropy: with entropy as NVIDIA's
@@ -63,26 +67,19 @@ class DemoOptions:
     shift_scale: bool = False
 
 
-@dataclass(frozen=True)
-class Latency:
-    """A target's latency rounds as the project's target keys spell them."""
-
-    batch_sizes: tuple[int, ...]
-    warmup: int = 1
-    repeats: int = 10
-    budget_s: float = 15.0
-    min_repeats: int = 5
-
-
-def signoff_latency(target: str, full: bool) -> Latency | None:
+def signoff_latency(target: str, full: bool) -> LatencyConfig | None:
     """The latency rounds of the demo's sign-off for ``target`` (``full``: demo --full); None: not timed."""
+    from workbench.evaluate.latency import LatencyConfig  # numpy and the runners: only when a demo is built
+
     if target == "tensorrt":
         # timed on ONNX Runtime CPU, not on the target: the times inform and pick nothing, so only the full-size demo
         # takes them (batch 1 and 8, up to 15 rounds within about 10 s a point, never fewer than 5)
-        return Latency((1, 8), repeats=15, budget_s=10.0) if full else None
+        return (
+            LatencyConfig((1, 8), warmup=1, repeats=15, point_budget_s=10.0, min_repeats=5) if full else None
+        )
     # the winner is judged at batch 1 (the gate batch): 10 interleaved rounds there either way; at full size the
     # batch-8 points (throughput, they pick nothing) get as many rounds as fit in about 15 s, never fewer than 5
-    return Latency((1, 8)) if full else Latency((1,))
+    return LatencyConfig((1, 8) if full else (1,), warmup=1, repeats=10, point_budget_s=15.0, min_repeats=5)
 
 
 def _target(name: str, report: str, decoder: str, options: DemoOptions) -> TargetSpec:
@@ -96,7 +93,7 @@ def _target(name: str, report: str, decoder: str, options: DemoOptions) -> Targe
         latency_batch_sizes=latency.batch_sizes,
         latency_warmup=latency.warmup,
         latency_repeats=latency.repeats,
-        latency_budget_s=latency.budget_s,
+        latency_budget_s=latency.point_budget_s,
         latency_min_repeats=latency.min_repeats,
     )
 
