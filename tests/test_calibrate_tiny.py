@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,47 @@ def test_export_names_and_parity(calibrated) -> None:
     assert all(d.dim_param for d in dims)  # batch and samples dynamic
     modules = {module_of(n) for n in quantizable_nodes(model)}
     assert {"encoder.layers.1.attention.q_proj", "feature_extractor.conv_layers.0.conv", "lm_head"} <= modules
+
+
+def test_parity_is_checked_once_per_model_export_and_clips(
+    calibrated, tiny_sets, tiny_model, tmp_path
+) -> None:
+    """A later step on the same export and clips takes the process's parity result (the clips are not read
+    again); another export, other clips or a model without a hash are checked anew."""
+    from workbench.model.description import describe_model
+    from workbench.model.export import checked_parity
+    from workbench.model.loading import load_model
+
+    _, result = calibrated
+    description = describe_model(tiny_model)
+    model = load_model(description)
+    reads: list[int] = []
+
+    def clips(count: int):
+        def read() -> list[np.ndarray]:
+            reads.append(count)
+            return [a for _, a in tiny_sets.calib.iter_audio()][:count]
+
+        return read
+
+    fp32_hash = calibrate.sha256_file(result.fp32_onnx)
+    key = (fp32_hash, tiny_sets.calib.content_hash, 6)
+    assert checked_parity(model, result.fp32_onnx, clips(6), description, key) == result.parity
+    assert reads == []  # the calibration above checked this export on these clips
+    fewer = checked_parity(model, result.fp32_onnx, clips(2), description, (*key[:2], 2))
+    assert reads == [2] and fewer.clips == 2
+    assert checked_parity(model, result.fp32_onnx, clips(2), description, (*key[:2], 2)) == fewer
+    assert reads == [2]
+    copy = tmp_path / "copy.onnx"  # another export (its bytes changed): checked
+    proto = onnx.load(str(result.fp32_onnx))
+    proto.doc_string = "another export"
+    onnx.save(proto, str(copy))
+    other = checked_parity(model, copy, clips(2), description, (calibrate.sha256_file(copy), *key[1:2], 2))
+    assert reads == [2, 2] and other.transcripts_equal == fewer.transcripts_equal
+    unhashed = replace(description, model_hash="")
+    checked_parity(model, result.fp32_onnx, clips(2), unhashed, (*key[:2], 2))
+    checked_parity(model, result.fp32_onnx, clips(2), unhashed, (*key[:2], 2))
+    assert reads == [2, 2, 2, 2]
 
 
 def test_int8_close_to_fp32_and_cache_written(calibrated, tiny_sets, tiny_model) -> None:

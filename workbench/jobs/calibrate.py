@@ -47,7 +47,7 @@ from workbench.errors import WorkbenchError
 from workbench.evaluate.chunking import chunk_audio, chunk_lengths_s, samples_per_frame
 from workbench.evaluate.inference import ChunkSettings
 from workbench.model.description import ModelDescription, describe_model, description_of_onnx
-from workbench.model.export import Parity, export_onnx, parity_check
+from workbench.model.export import Parity, checked_parity, export_onnx
 from workbench.model.folders import artifact_folder_name
 from workbench.model.loading import check_model_source, load_model
 from workbench.quantize.guard import guard_for_set
@@ -261,12 +261,19 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         kernels.warm_up()  # the histogram kernel loads in the background during export and parity
     fp32 = export_or_reuse(description, inputs.engines, model)
     out = fp32.parent
-    clips = [speech_set.audio(u) for u in speech_set.utterances[: inputs.parity_clips]]
-    parity = parity_check(model, fp32, clips, description)
+    fp32_hash = sha256_file(fp32)
+    parity_utterances = speech_set.utterances[: inputs.parity_clips]
+    parity = checked_parity(
+        model,
+        fp32,
+        lambda: [speech_set.audio(u) for u in parity_utterances],
+        description,
+        (fp32_hash, speech_set.content_hash, len(parity_utterances)),
+    )
     del model
     keys: dict[str, Any] = {
         "model": mhash,
-        "onnx": sha256_file(fp32),
+        "onnx": fp32_hash,
         "calibration_set": speech_set.content_hash,
         "input_features": "normalised" if description.features.do_normalize else "raw",
         **spec.params(),

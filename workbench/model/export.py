@@ -9,6 +9,7 @@ description goes into the file's metadata, so every variant made from the export
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,17 @@ OUTPUT = "logits"
 MASK = "attention_mask"
 
 
-__all__ = ["INPUT", "MASK", "OPSET", "OUTPUT", "Parity", "export_onnx", "module_of", "parity_check"]
+__all__ = [
+    "INPUT",
+    "MASK",
+    "OPSET",
+    "OUTPUT",
+    "Parity",
+    "checked_parity",
+    "export_onnx",
+    "module_of",
+    "parity_check",
+]
 
 
 def module_of(node_name: str) -> str:
@@ -120,3 +131,27 @@ def parity_check(model, onnx_path: Path, clips: list[np.ndarray], description: M
             total += len(a)
             equal += int(description.decode(ref[0]) == description.decode(out[0]))
     return Parity(len(clips), max(diffs) if diffs else 0.0, agree / max(1, total), equal)
+
+
+# parity results of this process, by (model hash, export's sha256, clips' source, clip count)
+_CHECKED: dict[tuple[str, str, str, int], Parity] = {}
+
+
+def checked_parity(
+    model,
+    onnx_path: Path,
+    clips: Callable[[], list[np.ndarray]],
+    description: ModelDescription,
+    key: tuple[str, str, int],
+) -> Parity:
+    """``parity_check`` once per process for the same model, export and clips: ``key`` is the export's sha256, the
+    clips' source (a set's content hash) and their count; ``clips`` reads them only when the check runs. A
+    pipeline's later steps (compare, search, sign-off) reuse the export on the same clips, where the check would
+    repeat itself; a model without a hash (a description built by hand) is checked every time."""
+    if not description.model_hash:
+        return parity_check(model, onnx_path, clips(), description)
+    full = (description.model_hash, *key)
+    found = _CHECKED.get(full)
+    if found is None:
+        found = _CHECKED[full] = parity_check(model, onnx_path, clips(), description)
+    return found
