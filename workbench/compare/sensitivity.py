@@ -141,10 +141,10 @@ class VariantRunner:
             source, _ = self.recovered.for_plan(plan, source)
         return variant_model(source, self.amax, plan).SerializeToString()
 
-    def runner(self, plan: PrecisionPlan) -> OnnxRuntimeRunner:
-        return OnnxRuntimeRunner(
-            self.model_bytes(plan), providers=self.providers, threads=self.threads, name=plan.name
-        )
+    def runner(self, plan: PrecisionPlan, model_bytes: bytes | None = None) -> OnnxRuntimeRunner:
+        """A runner of ``plan``'s variant (``model_bytes``: its bytes when already built by ``model_bytes``)."""
+        data = self.model_bytes(plan) if model_bytes is None else model_bytes
+        return OnnxRuntimeRunner(data, providers=self.providers, threads=self.threads, name=plan.name)
 
     def logits(self, plan: PrecisionPlan, clips: list[Clip]) -> list[np.ndarray]:
         with self.runner(plan) as run:
