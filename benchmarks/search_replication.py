@@ -182,7 +182,7 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
     # each plan's dev transcripts are made once per draw and read by every rule's search (and the held-back check)
     transcripts = TranscriptCache()
     for rule in args["rules"]:
-        started, cpu_started = time.perf_counter(), cpu_seconds()
+        started, cpu_started, shared = time.perf_counter(), cpu_seconds(), transcripts.counts()
         result = search.run(
             search.SearchInputs(
                 **_analysis(base),
@@ -215,6 +215,8 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
             "dev_utterances_transcribed": data["sequential"]["utterances_transcribed"],
             "selection": data.get("selection"),
             "forecast": data.get("signoff_forecast"),
+            # dev clip transcriptions this search ran and took from the earlier rules' (with sharing)
+            "dev_clips": {k: transcripts.counts()[k] - shared[k] for k in ("transcribed", "reused")},
         }
     # one sign-off of FP32 and every distinct found plan (a plan two rules found is judged once)
     candidates: list[tuple[str, Path]] = [("fp32", Path(base["fp32_onnx"]))]
@@ -341,6 +343,9 @@ def summarise(draws: list[dict[str, Any]], rules: tuple[str, ...]) -> dict[str, 
         spent = [d["seconds"].get(f"search {rule}") for d in done if rule in d["rules"] and "seconds" in d]
         out[rule]["mean_dev_utterances_transcribed"] = _mean(transcribed)
         out[rule]["mean_search_seconds"] = _mean(spent)
+        out[rule]["mean_dev_clips_transcribed"] = _mean(
+            [(r.get("dev_clips") or {}).get("transcribed") for r in rows]
+        )
         out[rule]["meets_target"] = pick_rule.qualifies(out[rule])
     return out
 
@@ -360,6 +365,12 @@ def speaker_overlap(draws: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"{role}_mean_shared"] = round(sum(shares) / len(shares), 3) if shares else None
     return out
 
+
+COSTS = (
+    "per rule, mean_search_seconds and mean_dev_clips_transcribed are with dev transcripts shared in the order of "
+    "--rules: a later rule's search reuses the clips an earlier one transcribed with the same plan; "
+    "mean_dev_utterances_transcribed is the evidence each search read (the same with or without sharing)"
+)
 
 SAME_IN_PARTS = ("calib_per_condition", "dev_per_condition", "eval_per_condition", "quick", "rules")
 
@@ -508,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
             "gates": "default: overall +0.3 pts, each condition +1.0 pts on the upper end of the 95% interval; the "
             "evidence rule of workbench.evaluate.evidence",
             "summary": summary,
+            "costs": COSTS
+            if settings["reuse"]
+            else "each search transcribes every plan it reads (--no-reuse)",
             "winner": pick_rule.pick(summary),
             "speaker_overlap": speaker_overlap(done),
             "draws": done,
