@@ -177,7 +177,8 @@ def test_a_candidate_that_misses_the_target_lightly_loaded_is_told_so(monkeypatc
     from workbench.serving import capacity
 
     monkeypatch.setattr(capacity, "SERVING", replace(capacity.SERVING, descend_halvings=1, min_requests=2))
-    result = sweep([Sleeper(0.3)], [100], BatcherSettings(1, 0.0), [20.0], 0.3, 100.0, budget_s=30.0)
+    result = sweep([Sleeper(0.3)], [100], BatcherSettings(1, 0.0), [20.0, 40.0], 0.3, 100.0, budget_s=30.0)
+    # past the first load that misses, the budget goes below it: 40 QPS is never offered
     assert result.capacity_qps is None and [p.offered_qps for p in result.points] == [20.0, 10.0]
     assert "at every load down to 10 QPS" in result.stopped and "even lightly loaded" in result.stopped
 

@@ -3,9 +3,10 @@
 ``run_load`` serves one offered rate through the batcher and summarises it (``LoadPoint``: p50/p95/p99 of
 every request, a request still queued at the cut-off counting as beyond any target); ``sweep`` runs rates in
 ascending order within a time budget and stops once a load overwhelms the server (p99 over the target and
-requests left unanswered or throughput below the offered rate) at or beyond the gate's load, then looks below
-the grid when even its lowest load misses the target and bisects between the capacity and the first load that
-misses, so that every candidate's capacity is resolved on a grid shared by candidates of different speeds.
+requests left unanswered or throughput below the offered rate) or misses the target at or beyond the gate's
+load (no higher load can raise the capacity), then looks below the grid when even its lowest load misses the
+target and bisects between the capacity and the first load that misses, so that every candidate's capacity is
+resolved on a grid shared by candidates of different speeds.
 """
 
 from __future__ import annotations
@@ -152,7 +153,7 @@ def sweep(
     refine_steps: int = SERVING.refine_steps,
 ) -> Sweep:
     """Run ``rates`` in ascending order (each for ``seconds``) until the budget is spent (a load starts only
-    when its arrivals fit what is left) or a load at or beyond ``qps`` overwhelms the server; then, within
+    when its arrivals fit what is left) or a load at or beyond ``qps`` misses the target; then, within
     the same budget, look below the lowest rate when even it misses the target (halving down to
     ``SERVING.descend_halvings`` halvings) and bisect between the capacity and the first load above it that
     misses (``refine_steps`` times, geometric midpoints), so that a shared grid too coarse for one candidate
@@ -177,10 +178,14 @@ def sweep(
         if not fits(rate):
             return result
         point = measure(rate)
-        overwhelmed = point.answered < point.requests or point.achieved_qps < 0.9 * rate
-        if not point.meets_target and overwhelmed and (qps is None or rate >= qps):
+        # past a load that misses the target no higher load can raise the capacity: the budget goes to the
+        # loads below it (the gate's load, when given, is still read)
+        if not point.meets_target and (qps is None or rate >= qps):
+            overwhelmed = point.answered < point.requests or point.achieved_qps < 0.9 * rate
             result.stopped = (
                 f"overloaded at {rate:g} QPS (p99 over the target, throughput below the offered load)"
+                if overwhelmed
+                else f"p99 over the target at {rate:g} QPS"
             )
             break
     if result.points and not _descend(result, fits, measure):
