@@ -314,6 +314,64 @@ def test_a_killed_worker_is_retried_on_another_and_the_last_one_fails_with_one_l
         assert "\n" not in str(failed.value)
 
 
+@dataclass(frozen=True)
+class StatisticsThreads:
+    """The ONNX Runtime intra-op threads of this worker's statistics session of ``shard``'s model, and the
+    worker's share of threads."""
+
+    shard: Any
+
+    def run(self, context: Any) -> tuple[int, int]:
+        opened = self.shard.session(context)
+        return opened.session.get_session_options().intra_op_num_threads, context.threads
+
+
+def test_workers_count_statistics_with_their_share_of_threads(bench, ray_cluster) -> None:
+    # ONNX Runtime's float results depend on its thread count (a convolution split over 4 threads or more gives
+    # other values than over 1 to 3): a worker whose statistics session took every core of the host, not its
+    # share, counted other activations than a run without Ray at that share (on a 16-core host, 2 to 8 workers)
+    from ray import cloudpickle
+
+    from workbench.backends.onnxruntime import available_cores
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import open_pool
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with open_pool(ClusterAddress(local=2), _check_set(bench)) as pool:
+            _, tasks = _statistics_tasks(bench, pool)
+            pool.map(tasks[:2], "statistics")
+            found = pool.map([StatisticsThreads(tasks[0]), StatisticsThreads(tasks[1])], "threads")
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert found == [(max(1, available_cores() // 2), max(1, available_cores() // 2))] * 2
+
+
+def test_compare_on_ray_takes_the_fp32_reference_from_the_workers(bench, ray_cluster, monkeypatch) -> None:
+    # the driver's FP32 logits come from its own thread count, the variants' from the workers': the reference is
+    # the workers', so every damage is measured at one thread count
+    from workbench.compare.sensitivity import VariantRunner
+    from workbench.jobs.compare import run_compare
+    from workbench.jobs.prepare import prepare
+
+    prepared = prepare(
+        str(bench["model"]), "r-calib", "max", root=bench["root"] / "engines-cmp", calib_root=bench["sets"]
+    )
+
+    def ranked(ray: str | None, k: int) -> Any:
+        return run_compare(
+            prepared, bench["calib"], 1, layers=False, progress=False, out=bench["root"] / f"ref-{k}", ray=ray
+        ).sensitivity
+
+    serial = ranked(None, 0)
+
+    def no_logits_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the driver ran a model for the ranking")
+
+    monkeypatch.setattr(VariantRunner, "logits", no_logits_here)
+    assert _without_timing(ranked("local:2", 1)) == _without_timing(serial)
+
+
 def test_a_worker_that_fails_the_check_set_is_refused(bench, ray_cluster) -> None:
     from workbench.cluster.address import ClusterAddress
     from workbench.cluster.pool import open_pool

@@ -5,15 +5,17 @@ equal one pass over every clip."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from workbench.calibration import kernels
 from workbench.calibration.collectors import StreamingStats
-from workbench.calibration.runner import accumulate, open_statistics_session
+from workbench.calibration.runner import StatisticsSession, accumulate, open_statistics_session
 from workbench.cluster.address import ClusterAddress
 from workbench.cluster.check import CheckSet
 from workbench.cluster.pool import open_pool
@@ -46,17 +48,17 @@ class StatisticsShard:
     providers: tuple[str, ...]
     prepare: Callable[[np.ndarray], np.ndarray]
 
-    def run(self, context: WorkerContext) -> ShardStatistics:
-        import onnx
+    def session(self, context: WorkerContext) -> StatisticsSession:
+        """The worker's one statistics session of the model (opened on first use)."""
+        return context.cached(
+            f"statistics-session:{self.model.hex()}:{','.join(self.providers)}",
+            lambda: statistics_session(context, self.model, self.providers),
+        )
 
+    def run(self, context: WorkerContext) -> ShardStatistics:
         if self.with_histograms:
             kernels.warm_up()
-        opened = context.cached(
-            f"statistics-session:{self.model.hex()}",
-            lambda: open_statistics_session(
-                onnx.load_model_from_string(context.blob(self.model)), providers=self.providers
-            ),
-        )
+        opened = self.session(context)
         pieces = context.blob(self.pieces)
         cut = len(pieces) if self.checkpoint is None else self.checkpoint
         parts = ([i for i in self.indices if i < cut], [i for i in self.indices if i >= cut])
@@ -64,10 +66,28 @@ class StatisticsShard:
         for part in parts:
             stats = StreamingStats(with_histograms=self.with_histograms, bins=self.bins)
             accumulate(
-                opened, (pieces[i] for i in part), len(part), stats, prepare=self.prepare, progress=False
+                opened,
+                (pieces[i] for i in part),
+                len(part),
+                stats,
+                prepare=self.prepare,
+                progress=False,
+                workers=context.threads,
             )
             out.append(stats)
         return ShardStatistics(out[0], parts[0], out[1], parts[1])
+
+
+def statistics_session(context: WorkerContext, model: Any, providers: Sequence[str]) -> StatisticsSession:
+    """The worker's statistics session of the ONNX bytes behind ``model``, opened as a run without Ray opens it:
+    from a file (written to a temporary folder and removed once ONNX Runtime has mapped it), so the graph is read
+    without its weights and ONNX Runtime maps them once (parsing the bytes into a model first took several times
+    longer for the demo model), with the worker's ONNX Runtime threads, whose count the statistics' float values
+    depend on."""
+    with tempfile.TemporaryDirectory(prefix="workbench-worker-", ignore_cleanup_errors=True) as tmp:
+        path = Path(tmp) / "model.fp32.onnx"
+        path.write_bytes(context.blob(model))
+        return open_statistics_session(path, providers=providers, threads=context.threads)
 
 
 def merge_statistics(
