@@ -93,6 +93,32 @@ def test_histograms_add_exactly_whatever_the_split() -> None:
     assert alone is not None and alone.counts[0] == whole.histogram("t").counts[0] + 10
 
 
+def test_float_statistics_add_exactly_whatever_the_split(bench) -> None:
+    from workbench.jobs.calibrate import export_or_reuse
+    from workbench.model.description import describe_model
+    from workbench.quantize.float_stats import collect_float_stats, open_float_session
+
+    description = describe_model(str(bench["model"]))
+    opened = open_float_session(export_or_reuse(description, bench["root"] / "engines-float"), threads=1)
+    audio = [a for _, a in bench["calib"].iter_audio()]
+    audio[3] = audio[3] * 40.0  # one loud clip: its shard holds the maxima
+
+    def pass_over(indices: list[int]):
+        clips = [audio[i] for i in indices]
+        return collect_float_stats(opened, clips, keys={"k": 1}, progress=False, prepare=description.prepare)
+
+    whole = pass_over(list(range(len(audio))))
+    for split in ([0, 2, 4], [1], [3, 5]), ([5], [0, 1, 2, 3, 4]):
+        parts = [pass_over(indices) for indices in split]
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged.merged(part)
+        assert merged.to_json() == whole.to_json()
+        assert list(merged.amax) == list(whole.amax)  # the file lists tensors in the same order
+    with pytest.raises(ValueError, match="do not add"):
+        whole.merged(collect_float_stats(opened, audio[:1], keys={"k": 2}, progress=False))
+
+
 def test_balanced_shards_split_by_duration() -> None:
     from workbench.cluster.shards import balanced, balanced_groups
 
@@ -155,11 +181,20 @@ def _calibrate(bench, engines: Path, ray: str | None):
     )
 
 
-def test_calibrate_on_ray_equals_serial(bench, ray_cluster) -> None:
+def test_calibrate_on_ray_equals_serial(bench, ray_cluster, monkeypatch) -> None:
+    import workbench.quantize.guard as guard
     from workbench.calibration import cache, histograms
+    from workbench.quantize.float_stats import FloatStats
 
     serial = _calibrate(bench, bench["root"] / "engines-serial", None)
+
+    def not_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the driver made the float statistics pass")
+
+    monkeypatch.setattr(guard, "collect_float_stats", not_here)  # the Ray pass's shards make them
     spread = _calibrate(bench, bench["root"] / "engines-ray", "local:2")
+    assert FloatStats.load(serial.float_stats) == FloatStats.load(spread.float_stats)
+    assert serial.float_stats.read_bytes() == spread.float_stats.read_bytes()
     a, b = cache.load(serial.cache), cache.load(spread.cache)
     assert a.scales == b.scales and a.convergence == b.convergence and a.convergence is not None
     ha, hb = (

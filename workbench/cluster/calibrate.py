@@ -1,7 +1,9 @@
 """Calibration statistics over clip shards: each worker counts its clips (balanced by duration) into streaming
 statistics, split at the convergence checkpoint; the parts add exactly (power-of-two histograms,
 ``StreamingStats.merged``) and each tensor's per-clip tops go back into clip order, so the merged statistics
-equal one pass over every clip."""
+equal one pass over every clip. The same shards also make the FP16 guard's float statistics (maxima and counts,
+``FloatStats.merged``), the second pass over the set that a run without Ray makes on its own. Workers run ONNX
+Runtime with their share of threads: the statistics equal those of a run without Ray at that thread count."""
 
 from __future__ import annotations
 
@@ -23,16 +25,19 @@ from workbench.cluster.shards import balanced, shard_weights
 from workbench.cluster.worker import WorkerContext
 from workbench.config import RAY_CHECK_CLIPS, RAY_SHARDS_PER_WORKER
 from workbench.errors import WorkbenchError
+from workbench.quantize.float_stats import FloatSession, FloatStats, collect_float_stats, open_float_session
 
 
 @dataclass
 class ShardStatistics:
-    """One shard's statistics: of its clips before the checkpoint and of the rest (clip indices of each)."""
+    """One shard's statistics: of its clips before the checkpoint and of the rest (clip indices of each), and
+    the FP16 guard's float statistics of all of them (when asked for)."""
 
     early: StreamingStats
     early_indices: list[int]
     late: StreamingStats
     late_indices: list[int]
+    floats: FloatStats | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,7 @@ class StatisticsShard:
     bins: int
     providers: tuple[str, ...]
     prepare: Callable[[np.ndarray], np.ndarray]
+    float_keys: dict[str, Any] | None = None  # also the float statistics (``float_stats``) under these keys
 
     def session(self, context: WorkerContext) -> StatisticsSession:
         """The worker's one statistics session of the model (opened on first use)."""
@@ -75,7 +81,29 @@ class StatisticsShard:
                 workers=context.threads,
             )
             out.append(stats)
-        return ShardStatistics(out[0], parts[0], out[1], parts[1])
+        floats = None
+        if self.float_keys is not None:
+            floats = collect_float_stats(
+                self.float_session(context),
+                (pieces[i] for i in self.indices),
+                len(self.indices),
+                self.float_keys,
+                progress=False,
+                prepare=self.prepare,
+            )
+        return ShardStatistics(out[0], parts[0], out[1], parts[1], floats)
+
+    def float_session(self, context: WorkerContext) -> FloatSession:
+        """The worker's one session of the model for the float statistics, opened as a run without Ray opens it
+        (from the parsed model), with the worker's threads."""
+        import onnx
+
+        return context.cached(
+            f"float-session:{self.model.hex()}",
+            lambda: open_float_session(
+                onnx.load_model_from_string(context.blob(self.model)), threads=context.threads
+            ),
+        )
 
 
 def statistics_session(context: WorkerContext, model: Any, providers: Sequence[str]) -> StatisticsSession:
@@ -88,6 +116,17 @@ def statistics_session(context: WorkerContext, model: Any, providers: Sequence[s
         path = Path(tmp) / "model.fp32.onnx"
         path.write_bytes(context.blob(model))
         return open_statistics_session(path, providers=providers, threads=context.threads)
+
+
+def merge_floats(shards: Sequence[ShardStatistics]) -> FloatStats | None:
+    """The shards' float statistics added in shard order (exact: maxima and counts), or None if not asked for."""
+    found = [s.floats for s in shards if s.floats is not None]
+    if not found:
+        return None
+    total = found[0]
+    for floats in found[1:]:
+        total = total.merged(floats)
+    return total
 
 
 def merge_statistics(
@@ -129,8 +168,10 @@ def spread_statistics(
     providers: Sequence[str],
     prepare: Callable[[np.ndarray], np.ndarray],
     names: Sequence[str],
-) -> StreamingStats:
-    """The statistics pass over ``pieces`` on the cluster (see the module docstring)."""
+    float_keys: dict[str, Any] | None = None,
+) -> tuple[StreamingStats, FloatStats | None]:
+    """The statistics pass over ``pieces`` on the cluster (see the module docstring); with ``float_keys`` (the
+    pieces are whole clips) also the FP16 guard's float statistics of them, in the same shards."""
     check = CheckSet.of(fp32, [prepare(p) for p in pieces[:RAY_CHECK_CLIPS]], providers, "the FP32 model")
     check = replace(check, histograms=with_histograms)
     with open_pool(address, check, gpu="CUDAExecutionProvider" in providers) as pool:
@@ -146,8 +187,9 @@ def spread_statistics(
                 bins,
                 tuple(providers),
                 prepare,
+                float_keys,
             )
             for shard in shards
         ]
         results = pool.map(tasks, "calibration statistics", shard_weights(shards, durations))
-    return merge_statistics(results, names, checkpoint)
+    return merge_statistics(results, names, checkpoint), merge_floats(results)
