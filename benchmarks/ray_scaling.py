@@ -48,6 +48,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -540,6 +541,13 @@ def derived(serial: dict[str, Any], spread: dict[str, Any], n: int) -> dict[str,
     return out
 
 
+def fresh(folder: Path) -> Path:
+    """``folder`` emptied: a configuration left by an earlier run under the same ``--work`` holds its calibration
+    cache, which the next calibrate would reuse instead of measuring."""
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
 def compare_records(serial_run: Path, run: Path, step: str) -> str | None:
     a = json.loads((serial_run / f"record-{step}.json").read_text())
     b = json.loads((run / f"record-{step}.json").read_text())
@@ -585,7 +593,7 @@ def measure_model(
             runs[label] = {"error": f"needs {n * t} cores, {len(usable)} usable"}
             print(f"{name} {label}: skipped ({runs[label]['error']})", flush=True)
             continue
-        folder = work / label.replace(":", "-")
+        folder = fresh(work / label.replace(":", "-"))
         load_before = load_averages()
         result = run_config({**base, "ray": ray, "run": str(folder)}, cores)
         result.update(
@@ -650,7 +658,7 @@ def kill_runs(
             killed.append({"step": step, "workers": n, "error": "not run: --deadline-s passed"})
             continue
         sharded = measured.get("steps", {}).get(step, {}).get("seconds", {}).get("sharded", 1.0)
-        folder = work / f"kill-{step}"
+        folder = fresh(work / f"kill-{step}")
         config = {**base, "ray": f"local:{n}", "run": str(folder), "kill_step": step, "steps": [step]}
         config["kill_after_s"] = round(0.25 * sharded, 3)
         if step == "signoff":
