@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from workbench.backends.onnxruntime import ort_failures, runs_ahead
+from workbench.backends.onnxruntime import on_first_provider, ort_failures, runs_ahead
 from workbench.calibration import kernels
 from workbench.calibration.channels import ChannelStats
 from workbench.calibration.collectors import StatisticsSnapshot, StreamingStats
@@ -122,7 +122,8 @@ def calibration_session(
                     handle.write(outputs_fragment(names))
             else:
                 write_with_external_weights(model, graph, _LINKED_WEIGHTS, names)
-            return ort.InferenceSession(str(graph), options, providers=providers)
+            session = ort.InferenceSession(str(graph), options, providers=providers)
+            return on_first_provider(session, providers, model.name)
     return session_with_outputs(model, names, options)
 
 
