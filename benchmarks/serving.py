@@ -1,8 +1,8 @@
 """Serving capacity per candidate: p50/p95/p99 latency against offered load, and the highest load meeting a p99 target.
 
 For each model (``--models``: ``demo``, the shipped demo model; ``base``, a Wav2Vec2-base-size model with random
-weights, nothing downloaded) the FP32 ONNX export and, on ONNX Runtime CPU, ONNX Runtime's dynamic INT8 of it
-(``--candidate NAME=PATH`` replaces them with ONNX files of your own, e.g. an FP16 or mixed candidate for
+weights, nothing downloaded) the FP32 ONNX export and, on ONNX Runtime CPU, ONNX Runtime's dynamic INT8 of it, on
+ONNX Runtime CUDA its FP16 variant (every node FP16, no overflow guard) (``--candidate NAME=PATH`` replaces them with ONNX files of your own, e.g. an FP16 or mixed candidate for
 ``ort-cuda``) are served through the sign-off's serving benchmark (``workbench.serving``): Poisson arrivals of
 fixed-length requests (``--request-s``, default 10 s; clips of ``--eval-set`` cropped or repeated, else
 speech-like synthetic audio) in front of the dynamic batcher (``--max-batch``, ``--max-queue-delay-ms``,
@@ -103,6 +103,14 @@ def candidates_of(args: argparse.Namespace, name: str) -> tuple[list[tuple[str, 
         return pairs, description_of_onnx(pairs[0][1])
     onnx_path, description = export(name, args.work)
     pairs = [("fp32", onnx_path)]
+    if args.backend == "ort-cuda":  # FP16 everywhere (no overflow guard: its WER delta says whether it holds)
+        from workbench.quantize.plan import FP16
+        from workbench.quantize.qdq import build_variant
+
+        fp16 = args.work / f"{name}.fp16.onnx"
+        if not fp16.is_file():
+            build_variant(onnx_path, {}, FP16, fp16, with_plan=True)
+        pairs.append(("fp16", fp16))
     if args.backend == "ort-cpu":
         from workbench.quantize.dynamic import build_dynamic
 

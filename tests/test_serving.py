@@ -124,7 +124,9 @@ def test_an_error_in_the_model_stops_the_run_and_is_raised() -> None:
 
 def test_unanswered_requests_count_beyond_the_target_and_capacity_is_the_best_load_that_meets_it() -> None:
     compute = Sleeper(0.02)  # 50 requests per second at batch 1
-    result = sweep([compute], [100], BatcherSettings(1, 0.0), [10.0, 200.0], 1.0, 100.0, budget_s=30.0)
+    result = sweep(
+        [compute], [100], BatcherSettings(1, 0.0), [10.0, 200.0], 1.0, 100.0, budget_s=30.0, refine_steps=0
+    )
     low, high = result.points
     assert low.meets_target and low.answered == low.requests and low.p99_ms is not None
     assert low.p50_ms is not None and 20.0 <= low.p50_ms <= low.p95_ms <= low.p99_ms <= 100.0  # type: ignore[operator]
@@ -139,6 +141,46 @@ def test_sweep_stops_when_its_budget_is_spent() -> None:
         [Sleeper(0.001)], [100], BatcherSettings(1, 0.0), [5.0, 6.0, 7.0], 1.0, 500.0, budget_s=1.2
     )
     assert len(result.points) == 1 and "budget" in result.stopped
+
+
+def test_a_grid_too_coarse_for_the_candidate_is_refined_below_and_between(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from workbench.serving import capacity
+
+    monkeypatch.setattr(capacity, "SERVING", replace(capacity.SERVING, min_requests=4))
+    # 20 requests per second at batch 1: 40 QPS overwhelms it, so the sweep halves the load until one meets
+    below = sweep(
+        [Sleeper(0.05)], [100], BatcherSettings(1, 0.0), [40.0], 0.5, 250.0, budget_s=30.0, refine_steps=0
+    )
+    assert not below.points[0].meets_target and below.capacity_qps is not None
+    assert 40.0 / 2**5 <= below.capacity_qps < 40.0 and len(below.points) >= 2
+    # between a met load and one that is overwhelmed: geometric midpoints narrow the gap
+    between = sweep(
+        [Sleeper(0.02)],
+        [100],
+        BatcherSettings(1, 0.0),
+        [10.0, 200.0],
+        1.0,
+        100.0,
+        budget_s=30.0,
+        refine_steps=2,
+    )
+    added = sorted(p.offered_qps for p in between.points[2:])
+    assert len(added) == 2 and all(10.0 < r < 200.0 for r in added)
+    assert between.capacity_qps is not None and 10.0 <= between.capacity_qps < 200.0
+
+
+def test_a_candidate_that_misses_the_target_lightly_loaded_is_told_so(monkeypatch) -> None:
+    from dataclasses import replace
+
+    from workbench.serving import capacity
+
+    monkeypatch.setattr(capacity, "SERVING", replace(capacity.SERVING, descend_halvings=1, min_requests=2))
+    result = sweep([Sleeper(0.3)], [100], BatcherSettings(1, 0.0), [20.0, 40.0], 0.3, 100.0, budget_s=30.0)
+    # past the first load that misses, the budget goes below it: 40 QPS is never offered
+    assert result.capacity_qps is None and [p.offered_qps for p in result.points] == [20.0, 10.0]
+    assert "at every load down to 10 QPS" in result.stopped and "even lightly loaded" in result.stopped
 
 
 def test_sweep_rates_surround_the_batch_1_throughput_and_keep_the_gate_load() -> None:

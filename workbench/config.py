@@ -391,6 +391,11 @@ class ServingDefaults:
     max_rates: int = 8  # offered loads per sweep at most
     # automatic sweep: these multiples of the instances' batch-1 throughput (1 / single-request latency)
     rate_factors: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0)
+    # below the grid: halve the lowest load up to this many times when even it misses the target
+    descend_halvings: int = 5
+    # above the capacity: bisect towards the first load that misses this many times (geometric midpoints) ...
+    refine_steps: int = 3
+    resolution: float = 0.1  # ... while that gap is wider than this share of the capacity
     max_offered_qps: float = 2000.0  # above this a Python load generator cannot keep its schedule
     max_lag_ms: float = 20.0  # a load whose releases fall further behind schedule (p99) was not generated
     seed: int = 0

@@ -3,7 +3,10 @@
 ``run_load`` serves one offered rate through the batcher and summarises it (``LoadPoint``: p50/p95/p99 of
 every request, a request still queued at the cut-off counting as beyond any target); ``sweep`` runs rates in
 ascending order within a time budget and stops once a load overwhelms the server (p99 over the target and
-requests left unanswered or throughput below the offered rate) at or beyond the gate's load.
+requests left unanswered or throughput below the offered rate) or misses the target at or beyond the gate's
+load (no higher load can raise the capacity), then looks below the grid when even its lowest load misses the
+target and bisects between the capacity and the first load that misses, so that every candidate's capacity is
+resolved on a grid shared by candidates of different speeds.
 """
 
 from __future__ import annotations
@@ -147,23 +150,81 @@ def sweep(
     budget_s: float,
     qps: float | None = None,
     seed: int = 0,
+    refine_steps: int = SERVING.refine_steps,
 ) -> Sweep:
     """Run ``rates`` in ascending order (each for ``seconds``) until the budget is spent (a load starts only
-    when its arrivals fit what is left) or a load at or beyond ``qps`` overwhelms the server."""
+    when its arrivals fit what is left) or a load at or beyond ``qps`` misses the target; then, within
+    the same budget, look below the lowest rate when even it misses the target (halving down to
+    ``SERVING.descend_halvings`` halvings) and bisect between the capacity and the first load above it that
+    misses (``refine_steps`` times, geometric midpoints), so that a shared grid too coarse for one candidate
+    still gives it a capacity."""
     result = Sweep(target_ms)
     began = time.perf_counter()
-    for i, rate in enumerate(sorted(rates)):
+    runs = iter(range(10_000))
+
+    def fits(rate: float) -> bool:
         # a load starts only when its arrivals fit the budget left (its drain may overrun it by up to 2 targets)
-        per_run = run_seconds(rate, seconds)
-        if result.points and time.perf_counter() - began + per_run > budget_s:
+        if result.points and time.perf_counter() - began + run_seconds(rate, seconds) > budget_s:
             result.stopped = f"budget of {budget_s:g} s spent before {rate:g} QPS"
-            break
-        point = run_load(computes, lengths, batcher, rate, seconds, target_ms, seed + i)
+            return False
+        return True
+
+    def measure(rate: float) -> LoadPoint:
+        point = run_load(computes, lengths, batcher, rate, seconds, target_ms, seed + next(runs))
         result.points.append(point)
-        overwhelmed = point.answered < point.requests or point.achieved_qps < 0.9 * rate
-        if not point.meets_target and overwhelmed and (qps is None or rate >= qps):
+        return point
+
+    for rate in sorted(rates):
+        if not fits(rate):
+            return result
+        point = measure(rate)
+        # past a load that misses the target no higher load can raise the capacity: the budget goes to the
+        # loads below it (the gate's load, when given, is still read)
+        if not point.meets_target and (qps is None or rate >= qps):
+            overwhelmed = point.answered < point.requests or point.achieved_qps < 0.9 * rate
             result.stopped = (
                 f"overloaded at {rate:g} QPS (p99 over the target, throughput below the offered load)"
+                if overwhelmed
+                else f"p99 over the target at {rate:g} QPS"
             )
             break
+    if result.points and not _descend(result, fits, measure):
+        return result
+    _bisect(result, fits, measure, refine_steps)
     return result
+
+
+def _descend(result: Sweep, fits: Callable[[float], bool], measure: Callable[[float], LoadPoint]) -> bool:
+    """Halve the lowest offered load until one meets the target; False (and ``stopped`` says why) when none
+    down to ``SERVING.descend_halvings`` halvings does, or the budget ran out first."""
+    lowest = min(result.points, key=lambda p: p.offered_qps)
+    if lowest.meets_target:
+        return True
+    rate = lowest.offered_qps
+    for _ in range(SERVING.descend_halvings):
+        rate = round(rate / 2.0, 4)
+        if not fits(rate):
+            return False
+        if measure(rate).meets_target:
+            return True
+    result.stopped = (
+        f"p99 over the {result.target_ms:g} ms target at every load down to {rate:g} QPS: this candidate "
+        "cannot answer within the target even lightly loaded (raise the target, add instances or shorten requests)"
+    )
+    return False
+
+
+def _bisect(
+    result: Sweep, fits: Callable[[float], bool], measure: Callable[[float], LoadPoint], steps: int
+) -> None:
+    """Narrow the gap between the capacity and the first load above it that misses, at geometric midpoints,
+    while the gap is wider than ``SERVING.resolution`` of the capacity."""
+    for _ in range(steps):
+        capacity = result.capacity_qps
+        above = [p.offered_qps for p in result.points if capacity is not None and p.offered_qps > capacity]
+        if capacity is None or not above or min(above) <= capacity * (1.0 + SERVING.resolution):
+            return
+        rate = round(math.sqrt(capacity * min(above)), 4)
+        if not fits(rate):
+            return
+        measure(rate)

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs benchmarks/serving.py on ONNX Runtime CUDA on the device machine. The onnxruntime-gpu wheel travels as an
+# xz tar of its installed package (slimmed to sm_90 by benchmarks/slim_fatbin.py), split in two parts that are
+# carried in back-to-back calls (a call carries at most 64 MiB with the repository):
+#   call 1 (carry .carry/54a):  bash benchmarks/device/serving_gpu.sh keep .carry/54a/part_aa
+#   call 2 (carry .carry/54b and the set): bash benchmarks/device/serving_gpu.sh run .carry/54b/part_ab [serving.py arguments]
+# CUDA and cuDNN libraries come from the machine's torch wheel (its nvidia/*/lib folders).
+set -euo pipefail
+KEEP=${KEEP:-/root/keep}
+mode=$1 part=$2
+shift 2
+mkdir -p "$KEEP"
+cp "$part" "$KEEP/"
+[ "$mode" = keep ] && { ls -la "$KEEP"; exit 0; }
+SITE=$KEEP/ortgpu
+if [ ! -d "$SITE/onnxruntime" ]; then
+  mkdir -p "$SITE"
+  cat "$KEEP"/part_* | python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' | tar -C "$SITE" -xf -
+fi
+NV=$(python3 -c 'import os, nvidia; print(os.path.dirname(nvidia.__path__[0]))' 2>/dev/null || true)
+LIBS=$(ls -d "$NV"/nvidia/*/lib 2>/dev/null | tr '\n' ':')
+export LD_LIBRARY_PATH=${LIBS}${LD_LIBRARY_PATH:-} PYTHONPATH=$SITE:$PWD PYTHONUNBUFFERED=1
+python3 -c 'import onnxruntime as o; print("onnxruntime", o.__version__, o.__file__, o.get_available_providers())'
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+python3 benchmarks/serving.py --backend ort-cuda "$@"
