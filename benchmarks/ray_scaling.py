@@ -9,12 +9,19 @@ get N times the cores: a strong-scaling measurement. The child runs the four job
 search reuse the calibration cache the calibrate step wrote, search the ranking compare wrote) and times phases by
 wrapping the functions that hold them (nothing in the workbench is changed for it):
 
-- ``work``: the part the Ray path replaces, timed in both modes: calibrate's statistics pass
-  (``collect_statistics`` / ``spread_pass``), compare's ranking (``rank_groups``: the FP32 reference logits on the
+- ``work``: the part the Ray path replaces, timed in both modes: calibrate's statistics pass and the FP16 guard's
+  float statistics pass (``collect_statistics`` and ``collect_float_stats`` / ``spread_pass``, which makes both), compare's ranking (``rank_groups``: the FP32 reference logits on the
   driver, then the variants), the search's dev-set transcriptions (``DevEvaluator._transcribe``), signoff's
   transcription (``transcribe_checked`` / ``spread_transcription``);
 - with Ray: ``pool_start`` (Ray started, workers placed, the check set run on each), ``put`` (models and clips into
-  the object store), ``sharded`` (shards in flight: ``WorkerPool.map``), ``pool_stop``.
+  the object store), ``sharded`` (shards in flight: ``WorkerPool.map``), ``pool_stop``;
+- calibrate's serial parts on the driver, in both modes: ``export`` (the FP32 export, once per configuration),
+  ``parity`` (PyTorch against ONNX Runtime), ``float_stats`` (the FP16 guard: its float statistics pass, where
+  the driver makes it, and the guard's decisions).
+
+Every configuration records the ONNX Runtime threads its sharded work's sessions get (``ort_threads``: the cores
+the run without Ray may use; ``local:N``: those cores / N per worker): ONNX Runtime's float results depend on that
+count, so records can be equal only where it is the same, and the table says so where it is not.
 
 Derived per step and N: speed-up = serial wall / wall, efficiency = speed-up / N; the sharded part's speed-up =
 the serial run's ``work`` / ``sharded`` (its efficiency the same over N); the serial fraction the Ray run keeps =
@@ -23,6 +30,10 @@ the serial run's ``work`` / ``sharded`` (its efficiency the same over N); the se
     python benchmarks/ray_scaling.py --calib-set WS/calib_sets/rs-calib --eval-set WS/calib_sets/rs-eval
     python benchmarks/ray_scaling.py ... --models demo,base --workers 1,2,4,8 --threads-per-worker 2 --kill
     python benchmarks/ray_scaling.py ... --gpu-worker       # ORT CUDA, one worker per GPU (1..GPU count)
+
+``--repeat K`` makes the work larger without larger sets to ship: calibrate (and compare and search, which reuse its
+cache) and signoff run on the sets with every utterance K times (written once under ``--work``; compare's clips are
+the first of each condition, the same as given), search's dev set is the evaluation set as given.
 
 ``--kill``: after the measured runs, calibrate and signoff run once more at the largest N with one worker process
 killed (SIGKILL) a quarter of the way into that step's measured sharded time; the record must still equal the serial
@@ -37,6 +48,7 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -88,6 +100,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", default=",".join(STEPS))
     parser.add_argument("--method", default="entropy")
     parser.add_argument("--per-condition", type=int, default=4, help="compare: clips per condition")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="calibrate and signoff on the sets with every clip K times (written under --work; compare takes the "
+        "same clips, search's dev set is the evaluation set as given)",
+    )
     parser.add_argument("--resamples", type=int, default=1000)
     parser.add_argument("--gpu-worker", action="store_true", help="ORT CUDA, one Ray worker per GPU")
     parser.add_argument("--kill", action="store_true", help="kill a worker mid-step at the largest N")
@@ -106,6 +125,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         args.steps = [s for s in STEPS if s in args.steps]  # the order the jobs depend on
         if args.threads_per_worker < 1:
             parser.error("--threads-per-worker must be at least 1")
+        if args.repeat < 1:
+            parser.error("--repeat must be at least 1")
     return args
 
 
@@ -171,6 +192,7 @@ def instrument(clock: Clock) -> None:
     import workbench.jobs.calibrate as jcal
     import workbench.jobs.compare as jcmp
     import workbench.jobs.signoff as jsig
+    import workbench.quantize.guard as guard
     from workbench.cluster.pool import WorkerPool
     from workbench.search.evaluator import DevEvaluator
 
@@ -179,7 +201,11 @@ def instrument(clock: Clock) -> None:
     clock.wrap(WorkerPool, "map", "sharded")
     bound_of_maps(clock)
     clock.wrap(WorkerPool, "put", "put")
+    clock.wrap(jcal, "export_or_reuse", "export")
+    clock.wrap(jcal, "parity_check", "parity")
+    clock.wrap(jcal, "guard_for_set", "float_stats")
     clock.wrap(jcal, "collect_statistics", "work")
+    clock.wrap(guard, "collect_float_stats", "work")  # made in the Ray pass's shards
     clock.wrap(jcal, "spread_pass", "work")
     clock.wrap(jcmp, "rank_groups", "work")
     clock.wrap(DevEvaluator, "_transcribe", "work")
@@ -228,6 +254,38 @@ def killer(clock: Clock, after_s: float, lost: list[str]) -> None:
         return result
 
     setattr(WorkerPool, "map", map_and_kill)  # noqa: B010
+
+
+def repeated_sets(calib: Path, evaluation: Path, times: int, root: Path) -> tuple[Path, Path]:
+    """The pair with every utterance ``times`` times (the originals first, then copies ``<id>-r<k>`` with the same
+    audio), written once under ``root``; the pair as given for ``times`` 1."""
+    from dataclasses import replace
+
+    from workbench.speech.records import Clip
+    from workbench.speech.store import SetSpec, load_set, made_record, write_sets
+
+    if times == 1:
+        return calib, evaluation
+    finals = [root / f"{p.name}-x{times}" for p in (calib, evaluation)]
+    if all((f / "card.json").is_file() for f in finals):
+        return finals[0], finals[1]
+    specs = []
+    for source, final, partner in zip((calib, evaluation), finals, reversed(finals)):
+        found = load_set(source)
+        clips = [
+            Clip(
+                replace(u, id=u.id if k == 0 else f"{u.id}-r{k}", fixes=list(u.fixes), extra=dict(u.extra)),
+                audio,
+            )
+            for k in range(times)
+            for u, audio in found.iter_audio()
+        ]
+        made = made_record(
+            str(found.card["made"].get("role", "")), "repeated", {"of": str(source), "times": times}
+        )
+        specs.append(SetSpec(final, clips, made, [], {**found.card["checks"], "paired_with": partner.name}))
+    write_sets(specs)
+    return finals[0], finals[1]
 
 
 def model_folder(name: str, work: Path) -> str:
@@ -301,10 +359,13 @@ def run_child(config: dict[str, Any]) -> dict[str, Any]:
     from workbench.backends.onnxruntime import available_cores
 
     # the ONNX Runtime threads of a run without Ray, and the cores local:N shares out among its workers
+    workers = int(ray.split(":")[1]) if ray else 1
     out: dict[str, Any] = {
         "steps": {},
         "affinity": len(os.sched_getaffinity(0)),
         "available_cores": available_cores(),
+        # what the ONNX Runtime sessions of the sharded work get (``open_pool``): records equal only at one count
+        "ort_threads": available_cores() if not ray else max(1, available_cores() // workers),
     }
     built: Any = None
     sensitivity: Path | None = None
@@ -355,7 +416,7 @@ def run_child(config: dict[str, Any]) -> dict[str, Any]:
         def do_search() -> Any:
             inputs = search.SearchInputs(
                 model=model, calib_set=calib_name, method=config["method"], calib_root=calib_root, engines=engines,
-                out=run / "analyses", per_condition=config["per_condition"], dev_set=str(config["eval_set"]),
+                out=run / "analyses", per_condition=config["per_condition"], dev_set=str(config["dev_set"]),
                 sensitivity=sensitivity, resamples=config["resamples"], refine=1, progress=False, backend=backend,
                 ray=ray,
             )  # fmt: skip
@@ -480,6 +541,13 @@ def derived(serial: dict[str, Any], spread: dict[str, Any], n: int) -> dict[str,
     return out
 
 
+def fresh(folder: Path) -> Path:
+    """``folder`` emptied: a configuration left by an earlier run under the same ``--work`` holds its calibration
+    cache, which the next calibrate would reuse instead of measuring."""
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder
+
+
 def compare_records(serial_run: Path, run: Path, step: str) -> str | None:
     a = json.loads((serial_run / f"record-{step}.json").read_text())
     b = json.loads((run / f"record-{step}.json").read_text())
@@ -492,10 +560,14 @@ def measure_model(
     """Every configuration of one model (``save`` keeps the runs so far after each), then the table and the kills."""
     work = args.work / name
     model = model_folder(name, args.work)
+    calib_set, eval_set = repeated_sets(
+        args.calib_set.resolve(), args.eval_set.resolve(), args.repeat, args.work / "sets"
+    )
     base = {
         "model": model,
-        "calib_set": str(args.calib_set.resolve()),
-        "eval_set": str(args.eval_set.resolve()),
+        "calib_set": str(calib_set),
+        "eval_set": str(eval_set),
+        "dev_set": str(args.eval_set.resolve()),
         "steps": args.steps,
         "method": args.method,
         "per_condition": args.per_condition,
@@ -521,7 +593,7 @@ def measure_model(
             runs[label] = {"error": f"needs {n * t} cores, {len(usable)} usable"}
             print(f"{name} {label}: skipped ({runs[label]['error']})", flush=True)
             continue
-        folder = work / label.replace(":", "-")
+        folder = fresh(work / label.replace(":", "-"))
         load_before = load_averages()
         result = run_config({**base, "ray": ray, "run": str(folder)}, cores)
         result.update(
@@ -556,6 +628,8 @@ def measure_model(
                 row["balance_bound"] = spread["steps"][step].get("balance_bound")
                 row["difference"] = compare_records(work / "serial", work / f"local-{n}", step)
                 row["record_equal"] = row["difference"] is None
+                # ONNX Runtime's float results depend on its thread count: equal records need equal counts
+                row["ort_threads"] = [serial.get("ort_threads"), spread.get("ort_threads")]
                 table.append(row)
     return {
         "model": name,
@@ -584,7 +658,7 @@ def kill_runs(
             killed.append({"step": step, "workers": n, "error": "not run: --deadline-s passed"})
             continue
         sharded = measured.get("steps", {}).get(step, {}).get("seconds", {}).get("sharded", 1.0)
-        folder = work / f"kill-{step}"
+        folder = fresh(work / f"kill-{step}")
         config = {**base, "ray": f"local:{n}", "run": str(folder), "kill_step": step, "steps": [step]}
         config["kill_after_s"] = round(0.25 * sharded, 3)
         if step == "signoff":
@@ -609,6 +683,10 @@ def print_table(result: dict[str, Any]) -> None:
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for r in result["table"]:
+        if len(set(r.get("ort_threads") or [])) > 1:
+            print(
+                f"(ONNX Runtime threads per session differ: {r['ort_threads']}; the records need not be equal)"
+            )
         print(
             f"| {r['step']} | {r['workers']} | {r['serial_s']:.2f} | {r['wall_s']:.2f} | {r['speedup']:.2f} | "
             f"{r['efficiency']:.0%} | {r['sharded_s']:.2f} | {r.get('sharded_speedup', 0):.2f} | "
@@ -648,6 +726,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_before": before,
         "calib_set": str(args.calib_set),
         "eval_set": str(args.eval_set),
+        "repeat": args.repeat,
         "workers": args.workers,
         "models": [],
     }

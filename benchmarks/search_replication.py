@@ -7,11 +7,13 @@ its dev reading promises. This benchmark measures how often, per selection rule 
    the demo's accuracy recovery) and its layer-sensitivity ranking, exactly as ``python -m workbench demo`` makes
    them (the demo preset's steps sets, calibrate, compare: ``workbench.project.demo``);
 2. per draw ``d`` (``SetBuildConfig.draw`` = ``--first-draw + d``, seed 0): a new dev set and a new evaluation set
-   beside the same calibration set (checked: its content hash is the base's): the speakers never in calibration
+   beside the base's calibration set (not synthesised again: ``build_synthetic_sets(calib=...)`` checks that the
+   set is the one this configuration makes, ``workbench.speech.beside``): the speakers never in calibration
    dealt again between evaluation and dev (``workbench.speech.split.redraw_held_out``), new texts, noise, levels
    and voice per utterance; then the search with each rule on that dev set (predicting the sign-off on that
-   evaluation set), then one sign-off (TensorRT-bound files, greedy decoding, no latency) of FP32 and each rule's
-   found plan;
+   evaluation set; a plan's dev transcripts are made once per draw and read by every rule's search and the
+   held-back check, ``workbench.search.transcripts``; ``--no-reuse`` transcribes them in each search), then one
+   sign-off (TensorRT-bound files, greedy decoding, no latency) of FP32 and each rule's found plan;
 3. per rule: pass rate (with its 95 % Wilson interval), mean INT8 share of multiply-accumulates (a draw without a
    plan counts 0), mean predicted pass chance (``signoff_forecast``) against the observed pass rate, and the
    winning rule by the target (``benchmarks/replication/pick_rule.py``, which also prints the table from the JSON).
@@ -143,36 +145,44 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
     """One draw: new dev and evaluation sets, the search under each rule, one sign-off of every found plan."""
     from workbench.config import DEMO_RECOVERY, SetBuildConfig
     from workbench.evaluate.gates import GateConfig
-    from workbench.jobs import search, sets, signoff
+    from workbench.jobs import search, signoff
     from workbench.project.demo import DEMO_FINER
     from workbench.resources import demo_model_dir
+    from workbench.search.transcripts import TranscriptCache
+    from workbench.speech.builder import build_synthetic_sets
+    from workbench.speech.store import load_set
 
     began, cpu0 = time.perf_counter(), cpu_seconds()
     root = Path(args["workspace"]) / f"draw-{draw:02d}-sets{seed}"
     threads = args["threads"]
-    built = sets.run(
-        sets.SetsInputs(
-            SetBuildConfig(
-                name=f"rep-d{seed}",
-                calib_per_condition=args["calib_per_condition"],  # the base's: the same calibration bytes
-                eval_per_condition=args["eval_per_condition"],
-                dev_per_condition=args["dev_per_condition"],
-                seed=0,
-                draw=seed,
-                workers=threads,
-            ),
-            root=root / "calib_sets",
-        )
-    ).built
-    if built.dev is None or built.calib.content_hash != base["calib_hash"]:
-        raise RuntimeError(
-            f"draw {seed}'s calibration set {built.calib.content_hash[:12]} is not the base's {base['calib_hash'][:12]}"
-        )
+    calib = load_set(base["calib_set"])
+    if calib.content_hash != base["calib_hash"]:
+        raise RuntimeError(f"the base's calibration set {base['calib_set']} changed since it was built")
+    # the draw's dev and evaluation sets, beside the base's calibration set (not synthesised again: the builder
+    # checks that this configuration's calibration slots are the ones the base's set holds)
+    built = build_synthetic_sets(
+        SetBuildConfig(
+            name=f"rep-d{seed}",
+            calib_per_condition=args["calib_per_condition"],  # the base's: the same calibration slots
+            eval_per_condition=args["eval_per_condition"],
+            dev_per_condition=args["dev_per_condition"],
+            seed=0,
+            draw=seed,
+            workers=threads,
+        ),
+        root=root / "calib_sets",
+        calib=calib,
+    )
+    if built.dev is None:
+        raise RuntimeError(f"draw {seed} built no dev set")
     seconds = {"sets": time.perf_counter() - began}
+    cpu = {"sets": cpu_seconds() - cpu0}
     rules: dict[str, Any] = {}
     gates = GateConfig()
+    # each plan's dev transcripts are made once per draw and read by every rule's search (and the held-back check)
+    transcripts = TranscriptCache()
     for rule in args["rules"]:
-        started = time.perf_counter()
+        started, cpu_started, shared = time.perf_counter(), cpu_seconds(), transcripts.counts()
         result = search.run(
             search.SearchInputs(
                 **_analysis(base),
@@ -187,9 +197,11 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
                 threads=threads,
                 progress=False,
                 out=root / rule,
+                transcripts=transcripts if args.get("reuse", True) else None,
             )
         )
         seconds[f"search {rule}"] = time.perf_counter() - started
+        cpu[f"search {rule}"] = cpu_seconds() - cpu_started
         data = result.data
         found = data.get("found")
         rules[rule] = {
@@ -203,6 +215,8 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
             "dev_utterances_transcribed": data["sequential"]["utterances_transcribed"],
             "selection": data.get("selection"),
             "forecast": data.get("signoff_forecast"),
+            # dev clip transcriptions this search ran and took from the earlier rules' (with sharing)
+            "dev_clips": {k: transcripts.counts()[k] - shared[k] for k in ("transcribed", "reused")},
         }
     # one sign-off of FP32 and every distinct found plan (a plan two rules found is judged once)
     candidates: list[tuple[str, Path]] = [("fp32", Path(base["fp32_onnx"]))]
@@ -213,7 +227,7 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
         if row["onnx_sha256"] not in name_of:
             name_of[row["onnx_sha256"]] = f"mixed-{rule}"
             candidates.append((f"mixed-{rule}", Path(row["onnx"])))
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), cpu_seconds()
     record = signoff.run(
         signoff.SignoffInputs(
             eval_set=str(built.eval.path),
@@ -232,6 +246,7 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
         )
     ).record
     seconds["signoff"] = time.perf_counter() - started
+    cpu["signoff"] = cpu_seconds() - cpu_started
     verdicts = {v["candidate"]: v for v in record["verdicts"]}
     accuracy = record["accuracy"]["candidates"]
     for row in rules.values():
@@ -267,6 +282,9 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
         "wall_seconds": round(time.perf_counter() - began, 1),
         # this process's and its finished children's (synthesis workers, TTS programs) user + system time
         "cpu_seconds": round(cpu_seconds() - cpu0, 1),
+        "cpu_seconds_by_phase": {k: round(v, 1) for k, v in cpu.items()},
+        # dev clip transcriptions the searches shared (workbench.search.transcripts): run once, reused after
+        "dev_transcripts": transcripts.counts(),
     }
     (root / "draw.json").write_text(json.dumps(out, indent=1))
     return out
@@ -325,6 +343,9 @@ def summarise(draws: list[dict[str, Any]], rules: tuple[str, ...]) -> dict[str, 
         spent = [d["seconds"].get(f"search {rule}") for d in done if rule in d["rules"] and "seconds" in d]
         out[rule]["mean_dev_utterances_transcribed"] = _mean(transcribed)
         out[rule]["mean_search_seconds"] = _mean(spent)
+        out[rule]["mean_dev_clips_transcribed"] = _mean(
+            [(r.get("dev_clips") or {}).get("transcribed") for r in rows]
+        )
         out[rule]["meets_target"] = pick_rule.qualifies(out[rule])
     return out
 
@@ -344,6 +365,12 @@ def speaker_overlap(draws: list[dict[str, Any]]) -> dict[str, Any]:
         out[f"{role}_mean_shared"] = round(sum(shares) / len(shares), 3) if shares else None
     return out
 
+
+COSTS = (
+    "per rule, mean_search_seconds and mean_dev_clips_transcribed are with dev transcripts shared in the order of "
+    "--rules: a later rule's search reuses the clips an earlier one transcribed with the same plan; "
+    "mean_dev_utterances_transcribed is the evidence each search read (the same with or without sharing)"
+)
 
 SAME_IN_PARTS = ("calib_per_condition", "dev_per_condition", "eval_per_condition", "quick", "rules")
 
@@ -402,6 +429,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calib-per-condition", type=int, default=None, help="default: the demo's (100)")
     parser.add_argument("--quick", action="store_true", help="fewer resamples, no finer step (smoke runs)")
     parser.add_argument(
+        "--no-reuse",
+        action="store_true",
+        help="transcribe each plan in every search (default: once per draw, shared by the rules' searches)",
+    )
+    parser.add_argument(
         "--workspace", type=Path, help="where the sets and searches go (required unless --merge)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -445,6 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         "rules": rules,
         "threads": threads,
         "quick": args.quick,
+        "reuse": not args.no_reuse,
         "dev_per_condition": args.dev_per_condition or DEMO_DEV_PER_CONDITION,
         "eval_per_condition": args.eval_per_condition or DEMO_EVAL_PER_CONDITION,
     }
@@ -486,6 +519,9 @@ def main(argv: list[str] | None = None) -> int:
             "gates": "default: overall +0.3 pts, each condition +1.0 pts on the upper end of the 95% interval; the "
             "evidence rule of workbench.evaluate.evidence",
             "summary": summary,
+            "costs": COSTS
+            if settings["reuse"]
+            else "each search transcribes every plan it reads (--no-reuse)",
             "winner": pick_rule.pick(summary),
             "speaker_overlap": speaker_overlap(done),
             "draws": done,

@@ -207,3 +207,32 @@ def test_ort_cpu_infer_each_runs_feeds_at_once_with_the_outputs_and_order_of_inf
         assert [o["y"].shape for o in single_stream.infer_each(iter(feeds[:4]))] == [
             f["x"].shape[:1] + (32,) for f in feeds[:4]
         ]
+
+
+def test_a_session_that_onnx_runtime_moved_to_the_cpu_is_refused(tmp_path) -> None:
+    # ONNX Runtime starts a session on the CPU with only a warning when the GPU provider asked for first is
+    # missing or fails to load its libraries: the runner must not time or judge the CPU in the GPU's name
+    import warnings
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from workbench.backends.onnxruntime import open_session, session_options
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]))
+    path = tmp_path / "relu.onnx"
+    onnx.save(model, str(path))
+    session, note = open_session(str(path), session_options(1), ["CPUExecutionProvider"])
+    assert session.get_providers() == ["CPUExecutionProvider"] and note is None
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" in ort.get_available_providers():
+        pytest.skip("CUDA starts here: the fallback this guards against does not happen")
+    with (
+        warnings.catch_warnings(),
+        pytest.raises(WorkbenchError, match="could not start CUDAExecutionProvider"),
+    ):
+        warnings.simplefilter("ignore")
+        open_session(str(path), session_options(1), ["CUDAExecutionProvider", "CPUExecutionProvider"], "relu")

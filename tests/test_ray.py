@@ -93,6 +93,32 @@ def test_histograms_add_exactly_whatever_the_split() -> None:
     assert alone is not None and alone.counts[0] == whole.histogram("t").counts[0] + 10
 
 
+def test_float_statistics_add_exactly_whatever_the_split(bench) -> None:
+    from workbench.jobs.calibrate import export_or_reuse
+    from workbench.model.description import describe_model
+    from workbench.quantize.float_stats import collect_float_stats, open_float_session
+
+    description = describe_model(str(bench["model"]))
+    opened = open_float_session(export_or_reuse(description, bench["root"] / "engines-float"), threads=1)
+    audio = [a for _, a in bench["calib"].iter_audio()]
+    audio[3] = audio[3] * 40.0  # one loud clip: its shard holds the maxima
+
+    def pass_over(indices: list[int]):
+        clips = [audio[i] for i in indices]
+        return collect_float_stats(opened, clips, keys={"k": 1}, progress=False, prepare=description.prepare)
+
+    whole = pass_over(list(range(len(audio))))
+    for split in ([0, 2, 4], [1], [3, 5]), ([5], [0, 1, 2, 3, 4]):
+        parts = [pass_over(indices) for indices in split]
+        merged = parts[0]
+        for part in parts[1:]:
+            merged = merged.merged(part)
+        assert merged.to_json() == whole.to_json()
+        assert list(merged.amax) == list(whole.amax)  # the file lists tensors in the same order
+    with pytest.raises(ValueError, match="do not add"):
+        whole.merged(collect_float_stats(opened, audio[:1], keys={"k": 2}, progress=False))
+
+
 def test_balanced_shards_split_by_duration() -> None:
     from workbench.cluster.shards import balanced, balanced_groups
 
@@ -155,11 +181,20 @@ def _calibrate(bench, engines: Path, ray: str | None):
     )
 
 
-def test_calibrate_on_ray_equals_serial(bench, ray_cluster) -> None:
+def test_calibrate_on_ray_equals_serial(bench, ray_cluster, monkeypatch) -> None:
+    import workbench.quantize.guard as guard
     from workbench.calibration import cache, histograms
+    from workbench.quantize.float_stats import FloatStats
 
     serial = _calibrate(bench, bench["root"] / "engines-serial", None)
+
+    def not_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the driver made the float statistics pass")
+
+    monkeypatch.setattr(guard, "collect_float_stats", not_here)  # the Ray pass's shards make them
     spread = _calibrate(bench, bench["root"] / "engines-ray", "local:2")
+    assert FloatStats.load(serial.float_stats) == FloatStats.load(spread.float_stats)
+    assert serial.float_stats.read_bytes() == spread.float_stats.read_bytes()
     a, b = cache.load(serial.cache), cache.load(spread.cache)
     assert a.scales == b.scales and a.convergence == b.convergence and a.convergence is not None
     ha, hb = (
@@ -312,6 +347,64 @@ def test_a_killed_worker_is_retried_on_another_and_the_last_one_fails_with_one_l
         with pytest.raises(WorkbenchError, match="no Ray worker left") as failed:
             pool.map(tasks, "statistics")
         assert "\n" not in str(failed.value)
+
+
+@dataclass(frozen=True)
+class StatisticsThreads:
+    """The ONNX Runtime intra-op threads of this worker's statistics session of ``shard``'s model, and the
+    worker's share of threads."""
+
+    shard: Any
+
+    def run(self, context: Any) -> tuple[int, int]:
+        opened = self.shard.session(context)
+        return opened.session.get_session_options().intra_op_num_threads, context.threads
+
+
+def test_workers_count_statistics_with_their_share_of_threads(bench, ray_cluster) -> None:
+    # ONNX Runtime's float results depend on its thread count (a convolution split over 4 threads or more gives
+    # other values than over 1 to 3): a worker whose statistics session took every core of the host, not its
+    # share, counted other activations than a run without Ray at that share (on a 16-core host, 2 to 8 workers)
+    from ray import cloudpickle
+
+    from workbench.backends.onnxruntime import available_cores
+    from workbench.cluster.address import ClusterAddress
+    from workbench.cluster.pool import open_pool
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        with open_pool(ClusterAddress(local=2), _check_set(bench)) as pool:
+            _, tasks = _statistics_tasks(bench, pool)
+            pool.map(tasks[:2], "statistics")
+            found = pool.map([StatisticsThreads(tasks[0]), StatisticsThreads(tasks[1])], "threads")
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    assert found == [(max(1, available_cores() // 2), max(1, available_cores() // 2))] * 2
+
+
+def test_compare_on_ray_takes_the_fp32_reference_from_the_workers(bench, ray_cluster, monkeypatch) -> None:
+    # the driver's FP32 logits come from its own thread count, the variants' from the workers': the reference is
+    # the workers', so every damage is measured at one thread count
+    from workbench.compare.sensitivity import VariantRunner
+    from workbench.jobs.compare import run_compare
+    from workbench.jobs.prepare import prepare
+
+    prepared = prepare(
+        str(bench["model"]), "r-calib", "max", root=bench["root"] / "engines-cmp", calib_root=bench["sets"]
+    )
+
+    def ranked(ray: str | None, k: int) -> Any:
+        return run_compare(
+            prepared, bench["calib"], 1, layers=False, progress=False, out=bench["root"] / f"ref-{k}", ray=ray
+        ).sensitivity
+
+    serial = ranked(None, 0)
+
+    def no_logits_here(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the driver ran a model for the ranking")
+
+    monkeypatch.setattr(VariantRunner, "logits", no_logits_here)
+    assert _without_timing(ranked("local:2", 1)) == _without_timing(serial)
 
 
 def test_a_worker_that_fails_the_check_set_is_refused(bench, ray_cluster) -> None:

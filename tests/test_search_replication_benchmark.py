@@ -16,6 +16,7 @@ def _row(found: bool, passed: bool, share: float, chance: float | None) -> dict:
         "forecast": {"pass_chance": chance} if found else None,
         "signoff": {"passed": passed, "insufficient_evidence": False},
         "dev_utterances_transcribed": 100 if passed else 200,
+        "dev_clips": {"transcribed": 40 if passed else 0, "reused": 60 if passed else 200},
     }
 
 
@@ -46,6 +47,7 @@ def test_the_summary_counts_passes_shares_and_the_forecast_per_rule() -> None:
     assert not read["meets_target"]
     assert read["pass_rate_interval"][0] < 0.5 < read["pass_rate_interval"][1]
     assert read["mean_dev_utterances_transcribed"] == 150.0 and read["mean_search_seconds"] == 15.0
+    assert read["mean_dev_clips_transcribed"] == 20.0  # run by that search, not taken from an earlier rule's
 
 
 def test_unknown_rules_are_refused(tmp_path, capsys) -> None:

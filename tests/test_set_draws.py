@@ -139,3 +139,43 @@ def test_a_draw_of_your_own_speech_is_refused(tmp_path) -> None:
     with pytest.raises(WorkbenchError, match="synthetic speech only"):
         build_external_sets(SetBuildConfig(draw=2), [], [], "folder:x", root=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_a_draw_built_beside_the_stored_calibration_set_is_the_draw_built_in_full(
+    tiny_sets, tiny_config, tmp_path
+) -> None:
+    """Synthesised for real: a draw's evaluation and dev sets built beside the seed's stored calibration set (its
+    clips not synthesised again) are byte for byte the ones a full build of the draw makes; nothing is written for
+    the calibration set, whose name the new sets' cards pair with."""
+    from workbench.speech.builder import build_synthetic_sets
+
+    _voices()
+    cfg = replace(tiny_config, draw=1, dev_per_condition=2)
+    full = build_synthetic_sets(cfg, root=tmp_path / "full")
+    beside = build_synthetic_sets(cfg, root=tmp_path / "beside", calib=full.calib)
+    assert beside.calib is full.calib
+    assert full.dev is not None and beside.dev is not None
+    assert (beside.eval.content_hash, beside.dev.content_hash) == (
+        full.eval.content_hash,
+        full.dev.content_hash,
+    )
+    assert sorted(p.name for p in (tmp_path / "beside").iterdir()) == ["tiny-dev", "tiny-eval"]
+    assert beside.eval.card["checks"]["paired_with"] == full.calib.name
+    assert beside.dev.card["checks"]["held_out_from"] == [full.calib.name, beside.eval.name]
+
+
+def test_a_calibration_set_another_build_makes_is_not_reused(tiny_sets, tiny_config, tmp_path) -> None:
+    """Another size, seed or dev split would synthesise other calibration clips (the dev split moves speakers out
+    of calibration): refused before anything is synthesised or written."""
+    from workbench.errors import WorkbenchError
+    from workbench.speech.builder import build_synthetic_sets
+
+    _voices()
+    for other, why in (
+        (replace(tiny_config, calib_per_condition=6), "calib_per_condition 4"),
+        (replace(tiny_config, seed=1), "seed 0"),
+        (replace(tiny_config, dev_per_condition=2), "built without a dev set"),
+    ):
+        with pytest.raises(WorkbenchError, match=why):
+            build_synthetic_sets(replace(other, draw=1), root=tmp_path, calib=tiny_sets.calib)
+    assert not any(tmp_path.iterdir())

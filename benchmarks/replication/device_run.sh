@@ -8,7 +8,8 @@
 #   workbench/ benchmarks/   the code to run (the demo model is linked from the repository's workbench/demo_model)
 # benchmarks/replication/make_carry.sh builds it. Usage, from the repository root there:
 #   bash .carry/56/benchmarks/replication/device_run.sh DEADLINE_S [search_replication.py arguments]
-# SETUP_ONLY=1 stops after the smoke tests; SKIP_WHEELS=1 (a test off the device) installs no wheels; CARRY, TTS_ROOT and SITE_DIR move the carry, root and wheel target.
+# --workspace defaults to $WORKSPACE or /tmp/rep (a base already there, from an earlier call on the same machine, is reused
+# by the pipeline's step state). SETUP_ONLY=1 stops after the smoke tests; SKIP_WHEELS=1 (a test off the device) installs no wheels; CARRY, TTS_ROOT and SITE_DIR move the carry, root and wheel target.
 set -euo pipefail
 C=${CARRY:-.carry/56}
 R=${TTS_ROOT:-/tmp/tts}
@@ -40,5 +41,6 @@ print(len(available_voices()), 'voices,', len(extra_voices()), 'extra')"
 [ "${SETUP_ONLY:-0}" = 1 ] && { echo "setup done"; exit 0; }
 deadline=$1
 shift
-timeout "$deadline" python3 -P "$C/benchmarks/search_replication.py" --out "$OUT/search_replication.json" "$@" 2>&1 |
+timeout "$deadline" python3 -P "$C/benchmarks/search_replication.py" --out "$OUT/search_replication.json" \
+  --workspace "${WORKSPACE:-/tmp/rep}" "$@" 2>&1 |
   grep --line-buffered -v -E "it/s\]|s/it\]" | tee "$OUT/replication.log"

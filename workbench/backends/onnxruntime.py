@@ -169,9 +169,10 @@ def open_session(
 
     disabled = list(disabled_optimizers) or None
     try:
-        return ort.InferenceSession(
-            src, options, providers=list(providers), disabled_optimizers=disabled
-        ), None
+        session = ort.InferenceSession(src, options, providers=list(providers), disabled_optimizers=disabled)
+        return on_first_provider(session, providers, name), None
+    except WorkbenchError:
+        raise
     except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidGraph, ...) for one refusal
         if not _config_entry_set(options, PRECISION_MODE_KEY):
             raise
@@ -186,11 +187,26 @@ def open_session(
     )
     words = " ".join(str(refusal).split())
     reason = words.split(" : ")[-1].strip()[-200:] or type(refusal).__name__
-    return session, (
+    return on_first_provider(session, providers, name), (
         f"{name}: ONNX Runtime refused it with the exact-U8S8 option {PRECISION_MODE_KEY} ({reason}), so it "
         "ran with ONNX Runtime's default session options: its integer GEMMs use the U8S8 kernels that "
         "saturate on this CPU"
     )
+
+
+def on_first_provider(session, providers: Sequence[str], name: str):
+    """``session``, once it runs on the first provider asked for: ONNX Runtime falls back to the CPU with only a
+    warning when a GPU provider fails to start (missing CUDA or cuDNN libraries), which would time and judge the
+    CPU in the GPU's name."""
+    first = providers[0] if providers else "CPUExecutionProvider"
+    if first not in session.get_providers():
+        raise WorkbenchError(
+            f"ONNX Runtime could not start {first} for {name} (the session has {session.get_providers()}): "
+            "check that the CUDA and cuDNN libraries onnxruntime-gpu was built for are on LD_LIBRARY_PATH "
+            "(python -c 'import onnxruntime; onnxruntime.preload_dlls()' loads those of the nvidia-* wheels), "
+            "or use --backend ort-cpu"
+        )
+    return session
 
 
 def _config_entry_set(options, key: str) -> bool:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from workbench.backends.onnxruntime import ort_failures, runs_ahead
+from workbench.backends.onnxruntime import on_first_provider, ort_failures, runs_ahead
 from workbench.calibration import kernels
 from workbench.calibration.channels import ChannelStats
 from workbench.calibration.collectors import StatisticsSnapshot, StreamingStats
@@ -122,7 +122,8 @@ def calibration_session(
                     handle.write(outputs_fragment(names))
             else:
                 write_with_external_weights(model, graph, _LINKED_WEIGHTS, names)
-            return ort.InferenceSession(str(graph), options, providers=providers)
+            session = ort.InferenceSession(str(graph), options, providers=providers)
+            return on_first_provider(session, providers, model.name)
     return session_with_outputs(model, names, options)
 
 
@@ -138,8 +139,12 @@ def open_statistics_session(
     model: onnx.ModelProto | Path,
     clock: PhaseClock | None = None,
     providers: Sequence[str] = ("CPUExecutionProvider",),
+    threads: int | None = None,
 ) -> StatisticsSession:
-    """The session ``collect_statistics`` runs clips through (graph read, tensors marked, session made)."""
+    """The session ``collect_statistics`` runs clips through (graph read, tensors marked, session made);
+    ``threads``: ONNX Runtime's intra-op threads (default: the cores this process may run on). Its float results
+    depend on the thread count (the demo model's feature-extractor convolutions give other float values with 4
+    threads or more than with 1 to 3), so statistics that must equal another run's use the same count."""
     clock = clock or PhaseClock()
     with clock.phase("graph"):
         structure = read_structure(model) if isinstance(model, Path) else GraphSummary.of_model(model)
@@ -158,7 +163,7 @@ def open_statistics_session(
             source = onnx.load(str(model), load_external_data=False)
             load_external_data_for_model(source, str(model.parent))
         with ort_failures(f"the model {model}" if isinstance(model, Path) else "the model"):
-            session = calibration_session(source, names, providers=providers)
+            session = calibration_session(source, names, threads, providers)
         del source
     return StatisticsSession(session, names)
 
@@ -173,9 +178,10 @@ def accumulate(
     prepare: Callable[[np.ndarray], np.ndarray] = normalise_audio,
     channels: ChannelStats | None = None,
     progress: bool = True,
+    workers: int | None = None,
 ) -> int:
     """Run every clip through ``opened`` and fold its tensors into ``stats`` (see ``collect_statistics``);
-    the number of clips run."""
+    the number of clips run. ``workers``: threads that count the tensors (default ``_workers()``)."""
     clock = clock or PhaseClock()
     session, names = opened.session, opened.names
     seen = 0
@@ -192,7 +198,7 @@ def accumulate(
         )
     )
     runs = runs_ahead(session, names, feeds)  # the next clip runs while this one's tensors are counted
-    with ThreadPoolExecutor(max_workers=_workers()) as pool:
+    with ThreadPoolExecutor(max_workers=workers or _workers()) as pool:
         while True:
             with clock.phase("inference"):
                 ran = next(runs, None)

@@ -1,19 +1,23 @@
 """Calibration statistics over clip shards: each worker counts its clips (balanced by duration) into streaming
 statistics, split at the convergence checkpoint; the parts add exactly (power-of-two histograms,
 ``StreamingStats.merged``) and each tensor's per-clip tops go back into clip order, so the merged statistics
-equal one pass over every clip."""
+equal one pass over every clip. The same shards also make the FP16 guard's float statistics (maxima and counts,
+``FloatStats.merged``), the second pass over the set that a run without Ray makes on its own. Workers run ONNX
+Runtime with their share of threads: the statistics equal those of a run without Ray at that thread count."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from workbench.calibration import kernels
 from workbench.calibration.collectors import StreamingStats
-from workbench.calibration.runner import accumulate, open_statistics_session
+from workbench.calibration.runner import StatisticsSession, accumulate, open_statistics_session
 from workbench.cluster.address import ClusterAddress
 from workbench.cluster.check import CheckSet
 from workbench.cluster.pool import open_pool
@@ -21,16 +25,19 @@ from workbench.cluster.shards import balanced, shard_weights
 from workbench.cluster.worker import WorkerContext
 from workbench.config import RAY_CHECK_CLIPS, RAY_SHARDS_PER_WORKER
 from workbench.errors import WorkbenchError
+from workbench.quantize.float_stats import FloatSession, FloatStats, collect_float_stats, open_float_session
 
 
 @dataclass
 class ShardStatistics:
-    """One shard's statistics: of its clips before the checkpoint and of the rest (clip indices of each)."""
+    """One shard's statistics: of its clips before the checkpoint and of the rest (clip indices of each), and
+    the FP16 guard's float statistics of all of them (when asked for)."""
 
     early: StreamingStats
     early_indices: list[int]
     late: StreamingStats
     late_indices: list[int]
+    floats: FloatStats | None = None
 
 
 @dataclass(frozen=True)
@@ -45,18 +52,19 @@ class StatisticsShard:
     bins: int
     providers: tuple[str, ...]
     prepare: Callable[[np.ndarray], np.ndarray]
+    float_keys: dict[str, Any] | None = None  # also the float statistics (``float_stats``) under these keys
+
+    def session(self, context: WorkerContext) -> StatisticsSession:
+        """The worker's one statistics session of the model (opened on first use)."""
+        return context.cached(
+            f"statistics-session:{self.model.hex()}:{','.join(self.providers)}",
+            lambda: statistics_session(context, self.model, self.providers),
+        )
 
     def run(self, context: WorkerContext) -> ShardStatistics:
-        import onnx
-
         if self.with_histograms:
             kernels.warm_up()
-        opened = context.cached(
-            f"statistics-session:{self.model.hex()}",
-            lambda: open_statistics_session(
-                onnx.load_model_from_string(context.blob(self.model)), providers=self.providers
-            ),
-        )
+        opened = self.session(context)
         pieces = context.blob(self.pieces)
         cut = len(pieces) if self.checkpoint is None else self.checkpoint
         parts = ([i for i in self.indices if i < cut], [i for i in self.indices if i >= cut])
@@ -64,10 +72,61 @@ class StatisticsShard:
         for part in parts:
             stats = StreamingStats(with_histograms=self.with_histograms, bins=self.bins)
             accumulate(
-                opened, (pieces[i] for i in part), len(part), stats, prepare=self.prepare, progress=False
+                opened,
+                (pieces[i] for i in part),
+                len(part),
+                stats,
+                prepare=self.prepare,
+                progress=False,
+                workers=context.threads,
             )
             out.append(stats)
-        return ShardStatistics(out[0], parts[0], out[1], parts[1])
+        floats = None
+        if self.float_keys is not None:
+            floats = collect_float_stats(
+                self.float_session(context),
+                (pieces[i] for i in self.indices),
+                len(self.indices),
+                self.float_keys,
+                progress=False,
+                prepare=self.prepare,
+            )
+        return ShardStatistics(out[0], parts[0], out[1], parts[1], floats)
+
+    def float_session(self, context: WorkerContext) -> FloatSession:
+        """The worker's one session of the model for the float statistics, opened as a run without Ray opens it
+        (from the parsed model), with the worker's threads."""
+        import onnx
+
+        return context.cached(
+            f"float-session:{self.model.hex()}",
+            lambda: open_float_session(
+                onnx.load_model_from_string(context.blob(self.model)), threads=context.threads
+            ),
+        )
+
+
+def statistics_session(context: WorkerContext, model: Any, providers: Sequence[str]) -> StatisticsSession:
+    """The worker's statistics session of the ONNX bytes behind ``model``, opened as a run without Ray opens it:
+    from a file (written to a temporary folder and removed once ONNX Runtime has mapped it), so the graph is read
+    without its weights and ONNX Runtime maps them once (parsing the bytes into a model first took several times
+    longer for the demo model), with the worker's ONNX Runtime threads, whose count the statistics' float values
+    depend on."""
+    with tempfile.TemporaryDirectory(prefix="workbench-worker-", ignore_cleanup_errors=True) as tmp:
+        path = Path(tmp) / "model.fp32.onnx"
+        path.write_bytes(context.blob(model))
+        return open_statistics_session(path, providers=providers, threads=context.threads)
+
+
+def merge_floats(shards: Sequence[ShardStatistics]) -> FloatStats | None:
+    """The shards' float statistics added in shard order (exact: maxima and counts), or None if not asked for."""
+    found = [s.floats for s in shards if s.floats is not None]
+    if not found:
+        return None
+    total = found[0]
+    for floats in found[1:]:
+        total = total.merged(floats)
+    return total
 
 
 def merge_statistics(
@@ -109,8 +168,10 @@ def spread_statistics(
     providers: Sequence[str],
     prepare: Callable[[np.ndarray], np.ndarray],
     names: Sequence[str],
-) -> StreamingStats:
-    """The statistics pass over ``pieces`` on the cluster (see the module docstring)."""
+    float_keys: dict[str, Any] | None = None,
+) -> tuple[StreamingStats, FloatStats | None]:
+    """The statistics pass over ``pieces`` on the cluster (see the module docstring); with ``float_keys`` (the
+    pieces are whole clips) also the FP16 guard's float statistics of them, in the same shards."""
     check = CheckSet.of(fp32, [prepare(p) for p in pieces[:RAY_CHECK_CLIPS]], providers, "the FP32 model")
     check = replace(check, histograms=with_histograms)
     with open_pool(address, check, gpu="CUDAExecutionProvider" in providers) as pool:
@@ -126,8 +187,9 @@ def spread_statistics(
                 bins,
                 tuple(providers),
                 prepare,
+                float_keys,
             )
             for shard in shards
         ]
         results = pool.map(tasks, "calibration statistics", shard_weights(shards, durations))
-    return merge_statistics(results, names, checkpoint)
+    return merge_statistics(results, names, checkpoint), merge_floats(results)

@@ -18,6 +18,7 @@ import numpy as np
 import onnx
 from tqdm import tqdm
 
+from workbench.backends.base import Runner
 from workbench.backends.onnxruntime import OnnxRuntimeRunner
 from workbench.compare.groups import Group, plan_for
 from workbench.compare.metrics import OutputDamage
@@ -141,15 +142,22 @@ class VariantRunner:
             source, _ = self.recovered.for_plan(plan, source)
         return variant_model(source, self.amax, plan).SerializeToString()
 
-    def runner(self, plan: PrecisionPlan) -> OnnxRuntimeRunner:
-        return OnnxRuntimeRunner(
-            self.model_bytes(plan), providers=self.providers, threads=self.threads, name=plan.name
-        )
+    def runner(self, plan: PrecisionPlan, model_bytes: bytes | None = None) -> OnnxRuntimeRunner:
+        """A runner of ``plan``'s variant (``model_bytes``: its bytes when already built by ``model_bytes``)."""
+        data = self.model_bytes(plan) if model_bytes is None else model_bytes
+        return OnnxRuntimeRunner(data, providers=self.providers, threads=self.threads, name=plan.name)
 
     def logits(self, plan: PrecisionPlan, clips: list[Clip]) -> list[np.ndarray]:
         with self.runner(plan) as run:
-            outputs = run.infer_each({INPUT: self.prepare(c.audio)[None]} for c in clips)
-            return [logits_in(run, out) for out in outputs]
+            return clip_logits(run, clips, self.prepare)
+
+
+def clip_logits(
+    runner: Runner, clips: Sequence[Clip], prepare: Callable[[np.ndarray], np.ndarray]
+) -> list[np.ndarray]:
+    """Each clip's logits through an active ``runner``, one clip per run (as every variant's)."""
+    outputs = runner.infer_each({INPUT: prepare(c.audio)[None]} for c in clips)
+    return [logits_in(runner, out) for out in outputs]
 
 
 def damage_of(reference: list[np.ndarray], candidate: list[np.ndarray], clips: list[Clip]) -> Damage:
@@ -186,14 +194,15 @@ def rank_groups(
     evaluate: Evaluate | None = None,
 ) -> SensitivityResult:
     """Damage of quantizing each group alone (rest at ``rest``), most damaging first. The variants run one after
-    the other here, or through ``evaluate`` (the plans -> their damages in order, e.g. on a Ray cluster)."""
+    the other here, against the FP32 logits computed here, or through ``evaluate`` (the plans -> their damages in
+    order, e.g. on a Ray cluster, which computes its own FP32 reference)."""
     if rest not in RESTS:
         raise WorkbenchError(f"rest precision must be one of {RESTS}, not {rest!r}")
     if not clips:
         raise WorkbenchError("sensitivity needs at least one clip")
-    reference = variants.logits(PrecisionPlan("fp32"), clips)
     plans = variant_plans(groups, rest, inverse)
     if evaluate is None:
+        reference = variants.logits(PrecisionPlan("fp32"), clips)
         damages = []
         with tqdm(
             total=len(plans) - 2,

@@ -50,7 +50,7 @@ from workbench.model.description import ModelDescription, describe_model, descri
 from workbench.model.export import Parity, export_onnx, parity_check
 from workbench.model.folders import artifact_folder_name
 from workbench.model.loading import check_model_source, load_model
-from workbench.quantize.guard import guard_for_set
+from workbench.quantize.guard import guard_for_set, stored_float_stats
 from workbench.quantize.plan import FP16, INT8
 from workbench.quantize.qdq import build_variant
 from workbench.quantize.recovered import RecoveredSource
@@ -225,9 +225,11 @@ def spread_pass(
     spec: MethodSpec,
     inputs: CalibrateInputs,
     description: ModelDescription,
-) -> Any:
+    float_keys: dict[str, Any] | None = None,
+) -> tuple[Any, Any]:
     """The statistics pass over clip shards on the Ray cluster ``inputs.ray`` (``workbench.cluster.calibrate``):
-    the same statistics as ``collect_statistics`` over every clip."""
+    the same statistics as ``collect_statistics`` over every clip, and with ``float_keys`` the FP16 guard's float
+    statistics (``guard_for_set``'s) in the same shards."""
     from workbench.calibration.graph_structure import read_structure
     from workbench.calibration.runner import activation_tensors
     from workbench.cluster.calibrate import spread_statistics
@@ -245,6 +247,7 @@ def spread_pass(
         providers=ort_providers(inputs.backend),
         prepare=description.prepare,
         names=activation_tensors(read_structure(fp32)),
+        float_keys=float_keys,
     )
 
 
@@ -298,6 +301,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
         elif (cache.recovery or {}).get("smoothquant", {}).get("smoothed"):
             source = smoothed_path
     reused = cache is not None
+    floats = None  # the FP16 guard's float statistics when the Ray pass made them
     if cache is None:
         clip_count = len(pieces.conditions)
 
@@ -329,7 +333,9 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
             else:  # a smoothed graph left here by an earlier cache of this name is not this one's
                 smoothed_path.unlink(missing_ok=True)
         elif inputs.ray is not None:
-            stats = spread_pass(fp32, pieces, spec, inputs, description)
+            stored, float_keys, _ = stored_float_stats(fp32, speech_set, out)
+            wanted = float_keys if stored is None and inputs.chunks is None else None  # whole clips only
+            stats, floats = spread_pass(fp32, pieces, spec, inputs, description, wanted)
             amax = method_amax = ranges_from_statistics(stats, spec)
         else:
             stats = one_pass(fp32)
@@ -351,7 +357,7 @@ def run(inputs: CalibrateInputs) -> CalibrateResult:
                 histograms.histogram_path(cache_path),
                 histograms.from_statistics(stats, {"keys": keys, "cache_sha256": cache.content_hash}),
             )
-    guard, stats_path = guard_for_set(fp32, speech_set, out, prepare=description.prepare)
+    guard, stats_path = guard_for_set(fp32, speech_set, out, prepare=description.prepare, computed=floats)
     int8 = out / f"model.int8-{spec.name}-{speech_set.content_hash[:12]}{suffix}.onnx"
     int8_plan = INT8.with_guard(guard)
     recovered_src = rec.cache_recovered_source(cache_path, cache) if options.active else None

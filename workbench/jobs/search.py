@@ -49,6 +49,7 @@ from workbench.search.objective import (
 from workbench.search.selection import select
 from workbench.search.sequential import SEQUENTIAL_RULE
 from workbench.search.strategies import Candidate, SearchResult, describe, search_plan
+from workbench.search.transcripts import TranscriptCache
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.records import Clip
 from workbench.speech.select import all_clips, clips_per_condition, require_utterances
@@ -93,6 +94,8 @@ class SearchInputs(AnalysisInputs):
     ray: str | None = (
         None  # spread the ranking and each WER evaluation over a Ray cluster (``workbench.cluster``)
     )
+    # dev transcripts shared with the caller's other searches of this model (``workbench.search.transcripts``)
+    transcripts: TranscriptCache | None = field(default=None, compare=False, repr=False)
 
 
 def check(inputs: SearchInputs) -> None:
@@ -185,6 +188,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             inference=inputs.inference.check(),
             ray=inputs.ray,
             assumed=inputs.assumed,
+            transcripts=inputs.transcripts,
         ),
     )
 
@@ -334,6 +338,8 @@ class SearchSettings:
     inference: InferenceConfig = GREEDY  # chunking and decoder of every dev-set WER
     ray: str | None = None  # Ray cluster address: the ranking's variants and each look's transcription spread
     assumed: tuple[str, ...] = ()  # what the verb assumed for left-out options (the record says)
+    # dev transcripts shared with the caller's other searches of this model (``workbench.search.transcripts``)
+    transcripts: TranscriptCache | None = field(default=None, compare=False, repr=False)
 
 
 def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
@@ -604,6 +610,7 @@ def dev_evaluator(
         inference=s.inference,
         transcriber=transcriber,
         futility=s.futility,
+        transcripts=s.transcripts,
     )
 
 

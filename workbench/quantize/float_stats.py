@@ -12,8 +12,9 @@ the same sums per second of audio, so that the guard can project them to the lon
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -92,6 +93,35 @@ class FloatStats:
             float(obj["longest_s"]),
             dict(obj.get("keys", {})),
         )
+
+    def merged(self, other: FloatStats) -> FloatStats:
+        """The statistics of both passes' clips together, exactly those of one pass over all of them (every field
+        a maximum, a count or an "or"); tensors and nodes in this one's order, then the other's new ones."""
+        if self.keys != other.keys:
+            raise ValueError("float statistics of different exports or sets do not add")
+        out = FloatStats(keys=dict(self.keys), clips=self.clips + other.clips)
+        out.longest_s = max(self.longest_s, other.longest_s)
+        for name in dict.fromkeys([*self.amax, *other.amax]):
+            out.amax[name] = max(self.amax.get(name, 0.0), other.amax.get(name, 0.0))
+        for name in dict.fromkeys([*self.nonfinite, *other.nonfinite]):
+            out.nonfinite[name] = self.nonfinite.get(name, 0) + other.nonfinite.get(name, 0)
+        for node in dict.fromkeys([*self.accumulators, *other.accumulators]):
+            a, b = self.accumulators.get(node), other.accumulators.get(node)
+            if a is None or b is None:
+                only = a if a is not None else b
+                assert only is not None
+                out.accumulators[node] = replace(only)
+                continue
+            out.accumulators[node] = Accumulator(
+                a.op,
+                max(a.count, b.count),
+                max(a.sum_abs, b.sum_abs),
+                max(a.sum_sq, b.sum_sq),
+                max(a.sum_abs_per_s, b.sum_abs_per_s),
+                max(a.sum_sq_per_s, b.sum_sq_per_s),
+                a.grows_with_length or b.grows_with_length,
+            )
+        return out
 
     def save(self, path: Path) -> None:
         write_json_atomic(Path(path), self.to_json())
@@ -186,32 +216,55 @@ def _largest_finite(value: np.ndarray) -> tuple[float, int]:
     return (float(magnitude[finite].max()) if finite.any() else 0.0), bad
 
 
+@dataclass
+class FloatSession:
+    """An ONNX Runtime session of the FP32 model that returns every float tensor, and what the pass reads of the
+    graph (the model itself, for the reduced axes)."""
+
+    session: Any
+    names: list[str]
+    proto: onnx.ModelProto
+    accumulating: dict[str, tuple[onnx.NodeProto, str]]
+    dims: dict[str, list[int | None]]
+    what: str
+
+
+def open_float_session(model: onnx.ModelProto | Path, threads: int | None = None) -> FloatSession:
+    """The session ``collect_float_stats`` runs clips through; ``threads``: ONNX Runtime's intra-op threads
+    (default: the cores this process may run on; its float values depend on the count)."""
+    from workbench.backends.onnxruntime import ort_failures, session_options, session_with_outputs
+
+    proto = onnx.load(str(model)) if isinstance(model, Path) else model
+    types = tensor_types(proto)
+    produced = [o for n in proto.graph.node for o in n.output if o and types.get(o) == onnx.TensorProto.FLOAT]
+    names = list(dict.fromkeys(produced))
+    if not names:
+        raise WorkbenchError("the model writes no float tensor; there is nothing to guard")
+    what = str(model) if isinstance(model, Path) else "the model"
+    with ort_failures(what):
+        session = session_with_outputs(proto, names, session_options(threads, optimization="basic"))
+    return FloatSession(session, names, proto, accumulating_nodes(proto), _static_dims(proto), what)
+
+
 def collect_float_stats(
-    model: onnx.ModelProto | Path,
+    model: onnx.ModelProto | Path | FloatSession,
     clips: Iterable[np.ndarray],
     count: int | None = None,
     keys: dict | None = None,
     progress: bool = True,
     prepare: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> FloatStats:
-    """One pass over raw 16 kHz clips through the FP32 model, each made ``input_values`` by ``prepare`` (the
-    model's feature settings; default: normalised like the feature extractor)."""
-    from workbench.backends.onnxruntime import ort_failures, runs_ahead, session_with_outputs
+    """One pass over raw 16 kHz clips through the FP32 model (or a session of it from ``open_float_session``),
+    each made ``input_values`` by ``prepare`` (the model's feature settings; default: normalised like the feature
+    extractor)."""
+    from workbench.backends.onnxruntime import runs_ahead
     from workbench.model.export import INPUT
     from workbench.model.features import normalise_audio
 
     prepare = prepare or normalise_audio
-    proto = onnx.load(str(model)) if isinstance(model, Path) else model
-    types = tensor_types(proto)
-    produced = [o for n in proto.graph.node for o in n.output if o and types.get(o) == onnx.TensorProto.FLOAT]
-    accumulating = accumulating_nodes(proto)
-    names = list(dict.fromkeys(produced))
-    if not names:
-        raise WorkbenchError("the model writes no float tensor; there is nothing to guard")
-    dims = _static_dims(proto)
-    what = str(model) if isinstance(model, Path) else "the model"
-    with ort_failures(what):
-        session = session_with_outputs(proto, names)
+    opened = model if isinstance(model, FloatSession) else open_float_session(model)
+    session, names, proto, what = opened.session, opened.names, opened.proto, opened.what
+    accumulating, dims = opened.accumulating, opened.dims
     stats = FloatStats(keys=dict(keys or {}))
     axes_of: dict[str, tuple[int, ...] | None] = {}
     feeds = (
@@ -256,4 +309,6 @@ def collect_float_stats(
         del values
     if stats.clips == 0:
         raise WorkbenchError("no clips for the float statistics")
+    # in graph order, whichever clip first had a non-finite value: statistics of clip shards merge to these
+    stats.nonfinite = {n: stats.nonfinite[n] for n in [*names, INPUT] if n in stats.nonfinite}
     return stats

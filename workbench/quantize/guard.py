@@ -138,18 +138,10 @@ def fp32_islands(
     return dict(sorted(found.items(), key=lambda kv: order.get(kv[0], len(order))))
 
 
-def guard_for_set(
-    fp32: Path,
-    speech_set,
-    folder: Path,
-    config: Fp16GuardConfig = FP16_GUARD,
-    prepare: Callable[[np.ndarray], np.ndarray] | None = None,
-) -> tuple[dict[str, str], Path]:
-    """The FP32 nodes of ``fp32``'s FP16 variants from float statistics of ``speech_set`` (a stored
-    ``SpeechSet``; clips made ``input_values`` by ``prepare``, the model's feature settings, default
-    normalised), computed once per export and set: ``<folder>/float-<set hash 12>.json`` is reused while its
-    keys (export hash, set hash, statistics scheme) match, and recomputed otherwise. The export carries the
-    model description, feature settings included, so its hash changes with them."""
+def stored_float_stats(fp32: Path, speech_set, folder: Path) -> tuple[FloatStats | None, dict, Path]:
+    """``(statistics, keys, path)``: the float statistics of ``fp32`` on ``speech_set`` kept at
+    ``<folder>/float-<set hash 12>.json`` when its keys (export hash, set hash, statistics scheme) match, else
+    None, with the keys and path statistics computed now are kept under."""
     keys = {"onnx": sha256_file(fp32), "calibration_set": speech_set.content_hash, "scheme": SCHEME}
     path = Path(folder) / f"float-{speech_set.content_hash[:12]}.json"
     stats = None
@@ -160,8 +152,28 @@ def guard_for_set(
             stats = None
         if stats is not None and stats.keys != keys:
             stats = None  # made for another export or set: never used silently
+    return stats, keys, path
+
+
+def guard_for_set(
+    fp32: Path,
+    speech_set,
+    folder: Path,
+    config: Fp16GuardConfig = FP16_GUARD,
+    prepare: Callable[[np.ndarray], np.ndarray] | None = None,
+    computed: FloatStats | None = None,
+) -> tuple[dict[str, str], Path]:
+    """The FP32 nodes of ``fp32``'s FP16 variants from float statistics of ``speech_set`` (a stored
+    ``SpeechSet``; clips made ``input_values`` by ``prepare``, the model's feature settings, default
+    normalised), computed once per export and set: ``<folder>/float-<set hash 12>.json`` is reused while its
+    keys (export hash, set hash, statistics scheme) match, and recomputed otherwise (``computed``: statistics
+    already computed elsewhere with those keys, e.g. on a Ray cluster, kept instead). The export carries the
+    model description, feature settings included, so its hash changes with them."""
+    stats, keys, path = stored_float_stats(fp32, speech_set, folder)
+    if computed is not None and computed.keys != keys:
+        raise ValueError("the float statistics given were computed for another export or set")
     if stats is None:
-        stats = collect_float_stats(
+        stats = computed or collect_float_stats(
             fp32, (a for _, a in speech_set.iter_audio()), len(speech_set.utterances), keys, prepare=prepare
         )
         stats.save(path)

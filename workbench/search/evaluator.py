@@ -34,13 +34,12 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field, replace
 from statistics import NormalDist
 
 from tqdm import tqdm
 
-from workbench.backends.base import Runner
 from workbench.compare.sensitivity import VariantRunner
 from workbench.config import SEARCH
 from workbench.evaluate.accuracy import CandidateAccuracy, GroupScore, compare_accuracy
@@ -60,6 +59,7 @@ from workbench.search.sequential import (
     run_sequential,
     side_of_gate,
 )
+from workbench.search.transcripts import PlanSession, TranscriptCache, clip_key
 from workbench.speech.records import Clip, Utterance
 
 BASELINE = "fp32"
@@ -225,6 +225,7 @@ class DevEvaluator:
         inference: InferenceConfig = GREEDY,
         transcriber: Callable[[PrecisionPlan, Sequence[int]], list[str]] | None = None,
         futility: float = 0.0,
+        transcripts: TranscriptCache | None = None,
     ) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
@@ -245,6 +246,13 @@ class DevEvaluator:
         self.clips = [clips[i] for i in order]
         # (plan, indices into ``clips``) -> texts, e.g. on a Ray cluster (``workbench.cluster.search``); None: here
         self.transcriber = transcriber
+        # transcripts shared with the caller's other evaluators (``workbench.search.transcripts``): one-clip batches
+        if transcripts is not None and (transcriber is not None or batch_size != 1):
+            raise ValueError(
+                "a transcript cache needs one-clip batches transcribed here (batch 1, no transcriber)"
+            )
+        self.transcripts = transcripts
+        self._clip_keys = [clip_key(c.audio) for c in self.clips] if transcripts is not None else []
         self.utterances = [c.utterance for c in self.clips]
         # a look judges every condition the set has, on at least SEARCH.min_block utterances
         self.ends = covering_ends(
@@ -271,24 +279,52 @@ class DevEvaluator:
             PrecisionPlan(BASELINE), self.baseline_texts, self.baseline_seconds, count=False
         )
 
+    def _session(self, plan: PrecisionPlan) -> PlanSession:
+        """``plan``'s variant for one evaluation: its runner opened when a clip is not in the transcript cache."""
+        settings = {
+            "model": self.model.record(),
+            "inference": self.inference.to_json(),
+            "batch": self.batch_size,
+        }
+        return PlanSession(self.variants, plan, self.transcripts, settings)
+
     def _transcribe(
-        self, plan: PrecisionPlan, runner: Runner | None = None, start: int = 0, end: int | None = None
+        self, plan: PrecisionPlan, session: PlanSession | None = None, start: int = 0, end: int | None = None
     ) -> tuple[list[str], float]:
         if self.transcriber is not None:
             began = time.perf_counter()
             texts = self.transcriber(plan, self.order[start:end])
             return texts, time.perf_counter() - began
-        clips = self.clips[start:end]
+        end = len(self.clips) if end is None else end
+        with ExitStack() as stack:
+            session = session or stack.enter_context(self._session(plan))
+            if self.transcripts is None or session.key is None:
+                return self._run(session, range(start, end))
+            cache, key = self.transcripts, session.key
+            found = [cache.get(key, self._clip_keys[i]) for i in range(start, end)]
+            missing = [start + k for k, entry in enumerate(found) if entry is None]
+            if missing:
+                texts, seconds = self._run(session, missing)
+                for i, text in zip(missing, texts):
+                    cache.put(key, self._clip_keys[i], text, seconds / len(missing))
+                    found[i - start] = (text, seconds / len(missing))
+            entries = [entry for entry in found if entry is not None]
+            return [text for text, _ in entries], sum(spent for _, spent in entries)
+
+    def _run(self, session: PlanSession, indices: Sequence[int]) -> tuple[list[str], float]:
+        """The plan's transcripts of the clips at ``indices`` (in that order) and the seconds they took."""
+        plan = session.plan
         audios = tqdm(
-            (c.audio for c in clips),
-            total=len(clips),
+            (self.clips[i].audio for i in indices),
+            total=len(indices),
             desc=f"WER {plan.name}",
             unit="utt",
             leave=False,
             disable=not self.progress,
         )
-        runner = runner or self.variants.runner(plan)
-        result = transcribe(runner, audios, self.model, plan.name, self.inference, batch_size=self.batch_size)
+        result = transcribe(
+            session.runner(), audios, self.model, plan.name, self.inference, batch_size=self.batch_size
+        )
         return result.texts, result.seconds
 
     def _transcribe_blocks(self, plan: PrecisionPlan) -> tuple[list[str], float]:
@@ -298,10 +334,10 @@ class DevEvaluator:
         candidates' for a delta to measure precision rather than batching."""
         texts: list[str] = []
         seconds = 0.0
-        with nullcontext(None) if self.transcriber is not None else self.variants.runner(plan) as runner:
+        with nullcontext(None) if self.transcriber is not None else self._session(plan) as session:
             start = 0
             for end in self.ends:
-                more, spent = self._transcribe(plan, runner, start, end)
+                more, spent = self._transcribe(plan, session, start, end)
                 texts.extend(more)
                 seconds += spent
                 start = end
@@ -426,10 +462,10 @@ class DevEvaluator:
         plan = plan.with_guard(self.variants.guard)  # recorded with the FP32 nodes the variant really has
         texts: list[str] = []
         spent = [0.0]
-        with nullcontext(None) if self.transcriber is not None else self.variants.runner(plan) as runner:
+        with nullcontext(None) if self.transcriber is not None else self._session(plan) as session:
 
             def look(end: int, confidence: float) -> tuple[Evaluation, str]:
-                more, seconds = self._transcribe(plan, runner, len(texts), end)
+                more, seconds = self._transcribe(plan, session, len(texts), end)
                 texts.extend(more)
                 spent[0] += seconds
                 return self._judge(plan, list(texts), spent[0], count=False, z_pass=pass_quantile(confidence))

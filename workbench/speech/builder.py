@@ -14,7 +14,7 @@ levels and voices; draw 0 is the seed's own sets.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -33,11 +33,12 @@ from workbench.config import (
     SetBuildConfig,
 )
 from workbench.errors import WorkbenchError
+from workbench.speech.beside import check_beside
 from workbench.speech.noise_files import files_for_role
 from workbench.speech.noisy import NoisePlan, clip_rng, noisy_copy
 from workbench.speech.overlap import disjoint, overlap, overlap_message
 from workbench.speech.profiles import outside_reason, profile_fit, profile_json, robust_profile
-from workbench.speech.records import Clip, Skipped
+from workbench.speech.records import Clip, Skipped, Utterance
 from workbench.speech.split import (
     DEV_ROLE,
     ROLES,
@@ -118,22 +119,27 @@ def _per_condition(cfg: SetBuildConfig, role: str) -> int:
 
 
 def _disjoint(
-    a: list[Clip],
-    b: list[Clip],
+    a: Sequence[Clip | Utterance],
+    b: Sequence[Clip | Utterance],
     name_a: str,
     name_b: str,
     roles: tuple[str, str] = ("calibration set", "evaluation set"),
 ) -> dict[str, Any]:
-    """The overlap check of two lists of clips; a user error (nothing written) when they share a speaker or text."""
-    checks = overlap([c.utterance for c in a], [c.utterance for c in b])
+    """The overlap check of two lists of clips (or utterances); a user error (nothing written) when they share a
+    speaker or text."""
+    checks = overlap(_utterances(a), _utterances(b))
     if not disjoint(checks):
         raise WorkbenchError(f"{overlap_message(checks, name_a, name_b, roles)}; nothing written")
     return checks
 
 
+def _utterances(items: Sequence[Clip | Utterance]) -> list[Utterance]:
+    return [c.utterance if isinstance(c, Clip) else c for c in items]
+
+
 def _check_and_write(
     cfg: SetBuildConfig,
-    calib: list[Clip],
+    calib: Sequence[Clip | Utterance],
     evaluation: list[Clip],
     skipped: dict[str, list[Skipped]],
     source: str,
@@ -143,13 +149,20 @@ def _check_and_write(
     derived: bool = False,
     plans: dict[str, NoisePlan] | None = None,
     dev: list[Clip] | None = None,
+    stored_calib: SpeechSet | None = None,
 ) -> BuiltSets:
+    """Check the sets are disjoint and write them together; with ``stored_calib`` (whose clips are ``calib``'s)
+    the evaluation and dev sets only, beside it."""
     names = {role: f"{cfg.name}-{role}" for role in (*ROLES, DEV_ROLE)}
+    if stored_calib is not None:
+        names["calib"] = stored_calib.name
     checks = _disjoint(calib, evaluation, names["calib"], names["eval"])
-    roles: list[tuple[str, list[Clip], int, dict[str, Any]]] = [
+    roles: list[tuple[str, Sequence[Clip | Utterance], int, dict[str, Any]]] = [
         ("calib", calib, cfg.calib_per_condition, {**checks, "paired_with": names["eval"]}),
         ("eval", evaluation, cfg.eval_per_condition, {**checks, "paired_with": names["calib"]}),
     ]
+    if stored_calib is not None:
+        roles = roles[1:]
     if dev is not None:  # held out from both: the search selects on it, the sign-off never sees it
         with_eval = _disjoint(dev, evaluation, names[DEV_ROLE], names["eval"], ("dev set", "evaluation set"))
         with_calib = _disjoint(dev, calib, names[DEV_ROLE], names["calib"], ("dev set", "calibration set"))
@@ -167,7 +180,8 @@ def _check_and_write(
             )
         )
     specs = []
-    for role, clips, per_condition, role_checks in roles:
+    for role, items, per_condition, role_checks in roles:
+        clips = [c for c in items if isinstance(c, Clip)]
         set_checks = {
             **role_checks,
             "requested_per_condition": per_condition,
@@ -186,6 +200,8 @@ def _check_and_write(
             )
         )
     written = write_sets(specs)  # all replaced together, or none
+    if stored_calib is not None:
+        written = [stored_calib, *written]
     return BuiltSets(written[0], written[1], checks, written[2] if dev is not None else None)
 
 
@@ -283,8 +299,12 @@ def run_jobs(jobs: list[SlotJob], workers: int, desc: str) -> list[Clip | Skippe
         )
 
 
-def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> BuiltSets:
-    """Synthesise both sets of ``cfg`` under ``root`` (default: the workspace's calib_sets/)."""
+def build_synthetic_sets(
+    cfg: SetBuildConfig, root: Path | None = None, calib: SpeechSet | None = None
+) -> BuiltSets:
+    """Synthesise both sets of ``cfg`` under ``root`` (default: the workspace's calib_sets/). With ``calib``, a
+    stored calibration set that ``cfg`` would synthesise again (``workbench.speech.beside.check_beside``: e.g. the
+    seed's own, for another ``draw``), only the evaluation (and dev) sets are synthesised and written, beside it."""
     if cfg.rir_dir:
         raise WorkbenchError(
             "--rir-dir makes reverberant copies of recorded speech: use it with --source "
@@ -294,6 +314,11 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
     voices = require_voices()
     more = extra_voices() if cfg.extra_voices else ()
     jobs = _slot_jobs(cfg, voices, more)
+    if calib is not None:
+        check_beside(
+            calib, asdict(cfg), [v.speaker for v in voices], [j for j in jobs if j.slot.role == "calib"]
+        )
+        jobs = [j for j in jobs if j.slot.role != "calib"]
     results = run_jobs(jobs, cfg.workers, f"synthesising {cfg.name}")
     split: dict[str, list[Clip]] = {r: [] for r in _roles(cfg)}
     skipped: dict[str, list[Skipped]] = {r: [] for r in _roles(cfg)}
@@ -310,7 +335,7 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
     plans = _noise_plans(cfg) if cfg.noise_dir else None
     return _check_and_write(
         cfg,
-        split["calib"],
+        split["calib"] if calib is None else calib.utterances,
         split["eval"],
         skipped,
         "synthetic",
@@ -318,6 +343,7 @@ def build_synthetic_sets(cfg: SetBuildConfig, root: Path | None = None) -> Built
         root,
         plans=plans,
         dev=split.get(DEV_ROLE),
+        stored_calib=calib,
     )
 
 
