@@ -156,6 +156,22 @@ def test_data_build_draw_keeps_the_calibration_set_and_deals_a_new_evaluation_se
     assert [u.text for u in evaluation.utterances] != [u.text for u in tiny_sets.eval.utterances]
 
 
+def test_data_build_draw_of_your_own_speech_is_refused(tmp_path, write_wav, speech_like, capsys):
+    """A draw deals synthetic speakers again; a folder's sets are split by speaker without one: one line, no sets."""
+    folder = tmp_path / "audio"
+    for i in range(3):
+        write_wav(folder / f"c{i}.wav", speech_like(2.0, seed=i))
+        (folder / f"c{i}.txt").write_text("hello world")
+    root = tmp_path / "sets"
+    argv = ["data", "build", "--source", "folder", "--path", str(folder), "--draw", "2", "--root", str(root)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: a draw of the evaluation and dev sets (draw 2) is made from synthetic speech only"
+    )
+    assert len(err.strip().splitlines()) == 1 and not root.exists()
+
+
 @pytest.mark.slow
 def test_data_build_from_folder(tmp_path, write_wav, speech_like, capsys):
     folder = tmp_path / "audio"
