@@ -431,7 +431,7 @@ class LabelFreeDefaults:
     # (benchmarks/results/label_free_large.json, 240 evaluation clips, 5 draws of the same population with
     # `data build --draw`) the mixed plan's difference on every fresh draw has its lower end above 0 (0.12-0.52
     # points: 5 of 5 false alarms at margin 0, 2 at 0.5), none above 1; INT8 everywhere on the shifted audio is
-    # +16.35 [+8.81, +24.92] and still flags, the mixed plan there (+2.28 [+0.50, +4.64], WER delta -0.31) does not
+    # +16.46 [+9.02, +24.97] and still flags, the mixed plan there (+2.34 [+0.50, +4.73], WER delta -0.31) does not
     shift_margin: float = 0.01
 
 
