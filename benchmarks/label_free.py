@@ -9,8 +9,10 @@ Beside it, as ``--unlabelled-set``:
   espeak-ng's other languages and variants, the GSM codec, the songs/literature texts), ``--per-slice`` clips each,
   synthesised here and imported whole as an unlabelled set (and, with its transcripts, as an evaluation set, to
   measure the real WER delta there);
-- ``--draws`` fresh in-distribution draws: ``data build`` with new seeds, each evaluation set re-imported as an
-  unlabelled set. A flag on a draw is a false alarm.
+- ``--draws`` fresh in-distribution draws: ``data build --seed SEED --draw k`` (k = 1..draws) with the same sizes,
+  whose calibration set is byte for byte the evaluation's own (checked: the same content hash) and whose evaluation
+  set deals the held-out speakers, texts, noise and levels again; each re-imported as an unlabelled set. A flag on a
+  draw is a false alarm.
 
 Then the bound is checked on every labelled set: the word edit distance to FP32 over the true reference words is
 at least |WER delta| for every candidate. Writes ``benchmarks/results/label_free.json`` (sizes, machine, load
@@ -121,6 +123,16 @@ def split_shifted(shifted: Path, calib_manifest: Path, out: Path) -> tuple[Path,
     for path, rows in zip(paths, (calib, held)):
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return paths
+
+
+def same_calibration(root: Path, reference: str, drawn: str) -> None:
+    """Stop unless the draw's calibration set is the reference's, byte for byte (the same content hash): otherwise
+    the draw is another population, not a fresh sample of the evaluation set's."""
+    from workbench.speech.store import load_set
+
+    want, got = load_set(reference, root=root).content_hash, load_set(drawn, root=root).content_hash
+    if want != got:
+        raise SystemExit(f"{drawn} is not {reference} (content hash {got[:12]} != {want[:12]}): not a draw")
 
 
 REUSE = False  # --reuse: a set or report already in the workspace is kept (resuming a run on the same sizes)
@@ -283,9 +295,10 @@ def main(argv: list[str] | None = None) -> int:
             "--no-progress", "--skip-implausible")  # fmt: skip
     draws = []
     for k in range(args.draws):
-        seed = args.seed + 1000 + k
-        cli(env, "data", "build", "--name", f"draw{k}", "--calib-per-condition", "1",
-            "--eval-per-condition", str(args.eval_per_condition), "--seed", str(seed))  # fmt: skip
+        # draw k+1 of the seed: the same calibration set (bytes), evaluation speakers dealt again among those never in
+        # calibration, new texts, noise and levels: a fresh sample of lf-eval's population
+        cli(env, "data", "build", "--name", f"draw{k}", *size, "--seed", str(args.seed), "--draw", str(k + 1))
+        same_calibration(ws / "calib_sets", "lf-calib", f"draw{k}-calib")
         cli(env, "data", "import", "--name", f"draw{k}-u", "--role", "unlabelled", "--source", "manifest",
             "--path", str(ws / "calib_sets" / f"draw{k}-eval" / "manifest.jsonl"), "--no-progress")  # fmt: skip
         draws.append(f"draw{k}-u")

@@ -105,6 +105,7 @@ def test_data_show_missing_set_exits_1_without_traceback(tmp_path):
     "argv,message",
     [
         (["data", "build", "--calib-per-condition", "0"], "--calib-per-condition: takes a whole number >= 1"),
+        (["data", "build", "--draw", "-1"], "--draw: takes a whole number >= 0"),
         (["data", "build", "--source", "folder"], "needs --path"),
         (["data", "build", "--name", "bad name!"], "may hold only"),
         (["data", "build", "--min-seconds", "5", "--max-seconds", "2"], "min <= opt <= max"),
@@ -133,6 +134,42 @@ def test_data_show_and_list(tiny_sets, tiny_root, capsys):
     assert main(["data", "list", "--root", str(tiny_root)]) == 0
     out = capsys.readouterr().out
     assert "tiny-calib" in out and "tiny-eval" in out
+
+
+def test_data_build_draw_keeps_the_calibration_set_and_deals_a_new_evaluation_set(
+    tiny_sets, tiny_config, tmp_path, capsys
+):
+    """``--draw N`` with the seed and sizes of ``tiny``: the calibration set's bytes are the seed's (same content
+    hash), the evaluation set is another sample (another hash, speakers still apart from calibration)."""
+    from workbench.speech.store import load_set
+
+    root = tmp_path / "sets"
+    sizes = ["--calib-per-condition", str(tiny_config.calib_per_condition),
+             "--eval-per-condition", str(tiny_config.eval_per_condition)]  # fmt: skip
+    argv = ["data", "build", "--name", "tiny", *sizes, "--seed", str(tiny_config.seed), "--draw", "1"]
+    assert main([*argv, "--root", str(root)]) == 0
+    assert "disjoint by text: True, by speaker: True" in capsys.readouterr().out
+    calib, evaluation = load_set("tiny-calib", root=root), load_set("tiny-eval", root=root)
+    assert calib.content_hash == tiny_sets.calib.content_hash
+    assert evaluation.content_hash != tiny_sets.eval.content_hash
+    assert len(evaluation.utterances) == len(tiny_sets.eval.utterances)
+    assert [u.text for u in evaluation.utterances] != [u.text for u in tiny_sets.eval.utterances]
+
+
+def test_data_build_draw_of_your_own_speech_is_refused(tmp_path, write_wav, speech_like, capsys):
+    """A draw deals synthetic speakers again; a folder's sets are split by speaker without one: one line, no sets."""
+    folder = tmp_path / "audio"
+    for i in range(3):
+        write_wav(folder / f"c{i}.wav", speech_like(2.0, seed=i))
+        (folder / f"c{i}.txt").write_text("hello world")
+    root = tmp_path / "sets"
+    argv = ["data", "build", "--source", "folder", "--path", str(folder), "--draw", "2", "--root", str(root)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: a draw of the evaluation and dev sets (draw 2) is made from synthetic speech only"
+    )
+    assert len(err.strip().splitlines()) == 1 and not root.exists()
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 
+from workbench.config import LABEL_FREE
 from workbench.evaluate.agreement import CandidateAgreement, agreement
 from workbench.jobs.label_free import shift_test
 
@@ -49,9 +50,12 @@ def test_a_set_from_the_same_distribution_does_not_flag() -> None:
 def test_the_difference_flags_where_the_two_intervals_overlap() -> None:
     labelled = _set(0.02, 40, 4, seed=3, prefix="l")
     shifted = _set(0.035, 40, 4, seed=4, prefix="u")
-    test = shift_test(shifted, labelled, resamples=2000, seed=0)
+    test = shift_test(shifted, labelled, resamples=2000, seed=0, margin=0.0)
     assert shifted.disagreement.low <= labelled.disagreement.high  # non-overlap would not flag
     assert test.beyond
+    # the default margin (LabelFreeDefaults.shift_margin, 1 point) asks more than a difference beyond the noise
+    assert 0 < test.difference.low < LABEL_FREE.shift_margin
+    assert not shift_test(shifted, labelled, resamples=2000, seed=0).beyond
 
 
 def test_a_margin_raises_the_bar() -> None:

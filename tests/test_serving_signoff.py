@@ -161,3 +161,39 @@ def test_a_batch_over_the_engine_profile_is_refused(served) -> None:
             requests,
             ServingConfig(p99_ms=100.0, max_batch=4),
         )
+
+
+def test_every_batch_size_runs_on_every_instance_before_the_sweep(served) -> None:
+    # a GPU backend tunes its kernels per new input shape on first sight: no batch size may meet the timed
+    # load for the first time
+    from workbench.backends.onnxruntime import OnnxRuntimeRunner
+    from workbench.evaluate.batching import BatchPolicy
+    from workbench.inputs.serving import ServingConfig
+    from workbench.serving.measure import RequestSet, prepare_candidate, release
+
+    _, onnx_path, evaluation, description = served
+    seen: list[list[int]] = []
+
+    class Recording(OnnxRuntimeRunner):
+        """The real runner, recording the batch size of every run."""
+
+        def infer(self, feeds):
+            sizes.append(int(next(iter(feeds.values())).shape[0]))
+            return super().infer(feeds)
+
+    def make() -> Recording:
+        seen.append([])
+        return Recording(onnx_path)
+
+    requests = RequestSet.of([evaluation.audio(u) for u in evaluation.utterances], description.prepare, 1.0)
+    sizes: list[int] = []
+    prepared = prepare_candidate(
+        "fp32",
+        make,
+        lambda runner: BatchPolicy.for_runner(runner, description, 3),
+        requests,
+        ServingConfig(p99_ms=5000.0, max_batch=3, instances=2),
+    )
+    release(prepared.models)
+    assert len(seen) == 2 and prepared.warmup_s > 0
+    assert sorted(set(sizes)) == [1, 2, 3] and sizes.count(3) >= 2  # both instances ran batch 3 before timing

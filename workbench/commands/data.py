@@ -78,6 +78,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     build.add_argument("--eval-per-condition", type=whole_number(1), default=defaults.eval_per_condition)
     _profile_and_noise_arguments(build)
     build.add_argument("--seed", type=whole_number(0), default=defaults.seed)
+    build.add_argument(
+        "--draw",
+        type=whole_number(0),
+        default=defaults.draw,
+        metavar="N",
+        help="synthetic speech: draw N of the evaluation set beside the seed's calibration set (the same bytes): new "
+        "evaluation speakers (among those never in calibration), texts, noise and levels, for a fresh sample of the "
+        "same population; 0 (default) is the seed's own sets",
+    )
     build.add_argument("--workers", type=whole_number(1), default=defaults.workers)
     build.add_argument("--root", type=Path, default=area_default("calib_sets"), help=argparse.SUPPRESS)
     add_replace_argument(build, "the pair NAME-calib / NAME-eval")
@@ -172,6 +181,7 @@ def _config(args: argparse.Namespace) -> SetBuildConfig:
         calib_per_condition=args.calib_per_condition,
         eval_per_condition=args.eval_per_condition,
         seed=args.seed,
+        draw=args.draw,
         profile=fixed_profile(args.min_seconds, args.opt_seconds, args.max_seconds),
         workers=args.workers,
         noise_dir=args.noise_dir,

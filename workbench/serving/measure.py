@@ -86,6 +86,18 @@ def memory_by_batch(model: ServingModel, max_batch: int) -> dict[int, float]:
     return {b: _peak_mb(model, b, longest) for b in sizes}
 
 
+def warm_batches(model: ServingModel, max_batch: int) -> float:
+    """Run every batch size from 1 to ``max_batch`` once on the longest request, before any load is timed, as a
+    server's model warm-up does: a GPU backend tunes its kernels for each new input shape on first sight
+    (ONNX Runtime CUDA's cuDNN algorithm search took hundreds of ms per new batch size on an H100), which
+    would otherwise land in the sweep's tail latency as first-request costs. Returns the seconds spent."""
+    longest = int(np.argmax(model.requests.lengths))
+    began = time.perf_counter()
+    for size in range(1, max_batch + 1):
+        model([Request(i, 0.0, longest, model.requests.lengths[longest]) for i in range(size)])
+    return time.perf_counter() - began
+
+
 @dataclass
 class CandidateServing:
     """A candidate's serving numbers: load time, single-request latency, memory per batch, and its sweep."""
@@ -98,6 +110,7 @@ class CandidateServing:
     sweep: Sweep | None = None
     note: str | None = None
     models: list[ServingModel] = field(default_factory=list, repr=False)
+    warmup_s: float = 0.0  # every batch size run once per instance before the sweep (``warm_batches``)
 
     @property
     def peak_mb(self) -> float:
@@ -113,6 +126,7 @@ class CandidateServing:
         return {
             "candidate": self.candidate,
             "load_s": round(self.load_s, 4),
+            "warmup_s": round(self.warmup_s, 3),
             "single_request_ms": round(self.single_ms, 3),
             "peak_rss_mb_by_batch": {str(b): mb for b, mb in self.memory_mb.items()},
             "peak_rss_mb": self.peak_mb,
@@ -132,7 +146,8 @@ def prepare_candidate(
     config: ServingConfig,
 ) -> CandidateServing:
     """Activate ``config.instances`` fresh runners (the first one's activation is the load time), check the
-    batch against the profile and the memory limit, and time one request (median of a few, after a warm-up)."""
+    batch against the profile and the memory limit, warm every batch size on every instance, and time one
+    request (median of a few)."""
     models: list[ServingModel] = []
     load_s = 0.0
     for i in range(config.instances):
@@ -158,6 +173,7 @@ def prepare_candidate(
             f"{config.memory_limit_mb:g}: the process peaked at {memory[config.max_batch]:.0f} MB at that batch; "
             + (f"the largest batch that fits is {max(fitting)}" if fitting else "not even batch 1 fits")
         )
+    warmup_s = sum(warm_batches(model, config.max_batch) for model in models)
     median = int(np.argsort(requests.lengths)[len(requests.lengths) // 2])
     one = [Request(0, 0.0, median, requests.lengths[median])]
     models[0](one)
@@ -167,7 +183,13 @@ def prepare_candidate(
         models[0](one)
         times.append(1000.0 * (time.perf_counter() - began))
     return CandidateServing(
-        name, load_s, statistics.median(times), memory, config.memory_limit_mb, models=models
+        name,
+        load_s,
+        statistics.median(times),
+        memory,
+        config.memory_limit_mb,
+        models=models,
+        warmup_s=warmup_s,
     )
 
 
