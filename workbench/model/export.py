@@ -145,9 +145,10 @@ def checked_parity(
     key: tuple[str, str, int],
 ) -> Parity:
     """``parity_check`` once per process for the same model, export and clips: ``key`` is the export's sha256, the
-    clips' source (a set's content hash) and their count; ``clips`` reads them only when the check runs. A
-    pipeline's later steps (compare, search, sign-off) reuse the export on the same clips, where the check would
-    repeat itself; a model without a hash (a description built by hand) is checked every time."""
+    clips' source (a set's content hash) and their count; ``clips`` reads them only when the check runs. Jobs run
+    one after another in one process (calibrate, then compare, search or sign-off calibrating again to find the
+    cache) reuse the export on the same clips, where the check would repeat itself; a model without a hash (a
+    description built by hand) is checked every time."""
     if not description.model_hash:
         return parity_check(model, onnx_path, clips(), description)
     full = (description.model_hash, *key)
