@@ -11,6 +11,7 @@ resolved on a grid shared by candidates of different speeds.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -160,7 +161,7 @@ def sweep(
     still gives it a capacity."""
     result = Sweep(target_ms)
     began = time.perf_counter()
-    runs = iter(range(10_000))
+    runs = itertools.count()
 
     def fits(rate: float) -> bool:
         # a load starts only when its arrivals fit the budget left (its drain may overrun it by up to 2 targets)
