@@ -170,13 +170,12 @@ def open_session(
     disabled = list(disabled_optimizers) or None
     try:
         session = ort.InferenceSession(src, options, providers=list(providers), disabled_optimizers=disabled)
-        return on_first_provider(session, providers, name), None
-    except WorkbenchError:
-        raise
     except Exception as exc:  # onnxruntime raises its own types (Fail, InvalidGraph, ...) for one refusal
         if not _config_entry_set(options, PRECISION_MODE_KEY):
             raise
         refusal = exc
+    else:
+        return on_first_provider(session, providers, name), None
     fallback = ort.SessionOptions()
     fallback.graph_optimization_level = options.graph_optimization_level
     fallback.intra_op_num_threads = options.intra_op_num_threads

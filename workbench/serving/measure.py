@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,14 +86,15 @@ def memory_by_batch(model: ServingModel, max_batch: int) -> dict[int, float]:
     return {b: _peak_mb(model, b, longest) for b in sizes}
 
 
-def warm_batches(model: ServingModel, max_batch: int) -> float:
+def warm_batches(model: ServingModel, max_batch: int, ran: Collection[int] = ()) -> float:
     """Run every batch size from 1 to ``max_batch`` once on the longest request, before any load is timed, as a
     server's model warm-up does: a GPU backend tunes its kernels for each new input shape on first sight
     (ONNX Runtime CUDA's cuDNN algorithm search took hundreds of ms per new batch size on an H100), which
-    would otherwise land in the sweep's tail latency as first-request costs. Returns the seconds spent."""
+    would otherwise land in the sweep's tail latency as first-request costs. Sizes in ``ran`` already ran on
+    the longest request (``memory_by_batch``). Returns the seconds spent."""
     longest = int(np.argmax(model.requests.lengths))
     began = time.perf_counter()
-    for size in range(1, max_batch + 1):
+    for size in sorted(set(range(1, max_batch + 1)) - set(ran)):
         model([Request(i, 0.0, longest, model.requests.lengths[longest]) for i in range(size)])
     return time.perf_counter() - began
 
@@ -173,7 +174,9 @@ def prepare_candidate(
             f"{config.memory_limit_mb:g}: the process peaked at {memory[config.max_batch]:.0f} MB at that batch; "
             + (f"the largest batch that fits is {max(fitting)}" if fitting else "not even batch 1 fits")
         )
-    warmup_s = sum(warm_batches(model, config.max_batch) for model in models)
+    warmup_s = sum(
+        warm_batches(model, config.max_batch, memory if i == 0 else ()) for i, model in enumerate(models)
+    )
     median = int(np.argsort(requests.lengths)[len(requests.lengths) // 2])
     one = [Request(0, 0.0, median, requests.lengths[median])]
     models[0](one)
