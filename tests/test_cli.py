@@ -52,7 +52,9 @@ def test_readme_verb_table_names_exactly_the_parsers_verbs():
 
 
 @pytest.mark.parametrize("verb", sorted(COMMANDS))
-def test_every_verb_has_help(verb, capsys):
+def test_every_verb_has_help(verb, capsys, monkeypatch):
+    # as `python -m workbench` starts it (a pytest-xdist worker's own argv[0] would name the console script)
+    monkeypatch.setattr(sys, "argv", [str(Path("workbench") / "__main__.py")])
     with pytest.raises(SystemExit) as exit_info:
         main([verb, "--help"])
     assert exit_info.value.code == 0 and f"python -m workbench {verb}" in capsys.readouterr().out

@@ -12,13 +12,16 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workbench.commands.options import print_lines
 from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION, SetBuildConfig
-from workbench.pipeline.run import StepOutcome
 from workbench.project.demo import DEMO_BEAM_UTTERANCES, DEMO_OVERFLOW_CLIPS, DemoOptions
 from workbench.values import whole_number
 from workbench.workspace import area_default
+
+if TYPE_CHECKING:  # the pipeline's imports (scipy, the speech store) wait for the demo to run
+    from workbench.pipeline.run import StepOutcome
 
 
 def timing_lines(steps: list[StepOutcome]) -> list[str]:

@@ -7,8 +7,6 @@ from pathlib import Path
 
 from workbench.inputs.out_folder import check_out_folder
 from workbench.inputs.replace import add_replace_argument, refuse_replacing
-from workbench.report.record import load_record, require_unchanged_inputs
-from workbench.report.render import HTML_NAME, MARKDOWN_NAME, RECORD_NAME, verdict_line, write_report
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,6 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from workbench.report.record import load_record, require_unchanged_inputs
+    from workbench.report.render import HTML_NAME, MARKDOWN_NAME, RECORD_NAME, verdict_line, write_report
+
     check_out_folder(
         args.out or args.record.parent, "--out" if args.out else "the record's folder"
     )  # before the record's inputs are hashed and plots drawn

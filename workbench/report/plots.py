@@ -1,4 +1,7 @@
-"""Report figures drawn with matplotlib (Agg) and returned as base64 PNG strings for embedding."""
+"""Report figures drawn with matplotlib (Agg) and returned as base64 PNG strings for embedding.
+
+matplotlib is imported on the first figure, not with the module: every verb's parser reaches this module, and the
+import costs a fraction of a second of each command's start."""
 
 from __future__ import annotations
 
@@ -6,16 +9,28 @@ import base64
 import io
 from typing import Any
 
-import matplotlib
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+
+def _subplots(**kwargs: Any) -> tuple[Any, Any]:
+    """``plt.subplots`` on the Agg backend (matplotlib imported here, once)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(**kwargs)
+
+
+def _close(fig: Any) -> None:
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
 
 
 def _png(fig) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    _close(fig)
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
@@ -56,7 +71,7 @@ def wer_vs_latency(record: dict[str, Any]) -> str | None:
         return None
     passed = {v["candidate"]: v["passed"] for v in record["verdicts"]}
     front = pareto_front(points)
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = _subplots(figsize=(6.4, 4.2))
     for name, lat, wer in points:
         ci = record["accuracy"]["candidates"][name]["overall"]["wer"]
         err = [[wer - ci["low"] * 100], [ci["high"] * 100 - wer]]
@@ -96,7 +111,7 @@ def condition_bars(record: dict[str, Any]) -> str | None:
     )
     if not conditions:
         return None
-    fig, ax = plt.subplots(figsize=(6.8, 4.0))
+    fig, ax = _subplots(figsize=(6.8, 4.0))
     width = 0.8 / max(len(cands), 1)
     for k, name in enumerate(cands):
         groups = record["accuracy"]["candidates"][name]["groups"]["condition"]
@@ -137,7 +152,7 @@ def sensitivity_bars(sensitivity: Any, top: int = 25) -> str | None:
     layers = sorted(sensitivity_layers(sensitivity), key=lambda p: -p[1])[:top]
     if not layers:
         return None
-    fig, ax = plt.subplots(figsize=(6.8, 0.28 * len(layers) + 1.2))
+    fig, ax = _subplots(figsize=(6.8, 0.28 * len(layers) + 1.2))
     ax.barh([n[-48:] for n, _ in layers][::-1], [v for _, v in layers][::-1], color="tab:orange")
     ax.set_xlabel("sensitivity (INT8 vs FP32, higher = more harmful)")
     ax.set_title(f"Per-layer sensitivity (top {len(layers)})")
@@ -152,7 +167,7 @@ def serving_curves(record: dict[str, Any]) -> str | None:
     if not serving:
         return None
     target = serving["settings"]["p99_ms"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    fig, ax = _subplots(figsize=(6.4, 4.2))
     drawn = False
     ceiling = 3.0 * target
     for name, cand in serving["candidates"].items():
@@ -166,7 +181,7 @@ def serving_curves(record: dict[str, Any]) -> str | None:
         (line,) = ax.plot(x, p99, marker="o", label=f"{name} p99")
         ax.plot(x, p50, linestyle="--", color=line.get_color(), alpha=0.6, label=f"{name} p50")
     if not drawn:
-        plt.close(fig)
+        _close(fig)
         return None
     ax.axhline(target, color="tab:red", linestyle=":", label=f"p99 target {target:g} ms")
     ax.set_ylim(0, ceiling * 1.05)

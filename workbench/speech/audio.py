@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
-from scipy.signal import resample_poly
 
 from workbench.config import SAMPLE_RATE, AudioPlausibility
 
@@ -69,6 +68,8 @@ def resample(samples: np.ndarray, from_rate: int, to_rate: int = SAMPLE_RATE) ->
         return samples.astype(np.float32, copy=False)
     if from_rate <= 0:
         raise AudioProblem(f"invalid sample rate {from_rate}")
+    from scipy.signal import resample_poly  # imported here: scipy.signal takes most of a verb's start-up
+
     g = gcd(int(from_rate), int(to_rate))
     out = resample_poly(samples.astype(np.float64), to_rate // g, from_rate // g)
     return out.astype(np.float32)
