@@ -202,7 +202,7 @@ def instrument(clock: Clock) -> None:
     bound_of_maps(clock)
     clock.wrap(WorkerPool, "put", "put")
     clock.wrap(jcal, "export_or_reuse", "export")
-    clock.wrap(jcal, "parity_check", "parity")
+    clock.wrap(jcal, "checked_parity", "parity")
     clock.wrap(jcal, "guard_for_set", "float_stats")
     clock.wrap(jcal, "collect_statistics", "work")
     clock.wrap(guard, "collect_float_stats", "work")  # made in the Ray pass's shards
