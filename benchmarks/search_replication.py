@@ -378,7 +378,8 @@ SAME_IN_PARTS = ("calib_per_condition", "dev_per_condition", "eval_per_condition
 def merge(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     """One result from runs of other draws (each run made its own base; their calibration hashes must agree): the
     draws of all, renumbered in order of their set draw, with the summary, winner and speaker overlap recomputed.
-    Runs with other settings, other calibration sets or the same set draw twice are refused (ValueError)."""
+    Runs with other settings, other calibration sets or the same set draw twice are refused (ValueError); a run
+    stopped before its last draw contributes the draws it finished."""
     first = parts[0]
     for name, part in zip(names, parts):
         if part.get("benchmark") != "search_replication":
@@ -403,7 +404,10 @@ def merge(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
     return {
         **{k: v for k, v in first.items() if k not in ("draws", "summary", "winner", "speaker_overlap")},
         "command": "python benchmarks/search_replication.py --merge " + " ".join(names),
-        "complete": all(p.get("complete", False) for p in parts),
+        # a run stopped early keeps the draws it finished: the merge is complete when its set draws run without a
+        # gap and none failed
+        "complete": sorted(set_draws) == list(range(min(set_draws), min(set_draws) + len(set_draws)))
+        and not any("error" in d for d in draws),
         "parts": [{"file": name, **{k: p.get(k) for k in kept}} for name, p in zip(names, parts)],
         "wall_seconds": round(sum(p.get("wall_seconds", 0.0) for p in parts), 1),
         "summary": summary,
