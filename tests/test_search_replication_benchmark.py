@@ -148,7 +148,10 @@ def test_runs_of_other_draws_merge_into_one_result_and_mismatches_are_refused(tm
     assert merged["summary"]["as-read"]["draws"] == 4 and merged["summary"]["as-read"]["passes"] == 2
     assert merged["wall_seconds"] == 200.0 and [p["file"] for p in merged["parts"]] == ["b.json", "a.json"]
     assert merged["speaker_overlap"]["eval_mean_shared"] == 0.5 and merged["winner"] is None
-    stopped_early = {**_part(3), "complete": False}  # its two recorded draws finished: they fill draws 3 and 4
+    stopped_early = {
+        **_part(3),
+        "complete": False,
+    }  # its two recorded draws finished: they fill draws 3 and 4
     assert rep.merge([_part(1), stopped_early], ["a.json", "b.json"])["complete"] is True
     assert rep.merge([_part(1), _part(5)], ["a.json", "b.json"])["complete"] is False  # draws 3 and 4 missing
     for bad, why in (

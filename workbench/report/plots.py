@@ -10,7 +10,6 @@ import io
 from typing import Any
 
 
-
 def _subplots(**kwargs: Any) -> tuple[Any, Any]:
     """``plt.subplots`` on the Agg backend (matplotlib imported here, once)."""
     import matplotlib
