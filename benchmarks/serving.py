@@ -222,12 +222,42 @@ def measure(
     }
 
 
+def serving_record(
+    args: argparse.Namespace,
+    argv: list[str] | None,
+    eval_set: Any,
+    load_before: Any,
+    before: MachineCpu,
+    results: list[dict[str, Any]],
+    complete: bool,
+) -> dict[str, Any]:
+    """The results JSON of the models measured so far (``complete``: every model asked for is in it)."""
+    from workbench.backends.devices import device_of
+    from workbench.evaluate.machine import machine_info, package_versions
+
+    return {
+        "benchmark": "serving",
+        "command": "python benchmarks/serving.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "complete": complete,
+        "backend": args.backend,
+        "device": device_of(args.backend),
+        "eval_set": eval_set,
+        "cpu_flags": cpu_flags(),
+        "load_average_before": load_before,
+        "load_average_after": load_averages(),
+        "other_processes_cores": round(MachineCpu.now(include_self=True).foreign_cores(before), 3),
+        "machine": machine_info(),
+        "packages": package_versions(),
+        "python": platform.python_version(),
+        "pid": os.getpid(),
+        "results": results,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     from workbench.artifacts import strict_json, write_text_atomic
-    from workbench.backends.devices import device_of
     from workbench.backends.factory import check_backend
-    from workbench.evaluate.machine import machine_info, package_versions
 
     check_backend(args.backend)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -235,27 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_averages()
     before = MachineCpu.now(include_self=True)
     models = ["candidates"] if args.candidate else args.models
-    results = [measure(args, name, clips, references) for name in models]
-    others = MachineCpu.now(include_self=True).foreign_cores(before)
-    out = {
-        "benchmark": "serving",
-        "command": "python benchmarks/serving.py " + " ".join(sys.argv[1:] if argv is None else argv),
-        "backend": args.backend,
-        "device": device_of(args.backend),
-        "eval_set": eval_set,
-        "cpu_flags": cpu_flags(),
-        "load_average_before": load_before,
-        "load_average_after": load_averages(),
-        "other_processes_cores": round(others, 3),
-        "machine": machine_info(),
-        "packages": package_versions(),
-        "python": platform.python_version(),
-        "pid": os.getpid(),
-        "results": results,
-    }
     path = args.out or HERE / "results" / f"serving_{args.backend.replace('-', '_')}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, strict_json(out, indent=2, default=str) + "\n")
+    results: list[dict[str, Any]] = []
+    for name in models:  # the record is rewritten after each model: a run stopped by a time limit keeps them
+        results.append(measure(args, name, clips, references))
+        out = serving_record(args, argv, eval_set, load_before, before, results, len(results) == len(models))
+        write_text_atomic(path, strict_json(out, indent=2, default=str) + "\n")
+    others = out["other_processes_cores"]
     print(
         f"{'model':<10} {'candidate':<14} {'1 req ms':>8} {'load s':>6} {'peak MB':>7} "
         f"{'capacity QPS median [min, max]':>32} {'dWER pts':>8}"

@@ -26,4 +26,4 @@ LIBS=$(ls -d "$NV"/nvidia/*/lib 2>/dev/null | tr '\n' ':')
 export LD_LIBRARY_PATH=${LIBS}${LD_LIBRARY_PATH:-} PYTHONPATH=$SITE:$PWD PYTHONUNBUFFERED=1
 python3 -c 'import onnxruntime as o; print("onnxruntime", o.__version__, o.__file__, o.get_available_providers())'
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-python3 benchmarks/serving.py --backend ort-cuda "$@"
+python3 benchmarks/serving.py --backend ort-cuda "$@" 2>&1 | tee -a "${OUT:-/tmp}/serving_gpu.log"  # the log comes back from $OUT even when a time limit stops the run
