@@ -84,6 +84,11 @@ def test_unlabelled_gates_from_a_toml_table(tmp_path) -> None:
     path.write_text("max_wer_delta_points = 0.5\n[unlabelled]\nmax_disagreement = 3.0\nmax_wer_bound = 4.0\n")
     gates = load_gate_config(path)
     assert (gates.unlabelled_max_disagreement, gates.unlabelled_max_wer_bound, gates.max_wer_delta_points) == (3.0, 4.0, 0.5)  # fmt: skip
+    path.write_text("[unlabelled]\nshift_margin = 0\n")  # a setting, not a gate: 0 is allowed
+    assert load_gate_config(path).unlabelled_shift_margin == 0
+    path.write_text("[unlabelled]\nshift_margin = -0.5\n")
+    with pytest.raises(WorkbenchError, match="shift_margin"):
+        load_gate_config(path)
     path.write_text("[unlabelled]\nmax_disagrement = 3.0\n")
     with pytest.raises(WorkbenchError, match="max_disagrement"):
         load_gate_config(path)
@@ -119,7 +124,8 @@ def demo_signoff(tiny_sets, tmp_path_factory):
     again = import_set(
         source, ImportConfig("eval-audio", role="unlabelled", workers=1), "t", work / "sets", False
     )
-    gates = GateConfig(max_wer_delta_points=100.0, max_condition_wer_delta_points=100.0, unlabelled_max_disagreement=0.01)  # fmt: skip
+    # margin 0 (the gate file's shift_margin): the same audio must still not flag
+    gates = GateConfig(max_wer_delta_points=100.0, max_condition_wer_delta_points=100.0, unlabelled_max_disagreement=0.01, unlabelled_shift_margin=0.0)  # fmt: skip
     import workbench.jobs.label_free as job
 
     loads: list[str] = []
@@ -177,8 +183,12 @@ def test_the_same_audio_unlabelled_agrees_as_the_labelled_set_and_is_not_flagged
             delta = result.record["accuracy"]["candidates"][name]["overall"]["delta"]["estimate"]
             assert est["estimate"] == pytest.approx(delta)
     assert here["beyond_labelled"] == []
+    assert (
+        "the gate file's shift_margin" in section["shift_rule"]
+        and "above 0 % of FP32's words" in section["shift_rule"]
+    )
     for test in here["shift_tests"].values():  # the same audio: a difference of zero, inside its interval
-        assert test["difference"]["estimate"] == 0.0 and not test["beyond"]
+        assert test["margin"] == 0.0 and test["difference"]["estimate"] == 0.0 and not test["beyond"]
         assert test["difference"]["low"] <= 0.0 <= test["difference"]["high"]
     cov = here["coverage"]
     assert cov["tensors"] > 0 and all(0.0 <= m["share"] <= 1.0 for m in cov["top"])

@@ -48,6 +48,8 @@ class GateConfig:
     # the bound on the WER delta on every --unlabelled-set, percentage points (``workbench.jobs.label_free``)
     unlabelled_max_disagreement: float | None = None
     unlabelled_max_wer_bound: float | None = None
+    # the shift check's margin, percentage points (None: ``LabelFreeDefaults.shift_margin``); 0 suits large sets
+    unlabelled_shift_margin: float | None = None
 
     def __post_init__(self) -> None:
         check_gate_values({k: v for k, v in asdict(self).items() if k != "serving"}, Where("gates", FIX))

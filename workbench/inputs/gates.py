@@ -4,7 +4,8 @@ WER limits are finite numbers > 0 (percentage points); ``max_latency_ms`` is one
 ``latency_batch`` an integer >= 1; ``latency_percentile`` one of p50, p90, p99. Unknown keys are errors
 (a typo would otherwise silently leave a gate at its default). The label-free gates sit in an ``unlabelled``
 table (TOML ``[unlabelled]``, JSON ``"unlabelled": {...}``): ``max_disagreement`` and ``max_wer_bound``, finite
-numbers > 0 in percentage points, judged on every ``--unlabelled-set`` (``workbench.jobs.label_free``).
+numbers > 0 in percentage points, judged on every ``--unlabelled-set`` (``workbench.jobs.label_free``), and
+``shift_margin``, a finite number >= 0 in percentage points: the shift check's margin in place of the default.
 """
 
 from __future__ import annotations
@@ -24,15 +25,24 @@ FIX = (
 )
 
 UNLABELLED_GATES = ("max_disagreement", "max_wer_bound")
+UNLABELLED_SETTINGS = ("shift_margin",)  # not a gate: the shift check's margin (percentage points, may be 0)
 
 
 def _unlabelled_table(value: Any, where: Where) -> dict[str, Any]:
     table = shape.mapping(value, where)
-    shape.only_keys(table, UNLABELLED_GATES, where)
+    shape.only_keys(table, (*UNLABELLED_GATES, *UNLABELLED_SETTINGS), where)
     for key in UNLABELLED_GATES:
         if key in table:
             shape.finite_number(table[key], where.key(key), positive=True)
+    if "shift_margin" in table:
+        _margin_points(table["shift_margin"], where.key("shift_margin"))
     return table
+
+
+def _margin_points(v: Any, w: Where) -> Any:
+    if v is not None and shape.finite_number(v, w) < 0:
+        raise w.fail(f"must be a finite number >= 0 (percentage points), found {v}")
+    return v
 
 
 def _optional_points(v: Any, w: Where) -> Any:
@@ -43,6 +53,7 @@ _CHECKS: dict[str, Callable[[Any, Where], Any]] = {
     "unlabelled": _unlabelled_table,
     "unlabelled_max_disagreement": _optional_points,
     "unlabelled_max_wer_bound": _optional_points,
+    "unlabelled_shift_margin": _margin_points,
     "max_wer_delta_points": lambda v, w: shape.finite_number(v, w, positive=True),
     "max_condition_wer_delta_points": lambda v, w: shape.finite_number(v, w, positive=True),
     "max_latency_ms": _optional_points,

@@ -8,7 +8,8 @@ the evaluation set, and measures the coverage of the calibrated ranges on it (``
 The shift check (``shift_test``): a candidate's disagreement on the unlabelled audio is *beyond* its disagreement on
 the labelled evaluation set when the lower end of the bootstrap interval of the difference (unlabelled minus
 labelled, at the sign-off's level, each set's speakers resampled on their own since they are different speakers) is
-above ``LABEL_FREE.shift_margin``, so a difference inside the noise does not flag; coverage *moved* when a calibrated tensor left its range (``CoverageRule``). Either way the check says so in
+above the margin (``LABEL_FREE.shift_margin``, or the gate file's ``[unlabelled] shift_margin``), so a difference
+inside the noise does not flag; coverage *moved* when a calibrated tensor left its range (``CoverageRule``). Either way the check says so in
 one line per set that names what to do: calibrate with this audio and keep the layers of the tensors that left
 their range in FP16 (coverage moved), or add transcribed audio like it to the evaluation sets (disagreement beyond,
 ranges covered). The gates ``[unlabelled] max_disagreement`` and ``max_wer_bound`` (percentage points, upper
@@ -197,12 +198,21 @@ class LabelFreeSection:
         }
 
 
-SHIFT_RULE = (
-    "beyond: the lower end of the bootstrap interval of a candidate's disagreement on the unlabelled audio minus its "
-    "disagreement on the labelled evaluation set (each set's speakers resampled independently) is above "
-    f"{LABEL_FREE.shift_margin * 100:g} % of FP32's words; coverage moved: a calibrated tensor's share of values beyond its "
-    f"range is at least {LABEL_FREE.coverage.min_share * 100:.2f} % and {LABEL_FREE.coverage.factor:g}x its share on the calibration set"
-)
+def shift_rule(margin: float = LABEL_FREE.shift_margin) -> str:
+    """The shift check's rule in words, with the margin it ran at."""
+    return (
+        "beyond: the lower end of the bootstrap interval of a candidate's disagreement on the unlabelled audio minus "
+        "its disagreement on the labelled evaluation set (each set's speakers resampled independently) is above "
+        f"{margin * 100:g} % of FP32's words"
+        + (
+            ""
+            if margin == LABEL_FREE.shift_margin
+            else f" (the gate file's shift_margin; the default is {LABEL_FREE.shift_margin * 100:g} %)"
+        )
+        + f"; coverage moved: a calibrated tensor's share of values beyond its range is at least "
+        f"{LABEL_FREE.coverage.min_share * 100:.2f} % and {LABEL_FREE.coverage.factor:g}x its share on the "
+        "calibration set"
+    )
 
 
 def _pct(x: float | None) -> str:
@@ -300,6 +310,7 @@ def label_free(
     batch: int = 1,
     resamples: int = 2000,
     seed: int = 0,
+    shift_margin: float = LABEL_FREE.shift_margin,
 ) -> LabelFreeSection:
     """Score every candidate (``names``, the FP32 baseline first, run by ``runners``) against FP32 on every unlabelled
     set, with the labelled evaluation set's agreement as the reference, FP32's confidence and the coverage of the
@@ -377,7 +388,14 @@ def label_free(
             )
         del audios
         tests = {
-            n: shift_test(c, labelled.candidates[n], level=accuracy.level, resamples=resamples, seed=seed)
+            n: shift_test(
+                c,
+                labelled.candidates[n],
+                level=accuracy.level,
+                resamples=resamples,
+                seed=seed,
+                margin=shift_margin,
+            )
             for n, c in here.candidates.items()
             if n in labelled.candidates
         }
@@ -403,4 +421,4 @@ def label_free(
                 tests,
             )
         )
-    return LabelFreeSection(labelled, checks, SHIFT_RULE)
+    return LabelFreeSection(labelled, checks, shift_rule(shift_margin))

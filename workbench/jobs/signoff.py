@@ -55,6 +55,7 @@ from workbench.config import (
     DEFAULT_TARGET,
     EVIDENCE,
     FP16_GUARD,
+    LABEL_FREE,
     MIN_RESAMPLES,
     ORT_CPU_WEIGHTS,
     OUTSIDE_PROFILE_DEFAULT,
@@ -756,6 +757,9 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
             batch=batch,
             resamples=inputs.resamples,
             seed=inputs.seed,
+            shift_margin=LABEL_FREE.shift_margin
+            if inputs.gates.unlabelled_shift_margin is None
+            else inputs.gates.unlabelled_shift_margin / 100,
         )
         gate_checks(unlabelled, inputs.gates, verdicts)
     held = add_evidence_checks(verdicts, accuracy, utts, inputs.evidence)
