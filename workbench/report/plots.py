@@ -1,7 +1,7 @@
 """Report figures drawn with matplotlib (Agg) and returned as base64 PNG strings for embedding.
 
-matplotlib is imported on the first figure, not with the module: every verb's parser reaches this module, and the
-import costs a fraction of a second of each command's start."""
+matplotlib is imported on the first figure, not with the module: verbs that draw nothing import the report package,
+and matplotlib would cost a fraction of a second of their start."""
 
 from __future__ import annotations
 
