@@ -198,15 +198,16 @@ class LabelFreeSection:
         }
 
 
-def shift_rule(margin: float = LABEL_FREE.shift_margin) -> str:
-    """The shift check's rule in words, with the margin it ran at."""
+def shift_rule(margin: float | None = None) -> str:
+    """The shift check's rule in words, with the margin it ran at (None: the default; a number: the gate file's)."""
+    at = LABEL_FREE.shift_margin if margin is None else margin
     return (
         "beyond: the lower end of the bootstrap interval of a candidate's disagreement on the unlabelled audio minus "
         "its disagreement on the labelled evaluation set (each set's speakers resampled independently) is above "
-        f"{margin * 100:g} % of FP32's words"
+        f"{at * 100:g} % of FP32's words"
         + (
             ""
-            if margin == LABEL_FREE.shift_margin
+            if margin is None
             else f" (the gate file's shift_margin; the default is {LABEL_FREE.shift_margin * 100:g} %)"
         )
         + f"; coverage moved: a calibrated tensor's share of values beyond its range is at least "
@@ -310,11 +311,12 @@ def label_free(
     batch: int = 1,
     resamples: int = 2000,
     seed: int = 0,
-    shift_margin: float = LABEL_FREE.shift_margin,
+    shift_margin: float | None = None,
 ) -> LabelFreeSection:
     """Score every candidate (``names``, the FP32 baseline first, run by ``runners``) against FP32 on every unlabelled
     set, with the labelled evaluation set's agreement as the reference, FP32's confidence and the coverage of the
-    calibrated ranges (``amax`` of the cache on ``fp32_onnx``; None or no ``calib_set``: not measured, said so)."""
+    calibrated ranges (``amax`` of the cache on ``fp32_onnx``; None or no ``calib_set``: not measured, said so).
+    ``shift_margin``: the gate file's margin of the shift check, a fraction of FP32's words (None: the default)."""
     baseline = names[0]
     scoring = Scoring.for_model(model)
     # the labelled reference: disagreement on the evaluation set, FP32's confidence on a sample of it
@@ -394,7 +396,7 @@ def label_free(
                 level=accuracy.level,
                 resamples=resamples,
                 seed=seed,
-                margin=shift_margin,
+                margin=LABEL_FREE.shift_margin if shift_margin is None else shift_margin,
             )
             for n, c in here.candidates.items()
             if n in labelled.candidates

@@ -55,7 +55,6 @@ from workbench.config import (
     DEFAULT_TARGET,
     EVIDENCE,
     FP16_GUARD,
-    LABEL_FREE,
     MIN_RESAMPLES,
     ORT_CPU_WEIGHTS,
     OUTSIDE_PROFILE_DEFAULT,
@@ -757,7 +756,7 @@ def run(inputs: SignoffInputs, memo: SignoffMemo | None = None) -> SignoffResult
             batch=batch,
             resamples=inputs.resamples,
             seed=inputs.seed,
-            shift_margin=LABEL_FREE.shift_margin
+            shift_margin=None
             if inputs.gates.unlabelled_shift_margin is None
             else inputs.gates.unlabelled_shift_margin / 100,
         )
