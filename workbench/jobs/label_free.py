@@ -319,6 +319,7 @@ def label_free(
     ``shift_margin``: the gate file's margin of the shift check, a fraction of FP32's words (None: the default)."""
     baseline = names[0]
     scoring = Scoring.for_model(model)
+    margin = LABEL_FREE.shift_margin if shift_margin is None else shift_margin
     # the labelled reference: disagreement on the evaluation set, FP32's confidence on a sample of it
     sample = check_sample(len(eval_utts), LABEL_FREE.coverage_calib_clips)
     _, eval_conf = _confidence(
@@ -396,7 +397,7 @@ def label_free(
                 level=accuracy.level,
                 resamples=resamples,
                 seed=seed,
-                margin=LABEL_FREE.shift_margin if shift_margin is None else shift_margin,
+                margin=margin,
             )
             for n, c in here.candidates.items()
             if n in labelled.candidates
