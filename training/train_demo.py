@@ -21,6 +21,15 @@ import torch
 import torch.nn.functional as F
 
 from training.channels import reverberate, speed_perturb, telephone_band
+from training.longform import (
+    Item,
+    LongFormRecipe,
+    item_audio,
+    item_text,
+    make_items,
+    single,
+    validation_items,
+)
 from training.synth_data import DataSpec, generate
 from workbench.model.vocab import VOCAB, decode_ids, encode_text
 
@@ -82,17 +91,18 @@ def make_batches(
 
 
 def collate(
-    data: dict, idx: np.ndarray, device: torch.device
+    data: dict, items: list[Item], device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
-    offs = data["offsets"]
-    lens = [int(offs[i + 1] - offs[i]) for i in idx]
-    x = np.zeros((len(idx), max(lens)), dtype=np.float32)
-    for row, i in enumerate(idx):
-        x[row, : lens[row]] = data["audio"][offs[i] : offs[i + 1]] / 32768.0
+    """A padded batch of items (single clips or joined long ones), their lengths and reference texts."""
+    waves = [item_audio(data["audio"], data["offsets"], item) for item in items]
+    lens = [len(w) for w in waves]
+    x = np.zeros((len(items), max(lens)), dtype=np.float32)
+    for row, wave in enumerate(waves):
+        x[row, : lens[row]] = wave
     return (
         torch.from_numpy(x).to(device),
         torch.tensor(lens, device=device),
-        [str(data["texts"][i]) for i in idx],
+        [item_text(data["texts"], item) for item in items],
     )
 
 
@@ -175,12 +185,18 @@ def wer_cer(refs: list[str], hyps: list[str]) -> tuple[float, float]:
 
 
 @torch.no_grad()
-def validate(model, data: dict, device: torch.device) -> tuple[float, float, list[tuple[str, str]]]:
+def validate(
+    model, data: dict, device: torch.device, items: list[Item] | None = None
+) -> tuple[float, float, list[tuple[str, str]]]:
+    """Greedy WER and CER over ``items`` (default: every validation utterance alone), 32 to a batch by length."""
     model.eval()
     lengths = np.diff(data["offsets"])
+    items = items if items is not None else [single(i) for i in range(len(lengths))]
+    item_lengths = np.array([item.samples(lengths) for item in items])
+    per_batch = 32 if item_lengths.max() <= 10 * 16000 else 8
     refs, hyps = [], []
-    for idx in np.array_split(np.argsort(lengths), max(1, len(lengths) // 32)):
-        x, lens, texts = collate(data, idx, device)
+    for idx in np.array_split(np.argsort(item_lengths), max(1, len(items) // per_batch)):
+        x, lens, texts = collate(data, [items[i] for i in idx], device)
         mask = (torch.arange(x.shape[1], device=device)[None, :] < lens[:, None]).float()
         logits = model(normalise_padded(x, lens, mask)).logits
         out_lens = model._get_feat_extract_output_lengths(lens)
@@ -269,6 +285,9 @@ def main() -> None:
     val = load_data(args.state_dir, cfg, args.workers, "eval", dcfg["val_utterances"], tcfg["seed"] + 1)
     lengths = np.diff(train["offsets"])
     log(f"data: {len(lengths)} train utts ({lengths.sum() / 16000 / 3600:.2f} h), {len(val['texts'])} val")
+    recipe = LongFormRecipe.from_config(dcfg)
+    val_lengths = np.diff(val["offsets"])
+    val_long = validation_items(len(val_lengths), val_lengths) if recipe.share > 0 else None
 
     from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
 
@@ -302,12 +321,14 @@ def main() -> None:
     done = False
     while not done:
         rng = np.random.default_rng(tcfg["seed"] * 1000 + epoch)
-        for idx in make_batches(lengths, int(tcfg["batch_seconds"] * 16000), tcfg["max_batch"], rng):
+        items = make_items(train["speakers"], lengths, recipe, rng)
+        item_lengths = np.array([item.samples(lengths) for item in items])
+        for idx in make_batches(item_lengths, int(tcfg["batch_seconds"] * 16000), tcfg["max_batch"], rng):
             if time.time() - T0 > args.deadline_s or elapsed >= tcfg["total_train_s"]:
                 done = True
                 break
             t_step = time.time()
-            x, lens, texts = collate(train, idx, device)
+            x, lens, texts = collate(train, [items[i] for i in idx], device)
             if dcfg.get("speed_share", 0.0) > 0 and float(torch.rand(1)) < dcfg["speed_share"]:
                 x, lens = speed_perturb(x, lens, float(torch.empty(1).uniform_(*dcfg["speed_range"])))
             x = augment(x, lens, dcfg, gen)
@@ -336,8 +357,12 @@ def main() -> None:
                 )
             if time.time() - last_val > 120:
                 w, c, ex = validate(model, val, device)
-                history.append({"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c})
-                log(f"VAL step {step}: WER {w:.3f} CER {c:.3f} e.g. {ex[0]}")
+                record = {"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c}
+                if val_long is not None:
+                    record["val_long_wer"] = validate(model, val, device, val_long)[0]
+                history.append(record)
+                long_note = f" long {record['val_long_wer']:.3f}" if val_long is not None else ""
+                log(f"VAL step {step}: WER {w:.3f} CER {c:.3f}{long_note} e.g. {ex[0]}")
                 last_val = time.time()
             if time.time() - last_ckpt > 90:
                 save_checkpoint(ckpt, model, opt, step, elapsed, epoch, history)
@@ -345,8 +370,13 @@ def main() -> None:
         else:
             epoch += 1
     w, c, ex = validate(model, val, device)
-    history.append({"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c, "end_of_call": True})
-    log(f"FINAL step {step}: val WER {w:.3f} CER {c:.3f}; examples {ex}")
+    final = {"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c, "end_of_call": True}
+    if val_long is not None:
+        final["val_long_wer"] = validate(model, val, device, val_long)[0]
+    history.append(final)
+    log(
+        f"FINAL step {step}: val WER {w:.3f} CER {c:.3f} long {final.get('val_long_wer', float('nan')):.3f}; examples {ex}"
+    )
     save_checkpoint(ckpt, model, opt, step, elapsed, epoch, history)
     meta = {
         "steps": step,
