@@ -205,7 +205,9 @@ def shift_rule(margin: float | None = None, eval_clips: int | None = None) -> st
     small, large, size = LABEL_FREE.shift_margin, LABEL_FREE.shift_margin_large, LABEL_FREE.large_eval_clips
     default = LABEL_FREE.default_shift_margin(eval_clips) if eval_clips is not None else small
     at = default if margin is None else margin
-    defaults = f"{large * 100:g} % with {size} or more labelled evaluation clips, {small * 100:g} % with fewer"
+    defaults = (
+        f"{large * 100:g} % with {size} or more labelled evaluation clips, {small * 100:g} % with fewer"
+    )
     if margin is not None:
         origin = f" (the gate file's shift_margin; the default is {defaults})"
     elif eval_clips is not None:
