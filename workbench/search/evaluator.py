@@ -226,6 +226,7 @@ class DevEvaluator:
         transcriber: Callable[[PrecisionPlan, Sequence[int]], list[str]] | None = None,
         futility: float = 0.0,
         transcripts: TranscriptCache | None = None,
+        against_fp32: bool = False,
     ) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
@@ -275,6 +276,11 @@ class DevEvaluator:
         self.progress = progress
         self.count = 0
         self.baseline_texts, self.baseline_seconds = self._transcribe_blocks(PrecisionPlan(BASELINE))
+        # ``against_fp32``: FP32's own transcripts are the references (audio without labels), so a plan's "WER" is its
+        # disagreement with FP32 and FP32's is 0 (``workbench.search.disagreement``)
+        self.against_fp32 = against_fp32
+        if against_fp32:
+            self.utterances = [replace(u, text=t) for u, t in zip(self.utterances, self.baseline_texts)]
         self.baseline = self._score(
             PrecisionPlan(BASELINE), self.baseline_texts, self.baseline_seconds, count=False
         )
