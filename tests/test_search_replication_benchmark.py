@@ -172,3 +172,30 @@ def test_runs_of_other_draws_merge_into_one_result_and_mismatches_are_refused(tm
     paths[1].write_text(json.dumps(_part(3)))
     assert rep.main(["--merge", *map(str, paths), "--out", str(out)]) == 0
     assert len(json.loads(out.read_text())["draws"]) == 4
+
+
+def test_the_disagreement_rule_is_recorded_and_its_settings_must_agree_to_merge() -> None:
+    rep = load_benchmark("search_replication.py", "search_replication_bench")
+    assert rep._criterion({"dev_criterion": {"criterion": "wer"}}) == {"criterion": "wer"}
+    assert rep._criterion({}) == {"criterion": "wer"}  # a record made before the criterion was recorded
+    budget = {"max_disagreement_points": 1.5, "source": "given", "calibration": None}
+    record = {
+        "dev_criterion": {
+            "criterion": "disagreement",
+            "budget": budget,
+            "unlabelled_dev_set": {"utterances": 9},
+        }
+    }
+    assert rep._criterion(record) == {
+        "criterion": "disagreement",
+        "budget": budget,
+        "unlabelled_utterances": 9,
+    }
+    base = _part(1, rules=("as-read", "disagreement"))
+    base["settings"]["unlabelled_factor"] = 4
+    other = _part(3, rules=("as-read", "disagreement"))
+    other["settings"]["unlabelled_factor"] = 2
+    with pytest.raises(ValueError, match="unlabelled_factor 2 differs from 4"):
+        rep.merge([base, other], ["a.json", "b.json"])
+    other["settings"]["unlabelled_factor"] = 4
+    assert rep.merge([base, other], ["a.json", "b.json"])["complete"] is True
