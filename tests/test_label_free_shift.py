@@ -11,7 +11,7 @@ import numpy as np
 
 from workbench.config import LABEL_FREE
 from workbench.evaluate.agreement import CandidateAgreement, agreement
-from workbench.jobs.label_free import shift_test
+from workbench.jobs.label_free import shift_rule, shift_test
 
 WORDS = ["ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE", "TEN"]
 
@@ -62,3 +62,13 @@ def test_a_margin_raises_the_bar() -> None:
     labelled = _set(0.02, 30, 4, seed=1, prefix="l")
     shifted = _set(0.05, 30, 4, seed=2, prefix="u")
     assert not shift_test(shifted, labelled, resamples=1000, seed=0, margin=0.2).beyond
+
+
+def test_the_default_margin_is_zero_for_a_large_labelled_set_and_one_point_for_a_small_one() -> None:
+    large = LABEL_FREE.large_eval_clips
+    assert LABEL_FREE.default_shift_margin(large) == LABEL_FREE.shift_margin_large == 0.0
+    assert LABEL_FREE.default_shift_margin(large - 1) == LABEL_FREE.shift_margin == 0.01
+    # the rule says which margin ran and why: the default for this set's size, or the gate file's
+    assert "above 0 % of FP32's words (the default for 900 labelled evaluation clips" in shift_rule(None, 900)
+    assert "above 1 % of FP32's words (the default for 240 labelled evaluation clips" in shift_rule(None, 240)
+    assert "above 0.5 % of FP32's words (the gate file's shift_margin" in shift_rule(0.005, 240)

@@ -8,7 +8,8 @@ the evaluation set, and measures the coverage of the calibrated ranges on it (``
 The shift check (``shift_test``): a candidate's disagreement on the unlabelled audio is *beyond* its disagreement on
 the labelled evaluation set when the lower end of the bootstrap interval of the difference (unlabelled minus
 labelled, at the sign-off's level, each set's speakers resampled on their own since they are different speakers) is
-above the margin (``LABEL_FREE.shift_margin``, or the gate file's ``[unlabelled] shift_margin``), so a difference
+above the margin (the gate file's ``[unlabelled] shift_margin``, else ``LABEL_FREE.default_shift_margin``: 0 with a
+large labelled evaluation set, 1 point with a small one), so a difference
 inside the noise does not flag; coverage *moved* when a calibrated tensor left its range (``CoverageRule``). Either way the check says so in
 one line per set that names what to do: calibrate with this audio and keep the layers of the tensors that left
 their range in FP16 (coverage moved), or add transcribed audio like it to the evaluation sets (disagreement beyond,
@@ -198,18 +199,24 @@ class LabelFreeSection:
         }
 
 
-def shift_rule(margin: float | None = None) -> str:
-    """The shift check's rule in words, with the margin it ran at (None: the default; a number: the gate file's)."""
-    at = LABEL_FREE.shift_margin if margin is None else margin
+def shift_rule(margin: float | None = None, eval_clips: int | None = None) -> str:
+    """The shift check's rule in words, with the margin it ran at: the gate file's (``margin``), else the default for
+    a labelled evaluation set of ``eval_clips`` clips (None: the small sets' default)."""
+    small, large, size = LABEL_FREE.shift_margin, LABEL_FREE.shift_margin_large, LABEL_FREE.large_eval_clips
+    default = LABEL_FREE.default_shift_margin(eval_clips) if eval_clips is not None else small
+    at = default if margin is None else margin
+    defaults = f"{large * 100:g} % with {size} or more labelled evaluation clips, {small * 100:g} % with fewer"
+    if margin is not None:
+        origin = f" (the gate file's shift_margin; the default is {defaults})"
+    elif eval_clips is not None:
+        origin = f" (the default for {eval_clips} labelled evaluation clips: {defaults})"
+    else:
+        origin = ""
     return (
         "beyond: the lower end of the bootstrap interval of a candidate's disagreement on the unlabelled audio minus "
         "its disagreement on the labelled evaluation set (each set's speakers resampled independently) is above "
         f"{at * 100:g} % of FP32's words"
-        + (
-            ""
-            if margin is None
-            else f" (the gate file's shift_margin; the default is {LABEL_FREE.shift_margin * 100:g} %)"
-        )
+        + origin
         + f"; coverage moved: a calibrated tensor's share of values beyond its range is at least "
         f"{LABEL_FREE.coverage.min_share * 100:.2f} % and {LABEL_FREE.coverage.factor:g}x its share on the "
         "calibration set"
@@ -316,10 +323,11 @@ def label_free(
     """Score every candidate (``names``, the FP32 baseline first, run by ``runners``) against FP32 on every unlabelled
     set, with the labelled evaluation set's agreement as the reference, FP32's confidence and the coverage of the
     calibrated ranges (``amax`` of the cache on ``fp32_onnx``; None or no ``calib_set``: not measured, said so).
-    ``shift_margin``: the gate file's margin of the shift check, a fraction of FP32's words (None: the default)."""
+    ``shift_margin``: the gate file's margin of the shift check, a fraction of FP32's words (None: the default for the
+    evaluation set's size, ``LabelFreeDefaults.default_shift_margin``)."""
     baseline = names[0]
     scoring = Scoring.for_model(model)
-    margin = LABEL_FREE.shift_margin if shift_margin is None else shift_margin
+    margin = LABEL_FREE.default_shift_margin(len(eval_utts)) if shift_margin is None else shift_margin
     # the labelled reference: disagreement on the evaluation set, FP32's confidence on a sample of it
     sample = check_sample(len(eval_utts), LABEL_FREE.coverage_calib_clips)
     _, eval_conf = _confidence(
@@ -424,4 +432,4 @@ def label_free(
                 tests,
             )
         )
-    return LabelFreeSection(labelled, checks, shift_rule(shift_margin))
+    return LabelFreeSection(labelled, checks, shift_rule(shift_margin, len(eval_utts)))
