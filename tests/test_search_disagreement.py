@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from tests import test_transcript_reuse
 from workbench.errors import WorkbenchError
 from workbench.evaluate.accuracy import GroupScore
 from workbench.evaluate.bootstrap import Interval
@@ -16,6 +17,8 @@ from workbench.evaluate.gates import GateConfig
 from workbench.quantize.plan import PrecisionPlan
 from workbench.search import disagreement
 from workbench.search.evaluator import Evaluation
+
+planted = test_transcript_reuse.planted  # the planted tiny model's fixture, shared
 
 GATES = GateConfig(max_wer_delta_points=0.3, max_condition_wer_delta_points=1.0)
 
@@ -95,6 +98,45 @@ def test_options_of_the_other_criterion_are_refused(kwargs, message) -> None:
             confirm=given["confirm"],
             ray=given["ray"],
         )
+
+
+def test_fp32_as_the_reference_reads_as_its_transcripts_given_as_labels(planted) -> None:
+    """``against_fp32``: clips without transcripts read exactly as the same clips labelled with FP32's transcripts
+    (real ONNX Runtime, the planted tiny model of ``tests.test_transcript_reuse``); calibrated on such labels, every
+    plan's WER delta is its disagreement, so the ratio is 1 and the budget is the gates."""
+    from dataclasses import replace
+
+    _plans, _reading = test_transcript_reuse._plans, test_transcript_reuse._reading
+    from workbench.search.evaluator import DevEvaluator
+    from workbench.speech.records import Clip
+
+    prepared, model, variants, dev = planted
+    unlabelled = [Clip(replace(c.utterance, text=""), c.audio) for c in dev]
+
+    def evaluator(clips, against_fp32: bool, blocks: int = 1) -> DevEvaluator:
+        return DevEvaluator(
+            variants,
+            clips,
+            GATES,
+            resamples=200,
+            progress=False,
+            model=prepared.description,
+            blocks=blocks,
+            against_fp32=against_fp32,
+        )
+
+    fp32_read = disagreement.require_words(evaluator(unlabelled, True), "u")
+    labelled = evaluator(dev, False)
+    assert fp32_read.baseline.overall.wer.estimate == 0.0
+    assert fp32_read.baseline.overall.reference_words == labelled.baseline.overall.reference_words > 0
+    readings = [_reading(fp32_read.evaluate(p)) for p in _plans(model)]
+    assert readings == [_reading(labelled.evaluate(p)) for p in _plans(model)]
+    assert len({str(r["delta"]) for r in readings}) > 1  # the plans disagree with FP32 by different amounts
+    everywhere = PrecisionPlan("int8", "int8")
+    budget = disagreement.calibrate(lambda against: evaluator(dev, against), everywhere, GATES, "tiny")
+    assert budget.calibration is not None and budget.calibration["ratio"] == pytest.approx(1.0)
+    assert budget.overall == pytest.approx(GATES.max_wer_delta_points)
+    assert budget.condition == pytest.approx(GATES.max_condition_wer_delta_points)
 
 
 def test_the_cli_refuses_bad_criterion_input_in_one_line_before_any_model_work(
