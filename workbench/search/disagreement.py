@@ -54,8 +54,9 @@ ASSUMPTION = (
     "which the ratio is measured on, carries the most damaging changes); nothing guarantees it"
 )
 SCORED_AGAINST = (
-    "FP32's transcripts of the unlabelled dev set: every candidate's wer and delta in this record are its "
-    "disagreement with FP32 (fractions of FP32's words; FP32's own is 0), judged_delta_high in points of FP32's words"
+    "FP32's transcripts of the unlabelled dev set: every candidate's wer and delta in this record (and the CSV's wer "
+    "columns) are its disagreement with FP32 (fractions of FP32's words; FP32's own is 0), judged_delta_high and "
+    "budget.judged_against in points of FP32's words"
 )
 
 
