@@ -224,21 +224,28 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
     transcripts = TranscriptCache()
     for rule in args["rules"]:
         started, cpu_started, shared = time.perf_counter(), cpu_seconds(), transcripts.counts()
-        criterion: dict[str, Any] = {"selection": rule}
+        # the labelled dev set: the first dev_per_condition per condition of the draw's dev set when it is built larger
+        criterion: dict[str, Any] = {
+            "selection": rule,
+            "dev_set": str(built.dev.path),
+            "dev_per_condition": args["dev_per_condition"] if unlabelled is not None else None,
+        }
         if rule == "disagreement" and unlabelled is not None:
+            given = args.get("max_disagreement")
             criterion = {
                 "selection": "as-read",
                 "dev_criterion": "disagreement",
                 "unlabelled_dev_set": str(unlabelled.path),
-                "max_disagreement": args.get("max_disagreement"),
+                "max_disagreement": given,
+                # a given budget reads no labelled dev set; a calibrated one is made on it
+                "dev_set": None if given is not None else criterion["dev_set"],
+                "dev_per_condition": None if given is not None else criterion["dev_per_condition"],
             }
         result = search.run(
             search.SearchInputs(
                 **_analysis(base),
                 gates=gates,
                 signoff_set=str(built.eval.path),
-                dev_set=str(built.dev.path),
-                dev_per_condition=args["dev_per_condition"] if unlabelled is not None else None,
                 sensitivity=Path(base["sensitivity"]),
                 refine=0,
                 finer=0 if args["quick"] else DEMO_FINER,

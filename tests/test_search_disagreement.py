@@ -193,12 +193,25 @@ def test_the_cli_refuses_bad_criterion_input_in_one_line_before_any_model_work(
             "--unlabelled-dev-set prod-u is the calibration set",
         ),
     ]  # fmt: skip
+    cases.append(
+        (
+            [*dis, "--unlabelled-dev-set", "prod-u", "--dev-set", "unit-calib", "--max-disagreement", "2"],
+            "--dev-set name the labelled dev set .* drop one or the other",
+        )
+    )
     for extra, match in cases:
         assert main([*base, *extra]) == 1, extra
         err = capsys.readouterr().err
         assert err.startswith("error: ") and err.count("\n") == 1, err
         assert re.search(match, err), err
         assert not out.exists()
+    # a given budget reads no labelled dev set: calibrating on unlabelled audio is then no reason to refuse
+    from workbench.jobs.search import SearchInputs, check
+
+    given = {"dev_criterion": "disagreement", "unlabelled_dev_set": "prod-u", "max_disagreement": 2.0}
+    check(SearchInputs(model=demo_model_dir(), calib_set="eval-u", **given))
+    with pytest.raises(WorkbenchError, match="the dev set without --dev-set"):
+        check(SearchInputs(model=demo_model_dir(), calib_set="eval-u", **{**given, "max_disagreement": None}))
 
 
 @pytest.mark.slow
@@ -263,5 +276,6 @@ def test_a_search_judged_by_disagreement_on_unlabelled_audio(tiny_sets, tmp_path
     wide = run(SearchInputs(**common, max_disagreement=1000.0, out=tmp_path / "given")).data
     assert wide["dev_criterion"]["budget"]["source"] == "given"
     assert wide["dev_criterion"]["budget"]["calibration"] is None and wide["dev_set"]["utterances"] is None
+    assert wide["dev_set"]["read"] is False and wide["dev_set"]["warning"] is None and data["dev_set"]["read"]
     assert wide["int8_everywhere_passes"] and wide["found"]["k"] == 0
     assert wide["found"]["name"].endswith(unlabelled.content_hash[:12])

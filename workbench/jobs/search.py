@@ -142,7 +142,17 @@ def check(inputs: SearchInputs) -> None:
         selection=inputs.selection,
         confirm=inputs.confirm,
         ray=inputs.ray,
+        dev_options=[
+            flag
+            for flag, value in (
+                ("--dev-set", inputs.dev_set),
+                ("--dev-per-condition", inputs.dev_per_condition),
+            )
+            if value is not None
+        ],
     )
+    # a given disagreement budget reads no labelled dev set (the calibration set is then not the dev set)
+    reads_dev = inputs.dev_criterion != disagreement.DISAGREEMENT or inputs.max_disagreement is None
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
             f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
@@ -152,11 +162,14 @@ def check(inputs: SearchInputs) -> None:
         inputs.calib_set, "calibration", inputs.calib_root
     )
     if dev_set is not None:  # no calibration set named: ``inputs.check`` says so
-        require_labelled(
-            dev_set, "--dev-set" if inputs.dev_set else "--calib-set (the dev set without --dev-set)"
-        )
+        if reads_dev:
+            require_labelled(
+                dev_set, "--dev-set" if inputs.dev_set else "--calib-set (the dev set without --dev-set)"
+            )
         signoff_set = named_set(inputs.signoff_set, "sign-off", inputs.calib_root)
-        check_dev_apart(dev_set, signoff_set and require_labelled(signoff_set, "--signoff-set"))
+        signoff_set = signoff_set and require_labelled(signoff_set, "--signoff-set")
+        if reads_dev:
+            check_dev_apart(dev_set, signoff_set)
         unlabelled = named_set(inputs.unlabelled_dev_set, "unlabelled dev", inputs.calib_root)
         if unlabelled is not None:
             calib = named_set(inputs.calib_set, "calibration", inputs.calib_root)
@@ -384,7 +397,8 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     sign-off the dev set predicts to pass the gates (held back by ``margin``) with probability ``confidence``;
     with ``latency_target``, the passing plan measured fastest there instead; write JSON/CSV, plan and ONNX."""
     s = settings
-    check_dev_apart(s.dev_set, s.signoff_set)
+    if s.reads_dev_set:
+        check_dev_apart(s.dev_set, s.signoff_set)
     refuse_ray_with_recovery(s.ray, prepared)
     require_utterances(s.dev_set, "dev")
     check_criterion(s, prepared)
@@ -514,7 +528,11 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     if s.unlabelled_dev_set is not None:
         data_out["provenance"]["unlabelled_dev_set"] = s.unlabelled_dev_set.content_hash
         calibrated = budget.calibration if budget is not None else None
+        # the labelled dev set is read only to calibrate the budget
+        data_out["dev_set"].update(read=calibrated is not None)
         data_out["dev_set"]["utterances"] = calibrated["utterances"] if calibrated else None
+        if calibrated is None:
+            data_out["dev_set"]["warning"] = None
     data_out["dev_criterion"] = disagreement.criterion_json(budget, s.unlabelled_dev_set, evaluator)
     data_out["confirmation"] = confirmation.to_json() if confirmation is not None else None
     data_out["selection"] = chosen_by.to_json()

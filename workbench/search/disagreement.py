@@ -93,8 +93,11 @@ def check_options(
     selection: str,
     confirm: float,
     ray: str | None,
+    dev_options: list[str] | None = None,
 ) -> None:
-    """The criterion's options, before any set is read: no option of one criterion given with the other."""
+    """The criterion's options, before any set is read: no option of one criterion given with the other.
+    ``dev_options``: the labelled dev set's options the user gave (``--dev-set``, ``--dev-per-condition``), which
+    a given budget leaves unread."""
     if criterion not in SEARCH_DEV_CRITERIA:
         raise WorkbenchError(
             f"--dev-criterion must be one of {', '.join(SEARCH_DEV_CRITERIA)}, not {criterion!r}"
@@ -122,6 +125,11 @@ def check_options(
     if max_disagreement is not None and not (math.isfinite(max_disagreement) and max_disagreement > 0):
         raise WorkbenchError(
             f"--max-disagreement is points of FP32's words: give a number above 0, not {max_disagreement:g}"
+        )
+    if max_disagreement is not None and dev_options:
+        raise WorkbenchError(
+            f"{' and '.join(dev_options)} name the labelled dev set the disagreement budget is calibrated on; "
+            "--max-disagreement gives the budget, so it would go unread: drop one or the other"
         )
     if selection == "confirm" or confirm:
         raise WorkbenchError(
