@@ -5,8 +5,9 @@ calibration set; not the sign-off evaluation set) against FP32 with paired boots
 +1.0 per condition, on the upper end of the interval), judged on the sign-off interval each dev interval
 predicts (widened to the sign-off set's speakers, ``--signoff-set``, and moved out for a sign-off pass with
 probability ``--confidence``; an optional ``--margin`` holds back a share of each gate on top). Uses the sensitivity ranking (reused when its
-provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant;
-see ``workbench.jobs.search``.
+provenance matches, else computed). ``--dev-criterion disagreement`` judges plans instead by disagreement with FP32 on
+``--unlabelled-dev-set`` within a disagreement budget (``workbench.search.disagreement``). Writes
+``search-...json/.csv`` and the found plan + ONNX variant; see ``workbench.jobs.search``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
 loaded or calibrated; the dev set must not be the sign-off set), prepares the FP32 ONNX + cache and runs
 ``run_search``: the sensitivity ranking is reused when its provenance matches (else computed by the
 compare job), the strategies of ``workbench.search.strategies`` evaluate plans with
-``workbench.search.evaluator``, and the search record, the found plan and its ONNX variant are written.
+``workbench.search.evaluator``, and the search record, the found plan and its ONNX variant are written. With
+``dev_criterion="disagreement"`` the plans are judged on an unlabelled dev set against FP32's transcripts, within a
+disagreement budget given or calibrated on the dev set (``workbench.search.disagreement``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition) and ju
 the upper end of the paired interval. With ``blocks`` > 1 the evidence is bought sequentially
 (``workbench.search.sequential``): a plan is judged on a first block of the dev set and more blocks are
 transcribed only while its judged interval straddles the gate. The dev set must not be the
-sign-off evaluation set, so the search does not select on the data that later judges it.
+sign-off evaluation set, so the search does not select on the data that later judges it. With ``against_fp32`` the
+references are FP32's own transcripts of the clips (audio without labels): a plan's "WER" is then its disagreement
+with FP32 (``workbench.search.disagreement``).
 
 The search keeps the plan with the most INT8 that passes, so "passes on the dev set" must predict
 "passes the sign-off", which judges the same gates on another set (other speakers and texts). Each
