@@ -113,16 +113,9 @@ def test_fp32_as_the_reference_reads_as_its_transcripts_given_as_labels(planted)
     prepared, model, variants, dev = planted
     unlabelled = [Clip(replace(c.utterance, text=""), c.audio) for c in dev]
 
-    def evaluator(clips, against_fp32: bool, blocks: int = 1) -> DevEvaluator:
-        return DevEvaluator(
-            variants,
-            clips,
-            GATES,
-            resamples=200,
-            progress=False,
-            model=prepared.description,
-            blocks=blocks,
-            against_fp32=against_fp32,
+    def evaluator(clips, against_fp32: bool) -> DevEvaluator:
+        return test_transcript_reuse._evaluator(
+            prepared, variants, clips, blocks=1, against_fp32=against_fp32
         )
 
     fp32_read = disagreement.require_words(evaluator(unlabelled, True), "u")

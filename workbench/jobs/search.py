@@ -137,22 +137,8 @@ def check(inputs: SearchInputs) -> None:
             f"value from 0 (never) up to (not including) 0.5, not {inputs.futility:g} (default {SEARCH.futility:g})"
         )
     check_latency_target(inputs.latency_target)
-    disagreement.check_options(
-        inputs.dev_criterion,
-        inputs.unlabelled_dev_set,
-        inputs.max_disagreement,
-        selection=inputs.selection,
-        confirm=inputs.confirm,
-        ray=inputs.ray,
-        dev_options=[
-            flag
-            for flag, value in (
-                ("--dev-set", inputs.dev_set),
-                ("--dev-per-condition", inputs.dev_per_condition),
-            )
-            if value is not None
-        ],
-    )
+    given = (("--dev-set", inputs.dev_set), ("--dev-per-condition", inputs.dev_per_condition))
+    criterion_options(inputs, [flag for flag, value in given if value is not None])
     # a given disagreement budget reads no labelled dev set (the calibration set is then not the dev set)
     reads_dev = inputs.dev_criterion != disagreement.DISAGREEMENT or inputs.max_disagreement is None
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
@@ -696,8 +682,9 @@ def dev_evaluator(
     )
 
 
-def check_criterion(s: SearchSettings, prepared: Prepared) -> None:
-    """The dev criterion's options and its unlabelled dev set (as ``check`` checks them for the verb)."""
+def criterion_options(s: SearchInputs | SearchSettings, dev_options: list[str] | None = None) -> None:
+    """The dev criterion's options (``workbench.search.disagreement.check_options``); ``dev_options``: the labelled
+    dev set's flags the user gave."""
     disagreement.check_options(
         s.dev_criterion,
         s.unlabelled_dev_set,
@@ -705,7 +692,13 @@ def check_criterion(s: SearchSettings, prepared: Prepared) -> None:
         selection=s.selection,
         confirm=s.confirm,
         ray=s.ray,
+        dev_options=dev_options,
     )
+
+
+def check_criterion(s: SearchSettings, prepared: Prepared) -> None:
+    """The dev criterion's options and its unlabelled dev set (as ``check`` checks them for the verb)."""
+    criterion_options(s)
     if s.unlabelled_dev_set is not None:
         unlabelled = disagreement.check_unlabelled_dev(s.unlabelled_dev_set, prepared.calib_set)
         require_utterances(unlabelled, "unlabelled dev")
