@@ -59,6 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--unlabelled-dev-set",
+        metavar="NAME",
         help="with --dev-criterion disagreement: audio without transcripts (data import --role unlabelled) the "
         "plans are judged on; keep it apart from the sign-off set",
     )
