@@ -19,12 +19,14 @@ its dev reading promises. This benchmark measures how often, per selection rule 
    winning rule by the target (``benchmarks/replication/pick_rule.py``, which also prints the table from the JSON).
 
 The rule ``disagreement`` (``--rules as-read,disagreement``) compares the search's dev criteria on the same draws:
-the draw's dev set is built ``--unlabelled-factor`` times larger, every WER search reads only its first
-``--dev-per-condition`` utterances per condition (``search --dev-per-condition``, the labelled dev set), and the whole
-of it is imported again without transcripts (``data import --role unlabelled``) as the large unlabelled dev audio that
-``search --dev-criterion disagreement`` judges plans on (selection as-read; the budget ``--max-disagreement``, or by
-default calibrated on the labelled dev set, ``workbench.search.disagreement``). The sign-off of its plan is the same
-labelled sign-off on the draw's evaluation set.
+the draw's dev set is built ``--unlabelled-factor`` times larger (``--dev-per-condition`` times the factor), every
+factor-th utterance of each condition and duration bucket is stored as the labelled dev set that every WER search
+reads (``labelled_dev``), and the whole of it is imported again without transcripts (``data import --role
+unlabelled``) as the unlabelled dev audio that ``search --dev-criterion disagreement`` judges plans on (selection
+as-read; the budget ``--max-disagreement``, or by default calibrated on the labelled dev set,
+``workbench.search.disagreement``). The sign-off of its plan is the same labelled sign-off on the draw's evaluation
+set. The synthetic text pool holds texts for about 1,500 dev utterances (the demo's 450 per condition give 1,059), so
+keep ``--dev-per-condition`` times the factor near 450: e.g. 150 and 3, a labelled dev set a third of the audio.
 
 Draws run in parallel processes (``--jobs``), each with ``--threads`` ONNX Runtime threads and as many synthesis
 workers; the results JSON is written atomically when every draw is done (each draw also leaves its own JSON in the
@@ -37,8 +39,8 @@ be split over calls with a time limit.
     python benchmarks/search_replication.py --merge A.json B.json --out benchmarks/results/search_replication.json
     python benchmarks/search_replication.py --draws 1 --dev-per-condition 20 --eval-per-condition 20 \
         --calib-per-condition 12 --quick --workspace /tmp/rep-smoke --out /tmp/rep-smoke.json   # a smoke run
-    python benchmarks/search_replication.py --draws 8 --jobs 8 --rules as-read,disagreement --unlabelled-factor 4 \
-        --workspace /tmp/rep-dis --out benchmarks/results/search_dev_criterion.json   # the dev criteria compared
+    python benchmarks/search_replication.py --draws 8 --jobs 8 --rules as-read,disagreement --dev-per-condition 150 \
+        --unlabelled-factor 3 --workspace /tmp/rep-dis --out benchmarks/results/search_dev_criterion.json  # criteria
 """
 
 from __future__ import annotations
@@ -153,6 +155,25 @@ def _dev_reading(data: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def labelled_dev(dev: Any, factor: int, root: Path) -> Any:
+    """Every ``factor``-th utterance of each condition and duration bucket of the draw's dev set (stored in slot order,
+    each slot's voice and text drawn on its own), stored with its transcripts as the labelled dev set."""
+    from workbench.speech.records import Clip
+    from workbench.speech.store import write_set
+
+    seen: dict[tuple[str, str | None], int] = {}
+    picked = []
+    for utt in dev.utterances:
+        key = (utt.condition, utt.bucket)
+        if seen.get(key, 0) % factor == 0:
+            picked.append(Clip(utt, dev.audio(utt)))
+        seen[key] = seen.get(key, 0) + 1
+    how = f"every {factor}th utterance of each condition and duration bucket of {dev.name}"
+    return write_set(
+        root / "calib_sets" / f"{dev.name}-labelled", picked, {"role": "dev", "how": how}, [], {}
+    )
+
+
 def unlabelled_dev(dev: Any, root: Path, workers: int) -> Any:
     """The draw's whole dev set imported again without transcripts (``data import --role unlabelled``)."""
     from workbench.speech.importer import ImportConfig, import_set
@@ -203,8 +224,7 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
             name=f"rep-d{seed}",
             calib_per_condition=args["calib_per_condition"],  # the base's: the same calibration slots
             eval_per_condition=args["eval_per_condition"],
-            # with the disagreement rule the dev set is the large unlabelled audio; WER searches read its first
-            # dev_per_condition utterances per condition
+            # with the disagreement rule the dev set is the unlabelled audio; WER searches read a share of it
             dev_per_condition=args["dev_per_condition"] * (args.get("unlabelled_factor") or 1),
             seed=0,
             draw=seed,
@@ -219,17 +239,16 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
     cpu = {"sets": cpu_seconds() - cpu0}
     rules: dict[str, Any] = {}
     gates = GateConfig()
-    unlabelled = unlabelled_dev(built.dev, root, threads) if "disagreement" in args["rules"] else None
+    unlabelled = labelled = None
+    if "disagreement" in args["rules"]:
+        labelled = labelled_dev(built.dev, args["unlabelled_factor"], root)
+        unlabelled = unlabelled_dev(built.dev, root, threads)
+    dev_path = str((labelled or built.dev).path)
     # each plan's dev transcripts are made once per draw and read by every rule's search (and the held-back check)
     transcripts = TranscriptCache()
     for rule in args["rules"]:
         started, cpu_started, shared = time.perf_counter(), cpu_seconds(), transcripts.counts()
-        # the labelled dev set: the first dev_per_condition per condition of the draw's dev set when it is built larger
-        criterion: dict[str, Any] = {
-            "selection": rule,
-            "dev_set": str(built.dev.path),
-            "dev_per_condition": args["dev_per_condition"] if unlabelled is not None else None,
-        }
+        criterion: dict[str, Any] = {"selection": rule, "dev_set": dev_path}
         if rule == "disagreement" and unlabelled is not None:
             given = args.get("max_disagreement")
             criterion = {
@@ -238,8 +257,7 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
                 "unlabelled_dev_set": str(unlabelled.path),
                 "max_disagreement": given,
                 # a given budget reads no labelled dev set; a calibrated one is made on it
-                "dev_set": None if given is not None else criterion["dev_set"],
-                "dev_per_condition": None if given is not None else criterion["dev_per_condition"],
+                "dev_set": None if given is not None else dev_path,
             }
         result = search.run(
             search.SearchInputs(
@@ -331,6 +349,7 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
         "dev_utterances": len(built.dev.utterances),
         "eval_utterances": len(built.eval.utterances),
         "dev_speakers": len({u.speaker for u in built.dev.utterances}),
+        "labelled_dev_utterances": len(labelled.utterances) if labelled is not None else None,
         "unlabelled_dev_utterances": len(unlabelled.utterances) if unlabelled is not None else None,
         "eval_speakers": len({u.speaker for u in built.eval.utterances}),
         "dev_speaker_names": sorted({u.speaker for u in built.dev.utterances}),
@@ -432,11 +451,11 @@ COSTS = (
 )
 
 DEV_CRITERIA = (
-    "the rules as-read, shrink and confirm judge plans by WER delta on the labelled dev set (the first "
-    "dev_per_condition utterances per condition of the draw's dev set); disagreement judges them by disagreement with "
-    "FP32 on the whole dev set imported without transcripts (unlabelled_factor times as many utterances), within a "
-    "budget given by max_disagreement or calibrated on the labelled dev set; every found plan meets the same labelled "
-    "sign-off on the draw's evaluation set"
+    "the rules as-read, shrink and confirm judge plans by WER delta on the labelled dev set (every unlabelled_factor-th "
+    "utterance of each condition and duration bucket of the draw's dev set, built unlabelled_factor times "
+    "dev_per_condition); disagreement judges them by disagreement with FP32 on the whole dev set imported without "
+    "transcripts, within a budget given by max_disagreement or calibrated on the labelled dev set; every found plan "
+    "meets the same labelled sign-off on the draw's evaluation set"
 )
 
 SAME_IN_PARTS = (
@@ -511,9 +530,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--unlabelled-factor",
         type=int,
-        default=4,
-        help="with the disagreement rule: the unlabelled dev audio holds this many times --dev-per-condition "
-        "utterances per condition (default 4)",
+        default=3,
+        help="with the disagreement rule: the dev set is built with this many times --dev-per-condition utterances "
+        "per condition and imported whole as the unlabelled dev audio; every factor-th utterance of each condition "
+        "and duration bucket is the labelled dev set (default 3)",
     )
     parser.add_argument(
         "--max-disagreement",
