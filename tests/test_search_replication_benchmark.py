@@ -199,3 +199,23 @@ def test_the_disagreement_rule_is_recorded_and_its_settings_must_agree_to_merge(
         rep.merge([base, other], ["a.json", "b.json"])
     other["settings"]["unlabelled_factor"] = 4
     assert rep.merge([base, other], ["a.json", "b.json"])["complete"] is True
+
+
+def test_the_labelled_dev_set_is_every_factor_th_utterance_of_each_condition_and_bucket(
+    tmp_path, speech_like
+):
+    from tests.evalkit import write_small_set
+    from workbench.speech.store import load_set
+
+    rep = load_benchmark("search_replication.py", "search_replication_bench")
+    texts = [f"TEXT NUMBER {i}" for i in range(24)]
+    dev = write_small_set(tmp_path / "calib_sets", texts, speech_like, name="d-dev")
+    labelled = rep.labelled_dev(dev, 2, tmp_path)
+    groups: dict[tuple, list[str]] = {}
+    for utt in dev.utterances:
+        groups.setdefault((utt.condition, utt.bucket), []).append(utt.id)
+    expected = {i for ids in groups.values() for i in ids[::2]}
+    assert {u.id for u in labelled.utterances} == expected and len(expected) == 12
+    assert all(u.text for u in labelled.utterances)  # the transcripts are kept
+    again = load_set(tmp_path / "calib_sets" / "d-dev-labelled")
+    assert again.content_hash == labelled.content_hash and again.card["made"]["role"] == "dev"
