@@ -18,6 +18,16 @@ its dev reading promises. This benchmark measures how often, per selection rule 
    plan counts 0), mean predicted pass chance (``signoff_forecast``) against the observed pass rate, and the
    winning rule by the target (``benchmarks/replication/pick_rule.py``, which also prints the table from the JSON).
 
+The rule ``disagreement`` (``--rules as-read,disagreement``) compares the search's dev criteria on the same draws:
+the draw's dev set is built ``--unlabelled-factor`` times larger (``--dev-per-condition`` times the factor), every
+factor-th utterance of each condition and duration bucket is stored as the labelled dev set that every WER search
+reads (``labelled_dev``), and the whole of it is imported again without transcripts (``data import --role
+unlabelled``) as the unlabelled dev audio that ``search --dev-criterion disagreement`` judges plans on (selection
+as-read; the budget ``--max-disagreement``, or by default calibrated on the labelled dev set,
+``workbench.search.disagreement``). The sign-off of its plan is the same labelled sign-off on the draw's evaluation
+set. The synthetic text pool holds texts for about 1,500 dev utterances (the demo's 450 per condition give 1,059), so
+keep ``--dev-per-condition`` times the factor near 450: e.g. 150 and 3, a labelled dev set a third of the audio.
+
 Draws run in parallel processes (``--jobs``), each with ``--threads`` ONNX Runtime threads and as many synthesis
 workers; the results JSON is written atomically when every draw is done (each draw also leaves its own JSON in the
 workspace, so a killed run keeps what finished).
@@ -29,6 +39,8 @@ be split over calls with a time limit.
     python benchmarks/search_replication.py --merge A.json B.json --out benchmarks/results/search_replication.json
     python benchmarks/search_replication.py --draws 1 --dev-per-condition 20 --eval-per-condition 20 \
         --calib-per-condition 12 --quick --workspace /tmp/rep-smoke --out /tmp/rep-smoke.json   # a smoke run
+    python benchmarks/search_replication.py --draws 8 --jobs 8 --rules as-read,disagreement --dev-per-condition 150 \
+        --unlabelled-factor 3 --workspace /tmp/rep-dis --out benchmarks/results/search_dev_criterion.json  # criteria
 """
 
 from __future__ import annotations
@@ -51,6 +63,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "replication"))
 RESULTS = HERE / "results" / "search_replication.json"
 RULES = ("as-read", "shrink", "confirm")
+# rules that change the dev criterion rather than the selection (``search --dev-criterion``)
+CRITERION_RULES = ("disagreement",)
 
 import pick_rule  # noqa: E402  (benchmarks/replication/pick_rule.py: the target and the winning rule)
 
@@ -141,6 +155,51 @@ def _dev_reading(data: dict[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def labelled_dev(dev: Any, factor: int, root: Path) -> Any:
+    """Every ``factor``-th utterance of each condition and duration bucket of the draw's dev set (stored in slot order,
+    each slot's voice and text drawn on its own), stored with its transcripts as the labelled dev set."""
+    from workbench.speech.records import Clip
+    from workbench.speech.store import write_set
+
+    seen: dict[tuple[str, str | None], int] = {}
+    picked = []
+    for utt in dev.utterances:
+        key = (utt.condition, utt.bucket)
+        if seen.get(key, 0) % factor == 0:
+            picked.append(Clip(utt, dev.audio(utt)))
+        seen[key] = seen.get(key, 0) + 1
+    how = f"every {factor}th utterance of each condition and duration bucket of {dev.name}"
+    return write_set(
+        root / "calib_sets" / f"{dev.name}-labelled", picked, {"role": "dev", "how": how}, [], {}
+    )
+
+
+def unlabelled_dev(dev: Any, root: Path, workers: int) -> Any:
+    """The draw's whole dev set imported again without transcripts (``data import --role unlabelled``)."""
+    from workbench.speech.importer import ImportConfig, import_set
+    from workbench.speech.layouts import open_source
+
+    return import_set(
+        open_source("manifest", dev.path / "manifest.jsonl"),
+        ImportConfig(name=f"{dev.name}-u", role="unlabelled", workers=workers),
+        "search replication",
+        root=root / "calib_sets",
+        progress=False,
+    ).speech_set
+
+
+def _criterion(data: dict[str, Any]) -> dict[str, Any]:
+    """What the search judged plans on: the criterion, and with disagreement the budget and the unlabelled audio."""
+    criterion = data.get("dev_criterion") or {"criterion": "wer"}
+    if criterion["criterion"] != "disagreement":
+        return {"criterion": criterion["criterion"]}
+    return {
+        "criterion": criterion["criterion"],
+        "budget": criterion["budget"],
+        "unlabelled_utterances": criterion["unlabelled_dev_set"]["utterances"],
+    }
+
+
 def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
     """One draw: new dev and evaluation sets, the search under each rule, one sign-off of every found plan."""
     from workbench.config import DEMO_RECOVERY, SetBuildConfig
@@ -165,7 +224,8 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
             name=f"rep-d{seed}",
             calib_per_condition=args["calib_per_condition"],  # the base's: the same calibration slots
             eval_per_condition=args["eval_per_condition"],
-            dev_per_condition=args["dev_per_condition"],
+            # with the disagreement rule the dev set is the unlabelled audio; WER searches read a share of it
+            dev_per_condition=args["dev_per_condition"] * (args.get("unlabelled_factor") or 1),
             seed=0,
             draw=seed,
             workers=threads,
@@ -179,21 +239,36 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
     cpu = {"sets": cpu_seconds() - cpu0}
     rules: dict[str, Any] = {}
     gates = GateConfig()
+    unlabelled = labelled = None
+    if "disagreement" in args["rules"]:
+        labelled = labelled_dev(built.dev, args["unlabelled_factor"], root)
+        unlabelled = unlabelled_dev(built.dev, root, threads)
+    dev_path = str((labelled or built.dev).path)
     # each plan's dev transcripts are made once per draw and read by every rule's search (and the held-back check)
     transcripts = TranscriptCache()
     for rule in args["rules"]:
         started, cpu_started, shared = time.perf_counter(), cpu_seconds(), transcripts.counts()
+        criterion: dict[str, Any] = {"selection": rule, "dev_set": dev_path}
+        if rule == "disagreement" and unlabelled is not None:
+            given = args.get("max_disagreement")
+            criterion = {
+                "selection": "as-read",
+                "dev_criterion": "disagreement",
+                "unlabelled_dev_set": str(unlabelled.path),
+                "max_disagreement": given,
+                # a given budget reads no labelled dev set; a calibrated one is made on it
+                "dev_set": None if given is not None else dev_path,
+            }
         result = search.run(
             search.SearchInputs(
                 **_analysis(base),
                 gates=gates,
                 signoff_set=str(built.eval.path),
-                dev_set=str(built.dev.path),
                 sensitivity=Path(base["sensitivity"]),
                 refine=0,
                 finer=0 if args["quick"] else DEMO_FINER,
                 resamples=200 if args["quick"] else 1000,
-                selection=rule,
+                **criterion,
                 threads=threads,
                 progress=False,
                 out=root / rule,
@@ -214,6 +289,7 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
             "evaluations": data["evaluations"],
             "dev_utterances_transcribed": data["sequential"]["utterances_transcribed"],
             "selection": data.get("selection"),
+            "dev_criterion": _criterion(data),
             "forecast": data.get("signoff_forecast"),
             # dev clip transcriptions this search ran and took from the earlier rules' (with sharing)
             "dev_clips": {k: transcripts.counts()[k] - shared[k] for k in ("transcribed", "reused")},
@@ -273,6 +349,8 @@ def run_draw(draw: int, seed: int, args: dict[str, Any], base: dict[str, Any]) -
         "dev_utterances": len(built.dev.utterances),
         "eval_utterances": len(built.eval.utterances),
         "dev_speakers": len({u.speaker for u in built.dev.utterances}),
+        "labelled_dev_utterances": len(labelled.utterances) if labelled is not None else None,
+        "unlabelled_dev_utterances": len(unlabelled.utterances) if unlabelled is not None else None,
         "eval_speakers": len({u.speaker for u in built.eval.utterances}),
         "dev_speaker_names": sorted({u.speaker for u in built.dev.utterances}),
         "eval_speaker_names": sorted({u.speaker for u in built.eval.utterances}),
@@ -372,7 +450,23 @@ COSTS = (
     "mean_dev_utterances_transcribed is the evidence each search read (the same with or without sharing)"
 )
 
-SAME_IN_PARTS = ("calib_per_condition", "dev_per_condition", "eval_per_condition", "quick", "rules")
+DEV_CRITERIA = (
+    "the rules as-read, shrink and confirm judge plans by WER delta on the labelled dev set (every unlabelled_factor-th "
+    "utterance of each condition and duration bucket of the draw's dev set, built unlabelled_factor times "
+    "dev_per_condition); disagreement judges them by disagreement with FP32 on the whole dev set imported without "
+    "transcripts, within a budget given by max_disagreement or calibrated on the labelled dev set; every found plan "
+    "meets the same labelled sign-off on the draw's evaluation set"
+)
+
+SAME_IN_PARTS = (
+    "calib_per_condition",
+    "dev_per_condition",
+    "eval_per_condition",
+    "quick",
+    "rules",
+    "unlabelled_factor",
+    "max_disagreement",
+)
 
 
 def merge(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
@@ -385,9 +479,9 @@ def merge(parts: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
         if part.get("benchmark") != "search_replication":
             raise ValueError(f"{name} is not a search replication result")
         for key in SAME_IN_PARTS:
-            if part["settings"][key] != first["settings"][key]:
+            if part["settings"].get(key) != first["settings"].get(key):
                 raise ValueError(
-                    f"{name}: {key} {part['settings'][key]} differs from {first['settings'][key]}"
+                    f"{name}: {key} {part['settings'].get(key)} differs from {first['settings'].get(key)}"
                 )
         if part["base"]["calib_hash"] != first["base"]["calib_hash"]:
             raise ValueError(f"{name}: another calibration set ({part['base']['calib_hash'][:12]})")
@@ -427,7 +521,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--first-draw", type=int, default=1, help="draw d builds set draw first + d (0: the demo's own sets)"
     )
-    parser.add_argument("--rules", default=",".join(RULES), help="selection rules, comma separated")
+    parser.add_argument(
+        "--rules",
+        default=",".join(RULES),
+        help=f"selection rules, comma separated (and {', '.join(CRITERION_RULES)}: the search judged by "
+        "disagreement with FP32 on unlabelled dev audio)",
+    )
+    parser.add_argument(
+        "--unlabelled-factor",
+        type=int,
+        default=3,
+        help="with the disagreement rule: the dev set is built with this many times --dev-per-condition utterances "
+        "per condition and imported whole as the unlabelled dev audio; every factor-th utterance of each condition "
+        "and duration bucket is the labelled dev set (default 3)",
+    )
+    parser.add_argument(
+        "--max-disagreement",
+        type=float,
+        default=None,
+        help="with the disagreement rule: its budget in points of FP32's words (default: calibrated on the "
+        "labelled dev set)",
+    )
     parser.add_argument("--dev-per-condition", type=int, default=None, help="default: the demo's")
     parser.add_argument("--eval-per-condition", type=int, default=None, help="default: the demo's")
     parser.add_argument("--calib-per-condition", type=int, default=None, help="default: the demo's (100)")
@@ -468,9 +582,11 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.config import DEMO_DEV_PER_CONDITION, DEMO_EVAL_PER_CONDITION, SetBuildConfig
 
     rules = tuple(r.strip() for r in args.rules.split(",") if r.strip())
-    bad = [r for r in rules if r not in RULES]
+    bad = [r for r in rules if r not in RULES + CRITERION_RULES]
     if bad or not rules or args.draws < 1:
-        parser.error(f"--rules from {', '.join(RULES)}; --draws at least 1")
+        parser.error(f"--rules from {', '.join(RULES + CRITERION_RULES)}; --draws at least 1")
+    if "disagreement" in rules and args.unlabelled_factor < 1:
+        parser.error("--unlabelled-factor must be at least 1")
     cores = os.cpu_count() or 1
     jobs = args.jobs or max(1, min(args.draws, cores // 2))
     threads = args.threads or max(1, cores // jobs)
@@ -484,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
         "reuse": not args.no_reuse,
         "dev_per_condition": args.dev_per_condition or DEMO_DEV_PER_CONDITION,
         "eval_per_condition": args.eval_per_condition or DEMO_EVAL_PER_CONDITION,
+        # the disagreement rule's unlabelled dev audio and budget (None: the rule is off)
+        "unlabelled_factor": args.unlabelled_factor if "disagreement" in rules else None,
+        "max_disagreement": args.max_disagreement if "disagreement" in rules else None,
     }
     args.workspace.mkdir(parents=True, exist_ok=True)
     began, cpu0 = time.perf_counter(), cpu_seconds()
@@ -522,6 +641,7 @@ def main(argv: list[str] | None = None) -> int:
             },
             "gates": "default: overall +0.3 pts, each condition +1.0 pts on the upper end of the 95% interval; the "
             "evidence rule of workbench.evaluate.evidence",
+            **({"dev_criteria": DEV_CRITERIA} if "disagreement" in rules else {}),
             "summary": summary,
             "costs": COSTS
             if settings["reuse"]

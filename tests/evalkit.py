@@ -61,8 +61,11 @@ def constant_ctc_onnx(path: Path, text: str) -> Path:
     return Path(path)
 
 
-def write_small_set(root: Path, texts: list[str], speech_like, name: str = "unit-eval", speakers: int = 4):
-    """A stored SpeechSet with one clip per text; conditions and ``speakers`` speakers cycle deterministically."""
+def write_small_set(
+    root: Path, texts: list[str], speech_like, name: str = "unit-eval", speakers: int = 4, prefix: str = "spk"
+):
+    """A stored SpeechSet with one clip per text; conditions and ``speakers`` speakers (named ``prefix`` and a
+    number) cycle deterministically."""
     from workbench.speech.store import write_set
 
     conditions = ("quiet", "noisy", "accented")
@@ -73,7 +76,7 @@ def write_small_set(root: Path, texts: list[str], speech_like, name: str = "unit
         utt = Utterance(
             id=f"u{i:03d}",
             text=text,
-            speaker=f"spk{i % speakers}",
+            speaker=f"{prefix}{i % speakers}",
             voice=f"voice{i % speakers}",
             accent="us" if cond != "accented" else "gb",
             condition=cond,

@@ -172,3 +172,50 @@ def test_runs_of_other_draws_merge_into_one_result_and_mismatches_are_refused(tm
     paths[1].write_text(json.dumps(_part(3)))
     assert rep.main(["--merge", *map(str, paths), "--out", str(out)]) == 0
     assert len(json.loads(out.read_text())["draws"]) == 4
+
+
+def test_the_disagreement_rule_is_recorded_and_its_settings_must_agree_to_merge() -> None:
+    rep = load_benchmark("search_replication.py", "search_replication_bench")
+    assert rep._criterion({"dev_criterion": {"criterion": "wer"}}) == {"criterion": "wer"}
+    assert rep._criterion({}) == {"criterion": "wer"}  # a record made before the criterion was recorded
+    budget = {"max_disagreement_points": 1.5, "source": "given", "calibration": None}
+    record = {
+        "dev_criterion": {
+            "criterion": "disagreement",
+            "budget": budget,
+            "unlabelled_dev_set": {"utterances": 9},
+        }
+    }
+    assert rep._criterion(record) == {
+        "criterion": "disagreement",
+        "budget": budget,
+        "unlabelled_utterances": 9,
+    }
+    base = _part(1, rules=("as-read", "disagreement"))
+    base["settings"]["unlabelled_factor"] = 4
+    other = _part(3, rules=("as-read", "disagreement"))
+    other["settings"]["unlabelled_factor"] = 2
+    with pytest.raises(ValueError, match="unlabelled_factor 2 differs from 4"):
+        rep.merge([base, other], ["a.json", "b.json"])
+    other["settings"]["unlabelled_factor"] = 4
+    assert rep.merge([base, other], ["a.json", "b.json"])["complete"] is True
+
+
+def test_the_labelled_dev_set_is_every_factor_th_utterance_of_each_condition_and_bucket(
+    tmp_path, speech_like
+):
+    from tests.evalkit import write_small_set
+    from workbench.speech.store import load_set
+
+    rep = load_benchmark("search_replication.py", "search_replication_bench")
+    texts = [f"TEXT NUMBER {i}" for i in range(24)]
+    dev = write_small_set(tmp_path / "calib_sets", texts, speech_like, name="d-dev")
+    labelled = rep.labelled_dev(dev, 2, tmp_path)
+    groups: dict[tuple, list[str]] = {}
+    for utt in dev.utterances:
+        groups.setdefault((utt.condition, utt.bucket), []).append(utt.id)
+    expected = {i for ids in groups.values() for i in ids[::2]}
+    assert {u.id for u in labelled.utterances} == expected and len(expected) == 12
+    assert all(u.text for u in labelled.utterances)  # the transcripts are kept
+    again = load_set(tmp_path / "calib_sets" / "d-dev-labelled")
+    assert again.content_hash == labelled.content_hash and again.card["made"]["role"] == "dev"

@@ -208,9 +208,14 @@ class SearchConfig:
     # "shrink" (winner's-curse correction) or "confirm" (held-back dev speakers, confirm_share of them)
     selection: str = "as-read"
     confirm_share: float = 0.33
+    # what a plan is judged on during the search: "wer" (its WER delta vs FP32 on the labelled dev set) or
+    # "disagreement" (its word edit distance to FP32's transcripts on unlabelled dev audio, within a budget;
+    # workbench.search.disagreement)
+    dev_criterion: str = "wer"
 
 
 SEARCH = SearchConfig()
+SEARCH_DEV_CRITERIA: tuple[str, ...] = ("wer", "disagreement")
 SEARCH_OBJECTIVES: tuple[str, ...] = ("macs", "nodes")
 SEARCH_SELECTIONS: tuple[str, ...] = ("as-read", "shrink", "confirm")
 SEARCH_ORDERS: tuple[str, ...] = ("damage-per-unit", "damage")

@@ -5,8 +5,9 @@ calibration set; not the sign-off evaluation set) against FP32 with paired boots
 +1.0 per condition, on the upper end of the interval), judged on the sign-off interval each dev interval
 predicts (widened to the sign-off set's speakers, ``--signoff-set``, and moved out for a sign-off pass with
 probability ``--confidence``; an optional ``--margin`` holds back a share of each gate on top). Uses the sensitivity ranking (reused when its
-provenance matches, else computed). Writes ``search-...json/.csv`` and the found plan + ONNX variant;
-see ``workbench.jobs.search``.
+provenance matches, else computed). ``--dev-criterion disagreement`` judges plans instead by disagreement with FP32 on
+``--unlabelled-dev-set`` within a disagreement budget (``workbench.search.disagreement``). Writes
+``search-...json/.csv`` and the found plan + ONNX variant; see ``workbench.jobs.search``.
 """
 
 from __future__ import annotations
@@ -23,8 +24,15 @@ from workbench.commands.options import (
     inference_from,
     print_lines,
 )
-from workbench.config import MIN_RESAMPLES, SEARCH, SEARCH_OBJECTIVES, SEARCH_ORDERS, SEARCH_SELECTIONS
-from workbench.values import number_in, whole_number
+from workbench.config import (
+    MIN_RESAMPLES,
+    SEARCH,
+    SEARCH_DEV_CRITERIA,
+    SEARCH_OBJECTIVES,
+    SEARCH_ORDERS,
+    SEARCH_SELECTIONS,
+)
+from workbench.values import number_in, positive_number, whole_number
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +49,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="use only the first N utterances per condition of the dev set (default: all)",
     )
     parser.add_argument("--gates", type=Path, help="gate file (JSON/TOML) with the WER budget")
+    parser.add_argument(
+        "--dev-criterion",
+        choices=SEARCH_DEV_CRITERIA,
+        default=SEARCH.dev_criterion,
+        help="what a plan is judged on: its WER delta vs FP32 on --dev-set (wer, default), or its disagreement "
+        "with FP32's transcripts on --unlabelled-dev-set within a disagreement budget (disagreement; "
+        "workbench/search/disagreement.py)",
+    )
+    parser.add_argument(
+        "--unlabelled-dev-set",
+        metavar="NAME",
+        help="with --dev-criterion disagreement: audio without transcripts (data import --role unlabelled) the "
+        "plans are judged on; keep it apart from the sign-off set",
+    )
+    parser.add_argument(
+        "--max-disagreement",
+        type=positive_number("points"),
+        metavar="POINTS",
+        help="with --dev-criterion disagreement: the budget, in points of FP32's words overall (each condition's "
+        "scaled as the gates scale); default: calibrated on --dev-set from INT8 everywhere's WER delta per point of "
+        "disagreement",
+    )
     parser.add_argument(
         "--signoff-set",
         help="the set the sign-off will judge on: only its speakers and conditions "
@@ -180,6 +210,9 @@ def run(args: argparse.Namespace) -> int:
         latency_target=args.latency_target,
         inference=inference,
         ray=args.ray,
+        dev_criterion=args.dev_criterion,
+        unlabelled_dev_set=args.unlabelled_dev_set,
+        max_disagreement=args.max_disagreement,
     )
     print_lines(search.run(inputs).lines())
     return 0

@@ -4,7 +4,9 @@
 loaded or calibrated; the dev set must not be the sign-off set), prepares the FP32 ONNX + cache and runs
 ``run_search``: the sensitivity ranking is reused when its provenance matches (else computed by the
 compare job), the strategies of ``workbench.search.strategies`` evaluate plans with
-``workbench.search.evaluator``, and the search record, the found plan and its ONNX variant are written.
+``workbench.search.evaluator``, and the search record, the found plan and its ONNX variant are written. With
+``dev_criterion="disagreement"`` the plans are judged on an unlabelled dev set against FP32's transcripts, within a
+disagreement budget given or calibrated on the dev set (``workbench.search.disagreement``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from workbench.backends.devices import device_of
 from workbench.backends.factory import ort_providers
 from workbench.cluster.address import ClusterAddress, require_ray
 from workbench.compare import outputs
-from workbench.compare.groups import Group, node_groups
+from workbench.compare.groups import Group, node_groups, plan_for
 from workbench.config import DEFAULT_BACKEND, SEARCH, SEARCH_ORDERS, SEARCH_SELECTIONS
 from workbench.errors import WorkbenchError
 from workbench.evaluate.batching import check_batch_size, default_batch_size
@@ -34,6 +36,7 @@ from workbench.jobs import compare
 from workbench.jobs.prepare import AnalysisInputs, Prepared, file_lines, named_set
 from workbench.quantize.macs import NodeMacs, node_macs, opt_samples
 from workbench.quantize.plan import PrecisionPlan, quantizable_nodes
+from workbench.search import disagreement
 from workbench.search import outputs as search_outputs
 from workbench.search.confirm import Confirmation, confirm, split_speakers
 from workbench.search.evaluator import DevEvaluator, Evaluation
@@ -94,6 +97,11 @@ class SearchInputs(AnalysisInputs):
     ray: str | None = (
         None  # spread the ranking and each WER evaluation over a Ray cluster (``workbench.cluster``)
     )
+    dev_criterion: str = SEARCH.dev_criterion  # what a plan is judged on (workbench.search.disagreement)
+    unlabelled_dev_set: str | Path | None = None  # the audio --dev-criterion disagreement judges on
+    max_disagreement: float | None = (
+        None  # the disagreement budget in points (default: calibrated on --dev-set)
+    )
     # dev transcripts shared with the caller's other searches of this model (``workbench.search.transcripts``)
     transcripts: TranscriptCache | None = field(default=None, compare=False, repr=False)
 
@@ -129,6 +137,10 @@ def check(inputs: SearchInputs) -> None:
             f"value from 0 (never) up to (not including) 0.5, not {inputs.futility:g} (default {SEARCH.futility:g})"
         )
     check_latency_target(inputs.latency_target)
+    given = (("--dev-set", inputs.dev_set), ("--dev-per-condition", inputs.dev_per_condition))
+    criterion_options(inputs, [flag for flag, value in given if value is not None])
+    # a given disagreement budget reads no labelled dev set (the calibration set is then not the dev set)
+    reads_dev = inputs.dev_criterion != disagreement.DISAGREEMENT or inputs.max_disagreement is None
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
             f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
@@ -138,11 +150,18 @@ def check(inputs: SearchInputs) -> None:
         inputs.calib_set, "calibration", inputs.calib_root
     )
     if dev_set is not None:  # no calibration set named: ``inputs.check`` says so
-        require_labelled(
-            dev_set, "--dev-set" if inputs.dev_set else "--calib-set (the dev set without --dev-set)"
-        )
+        if reads_dev:
+            require_labelled(
+                dev_set, "--dev-set" if inputs.dev_set else "--calib-set (the dev set without --dev-set)"
+            )
         signoff_set = named_set(inputs.signoff_set, "sign-off", inputs.calib_root)
-        check_dev_apart(dev_set, signoff_set and require_labelled(signoff_set, "--signoff-set"))
+        signoff_set = signoff_set and require_labelled(signoff_set, "--signoff-set")
+        if reads_dev:
+            check_dev_apart(dev_set, signoff_set)
+        unlabelled = named_set(inputs.unlabelled_dev_set, "unlabelled dev", inputs.calib_root)
+        if unlabelled is not None:
+            calib = named_set(inputs.calib_set, "calibration", inputs.calib_root)
+            check_dev_apart(disagreement.check_unlabelled_dev(unlabelled, calib), signoff_set)
     inputs.check()
     if inputs.ray is not None:
         ClusterAddress.parse(inputs.ray)
@@ -154,6 +173,7 @@ def run(inputs: SearchInputs) -> SearchJobResult:
     check(inputs)  # the sets are read before the model is loaded or calibrated, so a bad set fails at once
     dev_set = named_set(inputs.dev_set, "dev", inputs.calib_root)
     signoff_set = named_set(inputs.signoff_set, "sign-off", inputs.calib_root)
+    unlabelled = named_set(inputs.unlabelled_dev_set, "unlabelled dev", inputs.calib_root)
     prepared = inputs.prepare()
     return run_search(
         prepared,
@@ -189,6 +209,9 @@ def run(inputs: SearchInputs) -> SearchJobResult:
             ray=inputs.ray,
             assumed=inputs.assumed,
             transcripts=inputs.transcripts,
+            dev_criterion=inputs.dev_criterion,
+            unlabelled_dev_set=unlabelled,
+            max_disagreement=inputs.max_disagreement,
         ),
     )
 
@@ -340,6 +363,21 @@ class SearchSettings:
     assumed: tuple[str, ...] = ()  # what the verb assumed for left-out options (the record says)
     # dev transcripts shared with the caller's other searches of this model (``workbench.search.transcripts``)
     transcripts: TranscriptCache | None = field(default=None, compare=False, repr=False)
+    dev_criterion: str = SEARCH.dev_criterion  # what a plan is judged on (workbench.search.disagreement)
+    unlabelled_dev_set: SpeechSet | None = None  # the audio --dev-criterion disagreement judges on
+    max_disagreement: float | None = (
+        None  # the disagreement budget in points (default: calibrated on dev_set)
+    )
+
+    @property
+    def selected_on(self) -> SpeechSet:
+        """The set plans are judged on: the unlabelled dev set with the disagreement criterion, else the dev set."""
+        return self.unlabelled_dev_set if self.unlabelled_dev_set is not None else self.dev_set
+
+    @property
+    def reads_dev_set(self) -> bool:
+        """Whether the labelled dev set is read: the WER criterion judges on it, a calibrated budget is made on it."""
+        return self.dev_criterion != disagreement.DISAGREEMENT or self.max_disagreement is None
 
 
 def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
@@ -347,13 +385,15 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     sign-off the dev set predicts to pass the gates (held back by ``margin``) with probability ``confidence``;
     with ``latency_target``, the passing plan measured fastest there instead; write JSON/CSV, plan and ONNX."""
     s = settings
-    check_dev_apart(s.dev_set, s.signoff_set)
+    if s.reads_dev_set:
+        check_dev_apart(s.dev_set, s.signoff_set)
     refuse_ray_with_recovery(s.ray, prepared)
     require_utterances(s.dev_set, "dev")
+    check_criterion(s, prepared)
     folder = compare.analysis_folder(prepared, s.out)
-    if s.dev_set.content_hash == prepared.calib_set.content_hash:
+    if s.reads_dev_set and s.dev_set.content_hash == prepared.calib_set.content_hash:
         logger.warning(f"warning: {CALIBRATION_AS_DEV.format(name=s.dev_set.name)}")
-    if s.dev_set.name.endswith("-eval"):
+    if s.reads_dev_set and s.dev_set.name.endswith("-eval"):
         logger.warning(
             f"warning: dev set {s.dev_set.name} looks like an evaluation set; judging the found plan on the same set "
             "in the sign-off would select on the data that judges it"
@@ -391,14 +431,26 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     if s.order == "damage-per-unit":
         damage = {layer["name"]: float(layer["score"]) for layer in data["layers"]}
         ranking = order_by_damage_per_unit(ranking, damage, group_sizes(s.objective, macs, groups))
+    name = search_outputs.mixed_name(prepared.tag, s.selected_on.content_hash)
+    budget = None
     with ExitStack() as stack:  # a Ray pool lives for the search's evaluations, not for the timing after
-        evaluator = dev_evaluator(prepared, s, model, clips, stack)
+        if s.unlabelled_dev_set is not None:
+            budget = disagreement_budget(prepared, s, model, clips, groups, name)
+            clips = all_clips(s.unlabelled_dev_set)
+            evaluator = disagreement.require_words(
+                dev_evaluator(
+                    prepared, s, model, clips, stack, gates=budget.gates(s.gates), against_fp32=True
+                ),
+                f"the unlabelled dev set {s.unlabelled_dev_set.name}",
+            )
+            logger.info(disagreement.budget_line(budget, evaluator, s.unlabelled_dev_set.name))
+        else:
+            evaluator = dev_evaluator(prepared, s, model, clips, stack)
+            log_budget(prepared, s, evaluator, len(clips))
         logger.info(
             f"objective: {goal.description}; dev set bought in blocks of {evaluator.ends[0]} utterances "
             f"({len(evaluator.ends)} blocks), batches of {evaluator.batch_size}"
         )
-        log_budget(prepared, s, evaluator, len(clips))
-        name = search_outputs.mixed_name(prepared.tag, s.dev_set.content_hash)
         result = search_plan(
             ranking,
             groups,
@@ -461,15 +513,24 @@ def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:
     data_out = search_record(
         prepared, s, evaluator, result, sensitivity, ranking, groups, nodes, found_json, timed, macs, goal
     )
+    if s.unlabelled_dev_set is not None:
+        data_out["provenance"]["unlabelled_dev_set"] = s.unlabelled_dev_set.content_hash
+        calibrated = budget.calibration if budget is not None else None
+        # the labelled dev set is read only to calibrate the budget
+        data_out["dev_set"].update(read=calibrated is not None)
+        data_out["dev_set"]["utterances"] = calibrated["utterances"] if calibrated else None
+        if calibrated is None:
+            data_out["dev_set"]["warning"] = None
+    data_out["dev_criterion"] = disagreement.criterion_json(budget, s.unlabelled_dev_set, evaluator)
     data_out["confirmation"] = confirmation.to_json() if confirmation is not None else None
     data_out["selection"] = chosen_by.to_json()
     data_out["signoff_forecast"] = (
         found_forecast(result, evaluator, confirmation, checker_ratios, s).to_json()
-        if result.found is not None
+        if result.found is not None and budget is None
         else None
     )
     j, c = outputs.write_with_csv(
-        search_outputs.search_path(folder, prepared.tag, s.dev_set.content_hash),
+        search_outputs.search_path(folder, prepared.tag, s.selected_on.content_hash),
         data_out,
         search_outputs.search_csv_rows,
     )
@@ -578,9 +639,15 @@ def dev_evaluator(
     model: onnx.ModelProto,
     clips: list[Clip],
     stack: ExitStack | None = None,
+    *,
+    gates: GateConfig | None = None,
+    blocks: int | None = None,
+    against_fp32: bool = False,
 ) -> DevEvaluator:
-    """Scores plans on the dev clips (FP32 baseline first) against the held-back, sign-off-predicted budget; with
-    ``s.ray``, transcribed on the cluster by a worker pool that ``stack`` closes."""
+    """Scores plans on the dev clips (FP32 baseline first) against the held-back, sign-off-predicted budget
+    (``gates``, default ``s.gates``; ``blocks``, default ``s.dev_blocks``; ``against_fp32``: FP32's transcripts as
+    the references, ``workbench.search.disagreement``); with ``s.ray``, transcribed on the cluster by a worker pool
+    that ``stack`` closes."""
     variants = prepared.variant_runner(model, s.threads, ort_providers(s.backend))
     batch_size = s.batch_size or default_batch_size(s.backend)
     transcriber = None
@@ -597,7 +664,7 @@ def dev_evaluator(
     return DevEvaluator(
         variants,
         clips,
-        s.gates,
+        s.gates if gates is None else gates,
         resamples=s.resamples,
         seed=s.seed,
         progress=s.progress,
@@ -605,13 +672,66 @@ def dev_evaluator(
         model=prepared.description,
         margin=s.margin,
         confidence=s.confidence,
-        blocks=s.dev_blocks,
+        blocks=s.dev_blocks if blocks is None else blocks,
         batch_size=batch_size,
         inference=s.inference,
         transcriber=transcriber,
         futility=s.futility,
         transcripts=s.transcripts,
+        against_fp32=against_fp32,
     )
+
+
+def criterion_options(s: SearchInputs | SearchSettings, dev_options: list[str] | None = None) -> None:
+    """The dev criterion's options (``workbench.search.disagreement.check_options``); ``dev_options``: the labelled
+    dev set's flags the user gave."""
+    disagreement.check_options(
+        s.dev_criterion,
+        s.unlabelled_dev_set,
+        s.max_disagreement,
+        selection=s.selection,
+        confirm=s.confirm,
+        ray=s.ray,
+        dev_options=dev_options,
+    )
+
+
+def check_criterion(s: SearchSettings, prepared: Prepared) -> None:
+    """The dev criterion's options and its unlabelled dev set (as ``check`` checks them for the verb)."""
+    criterion_options(s)
+    if s.unlabelled_dev_set is not None:
+        unlabelled = disagreement.check_unlabelled_dev(s.unlabelled_dev_set, prepared.calib_set)
+        require_utterances(unlabelled, "unlabelled dev")
+        check_dev_apart(unlabelled, s.signoff_set)
+
+
+def disagreement_budget(
+    prepared: Prepared,
+    s: SearchSettings,
+    model: onnx.ModelProto,
+    clips: list[Clip],
+    groups: list[Group],
+    name: str,
+) -> disagreement.DisagreementBudget:
+    """The disagreement budget: ``--max-disagreement`` when given, else calibrated on the labelled dev ``clips`` from
+    INT8 everywhere's two whole-set readings there (``workbench.search.disagreement.calibrate``)."""
+    if s.max_disagreement is not None:
+        return disagreement.given_budget(s.max_disagreement, s.gates)
+    logger.info(
+        f"calibrating the disagreement budget: INT8 everywhere on {len(clips)} utterances of the dev set "
+        f"{s.dev_set.name}, against its labels and against FP32"
+    )
+    # one transcript per clip and plan for both readings when batches hold one clip (batched, they are made twice)
+    shared = s.transcripts
+    if shared is None and (s.batch_size or default_batch_size(s.backend)) == 1:
+        shared = TranscriptCache()
+    settings = replace(s, transcripts=shared)
+
+    def make(against_fp32: bool) -> DevEvaluator:
+        return dev_evaluator(prepared, settings, model, clips, blocks=1, against_fp32=against_fp32)
+
+    everywhere = plan_for(f"{name}-k0", groups, s.keep, "int8", set())
+    return disagreement.calibrate(make, everywhere, s.gates, s.dev_set.name)
 
 
 def log_budget(
@@ -827,7 +947,10 @@ def summary_lines(data: dict[str, Any]) -> list[str]:
         f"every group on its own: {data['per_group_evaluations']})"
     ]
     budget = data.get("budget", {})
-    if "judged_against" in budget:
+    criterion = data.get("dev_criterion") or {}
+    if criterion.get("criterion") == disagreement.DISAGREEMENT:
+        out.append(disagreement.summary_line(criterion))
+    elif "judged_against" in budget:
         against = budget["judged_against"]
         out.append(
             f"judged against +{against['max_wer_delta_points']:.2f} pts overall, "

@@ -6,7 +6,9 @@ with ``compare_accuracy`` (paired bootstrap deltas vs FP32 per condition) and ju
 the upper end of the paired interval. With ``blocks`` > 1 the evidence is bought sequentially
 (``workbench.search.sequential``): a plan is judged on a first block of the dev set and more blocks are
 transcribed only while its judged interval straddles the gate. The dev set must not be the
-sign-off evaluation set, so the search does not select on the data that later judges it.
+sign-off evaluation set, so the search does not select on the data that later judges it. With ``against_fp32`` the
+references are FP32's own transcripts of the clips (audio without labels): a plan's "WER" is then its disagreement
+with FP32 (``workbench.search.disagreement``).
 
 The search keeps the plan with the most INT8 that passes, so "passes on the dev set" must predict
 "passes the sign-off", which judges the same gates on another set (other speakers and texts). Each
@@ -226,6 +228,7 @@ class DevEvaluator:
         transcriber: Callable[[PrecisionPlan, Sequence[int]], list[str]] | None = None,
         futility: float = 0.0,
         transcripts: TranscriptCache | None = None,
+        against_fp32: bool = False,
     ) -> None:
         if not 0.0 <= margin < 1.0:
             raise ValueError(f"margin must be in [0, 1), got {margin}")
@@ -275,6 +278,11 @@ class DevEvaluator:
         self.progress = progress
         self.count = 0
         self.baseline_texts, self.baseline_seconds = self._transcribe_blocks(PrecisionPlan(BASELINE))
+        # ``against_fp32``: FP32's own transcripts are the references (audio without labels), so a plan's "WER" is its
+        # disagreement with FP32 and FP32's is 0 (``workbench.search.disagreement``)
+        self.against_fp32 = against_fp32
+        if against_fp32:
+            self.utterances = [replace(u, text=t) for u, t in zip(self.utterances, self.baseline_texts)]
         self.baseline = self._score(
             PrecisionPlan(BASELINE), self.baseline_texts, self.baseline_seconds, count=False
         )
