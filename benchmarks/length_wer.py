@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -150,17 +149,11 @@ def measure(
 
 
 def host() -> dict[str, Any]:
-    import os
-
     import torch
 
-    return {
-        "hostname": platform.node(),
-        "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-    }
+    from workbench.evaluate.machine import machine_info
+
+    return {**machine_info(), "torch": torch.__version__, "torch_threads": torch.get_num_threads()}
 
 
 def ratio(value: float, base: float) -> float | None:
