@@ -138,6 +138,12 @@ def test_labelled_and_unlabelled_sets_are_not_interchangeable(tmp_path, speech_l
     ).speech_set
     with pytest.raises(WorkbenchError, match="--unlabelled-set l is an? eval set with transcripts"):
         require_unlabelled(labelled, "--unlabelled-set")
+    card = json.loads((labelled.path / "card.json").read_text())
+    card.get("made", {}).pop("role", None)  # a card that records no role (no "a ? set")
+    (labelled.path / "card.json").write_text(json.dumps(card))
+    roleless = load_set(labelled.path, verify=False)
+    with pytest.raises(WorkbenchError, match="--unlabelled-set l is a set whose card records no role with"):
+        require_unlabelled(roleless, "--unlabelled-set")
 
 
 def test_signoff_refuses_bad_unlabelled_sets_before_any_model_work(

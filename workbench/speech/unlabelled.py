@@ -42,8 +42,13 @@ def require_unlabelled(speech_set: SpeechSet, option: str) -> SpeechSet:
     """Refuse a labelled set given where an unlabelled one is asked for (its transcripts would go unused)."""
     if not is_unlabelled(speech_set):
         role = role_of(speech_set)
+        kind = (
+            "a set whose card records no role"
+            if role == "?"
+            else f"{'an' if role[:1] in 'aeiou' else 'a'} {role} set"
+        )
         raise WorkbenchError(
-            f"{option} {speech_set.name} is {'an' if role[:1] in 'aeiou' else 'a'} {role} set with transcripts: give it as --eval-set to "
+            f"{option} {speech_set.name} is {kind} with transcripts: give it as --eval-set to "
             f"score it against them, or import the audio with data import --role {UNLABELLED}"
         )
     return speech_set
