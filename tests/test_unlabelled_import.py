@@ -180,7 +180,10 @@ def test_signoff_refuses_bad_unlabelled_sets_before_any_model_work(
             ["--unlabelled-set", "long-u"],
             "3 of 3 clips of unlabelled set long-u fall outside the deployment profile",
         ),
-        (["--unlabelled-set", "unit-eval"], "--unlabelled-set unit-eval is a set whose card records no role with transcripts"),
+        (
+            ["--unlabelled-set", "unit-eval"],
+            "--unlabelled-set unit-eval is a set whose card records no role with transcripts",
+        ),
         (["--unlabelled-set", "long-u", "--unlabelled-set", "long-u"], "given twice"),
     ]
     for extra, match in cases:
