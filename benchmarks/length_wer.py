@@ -67,13 +67,12 @@ def clips_in(
     source: SpeechSet, low: float, high: float, pauses: tuple[float, float], limit: int, seed: int
 ) -> list[tuple[Clip, list[Utterance]]]:
     """Joined clips of ``low``-``high`` seconds (their parts beside them), at most ``limit``, drawn by ``seed``."""
-    plans, _ = plan_recordings(list(source.utterances), LongFormConfig(low, high, pauses, seed))
+    config = LongFormConfig(low, high, pauses, seed)
+    plans, _ = plan_recordings(list(source.utterances), config)
     rng = np.random.default_rng(seed)
     made = []
     for number, plan in enumerate(plans):
-        clip = join(
-            [Clip(u, source.audio(u)) for u in plan], rng, LongFormConfig(low, high, pauses, seed), number
-        )
+        clip = join([Clip(u, source.audio(u)) for u in plan], rng, config, number)
         if low <= clip.utterance.duration_s <= high:
             made.append((clip, plan))
     if len(made) > limit:
@@ -132,18 +131,22 @@ def measure(
     clips: list[tuple[Clip, list[Utterance]]],
     scoring: Scoring,
     resamples: int,
-    read: Callable[[np.ndarray], str],
+    reads: dict[str, Callable[[np.ndarray], str]],
 ) -> dict[str, Any]:
-    """One bucket: the clips read by ``read`` against the same parts read one by one."""
+    """One bucket: the clips read each way of ``reads`` (name -> reader), and the same parts read one by one
+    (``one_by_one``, transcribed once whatever the number of ways)."""
     ids = [c.utterance.id for c, _ in clips]
     refs = [c.utterance.text for c, _ in clips]
-    hyps = [read(c.audio) for c, _ in clips]
     by_one = [" ".join(transcriber.whole(source.audio(u)) for u in parts) for _, parts in clips]
     seconds = [c.utterance.duration_s for c, _ in clips]
+    rates = {
+        name: rate_of(score_utterances(ids, refs, [read(c.audio) for c, _ in clips], scoring), resamples)
+        for name, read in reads.items()
+    }
     return {
         "mean_s": round(float(np.mean(seconds)), 2),
         "audio_s": round(float(np.sum(seconds)), 1),
-        "read": rate_of(score_utterances(ids, refs, hyps, scoring), resamples),
+        **rates,
         "one_by_one": rate_of(score_utterances(ids, refs, by_one, scoring), resamples),
     }
 
@@ -174,7 +177,7 @@ def run_model(folder: Path, source: SpeechSet, args: argparse.Namespace) -> dict
         row = {
             "low_s": low,
             "high_s": high,
-            **measure(transcriber, source, clips, scoring, args.resamples, transcriber.whole),
+            **measure(transcriber, source, clips, scoring, args.resamples, {"read": transcriber.whole}),
         }
         buckets.append(row)
         print(
@@ -188,22 +191,20 @@ def run_model(folder: Path, source: SpeechSet, args: argparse.Namespace) -> dict
         clips = clips_in(source, low, high, args.pause, args.per_bucket, args.seed)
         if not clips:
             continue
-        chunked = measure(
-            transcriber, source, clips, scoring, args.resamples, lambda a: transcriber.chunked(a, settings)
-        )
-        whole = measure(transcriber, source, clips, scoring, args.resamples, transcriber.whole)
+        reads = {"chunked": lambda a: transcriber.chunked(a, settings), "whole": transcriber.whole}
+        row = measure(transcriber, source, clips, scoring, args.resamples, reads)
         long_rows.append(
             {
                 "low_s": low,
                 "high_s": high,
-                "mean_s": chunked["mean_s"],
-                "audio_s": chunked["audio_s"],
+                "mean_s": row["mean_s"],
+                "audio_s": row["audio_s"],
                 "chunk_s": args.chunk_seconds,
                 "stride_s": args.stride_seconds,
-                "chunked": chunked["read"],
-                "whole": whole["read"],
-                "one_by_one": chunked["one_by_one"],
-                "chunked_over_one_by_one": ratio(chunked["read"]["wer"], chunked["one_by_one"]["wer"]),
+                "chunked": row["chunked"],
+                "whole": row["whole"],
+                "one_by_one": row["one_by_one"],
+                "chunked_over_one_by_one": ratio(row["chunked"]["wer"], row["one_by_one"]["wer"]),
             }
         )
         r = long_rows[-1]
