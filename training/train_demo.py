@@ -208,6 +208,19 @@ def validate(
     return w, c, list(zip(refs, hyps))[:3]
 
 
+def validation_record(
+    model, val: dict, device: torch.device, val_long: list[Item] | None, step: int, elapsed: float
+) -> tuple[dict, str, list[tuple[str, str]]]:
+    """One validation: the history record (WER, CER and, with long items, the long-form WER), its log text and
+    examples."""
+    w, c, ex = validate(model, val, device)
+    record = {"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c}
+    if val_long is not None:
+        record["val_long_wer"] = validate(model, val, device, val_long)[0]
+    long_note = f" long {record['val_long_wer']:.3f}" if val_long is not None else ""
+    return record, f"WER {w:.3f} CER {c:.3f}{long_note}", ex
+
+
 def save_hf(model, out: Path, meta: dict) -> None:
     from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2Processor
 
@@ -356,27 +369,19 @@ def main() -> None:
                     f"step {step} loss {loss.item():.3f} lr {lr_at(elapsed, tcfg):.2e} trained {elapsed:.0f}s batch {len(idx)}"
                 )
             if time.time() - last_val > 120:
-                w, c, ex = validate(model, val, device)
-                record = {"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c}
-                if val_long is not None:
-                    record["val_long_wer"] = validate(model, val, device, val_long)[0]
+                record, text, ex = validation_record(model, val, device, val_long, step, elapsed)
                 history.append(record)
-                long_note = f" long {record['val_long_wer']:.3f}" if val_long is not None else ""
-                log(f"VAL step {step}: WER {w:.3f} CER {c:.3f}{long_note} e.g. {ex[0]}")
+                log(f"VAL step {step}: {text} e.g. {ex[0]}")
                 last_val = time.time()
             if time.time() - last_ckpt > 90:
                 save_checkpoint(ckpt, model, opt, step, elapsed, epoch, history)
                 last_ckpt = time.time()
         else:
             epoch += 1
-    w, c, ex = validate(model, val, device)
-    final = {"step": step, "elapsed": elapsed, "val_wer": w, "val_cer": c, "end_of_call": True}
-    if val_long is not None:
-        final["val_long_wer"] = validate(model, val, device, val_long)[0]
-    history.append(final)
-    log(
-        f"FINAL step {step}: val WER {w:.3f} CER {c:.3f} long {final.get('val_long_wer', float('nan')):.3f}; examples {ex}"
-    )
+    final, text, ex = validation_record(model, val, device, val_long, step, elapsed)
+    history.append({**final, "end_of_call": True})
+    w, c = final["val_wer"], final["val_cer"]
+    log(f"FINAL step {step}: val {text}; examples {ex}")
     save_checkpoint(ckpt, model, opt, step, elapsed, epoch, history)
     meta = {
         "steps": step,
