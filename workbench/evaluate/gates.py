@@ -48,7 +48,7 @@ class GateConfig:
     # the bound on the WER delta on every --unlabelled-set, percentage points (``workbench.jobs.label_free``)
     unlabelled_max_disagreement: float | None = None
     unlabelled_max_wer_bound: float | None = None
-    # the shift check's margin, percentage points (None: ``LabelFreeDefaults.shift_margin``); 0 suits large sets
+    # the shift check's margin, percentage points (None: ``LabelFreeDefaults.default_shift_margin``, by set size)
     unlabelled_shift_margin: float | None = None
 
     def __post_init__(self) -> None:

@@ -140,7 +140,7 @@ def check(inputs: SearchInputs) -> None:
     given = (("--dev-set", inputs.dev_set), ("--dev-per-condition", inputs.dev_per_condition))
     criterion_options(inputs, [flag for flag, value in given if value is not None])
     # a given disagreement budget reads no labelled dev set (the calibration set is then not the dev set)
-    reads_dev = inputs.dev_criterion != disagreement.DISAGREEMENT or inputs.max_disagreement is None
+    reads_dev = disagreement.reads_labelled_dev(inputs.dev_criterion, inputs.max_disagreement)
     if inputs.sensitivity is not None and not Path(inputs.sensitivity).is_file():
         raise WorkbenchError(
             f"--sensitivity {inputs.sensitivity} is not a file; give a sensitivity-*.json written "
@@ -159,8 +159,12 @@ def check(inputs: SearchInputs) -> None:
         if reads_dev:
             check_dev_apart(dev_set, signoff_set)
         unlabelled = named_set(inputs.unlabelled_dev_set, "unlabelled dev", inputs.calib_root)
-        if unlabelled is not None:
-            calib = named_set(inputs.calib_set, "calibration", inputs.calib_root)
+        if unlabelled is not None:  # without --dev-set the dev set read above is the calibration set
+            calib = (
+                dev_set
+                if not inputs.dev_set
+                else named_set(inputs.calib_set, "calibration", inputs.calib_root)
+            )
             check_dev_apart(disagreement.check_unlabelled_dev(unlabelled, calib), signoff_set)
     inputs.check()
     if inputs.ray is not None:
@@ -376,8 +380,8 @@ class SearchSettings:
 
     @property
     def reads_dev_set(self) -> bool:
-        """Whether the labelled dev set is read: the WER criterion judges on it, a calibrated budget is made on it."""
-        return self.dev_criterion != disagreement.DISAGREEMENT or self.max_disagreement is None
+        """Whether the labelled dev set is read (``workbench.search.disagreement.reads_labelled_dev``)."""
+        return disagreement.reads_labelled_dev(self.dev_criterion, self.max_disagreement)
 
 
 def run_search(prepared: Prepared, settings: SearchSettings) -> SearchJobResult:

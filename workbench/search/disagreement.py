@@ -85,6 +85,12 @@ class DisagreementBudget:
         }
 
 
+def reads_labelled_dev(criterion: str, max_disagreement: float | None) -> bool:
+    """Whether the search reads the labelled dev set: the WER criterion judges on it, a calibrated disagreement
+    budget is made on it; a given budget (``--max-disagreement``) reads none."""
+    return criterion != DISAGREEMENT or max_disagreement is None
+
+
 def check_options(
     criterion: str,
     unlabelled_dev_set: object | None,
